@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "coverage through Bazel is not supported in cohort's offline build" >&2
+exit 1

@@ -1,0 +1,102 @@
+// The layer interface of cohort's CPU engine.
+//
+// A layer transforms a batch of activations. Shapes carry the batch:
+//   dense activations   {N, F}
+//   1-D spatial         {C, N, L}
+//   2-D spatial         {C, N, H, W}
+// Spatial tensors are "batch-inner" (channel-major): a convolution over the
+// whole batch is then one large matrix product (out[OC, N*P] = W * col),
+// and per-channel work (BatchNorm, bias) runs over contiguous memory. The
+// model converts the data set's NCHW input once at its entry and Flatten
+// converts back to {N, C*H*W} with PyTorch's (C, H, W) feature order, so
+// weights are laid out exactly as PyTorch lays them out.
+//
+// Parameters are declared by the layer (ParamDecl) and stored by the model in
+// one flat buffer (and gradients in another), so that the distributed layer
+// can reduce them in buckets; Bind() hands the layer views into those
+// buffers. Backward() *overwrites* the parameter gradients with this batch's
+// gradient (no accumulation, so no zeroing pass is needed).
+//
+// Ownership: a layer owns its scratch buffers and cached activations; it
+// does not own the parameter memory. Thread safety: none; one replica's
+// thread drives a layer.
+#ifndef COHORT_WORKER_LAYERS_LAYER_H_
+#define COHORT_WORKER_LAYERS_LAYER_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/tensor.h"
+
+namespace cohort {
+
+// The engine's random generator (initialisation, dropout, data).
+using Rng = std::mt19937_64;
+
+enum class Mode { kTrain, kEval };
+
+// A parameter a layer needs. `init` says how Reset() fills it.
+struct ParamDecl {
+  enum class Init {
+    kKaimingUniform,  // U(-b, b), b = 1/sqrt(fan_in): PyTorch's default for
+                      // Linear/Conv weights (kaiming_uniform_, a = sqrt(5)).
+    kFanInUniform,    // the same bound for biases.
+    kOnes,            // BatchNorm scale.
+    kZeros,           // BatchNorm shift.
+  };
+  std::string name;  // e.g. "weight", "bias"
+  Shape shape;
+  Init init = Init::kZeros;
+  int64_t fan_in = 1;
+};
+
+template <typename T>
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // "conv2d(3->6, k5)" etc., for messages and summaries.
+  virtual std::string Name() const = 0;
+
+  // Configures the layer for inputs of per-sample shape `in` (without the
+  // batch dimension: {F}, {C, L} or {C, H, W}) and returns the per-sample
+  // output shape, or InvalidArgument naming the layer and both shapes when
+  // the input does not fit. Called once, before Params().
+  virtual absl::StatusOr<Shape> Configure(const Shape& in) = 0;
+
+  // Parameters, in a fixed order (after Configure). Default: none.
+  virtual std::vector<ParamDecl> Params() const { return {}; }
+
+  // Views into the model's flat buffers, one per Params() entry, same order.
+  virtual void Bind(std::vector<BasicTensor<T>> values,
+                    std::vector<BasicTensor<T>> grads) {}
+
+  // Non-parameter state that must match across replicas and be saved
+  // (BatchNorm running statistics). Default: none.
+  virtual std::vector<BasicTensor<T>*> Buffers() { return {}; }
+
+  // Sets the seed of any randomness the layer draws while training
+  // (dropout); replicas get different streams.
+  virtual void SeedRandom(uint64_t seed) {}
+
+  // `in` has the batch dimension (see the layouts above). The layer may keep
+  // a pointer to `in` for Backward: the caller keeps it alive and unchanged
+  // until then. `out` is resized by the layer.
+  virtual void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
+                       Mode mode) = 0;
+
+  // Given dLoss/dOut of the last Forward (mode kTrain), writes the parameter
+  // gradients and, unless `grad_in` is null (first layer: nobody needs it),
+  // dLoss/dIn.
+  virtual void Backward(const BasicTensor<T>& grad_out,
+                        BasicTensor<T>* grad_in) = 0;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_LAYERS_LAYER_H_

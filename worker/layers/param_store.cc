@@ -1,0 +1,74 @@
+#include "worker/layers/param_store.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace cohort {
+namespace {
+
+constexpr int64_t kAlign = 16;  // elements; 64 bytes of float
+
+int64_t RoundUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+template <typename T>
+void ParamStore<T>::Build(absl::Span<Layer<T>* const> layers) {
+  CHECK(entries_.empty()) << "ParamStore::Build called twice";
+  std::vector<std::vector<ParamDecl>> decls;
+  int64_t total = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    decls.push_back(layers[i]->Params());
+    for (const ParamDecl& d : decls.back()) {
+      entries_.push_back({absl::StrCat(i, ".", d.name), d.shape, total, d.init,
+                          d.fan_in});
+      num_parameters_ += NumElements(d.shape);
+      total += RoundUp(NumElements(d.shape));
+    }
+  }
+  values_.Resize({total});
+  grads_.Resize({total});
+  size_t e = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::vector<BasicTensor<T>> v, g;
+    for (size_t k = 0; k < decls[i].size(); ++k, ++e) {
+      v.push_back(BasicTensor<T>::View(values_.data() + entries_[e].offset,
+                                       entries_[e].shape));
+      g.push_back(BasicTensor<T>::View(grads_.data() + entries_[e].offset,
+                                       entries_[e].shape));
+    }
+    layers[i]->Bind(std::move(v), std::move(g));
+  }
+}
+
+template <typename T>
+void ParamStore<T>::Initialize(Rng& rng) {
+  for (const Entry& e : entries_) {
+    T* p = values_.data() + e.offset;
+    const int64_t n = NumElements(e.shape);
+    switch (e.init) {
+      case ParamDecl::Init::kKaimingUniform:
+      case ParamDecl::Init::kFanInUniform: {
+        // kaiming_uniform_(a=sqrt(5)) and the bias rule both reduce to
+        // U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+        const double bound = 1.0 / std::sqrt(static_cast<double>(e.fan_in));
+        std::uniform_real_distribution<double> dist(-bound, bound);
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(dist(rng));
+        break;
+      }
+      case ParamDecl::Init::kOnes:
+        for (int64_t i = 0; i < n; ++i) p[i] = T(1);
+        break;
+      case ParamDecl::Init::kZeros:
+        for (int64_t i = 0; i < n; ++i) p[i] = T(0);
+        break;
+    }
+  }
+}
+
+template class ParamStore<float>;
+template class ParamStore<double>;
+
+}  // namespace cohort

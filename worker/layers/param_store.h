@@ -1,0 +1,64 @@
+// Flat, contiguous parameter and gradient storage for a list of layers.
+//
+// All parameters of a model live in one buffer and all gradients in another,
+// in the order the layers declare them, so that communication can treat
+// them as a few large buckets. Each parameter starts at a multiple of 16
+// elements (64 bytes) for aligned vector loads.
+//
+// Ownership: the store owns both buffers; layers hold views into them (the
+// layers must not outlive the store). Thread safety: none.
+#ifndef COHORT_WORKER_LAYERS_PARAM_STORE_H_
+#define COHORT_WORKER_LAYERS_PARAM_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/tensor.h"
+#include "worker/layers/layer.h"
+
+namespace cohort {
+
+template <typename T>
+class ParamStore {
+ public:
+  struct Entry {
+    std::string name;  // "3.weight": layer index and parameter name
+    Shape shape;
+    int64_t offset;  // in elements, into values()/grads()
+    ParamDecl::Init init;
+    int64_t fan_in;
+  };
+
+  ParamStore() = default;
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  // Allocates storage for every parameter of `layers` (already configured)
+  // and binds each layer to its views. Call once.
+  void Build(absl::Span<Layer<T>* const> layers);
+
+  // Fills every parameter as its declaration says (PyTorch's defaults).
+  void Initialize(Rng& rng);
+
+  BasicTensor<T>& values() { return values_; }
+  const BasicTensor<T>& values() const { return values_; }
+  BasicTensor<T>& grads() { return grads_; }
+  const BasicTensor<T>& grads() const { return grads_; }
+  const std::vector<Entry>& entries() const { return entries_; }
+  // Parameters proper (excludes alignment padding).
+  int64_t num_parameters() const { return num_parameters_; }
+
+ private:
+  std::vector<Entry> entries_;
+  BasicTensor<T> values_;
+  BasicTensor<T> grads_;
+  int64_t num_parameters_ = 0;
+};
+
+extern template class ParamStore<float>;
+extern template class ParamStore<double>;
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_LAYERS_PARAM_STORE_H_
