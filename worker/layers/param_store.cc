@@ -15,32 +15,52 @@ int64_t RoundUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 template <typename T>
-void ParamStore<T>::Build(absl::Span<Layer<T>* const> layers) {
-  CHECK(entries_.empty()) << "ParamStore::Build called twice";
-  std::vector<std::vector<ParamDecl>> decls;
+void ParamStore<T>::Layout(absl::Span<Layer<T>* const> layers) {
+  CHECK(entries_.empty()) << "ParamStore built twice";
   int64_t total = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
-    decls.push_back(layers[i]->Params());
-    for (const ParamDecl& d : decls.back()) {
+    for (const ParamDecl& d : layers[i]->Params()) {
       entries_.push_back({absl::StrCat(i, ".", d.name), d.shape, total, d.init,
                           d.fan_in});
       num_parameters_ += NumElements(d.shape);
       total += RoundUp(NumElements(d.shape));
     }
   }
-  values_.Resize({total});
   grads_.Resize({total});
+}
+
+template <typename T>
+void ParamStore<T>::BindAll(absl::Span<Layer<T>* const> layers, T* values) {
   size_t e = 0;
-  for (size_t i = 0; i < layers.size(); ++i) {
+  for (Layer<T>* layer : layers) {
+    const size_t count = layer->Params().size();
     std::vector<BasicTensor<T>> v, g;
-    for (size_t k = 0; k < decls[i].size(); ++k, ++e) {
-      v.push_back(BasicTensor<T>::View(values_.data() + entries_[e].offset,
+    for (size_t k = 0; k < count; ++k, ++e) {
+      v.push_back(BasicTensor<T>::View(values + entries_[e].offset,
                                        entries_[e].shape));
       g.push_back(BasicTensor<T>::View(grads_.data() + entries_[e].offset,
                                        entries_[e].shape));
     }
-    layers[i]->Bind(std::move(v), std::move(g));
+    layer->Bind(std::move(v), std::move(g));
   }
+  CHECK_EQ(e, entries_.size());
+}
+
+template <typename T>
+void ParamStore<T>::Build(absl::Span<Layer<T>* const> layers) {
+  Layout(layers);
+  values_.Resize(grads_.shape());
+  BindAll(layers, values_.data());
+}
+
+template <typename T>
+void ParamStore<T>::BuildShared(absl::Span<Layer<T>* const> layers,
+                                ParamStore& owner) {
+  Layout(layers);
+  CHECK_EQ(grads_.size(), owner.values_.size())
+      << "BuildShared: the layers differ from the owner's";
+  values_ = BasicTensor<T>::View(owner.values_.data(), owner.values_.shape());
+  BindAll(layers, values_.data());
 }
 
 template <typename T>

@@ -38,6 +38,12 @@ class ParamStore {
   // and binds each layer to its views. Call once.
   void Build(absl::Span<Layer<T>* const> layers);
 
+  // Like Build, but the layers read the parameter values of `owner` (built
+  // from an identical list of layers) and only the gradients are this
+  // store's. In-process replicas share one copy of the parameters this way:
+  // they are identical by construction, so nothing needs to be broadcast.
+  void BuildShared(absl::Span<Layer<T>* const> layers, ParamStore& owner);
+
   // Fills every parameter as its declaration says (PyTorch's defaults).
   void Initialize(Rng& rng);
 
@@ -54,6 +60,9 @@ class ParamStore {
   BasicTensor<T> values_;
   BasicTensor<T> grads_;
   int64_t num_parameters_ = 0;
+
+  void Layout(absl::Span<Layer<T>* const> layers);
+  void BindAll(absl::Span<Layer<T>* const> layers, T* values);
 };
 
 extern template class ParamStore<float>;

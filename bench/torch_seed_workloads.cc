@@ -1,0 +1,118 @@
+// The yardstick for //bench:seed_workloads: the same three workloads in
+// LibTorch 1.13 (Debian's libtorch-dev, CPU), same command line, same output.
+//   torch_seed_workloads {lenet|conv1d|mlp} STEPS THREADS
+// prints "NAME samples_per_s X". Never linked into cohort itself.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+struct LeNet : torch::nn::Module {
+  torch::nn::Conv2d c1{nullptr}, c2{nullptr};
+  torch::nn::Linear f1{nullptr}, f2{nullptr}, f3{nullptr};
+  LeNet() {
+    c1 = register_module("c1", torch::nn::Conv2d(3, 6, 5));
+    c2 = register_module("c2", torch::nn::Conv2d(6, 16, 5));
+    f1 = register_module("f1", torch::nn::Linear(400, 120));
+    f2 = register_module("f2", torch::nn::Linear(120, 84));
+    f3 = register_module("f3", torch::nn::Linear(84, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(c1(x)), 2);
+    x = torch::max_pool2d(torch::relu(c2(x)), 2);
+    x = x.flatten(1);
+    return f3(torch::relu(f2(torch::relu(f1(x)))));
+  }
+};
+
+struct Conv1dBn : torch::nn::Module {
+  torch::nn::Conv1d c1{nullptr}, c2{nullptr}, c3{nullptr};
+  torch::nn::BatchNorm1d b1{nullptr}, b2{nullptr};
+  Conv1dBn() {
+    using O = torch::nn::Conv1dOptions;
+    c1 = register_module("c1", torch::nn::Conv1d(O(3, 16, 3).padding(1)));
+    b1 = register_module("b1", torch::nn::BatchNorm1d(16));
+    c2 = register_module("c2", torch::nn::Conv1d(O(16, 32, 3).padding(1)));
+    b2 = register_module("b2", torch::nn::BatchNorm1d(32));
+    c3 = register_module("c3", torch::nn::Conv1d(O(32, 3, 3).padding(1)));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(b1(c1(x)));
+    x = torch::relu(b2(c2(x)));
+    return c3(x);
+  }
+};
+
+struct Mlp : torch::nn::Module {
+  torch::nn::Linear f1{nullptr}, f2{nullptr};
+  Mlp() {
+    f1 = register_module("f1", torch::nn::Linear(100, 200));
+    f2 = register_module("f2", torch::nn::Linear(200, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) { return f2(torch::relu(f1(x))); }
+};
+
+template <typename Net>
+double Run(Net& net, torch::Tensor x, torch::Tensor y, bool mse, double lr,
+           double momentum, int steps, int batch) {
+  torch::optim::SGD opt(net.parameters(),
+                        torch::optim::SGDOptions(lr).momentum(momentum));
+  auto step = [&] {
+    opt.zero_grad();
+    torch::Tensor out = net.forward(x);
+    torch::Tensor loss =
+        mse ? torch::mse_loss(out, y) : torch::cross_entropy_loss(out, y);
+    loss.backward();
+    opt.step();
+  };
+  for (int i = 0; i < 5; ++i) step();  // warm-up
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double s = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count();
+  return steps * batch / s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s {lenet|conv1d|mlp} STEPS THREADS\n",
+                 argv[0]);
+    return 2;
+  }
+  const std::string name = argv[1];
+  const int steps = std::atoi(argv[2]);
+  const int threads = std::atoi(argv[3]);
+  if (steps <= 0 || threads <= 0) {
+    std::fprintf(stderr, "STEPS and THREADS must be positive integers\n");
+    return 2;
+  }
+  torch::set_num_threads(threads);
+  torch::manual_seed(1);
+  double rate = 0;
+  if (name == "lenet") {
+    LeNet net;
+    rate = Run(net, torch::randn({100, 3, 32, 32}),
+               torch::randint(0, 10, {100}), false, 0.001, 0.9, steps, 100);
+  } else if (name == "conv1d") {
+    Conv1dBn net;
+    rate = Run(net, torch::randn({4, 3, 10000}), torch::randn({4, 3, 10000}),
+               true, 0.001, 0.0, steps, 4);
+  } else if (name == "mlp") {
+    Mlp net;
+    rate = Run(net, torch::randn({10, 100}), torch::randint(0, 10, {10}),
+               false, 0.01, 0.0, steps, 10);
+  } else {
+    std::fprintf(stderr, "unknown workload \"%s\" (lenet, conv1d, mlp)\n",
+                 name.c_str());
+    return 2;
+  }
+  std::printf("%s samples_per_s %.1f\n", name.c_str(), rate);
+  return 0;
+}

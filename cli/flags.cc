@@ -1,0 +1,128 @@
+#include "cli/flags.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace cohort {
+
+void FlagSet::String(const std::string& name, std::string* target,
+                     const std::string& help) {
+  flags_.push_back({name, Kind::kString, target, help});
+}
+
+void FlagSet::Int(const std::string& name, int64_t* target,
+                  const std::string& help, int64_t min, int64_t max) {
+  flags_.push_back({name, Kind::kInt, target, help, min, max});
+}
+
+void FlagSet::Bool(const std::string& name, bool* target,
+                   const std::string& help) {
+  flags_.push_back({name, Kind::kBool, target, help});
+}
+
+const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
+  for (const Flag& f : flags_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+absl::Status FlagSet::Set(const Flag& flag, const std::string& value) {
+  switch (flag.kind) {
+    case Kind::kString:
+      if (value.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag.name, " needs a value"));
+      }
+      *static_cast<std::string*>(flag.target) = value;
+      return absl::OkStatus();
+    case Kind::kInt: {
+      int64_t v;
+      if (!absl::SimpleAtoi(value, &v) || v < flag.min || v > flag.max) {
+        std::string range = flag.max == INT64_MAX
+                                ? absl::StrCat(">= ", flag.min)
+                                : absl::StrCat("in [", flag.min, ", ",
+                                               flag.max, "]");
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", flag.name, " must be an integer ", range,
+                         ", got \"", value, "\""));
+      }
+      *static_cast<int64_t*>(flag.target) = v;
+      return absl::OkStatus();
+    }
+    case Kind::kBool:
+      if (value == "true" || value == "1" || value == "yes") {
+        *static_cast<bool*>(flag.target) = true;
+      } else if (value == "false" || value == "0" || value == "no") {
+        *static_cast<bool*>(flag.target) = false;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--", flag.name, " must be true or false, got \"", value, "\""));
+      }
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      help_ = true;
+      continue;
+    }
+    if (!absl::StartsWith(arg, "--") || arg.size() == 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unexpected argument \"", arg, "\" (flags look like --name=value)"));
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    const Flag* flag = Find(name);
+    if (flag == nullptr && !has_value && absl::StartsWith(name, "no")) {
+      const Flag* negated = Find(name.substr(2));
+      if (negated != nullptr && negated->kind == Kind::kBool) {
+        *static_cast<bool*>(negated->target) = false;
+        continue;
+      }
+    }
+    if (flag == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, " for \"cohort ", command_,
+                       "\" (see cohort ", command_, " --help)"));
+    }
+    if (!has_value) {
+      if (flag->kind == Kind::kBool) {
+        value = "true";
+      } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
+        value = args[++i];
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " needs a value"));
+      }
+    }
+    if (absl::Status s = Set(*flag, value); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+std::string FlagSet::Usage() const {
+  std::string s = absl::StrCat("usage: cohort ", command_, " [flags]\n");
+  for (const Flag& f : flags_) {
+    const char* arg = f.kind == Kind::kString ? "=VALUE"
+                      : f.kind == Kind::kInt  ? "=N"
+                                              : "";
+    absl::StrAppendFormat(&s, "  --%-22s %s\n", absl::StrCat(f.name, arg),
+                          f.help);
+  }
+  return s;
+}
+
+}  // namespace cohort

@@ -1,0 +1,106 @@
+// `cohort train`: trains a job in this process (see worker/trainer.h).
+#include "cli/train_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/flags.h"
+#include "common/status_macros.h"
+#include "worker/spec.h"
+#include "worker/trainer.h"
+
+namespace cohort {
+namespace {
+
+struct TrainFlags {
+  std::string job;
+  std::string data_dir;
+  int64_t epochs = -1;
+  int64_t max_steps = -1;
+  std::string replicas = "cpu:1";
+  int64_t threads = 0;
+  std::string report;
+  bool quiet = false;
+};
+
+}  // namespace
+
+absl::StatusOr<int> ParseReplicas(const std::string& value) {
+  int n = 0;
+  if (value.rfind("cpu:", 0) == 0 && absl::SimpleAtoi(value.substr(4), &n) &&
+      n >= 1 && n <= 256) {
+    return n;
+  }
+  if (value.rfind("gpu", 0) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--replicas=", value,
+        ": GPU replicas are not supported by this build of cohort train; "
+        "use cpu:N"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--replicas must look like cpu:N with N in [1, 256], got \"", value,
+      "\""));
+}
+
+absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
+  TrainFlags f;
+  FlagSet flags("train");
+  flags.String("job", &f.job, "job spec (.textproto); required");
+  flags.String("data-dir", &f.data_dir, "data set directory (overrides the spec)");
+  flags.Int("epochs", &f.epochs, "epochs (overrides the spec)");
+  flags.Int("max-steps", &f.max_steps, "stop after N steps (overrides the spec)");
+  flags.String("replicas", &f.replicas, "local replicas, cpu:N (default cpu:1)");
+  flags.Int("threads", &f.threads,
+            "compute threads in all (default: one per replica)", 1, 1024);
+  flags.String("report", &f.report, "write a JSON report to this file");
+  flags.Bool("quiet", &f.quiet, "no progress output");
+  RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    *help = true;
+    return absl::OkStatus();
+  }
+  if (f.job.empty()) {
+    return absl::InvalidArgumentError("--job=FILE is required");
+  }
+  ASSIGN_OR_RETURN(const int replicas, ParseReplicas(f.replicas));
+  ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
+
+  TrainOptions options;
+  options.data_dir = f.data_dir;
+  options.epochs = f.epochs;
+  options.max_steps = f.max_steps;
+  options.replicas = replicas;
+  options.threads = f.threads > 0 ? static_cast<int>(f.threads) : replicas;
+  options.quiet = f.quiet;
+  options.live_progress = isatty(STDERR_FILENO);
+  if (!options.quiet) {
+    std::fprintf(stderr, "cohort train: %s | replicas cpu:%d | threads %d\n",
+                 DescribeJobSpec(spec).c_str(), replicas, options.threads);
+  }
+  ASSIGN_OR_RETURN(TrainResult r, Train(spec, options));
+  std::printf(
+      "result: steps %lld | epochs %lld | %.0f samples/s | train %.2fs | "
+      "final loss %.4f",
+      static_cast<long long>(r.steps), static_cast<long long>(r.epochs),
+      r.samples_per_s, r.train_seconds, r.final_loss);
+  if (r.test_accuracy >= 0) {
+    std::printf(" | test accuracy %.2f%%", 100.0 * r.test_accuracy);
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+  if (!f.report.empty()) {
+    absl::Status s = WriteReport(f.report, r);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--report: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cohort

@@ -1,0 +1,14 @@
+// How many threads the compute libraries (OpenBLAS, oneDNN's OpenMP) may
+// use for one call. The trainer sets this once per process; by default each
+// replica computes on the thread that drives it.
+#ifndef COHORT_WORKER_COMPUTE_THREADS_H_
+#define COHORT_WORKER_COMPUTE_THREADS_H_
+
+namespace cohort {
+
+// Thread-safe to call, but affects the whole process.
+void SetComputeThreads(int threads);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_COMPUTE_THREADS_H_

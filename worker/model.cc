@@ -1,0 +1,125 @@
+#include "worker/model.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace cohort {
+
+template <typename T>
+Model<T>::Model(LayerList layers, Shape input_shape)
+    : layers_(std::move(layers)), input_shape_(std::move(input_shape)) {
+  for (auto& l : layers_) raw_layers_.push_back(l.get());
+  acts_.resize(layers_.size());
+}
+
+template <typename T>
+absl::Status Model<T>::Configure() {
+  if (layers_.empty()) {
+    return absl::InvalidArgumentError("the model has no layers");
+  }
+  Shape shape = input_shape_;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    absl::StatusOr<Shape> out = layers_[i]->Configure(shape);
+    if (!out.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer ", i, " (", layers_[i]->Name(), ") cannot take ",
+                       "input of shape ", ShapeString(shape), ": ",
+                       out.status().message()));
+    }
+    shape = *std::move(out);
+    layer_outputs_.push_back(shape);
+  }
+  output_shape_ = shape;
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Model<T>>> Model<T>::Create(
+    LayerList layers, const Shape& input_shape) {
+  std::unique_ptr<Model> m(new Model(std::move(layers), input_shape));
+  RETURN_IF_ERROR(m->Configure());
+  m->store_.Build(absl::MakeSpan(m->raw_layers_));
+  return m;
+}
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Model<T>>> Model<T>::CreateReplica(
+    LayerList layers, Model& owner) {
+  std::unique_ptr<Model> m(new Model(std::move(layers), owner.input_shape_));
+  RETURN_IF_ERROR(m->Configure());
+  if (m->layer_outputs_ != owner.layer_outputs_) {
+    return absl::InternalError("replica layers differ from the owner's");
+  }
+  m->store_.BuildShared(absl::MakeSpan(m->raw_layers_), owner.store_);
+  return m;
+}
+
+template <typename T>
+void Model<T>::InitializeParameters(uint64_t seed) {
+  Rng rng(seed);
+  store_.Initialize(rng);
+}
+
+template <typename T>
+void Model<T>::SeedRandom(uint64_t seed) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->SeedRandom(seed * 1000003 + i);
+  }
+}
+
+template <typename T>
+const BasicTensor<T>& Model<T>::Forward(const BasicTensor<T>& input,
+                                        Mode mode) {
+  const BasicTensor<T>* x = &input;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->Forward(*x, &acts_[i], mode);
+    x = &acts_[i];
+  }
+  return *x;
+}
+
+template <typename T>
+void Model<T>::Backward(const BasicTensor<T>& grad_output) {
+  const BasicTensor<T>* g = &grad_output;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    BasicTensor<T>* gin = nullptr;
+    if (i > 0) gin = (g == &grad_a_) ? &grad_b_ : &grad_a_;
+    layers_[i]->Backward(*g, gin);
+    g = gin;
+  }
+}
+
+template <typename T>
+std::vector<BasicTensor<T>*> Model<T>::Buffers() {
+  std::vector<BasicTensor<T>*> out;
+  for (auto& l : layers_) {
+    for (BasicTensor<T>* b : l->Buffers()) out.push_back(b);
+  }
+  return out;
+}
+
+template <typename T>
+std::string Model<T>::Summary() const {
+  std::string s = absl::StrCat("input ", ShapeString(input_shape_), "\n");
+  std::vector<int64_t> counts(layers_.size(), 0);
+  for (const auto& e : store_.entries()) {
+    counts[std::stoi(e.name.substr(0, e.name.find('.')))] +=
+        NumElements(e.shape);
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    absl::StrAppendFormat(&s, "%3d %-28s -> %-16s %9d params\n", i,
+                          layers_[i]->Name(), ShapeString(layer_outputs_[i]),
+                          counts[i]);
+  }
+  absl::StrAppend(&s, "total ", store_.num_parameters(), " parameters");
+  return s;
+}
+
+template class Model<float>;
+template class Model<double>;
+
+}  // namespace cohort

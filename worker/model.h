@@ -1,0 +1,88 @@
+// A sequential model: a list of layers, its parameters in flat buffers, and
+// the activations of the last forward pass.
+//
+// Build it with worker/zoo.h. Input batches come in the engine's layouts
+// (worker/layers/layer.h): dense {N, F} or batch-inner {C, N, ...}.
+//
+// Ownership: the model owns its layers, activations and gradient buffer;
+// its parameter values are its own, or shared with another model
+// (CreateReplica) so that in-process replicas hold one copy. Thread safety:
+// none; one thread drives a model (replicas on other threads each drive
+// their own).
+#ifndef COHORT_WORKER_MODEL_H_
+#define COHORT_WORKER_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/tensor.h"
+#include "worker/layers/layer.h"
+#include "worker/layers/param_store.h"
+
+namespace cohort {
+
+template <typename T>
+class Model {
+ public:
+  using LayerList = std::vector<std::unique_ptr<Layer<T>>>;
+
+  // Configures `layers` for per-sample input shape `input_shape` and
+  // allocates parameters (uninitialised; call InitializeParameters).
+  // InvalidArgument names the first layer whose input does not fit.
+  static absl::StatusOr<std::unique_ptr<Model>> Create(
+      LayerList layers, const Shape& input_shape);
+
+  // A model with its own layers (built identically, e.g. by the zoo) whose
+  // parameter values are views of `owner`'s. `owner` must outlive it.
+  static absl::StatusOr<std::unique_ptr<Model>> CreateReplica(
+      LayerList layers, Model& owner);
+
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // PyTorch's default initialisation, drawn from `seed`.
+  void InitializeParameters(uint64_t seed);
+  // Seeds dropout; replicas pass different seeds.
+  void SeedRandom(uint64_t seed);
+
+  // Runs every layer; the result stays valid until the next Forward. In
+  // kTrain mode `input` must stay alive and unchanged until Backward.
+  const BasicTensor<T>& Forward(const BasicTensor<T>& input, Mode mode);
+  // Back-propagates dLoss/dOutput of the last kTrain Forward; afterwards
+  // grads() holds this batch's parameter gradients.
+  void Backward(const BasicTensor<T>& grad_output);
+
+  BasicTensor<T>& params() { return store_.values(); }
+  BasicTensor<T>& grads() { return store_.grads(); }
+  const ParamStore<T>& param_store() const { return store_; }
+  int64_t num_parameters() const { return store_.num_parameters(); }
+  // Non-parameter state (BatchNorm running statistics), in a fixed order.
+  std::vector<BasicTensor<T>*> Buffers();
+
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return output_shape_; }
+  // One line per layer with its output shape and parameter count.
+  std::string Summary() const;
+
+ private:
+  Model(LayerList layers, Shape input_shape);
+  absl::Status Configure();
+
+  LayerList layers_;
+  std::vector<Layer<T>*> raw_layers_;
+  Shape input_shape_;
+  Shape output_shape_;
+  std::vector<Shape> layer_outputs_;  // per-sample, for Summary
+  ParamStore<T> store_;
+  std::vector<BasicTensor<T>> acts_;    // acts_[i]: output of layer i
+  BasicTensor<T> grad_a_, grad_b_;      // ping-pong input gradients
+};
+
+extern template class Model<float>;
+extern template class Model<double>;
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_MODEL_H_

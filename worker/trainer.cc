@@ -1,0 +1,356 @@
+#include "worker/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/tensor.h"
+#include "worker/compute_threads.h"
+#include "worker/data/dataset.h"
+#include "worker/data/loader.h"
+#include "worker/data/sampler.h"
+#include "worker/loss.h"
+#include "worker/optim/lr_schedule.h"
+#include "worker/optim/optimizer.h"
+#include "worker/progress.h"
+#include "worker/replica_pool.h"
+#include "worker/zoo.h"
+
+namespace cohort {
+namespace {
+
+// What one replica owns for the whole run.
+struct Replica {
+  std::unique_ptr<Model<float>> model;
+  std::unique_ptr<Loader> loader;
+  Batch batch;
+  Tensor grad_out;    // dLoss/dOutput
+  Tensor target;      // one-hot targets for MSE
+  double loss = 0;    // this step
+  int64_t correct = 0;
+  int64_t seen = 0;
+  bool done = false;  // loader exhausted this epoch
+};
+
+// The part of the flat parameter buffer one thread reduces and steps.
+struct Slice {
+  int64_t begin = 0;
+  int64_t end = 0;
+  std::unique_ptr<Optimizer<float>> optimizer;
+};
+
+double Seconds(absl::Time since) {
+  return absl::ToDoubleSeconds(absl::Now() - since);
+}
+
+// Checks that the data fits the model: same per-sample shape and enough
+// outputs for the classes.
+absl::Status CheckModelFitsData(const JobSpec& spec, const Model<float>& model,
+                                const Dataset& data) {
+  const Shape& out = model.output_shape();
+  if (spec.loss() == CROSS_ENTROPY &&
+      (out.size() != 1 || out[0] < data.num_classes())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the model's output per sample is ", ShapeString(out),
+        " but cross-entropy over a data set of ", data.num_classes(),
+        " classes needs [", data.num_classes(), "] (add a final linear layer)"));
+  }
+  return absl::OkStatus();
+}
+
+class Run {
+ public:
+  Run(const JobSpec& spec, const TrainOptions& options)
+      : spec_(spec), options_(options), pool_(options.replicas) {}
+
+  absl::Status Setup();
+  absl::StatusOr<TrainResult> Execute();
+
+ private:
+  absl::Status BuildModels();
+  void BuildSlices();
+  EpochResult TrainEpoch(int64_t epoch, Progress& progress);
+  void ReplicaStep(int r);
+  void ReduceAndStep(int r, double lr);
+  void Evaluate(EpochResult* result);
+  int64_t StepsPerEpoch() const;
+  int64_t TotalSteps() const;
+
+  const JobSpec& spec_;
+  const TrainOptions& options_;
+  ReplicaPool pool_;
+  DataSplits data_;
+  std::vector<Replica> replicas_;
+  std::vector<Slice> slices_;
+  TrainResult result_;
+  int64_t step_ = 0;
+  int64_t epochs_ = 0;
+  int64_t max_steps_ = 0;
+  std::vector<double> recent_losses_;
+};
+
+absl::Status Run::BuildModels() {
+  const int R = options_.replicas;
+  const Shape input = data_.train->sample_shape();
+  if (!spec_.model().zoo().empty()) {
+    ASSIGN_OR_RETURN(Shape want, ZooInputShape(spec_.model().zoo()));
+    if (want != input) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zoo model ", spec_.model().zoo(), " takes samples of shape ",
+          ShapeString(want), " but the data set gives ", ShapeString(input)));
+    }
+  }
+  replicas_.resize(R);
+  ASSIGN_OR_RETURN(replicas_[0].model,
+                   BuildModel<float>(spec_.model(), input, spec_.seed()));
+  RETURN_IF_ERROR(CheckModelFitsData(spec_, *replicas_[0].model, *data_.train));
+  for (int r = 1; r < R; ++r) {
+    ASSIGN_OR_RETURN(replicas_[r].model,
+                     BuildReplica<float>(spec_.model(), *replicas_[0].model));
+  }
+  for (int r = 0; r < R; ++r) replicas_[r].model->SeedRandom(spec_.seed() + r);
+  return absl::OkStatus();
+}
+
+void Run::BuildSlices() {
+  const int R = options_.replicas;
+  const int64_t n = replicas_[0].model->params().size();
+  slices_.resize(R);
+  for (int r = 0; r < R; ++r) {
+    // 16-element boundaries keep every slice's vector loads aligned.
+    slices_[r].begin = std::min(n, (n * r / R) / 16 * 16);
+    slices_[r].end = r + 1 == R ? n : std::min(n, (n * (r + 1) / R) / 16 * 16);
+    slices_[r].optimizer = MakeOptimizer<float>(
+        spec_.optimizer(), slices_[r].end - slices_[r].begin);
+  }
+}
+
+absl::Status Run::Setup() {
+  const absl::Time start = absl::Now();
+  SetComputeThreads(std::max(1, options_.threads / options_.replicas));
+  ASSIGN_OR_RETURN(data_, LoadDataset(spec_.data(), options_.data_dir,
+                                      spec_.seed()));
+  RETURN_IF_ERROR(BuildModels());
+  BuildSlices();
+  epochs_ = options_.epochs >= 0 ? options_.epochs : spec_.epochs();
+  max_steps_ = options_.max_steps >= 0 ? options_.max_steps : spec_.max_steps();
+  if (epochs_ <= 0 && max_steps_ <= 0) {
+    return absl::InvalidArgumentError(
+        "nothing to train: epochs and max_steps are both 0");
+  }
+  if (epochs_ <= 0) {
+    epochs_ = (max_steps_ + StepsPerEpoch() - 1) / StepsPerEpoch();
+  }
+  result_.job_name = spec_.name();
+  result_.model =
+      spec_.model().zoo().empty() ? "custom" : spec_.model().zoo();
+  result_.parameters = replicas_[0].model->num_parameters();
+  result_.replicas = options_.replicas;
+  result_.threads = options_.threads;
+  result_.setup_seconds = Seconds(start);
+  return absl::OkStatus();
+}
+
+int64_t Run::StepsPerEpoch() const {
+  DistributedSampler sampler(data_.train->size(), options_.replicas, 0,
+                             spec_.seed(), true, spec_.drop_last());
+  const int64_t n = sampler.num_samples();
+  const int64_t b = spec_.batch_size();
+  return std::max<int64_t>(1, spec_.drop_last() ? n / b : (n + b - 1) / b);
+}
+
+int64_t Run::TotalSteps() const {
+  const int64_t by_epochs = epochs_ * StepsPerEpoch();
+  return max_steps_ > 0 ? std::min(max_steps_, by_epochs) : by_epochs;
+}
+
+void Run::ReplicaStep(int r) {
+  Replica& rep = replicas_[r];
+  if (!rep.loader->Next(&rep.batch)) {
+    rep.done = true;
+    return;
+  }
+  const Tensor& out = rep.model->Forward(rep.batch.features, Mode::kTrain);
+  const int64_t n = static_cast<int64_t>(rep.batch.labels.size());
+  rep.correct = 0;
+  if (spec_.loss() == CROSS_ENTROPY) {
+    rep.loss = SoftmaxCrossEntropy<float>(out, rep.batch.labels,
+                                          &rep.grad_out, &rep.correct);
+  } else {
+    // MSE against one-hot targets of the classes.
+    rep.target.Resize(out.shape());
+    rep.target.SetZero();
+    const int64_t k = out.size() / n;
+    for (int64_t i = 0; i < n; ++i) {
+      if (rep.batch.labels[i] < k) rep.target[i * k + rep.batch.labels[i]] = 1;
+    }
+    rep.loss = MeanSquaredError<float>(out, rep.target, &rep.grad_out);
+  }
+  rep.seen = n;
+  rep.model->Backward(rep.grad_out);
+}
+
+void Run::ReduceAndStep(int r, double lr) {
+  const Slice& s = slices_[r];
+  const int64_t len = s.end - s.begin;
+  if (len == 0) return;
+  float* g0 = replicas_[0].model->grads().data() + s.begin;
+  const int R = options_.replicas;
+  if (R > 1) {
+    const float scale = 1.0f / R;
+    for (int q = 1; q < R; ++q) {
+      const float* gq = replicas_[q].model->grads().data() + s.begin;
+      for (int64_t i = 0; i < len; ++i) g0[i] += gq[i];
+    }
+    for (int64_t i = 0; i < len; ++i) g0[i] *= scale;
+  }
+  float* p = replicas_[0].model->params().data() + s.begin;
+  s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
+}
+
+EpochResult Run::TrainEpoch(int64_t epoch, Progress& progress) {
+  const int R = options_.replicas;
+  const int threads = std::max(1, spec_.data().loader_threads());
+  const int prefetch = std::max(1, spec_.data().prefetch());
+  for (int r = 0; r < R; ++r) {
+    DistributedSampler sampler(data_.train->size(), R, r, spec_.seed(), true,
+                               spec_.drop_last());
+    replicas_[r].loader = std::make_unique<Loader>(
+        data_.train.get(), sampler.Indices(epoch), spec_.batch_size(),
+        spec_.drop_last(), BatchLayout::kBatchInner, threads, prefetch);
+    replicas_[r].done = false;
+  }
+  EpochResult er;
+  er.epoch = epoch;
+  int64_t correct = 0, seen = 0;
+  double loss_sum = 0;
+  const int64_t total = TotalSteps();
+  const absl::Time start = absl::Now();
+  const std::function<void(int)> step_fn = [this](int r) { ReplicaStep(r); };
+  while (max_steps_ <= 0 || step_ < max_steps_) {
+    pool_.Run(step_fn);
+    if (replicas_[0].done) break;
+    const double lr = LearningRate(spec_.optimizer(), spec_.lr_schedule(),
+                                   step_, total);
+    pool_.Run([this, lr](int r) { ReduceAndStep(r, lr); });
+    double loss = 0;
+    for (const Replica& rep : replicas_) {
+      loss += rep.loss / R;
+      correct += rep.correct;
+      seen += rep.seen;
+      result_.samples += rep.seen;
+    }
+    loss_sum += loss;
+    recent_losses_.push_back(loss);
+    ++step_;
+    ++er.steps;
+    progress.Step(epoch, er.steps, StepsPerEpoch(), step_, total,
+                  result_.samples, loss);
+  }
+  er.seconds = Seconds(start);
+  er.train_loss = er.steps > 0 ? loss_sum / er.steps : 0;
+  er.train_accuracy = seen > 0 ? static_cast<double>(correct) / seen : 0;
+  for (Replica& rep : replicas_) rep.loader.reset();
+  return er;
+}
+
+void Run::Evaluate(EpochResult* result) {
+  const int R = options_.replicas;
+  // Replicas saw different data, so their BatchNorm statistics differ;
+  // replica 0's are the model's (as with DDP's broadcast from rank 0).
+  std::vector<Tensor*> master = replicas_[0].model->Buffers();
+  for (int r = 1; r < R; ++r) {
+    std::vector<Tensor*> b = replicas_[r].model->Buffers();
+    for (size_t i = 0; i < b.size(); ++i) b[i]->CopyFrom(*master[i]);
+  }
+  const int64_t n = data_.test->size();
+  const int64_t batch =
+      spec_.eval().batch_size() > 0 ? spec_.eval().batch_size() : 1000;
+  std::vector<double> loss(R, 0);
+  std::vector<int64_t> correct(R, 0);
+  pool_.Run([&](int r) {
+    std::vector<int64_t> idx;
+    for (int64_t i = n * r / R; i < n * (r + 1) / R; ++i) idx.push_back(i);
+    Loader loader(data_.test.get(), std::move(idx), batch, false,
+                  BatchLayout::kBatchInner, 1, 2);
+    Batch b;
+    Tensor grad;
+    while (loader.Next(&b)) {
+      const Tensor& out = replicas_[r].model->Forward(b.features, Mode::kEval);
+      int64_t c = 0;
+      if (spec_.loss() == CROSS_ENTROPY) {
+        loss[r] += SoftmaxCrossEntropy<float>(out, b.labels, &grad, &c) *
+                   b.labels.size();
+      }
+      correct[r] += c;
+    }
+  });
+  double loss_sum = 0;
+  int64_t correct_sum = 0;
+  for (int r = 0; r < R; ++r) {
+    loss_sum += loss[r];
+    correct_sum += correct[r];
+  }
+  result->test_loss = n > 0 ? loss_sum / n : 0;
+  result->test_accuracy = n > 0 ? static_cast<double>(correct_sum) / n : 0;
+}
+
+absl::StatusOr<TrainResult> Run::Execute() {
+  Progress progress(options_.live_progress, options_.quiet,
+                    options_.log_every_seconds, spec_.batch_size());
+  for (int64_t epoch = 0; epoch < epochs_; ++epoch) {
+    if (max_steps_ > 0 && step_ >= max_steps_) break;
+    EpochResult er = TrainEpoch(epoch, progress);
+    result_.train_seconds += er.seconds;
+    ++result_.epochs;
+    const bool epoch_complete = er.steps == StepsPerEpoch();
+    if (!spec_.eval().disable() && data_.test->size() > 0 &&
+        spec_.loss() == CROSS_ENTROPY &&
+        (epoch_complete || step_ == max_steps_)) {
+      const absl::Time t = absl::Now();
+      Evaluate(&er);
+      result_.eval_seconds += Seconds(t);
+      result_.test_accuracy = er.test_accuracy;
+      result_.test_loss = er.test_loss;
+    }
+    progress.EpochDone(er.epoch, er.train_loss, er.test_accuracy, er.seconds);
+    result_.epoch_results.push_back(er);
+  }
+  result_.steps = step_;
+  result_.samples_per_s =
+      result_.train_seconds > 0 ? result_.samples / result_.train_seconds : 0;
+  const size_t tail = std::min<size_t>(recent_losses_.size(), 100);
+  double sum = 0;
+  for (size_t i = recent_losses_.size() - tail; i < recent_losses_.size(); ++i) {
+    sum += recent_losses_[i];
+  }
+  result_.final_loss = tail > 0 ? sum / tail : 0;
+  if (options_.final_parameters != nullptr) {
+    const Tensor& p = replicas_[0].model->params();
+    options_.final_parameters->assign(p.data(), p.data() + p.size());
+  }
+  return result_;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const JobSpec& spec,
+                                  const TrainOptions& options) {
+  if (options.replicas < 1) {
+    return absl::InvalidArgumentError("replicas must be at least 1");
+  }
+  if (options.threads < 1) {
+    return absl::InvalidArgumentError("threads must be at least 1");
+  }
+  Run run(spec, options);
+  RETURN_IF_ERROR(run.Setup());
+  return run.Execute();
+}
+
+}  // namespace cohort

@@ -1,0 +1,82 @@
+// Single-process training: one model replica per local CPU "device", data
+// parallel, with the same mathematics as one replica with R times the batch.
+//
+// Replica r reads its own shard of every epoch (DistributedSampler, rank r
+// of R), runs forward and backward into its own gradient buffer; then the
+// gradients are averaged and the optimizer steps the one parameter buffer
+// all replicas share (each replica's thread takes a slice of it, so the
+// reduction and the optimizer run in parallel too).
+//
+// Thread safety: Train() may run concurrently with other Train() calls; it
+// shares nothing.
+#ifndef COHORT_WORKER_TRAINER_H_
+#define COHORT_WORKER_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+
+namespace cohort {
+
+struct TrainOptions {
+  std::string data_dir;      // overrides the spec's data directory
+  int64_t epochs = -1;       // >= 0 overrides the spec
+  int64_t max_steps = -1;    // >= 0 overrides the spec
+  int replicas = 1;          // local CPU replicas
+  int threads = 1;           // compute threads in all (BLAS), >= replicas
+  // Progress: a live single line (terminal) or a log line every
+  // `log_every_seconds` (otherwise). Nothing when quiet.
+  bool live_progress = false;
+  bool quiet = false;
+  double log_every_seconds = 5.0;
+  // If set, receives the trained parameters (flat, as the model stores them).
+  std::vector<float>* final_parameters = nullptr;
+};
+
+struct EpochResult {
+  int64_t epoch = 0;
+  int64_t steps = 0;
+  double train_loss = 0;      // mean over the epoch's steps
+  double train_accuracy = 0;  // classification only
+  double test_loss = -1;      // -1: not evaluated
+  double test_accuracy = -1;
+  double seconds = 0;         // training time of the epoch (no evaluation)
+};
+
+struct TrainResult {
+  std::string job_name;
+  std::string model;
+  int64_t parameters = 0;
+  int replicas = 1;
+  int threads = 1;
+  int64_t steps = 0;
+  int64_t epochs = 0;          // epochs begun (a max_steps stop may cut one)
+  int64_t samples = 0;         // training samples processed
+  double train_seconds = 0;    // training steps only (no evaluation)
+  double eval_seconds = 0;
+  double setup_seconds = 0;    // data loading and model construction
+  double samples_per_s = 0;    // samples / train_seconds
+  double final_loss = 0;       // mean training loss of the last steps
+  double test_accuracy = -1;   // last evaluation; -1 if none
+  double test_loss = -1;
+  std::vector<EpochResult> epoch_results;
+};
+
+absl::StatusOr<TrainResult> Train(const JobSpec& spec,
+                                  const TrainOptions& options);
+
+// The result as JSON (samples_per_s, train_seconds, test_accuracy,
+// final_loss, steps, epochs, ... and per-epoch results).
+std::string ReportJson(const TrainResult& result);
+
+// Writes ReportJson to `path` atomically (temporary file, fsync, rename), so
+// a reader never sees half a report.
+absl::Status WriteReport(const std::string& path, const TrainResult& result);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_TRAINER_H_

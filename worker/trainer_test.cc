@@ -1,0 +1,144 @@
+#include "worker/trainer.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/spec.h"
+
+namespace cohort {
+namespace {
+
+JobSpec Spec(const std::string& text) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "test.textproto");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *spec : JobSpec();
+}
+
+constexpr char kSyntheticMlp[] = R"(
+  name: "synthetic-mlp"
+  model { zoo: "mlp_seed" }
+  data { kind: SYNTHETIC synthetic { shape: 100 classes: 10 train_samples: 2048
+         test_samples: 512 noise: 1.0 } }
+  batch_size: 32
+  epochs: 2
+  optimizer { kind: SGD lr: 0.05 momentum: 0.9 }
+  seed: 7
+)";
+
+TEST(Trainer, LearnsTheSyntheticDataSet) {
+  TrainOptions o;
+  o.quiet = true;
+  absl::StatusOr<TrainResult> r = Train(Spec(kSyntheticMlp), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->epochs, 2);
+  EXPECT_EQ(r->steps, 2 * 64);
+  EXPECT_EQ(r->samples, 2 * 2048);
+  EXPECT_GT(r->test_accuracy, 0.9);
+  EXPECT_LT(r->final_loss, r->epoch_results[0].train_loss);
+  EXPECT_GT(r->samples_per_s, 0);
+}
+
+TEST(Trainer, MaxStepsStopsEarly) {
+  TrainOptions o;
+  o.quiet = true;
+  o.max_steps = 10;
+  absl::StatusOr<TrainResult> r = Train(Spec(kSyntheticMlp), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, 10);
+  EXPECT_EQ(r->samples, 320);
+}
+
+// R replicas with batch b must follow the same trajectory as one replica
+// with batch R*b: the sampler interleaves the same permutation and the
+// gradients are averaged.
+void ExpectReplicasMatchBigBatch(const std::string& model, int replicas) {
+  JobSpec spec = Spec(kSyntheticMlp);
+  spec.mutable_model()->set_zoo(model);
+  if (model != "mlp_seed") {
+    spec.mutable_data()->mutable_synthetic()->clear_shape();
+    for (int64_t d : {3, 32, 32}) {
+      spec.mutable_data()->mutable_synthetic()->add_shape(d);
+    }
+  }
+  spec.set_batch_size(8);
+  TrainOptions many;
+  many.quiet = true;
+  many.max_steps = 12;
+  many.replicas = replicas;
+  many.threads = replicas;
+  std::vector<float> p_many, p_one;
+  many.final_parameters = &p_many;
+  ASSERT_TRUE(Train(spec, many).ok());
+
+  spec.set_batch_size(8 * replicas);
+  TrainOptions one = many;
+  one.replicas = 1;
+  one.threads = 1;
+  one.final_parameters = &p_one;
+  ASSERT_TRUE(Train(spec, one).ok());
+
+  ASSERT_EQ(p_many.size(), p_one.size());
+  double max_rel = 0;
+  for (size_t i = 0; i < p_one.size(); ++i) {
+    const double d = std::abs(p_many[i] - p_one[i]);
+    max_rel = std::max(max_rel, d / std::max(1e-3, std::abs(1.0 * p_one[i])));
+  }
+  EXPECT_LT(max_rel, 1e-5) << model << " with " << replicas << " replicas";
+}
+
+TEST(Trainer, TwoReplicasEqualOneWithTwiceTheBatchMlp) {
+  ExpectReplicasMatchBigBatch("mlp_seed", 2);
+}
+
+TEST(Trainer, ThreeReplicasEqualOneWithThriceTheBatchLenet) {
+  ExpectReplicasMatchBigBatch("lenet_cifar", 3);
+}
+
+TEST(Trainer, ModelThatDoesNotFitTheDataIsRejected) {
+  JobSpec spec = Spec(kSyntheticMlp);
+  spec.mutable_model()->set_zoo("lenet5");
+  TrainOptions o;
+  o.quiet = true;
+  absl::StatusOr<TrainResult> r = Train(spec, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("lenet5"), std::string::npos)
+      << r.status();
+  EXPECT_NE(r.status().message().find("[100]"), std::string::npos)
+      << r.status();
+}
+
+TEST(Trainer, InconsistentLayerShapesNameTheLayer) {
+  JobSpec spec = Spec(R"(
+    model { layers { linear { out_features: 50 } }
+            layers { conv2d { out_channels: 4 kernel: 3 } } }
+    data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64
+           test_samples: 16 } }
+    batch_size: 8 epochs: 1 optimizer { lr: 0.1 })");
+  TrainOptions o;
+  o.quiet = true;
+  absl::StatusOr<TrainResult> r = Train(spec, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("layer 1"), std::string::npos)
+      << r.status();
+}
+
+TEST(Trainer, ReportIsJsonWithTheRequiredKeys) {
+  TrainResult r;
+  r.samples_per_s = 1234.5;
+  r.test_accuracy = 0.98;
+  r.steps = 3;
+  r.epoch_results.push_back({});
+  const std::string json = ReportJson(r);
+  for (const char* key : {"\"samples_per_s\": 1234.5", "\"train_seconds\"",
+                          "\"test_accuracy\": 0.98", "\"final_loss\"",
+                          "\"steps\": 3", "\"epochs\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in " << json;
+  }
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,222 @@
+#include "worker/zoo.h"
+
+#include <functional>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "worker/layers/activation.h"
+#include "worker/layers/batchnorm.h"
+#include "worker/layers/conv.h"
+#include "worker/layers/dropout.h"
+#include "worker/layers/flatten.h"
+#include "worker/layers/linear.h"
+#include "worker/layers/pool.h"
+#include "worker/layers/residual.h"
+
+namespace cohort {
+namespace {
+
+// Appends layers with a terse syntax, so zoo definitions read like a table.
+template <typename T>
+class Builder {
+ public:
+  Builder& Linear(int64_t out) {
+    return Add(std::make_unique<cohort::Linear<T>>(out));
+  }
+  Builder& Conv2d(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0,
+                  bool bias = true) {
+    return Add(std::make_unique<cohort::Conv2d<T>>(
+        ConvOptions{out, k, stride, pad, bias}));
+  }
+  Builder& Conv1d(int64_t out, int64_t k, int64_t pad) {
+    return Add(
+        std::make_unique<cohort::Conv1d<T>>(ConvOptions{out, k, 1, pad, true}));
+  }
+  Builder& ReLU() { return Add(std::make_unique<cohort::ReLU<T>>()); }
+  Builder& MaxPool(int64_t k) {
+    return Add(std::make_unique<MaxPool2d<T>>(PoolOptions{k, k, 0}));
+  }
+  Builder& BN1d() { return Add(std::make_unique<BatchNorm1d<T>>()); }
+  Builder& BN2d() { return Add(std::make_unique<BatchNorm2d<T>>()); }
+  Builder& Flatten() { return Add(std::make_unique<cohort::Flatten<T>>()); }
+  Builder& Block(int64_t out, int64_t stride) {
+    return Add(std::make_unique<BasicBlock<T>>(out, stride));
+  }
+  Builder& GlobalPool() { return Add(std::make_unique<GlobalAvgPool<T>>()); }
+  Builder& Add(std::unique_ptr<Layer<T>> l) {
+    layers_.push_back(std::move(l));
+    return *this;
+  }
+  typename Model<T>::LayerList Take() { return std::move(layers_); }
+
+ private:
+  typename Model<T>::LayerList layers_;
+};
+
+template <typename T>
+void LeNetBody(Builder<T>& b) {
+  b.ReLU().MaxPool(2).Conv2d(16, 5).ReLU().MaxPool(2).Flatten();
+  b.Linear(120).ReLU().Linear(84).ReLU().Linear(10);
+}
+
+template <typename T>
+typename Model<T>::LayerList MakeZoo(const std::string& name) {
+  Builder<T> b;
+  if (name == "mlp_seed") {
+    b.Linear(200).ReLU().Linear(10);
+  } else if (name == "mlp_mnist") {
+    b.Flatten().Linear(256).ReLU().Linear(128).ReLU().Linear(10);
+  } else if (name == "lenet5") {
+    b.Conv2d(6, 5, 1, 2);
+    LeNetBody(b);
+  } else if (name == "lenet_cifar") {
+    b.Conv2d(6, 5);
+    LeNetBody(b);
+  } else if (name == "conv1d_bn") {
+    b.Conv1d(16, 3, 1).BN1d().ReLU().Conv1d(32, 3, 1).BN1d().ReLU();
+    b.Conv1d(3, 3, 1);
+  } else if (name == "resnet18_cifar") {
+    b.Conv2d(64, 3, 1, 1, /*bias=*/false).BN2d().ReLU();
+    const int64_t widths[] = {64, 128, 256, 512};
+    for (int stage = 0; stage < 4; ++stage) {
+      b.Block(widths[stage], stage == 0 ? 1 : 2).Block(widths[stage], 1);
+    }
+    b.GlobalPool().Linear(10);
+  }
+  return b.Take();
+}
+
+const std::map<std::string, Shape>& ZooShapes() {
+  static const auto* shapes = new std::map<std::string, Shape>{
+      {"mlp_seed", {100}},         {"mlp_mnist", {1, 28, 28}},
+      {"lenet5", {1, 28, 28}},     {"lenet_cifar", {3, 32, 32}},
+      {"conv1d_bn", {3, 10000}},   {"resnet18_cifar", {3, 32, 32}},
+  };
+  return *shapes;
+}
+
+template <typename T>
+std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
+  switch (l.kind_case()) {
+    case LayerSpec::kLinear:
+      return std::make_unique<Linear<T>>(l.linear().out_features(),
+                                         !l.linear().no_bias());
+    case LayerSpec::kConv1d:
+    case LayerSpec::kConv2d: {
+      const ConvSpec& c =
+          l.has_conv1d() ? l.conv1d() : l.conv2d();
+      ConvOptions o{c.out_channels(), c.kernel(),
+                    c.stride() > 0 ? c.stride() : 1, c.padding(),
+                    !c.no_bias()};
+      if (l.has_conv1d()) return std::make_unique<Conv1d<T>>(o);
+      return std::make_unique<Conv2d<T>>(o);
+    }
+    case LayerSpec::kBatchnorm1d:
+    case LayerSpec::kBatchnorm2d: {
+      const BatchNormSpec& s =
+          l.has_batchnorm1d() ? l.batchnorm1d() : l.batchnorm2d();
+      BatchNormOptions o;
+      if (s.eps() > 0) o.eps = s.eps();
+      if (s.momentum() > 0) o.momentum = s.momentum();
+      if (l.has_batchnorm1d()) return std::make_unique<BatchNorm1d<T>>(o);
+      return std::make_unique<BatchNorm2d<T>>(o);
+    }
+    case LayerSpec::kRelu:
+      return std::make_unique<ReLU<T>>();
+    case LayerSpec::kMaxpool2d:
+    case LayerSpec::kAvgpool2d: {
+      const PoolSpec& p = l.has_maxpool2d() ? l.maxpool2d() : l.avgpool2d();
+      PoolOptions o{p.kernel(), p.stride() > 0 ? p.stride() : p.kernel(),
+                    p.padding()};
+      if (l.has_maxpool2d()) return std::make_unique<MaxPool2d<T>>(o);
+      return std::make_unique<AvgPool2d<T>>(o);
+    }
+    case LayerSpec::kGlobalAvgpool:
+      return std::make_unique<GlobalAvgPool<T>>();
+    case LayerSpec::kFlatten:
+      return std::make_unique<Flatten<T>>();
+    case LayerSpec::kDropout:
+      return std::make_unique<Dropout<T>>(l.dropout().p());
+    case LayerSpec::kResidual:
+      return std::make_unique<BasicBlock<T>>(
+          l.residual().out_channels(),
+          l.residual().stride() > 0 ? l.residual().stride() : 1);
+    case LayerSpec::KIND_NOT_SET:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> ZooModelNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : ZooShapes()) names.push_back(name);
+  return names;
+}
+
+absl::StatusOr<Shape> ZooInputShape(const std::string& name) {
+  auto it = ZooShapes().find(name);
+  if (it == ZooShapes().end()) {
+    return absl::NotFoundError(absl::StrCat(
+        "unknown zoo model \"", name, "\"; known models: ",
+        absl::StrJoin(ZooModelNames(), ", ")));
+  }
+  return it->second;
+}
+
+template <typename T>
+absl::StatusOr<typename Model<T>::LayerList> BuildLayers(
+    const ModelSpec& spec) {
+  if (!spec.zoo().empty()) {
+    RETURN_IF_ERROR(ZooInputShape(spec.zoo()).status());
+    return MakeZoo<T>(spec.zoo());
+  }
+  typename Model<T>::LayerList layers;
+  for (int i = 0; i < spec.layers_size(); ++i) {
+    std::unique_ptr<Layer<T>> l = MakeLayer<T>(spec.layers(i));
+    if (l == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model layer ", i, " names no layer kind"));
+    }
+    layers.push_back(std::move(l));
+  }
+  if (layers.empty()) {
+    return absl::InvalidArgumentError(
+        "the model names neither a zoo model nor any layers");
+  }
+  return layers;
+}
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
+                                                     const Shape& input_shape,
+                                                     uint64_t seed) {
+  ASSIGN_OR_RETURN(auto layers, BuildLayers<T>(spec));
+  ASSIGN_OR_RETURN(auto model, Model<T>::Create(std::move(layers), input_shape));
+  model->InitializeParameters(seed);
+  return model;
+}
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Model<T>>> BuildReplica(const ModelSpec& spec,
+                                                       Model<T>& owner) {
+  ASSIGN_OR_RETURN(auto layers, BuildLayers<T>(spec));
+  return Model<T>::CreateReplica(std::move(layers), owner);
+}
+
+template absl::StatusOr<Model<float>::LayerList> BuildLayers<float>(
+    const ModelSpec&);
+template absl::StatusOr<Model<double>::LayerList> BuildLayers<double>(
+    const ModelSpec&);
+template absl::StatusOr<std::unique_ptr<Model<float>>> BuildModel<float>(
+    const ModelSpec&, const Shape&, uint64_t);
+template absl::StatusOr<std::unique_ptr<Model<double>>> BuildModel<double>(
+    const ModelSpec&, const Shape&, uint64_t);
+template absl::StatusOr<std::unique_ptr<Model<float>>> BuildReplica<float>(
+    const ModelSpec&, Model<float>&);
+
+}  // namespace cohort

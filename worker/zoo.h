@@ -1,0 +1,53 @@
+// Builds models: the named zoo models and user-defined layer lists.
+//
+// Zoo models (per-sample input shape in brackets):
+//   mlp_seed       [100]        linear 100-200-10
+//   mlp_mnist      [1, 28, 28]  flatten, linear 784-256-128-10
+//   lenet5         [1, 28, 28]  conv 1-6 k5 p2, pool, conv 6-16 k5, pool,
+//                               fc 400-120-84-10 (ReLU throughout)
+//   lenet_cifar    [3, 32, 32]  conv 3-6 k5, pool, conv 6-16 k5, pool,
+//                               fc 400-120-84-10
+//   conv1d_bn      [3, 10000]   conv1d 3-16-32-3, k3 p1, BatchNorm + ReLU
+//                               after the first two
+//   resnet18_cifar [3, 32, 32]  ResNet-18 for 32x32 inputs (3x3 stem, no
+//                               stem pooling), 10 classes
+// All functions are thread-safe (they share no state).
+#ifndef COHORT_WORKER_ZOO_H_
+#define COHORT_WORKER_ZOO_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+#include "worker/model.h"
+
+namespace cohort {
+
+// The names BuildLayers accepts in ModelSpec.zoo.
+std::vector<std::string> ZooModelNames();
+
+// The per-sample input shape a zoo model was designed for.
+absl::StatusOr<Shape> ZooInputShape(const std::string& name);
+
+// The layers for `spec` (a zoo name or an explicit list), unconfigured.
+// NotFound lists the zoo names when the name is unknown.
+template <typename T>
+absl::StatusOr<typename Model<T>::LayerList> BuildLayers(
+    const ModelSpec& spec);
+
+// BuildLayers + Model::Create + initialisation from `seed`.
+template <typename T>
+absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
+                                                     const Shape& input_shape,
+                                                     uint64_t seed);
+
+// A replica of `owner` sharing its parameters (see Model::CreateReplica).
+template <typename T>
+absl::StatusOr<std::unique_ptr<Model<T>>> BuildReplica(const ModelSpec& spec,
+                                                       Model<T>& owner);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_ZOO_H_
