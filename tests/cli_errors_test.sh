@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Bad input to `cohort train` gets one clear line on stderr and exit code 2.
+# Each case names what was wrong and where.
+set -u
+cohort="$1"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+failures=0
+
+# expect_error NEEDLE ARGS...: exit 2, one stderr line containing NEEDLE.
+expect_error() {
+  local needle="$1"
+  shift
+  local err rc
+  err=$("$cohort" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc -ne 2 ]]; then
+    echo "FAIL: cohort $* exited $rc, want 2 (stderr: $err)"
+    failures=$((failures + 1))
+  elif [[ "$err" != *"$needle"* ]]; then
+    echo "FAIL: cohort $*: stderr lacks \"$needle\": $err"
+    failures=$((failures + 1))
+  elif [[ $(printf '%s\n' "$err" | wc -l) -ne 1 ]]; then
+    echo "FAIL: cohort $*: want one line, got: $err"
+    failures=$((failures + 1))
+  else
+    echo "ok: $needle"
+  fi
+}
+
+good="$tmp/good.textproto"
+cat > "$good" <<'SPEC'
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64 test_samples: 16 } }
+batch_size: 8
+epochs: 1
+optimizer { lr: 0.1 }
+SPEC
+
+# Flags.
+expect_error 'unknown command "trian"' trian
+expect_error '--job=FILE is required' train
+expect_error 'unknown flag --epoch' train --job="$good" --epoch=3
+expect_error '--epochs must be an integer' train --job="$good" --epochs=x
+expect_error '--replicas must look like cpu:N' train --job="$good" --replicas=4
+expect_error '--replicas must look like cpu:N' train --job="$good" --replicas=cpu:0
+expect_error '--threads must be an integer' train --job="$good" --threads=0
+
+# Spec files.
+expect_error 'missing.textproto' train --job="$tmp/missing.textproto"
+printf 'model { zoo: "mlp_seed" \nbatch_size: 8\n' > "$tmp/syntax.textproto"
+expect_error 'syntax.textproto:' train --job="$tmp/syntax.textproto"
+printf 'model { zoo: "mlp_seed" }\nbatch_size: 8\nepochs: 1\nbogus: 3\n' > "$tmp/unknown.textproto"
+expect_error 'unknown.textproto:4:' train --job="$tmp/unknown.textproto"
+sed 's/mlp_seed/lenet9/' "$good" > "$tmp/model.textproto"
+expect_error 'unknown zoo model "lenet9"' train --job="$tmp/model.textproto"
+cat > "$tmp/shapes.textproto" <<'SPEC'
+model { layers { linear { out_features: 50 } } layers { conv2d { out_channels: 4 kernel: 3 } } }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64 test_samples: 16 } }
+batch_size: 8
+epochs: 1
+optimizer { lr: 0.1 }
+SPEC
+expect_error 'layer 1' train --job="$tmp/shapes.textproto"
+
+# Data files.
+mnist_spec="$tmp/mnist.textproto"
+printf 'model { zoo: "lenet5" }\ndata { kind: MNIST }\nbatch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n' > "$mnist_spec"
+mkdir -p "$tmp/empty"
+expect_error 'train-images-idx3-ubyte' train --job="$mnist_spec" --data-dir="$tmp/empty"
+mkdir -p "$tmp/trunc"
+# A valid header promising 60000 images with no pixels behind it.
+printf '\x00\x00\x08\x03\x00\x00\xea\x60\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$tmp/trunc/train-images-idx3-ubyte"
+expect_error 'train-images-idx3-ubyte' train --job="$mnist_spec" --data-dir="$tmp/trunc"
+mkdir -p "$tmp/badmagic"
+printf '\x00\x00\x09\x99\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$tmp/badmagic/train-images-idx3-ubyte"
+expect_error '0x00000803' train --job="$mnist_spec" --data-dir="$tmp/badmagic"
+mkdir -p "$tmp/badgz"
+printf 'this is not gzip' > "$tmp/badgz/train-images-idx3-ubyte.gz"
+expect_error 'train-images-idx3-ubyte.gz' train --job="$mnist_spec" --data-dir="$tmp/badgz"
+cifar_spec="$tmp/cifar.textproto"
+printf 'model { zoo: "lenet_cifar" }\ndata { kind: CIFAR10 }\nbatch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n' > "$cifar_spec"
+mkdir -p "$tmp/cifar"
+head -c 3000 /dev/zero > "$tmp/cifar/data_batch_1.bin"
+expect_error 'data_batch_1.bin' train --job="$cifar_spec" --data-dir="$tmp/cifar"
+
+# And a good run exits 0 and writes its report.
+if "$cohort" train --job="$good" --quiet --report="$tmp/r.json" >/dev/null 2>&1 \
+    && grep -q '"samples_per_s"' "$tmp/r.json"; then
+  echo "ok: good spec trains and reports"
+else
+  echo "FAIL: good spec did not train"
+  failures=$((failures + 1))
+fi
+
+echo "$failures failures"
+[[ $failures -eq 0 ]]

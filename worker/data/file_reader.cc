@@ -1,0 +1,151 @@
+#include "worker/data/file_reader.h"
+
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+namespace {
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+// zlib counts in 32-bit units; larger buffers are fed in pieces.
+constexpr size_t kMaxChunk = size_t{1} << 30;
+
+// The gzip trailer's ISIZE (uncompressed size mod 2^32), used only as a
+// first guess for the output buffer.
+size_t SizeHint(const std::vector<uint8_t>& gz) {
+  const size_t n = gz.size();
+  if (n < 18) return 64 * 1024;
+  const size_t isize = size_t{gz[n - 4]} | (size_t{gz[n - 3]} << 8) |
+                       (size_t{gz[n - 2]} << 16) | (size_t{gz[n - 1]} << 24);
+  // Deflate never expands by more than ~1032x; anything else is a lie.
+  return std::max<size_t>(std::min(isize, n * 1100), 64 * 1024);
+}
+
+bool HasGzipMagic(const uint8_t* p, size_t n) {
+  return n >= 2 && p[0] == 0x1f && p[1] == 0x8b;
+}
+
+class Inflater {
+ public:
+  Inflater() { std::memset(&strm_, 0, sizeof(strm_)); }
+  ~Inflater() {
+    if (initialized_) inflateEnd(&strm_);
+  }
+  z_stream* strm() { return &strm_; }
+  bool Init() {
+    // 16 + MAX_WBITS: accept the gzip wrapper only (and check its CRC).
+    initialized_ = inflateInit2(&strm_, 16 + MAX_WBITS) == Z_OK;
+    return initialized_;
+  }
+
+ private:
+  z_stream strm_;
+  bool initialized_ = false;
+};
+
+}  // namespace
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+  if (f == nullptr) {
+    const int err = errno;
+    const std::string why =
+        absl::StrCat("cannot open ", path, ": ", std::strerror(err), ".");
+    return err == ENOENT ? absl::NotFoundError(why)
+                         : absl::PermissionDeniedError(why);
+  }
+  struct stat st;
+  if (fstat(fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a regular file."));
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  const size_t got = std::fread(bytes.data(), 1, bytes.size(), f.get());
+  if (got != bytes.size()) {
+    return absl::DataLossError(absl::StrCat("error reading ", path,
+                                            ": expected ", bytes.size(),
+                                            " bytes, got ", got, "."));
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
+                                            const std::string& path) {
+  if (!HasGzipMagic(gz.data(), gz.size())) {
+    return absl::DataLossError(absl::StrCat(
+        path, " is not a gzip file (expected magic bytes 1f 8b)."));
+  }
+  Inflater inflater;
+  if (!inflater.Init()) {
+    return absl::ResourceExhaustedError("zlib could not initialise inflate.");
+  }
+  z_stream* s = inflater.strm();
+  std::vector<uint8_t> out(SizeHint(gz));
+  size_t in_pos = 0, out_pos = 0;
+  while (true) {
+    if (out_pos == out.size()) out.resize(out.size() * 2);
+    const size_t in_chunk = std::min(gz.size() - in_pos, kMaxChunk);
+    const size_t out_chunk = std::min(out.size() - out_pos, kMaxChunk);
+    s->next_in = const_cast<Bytef*>(gz.data() + in_pos);
+    s->avail_in = static_cast<uInt>(in_chunk);
+    s->next_out = out.data() + out_pos;
+    s->avail_out = static_cast<uInt>(out_chunk);
+    const int ret = inflate(s, Z_NO_FLUSH);
+    in_pos += in_chunk - s->avail_in;
+    out_pos += out_chunk - s->avail_out;
+    if (ret == Z_STREAM_END) {
+      // Concatenated members (as `cat a.gz b.gz` makes) are one stream.
+      if (in_pos == gz.size()) break;
+      if (!HasGzipMagic(gz.data() + in_pos, gz.size() - in_pos)) {
+        return absl::DataLossError(
+            absl::StrCat(path, " has ", gz.size() - in_pos,
+                         " bytes of trailing garbage after its gzip data."));
+      }
+      inflateReset(s);
+      continue;
+    }
+    if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_STREAM_ERROR) {
+      return absl::DataLossError(
+          absl::StrCat(path, " has corrupt gzip data (zlib: ",
+                       s->msg != nullptr ? s->msg : "invalid data", ")."));
+    }
+    if (ret == Z_MEM_ERROR) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of memory decompressing ", path, "."));
+    }
+    // Z_OK or Z_BUF_ERROR: no more input before the end of the stream.
+    if (in_pos == gz.size() && s->avail_out > 0) {
+      return absl::DataLossError(absl::StrCat(
+          path, " is a truncated gzip file (the stream ends after ", out_pos,
+          " decompressed bytes without its end marker)."));
+    }
+  }
+  out.resize(out_pos);
+  return out;
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(const std::string& path) {
+  absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(path);
+  if (!bytes.ok() || !absl::EndsWith(path, ".gz")) return bytes;
+  return Gunzip(*bytes, path);
+}
+
+}  // namespace cohort

@@ -1,0 +1,37 @@
+// Whole-file reads for the data set loaders, with transparent gunzip.
+//
+// Data set files are small enough (tens of MB) to read in one go, and a
+// single read plus one inflate pass is much faster than streaming through
+// gzread. Every error names the file and what was wrong with it.
+//
+// Ownership: results are returned by value. Thread safety: the functions
+// are reentrant (no shared state).
+#ifndef COHORT_WORKER_DATA_FILE_READER_H_
+#define COHORT_WORKER_DATA_FILE_READER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cohort {
+
+// Whether `path` names an existing regular file.
+bool FileExists(const std::string& path);
+
+// The bytes of `path`, or NotFound / DataLoss naming the file.
+absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
+
+// Decompresses a complete gzip stream (one or more members) read from
+// `path` (used in messages only): DataLoss for a missing gzip magic,
+// corrupt data or a stream that ends early.
+absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
+                                            const std::string& path);
+
+// Reads `path`, decompressing it when its name ends in ".gz".
+absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(const std::string& path);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_DATA_FILE_READER_H_

@@ -1,0 +1,94 @@
+#include "worker/data/file_reader.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/data/test_util.h"
+
+namespace cohort {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<uint8_t> Pattern(size_t n) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<uint8_t>((i * 7) ^ (i >> 9));
+  return v;
+}
+
+TEST(FileReader, ReadsRawAndGzippedFiles) {
+  const std::string dir = MakeTempDir();
+  const std::vector<uint8_t> raw = Pattern(300000);
+  WriteFile(dir + "/a.bin", raw);
+  WriteFile(dir + "/a.bin.gz", GzipBytes(raw));
+  absl::StatusOr<std::vector<uint8_t>> plain = ReadMaybeGzipped(dir + "/a.bin");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(*plain, raw);
+  absl::StatusOr<std::vector<uint8_t>> unzipped =
+      ReadMaybeGzipped(dir + "/a.bin.gz");
+  ASSERT_TRUE(unzipped.ok()) << unzipped.status();
+  EXPECT_EQ(*unzipped, raw);
+}
+
+TEST(FileReader, ConcatenatedGzipMembersAreOneStream) {
+  const std::vector<uint8_t> a = Pattern(1000), b = Pattern(5000);
+  std::vector<uint8_t> gz = GzipBytes(a);
+  const std::vector<uint8_t> gz_b = GzipBytes(b);
+  gz.insert(gz.end(), gz_b.begin(), gz_b.end());
+  absl::StatusOr<std::vector<uint8_t>> out = Gunzip(gz, "x.gz");
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::vector<uint8_t> expected = a;
+  expected.insert(expected.end(), b.begin(), b.end());
+  EXPECT_EQ(*out, expected);
+}
+
+TEST(FileReader, MissingFileNamesThePath) {
+  absl::StatusOr<std::vector<uint8_t>> r =
+      ReadFileBytes(MakeTempDir() + "/nope.bin");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("nope.bin"));
+}
+
+TEST(FileReader, RejectsAFileWithoutGzipMagic) {
+  absl::StatusOr<std::vector<uint8_t>> r = Gunzip(Pattern(100), "/d/f.gz");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr("/d/f.gz is not a gzip file"));
+}
+
+TEST(FileReader, RejectsCorruptGzipData) {
+  std::vector<uint8_t> gz = GzipBytes(Pattern(100000));
+  for (size_t i = 20; i < 60; ++i) gz[i] ^= 0x5a;
+  absl::StatusOr<std::vector<uint8_t>> r = Gunzip(gz, "/d/f.gz");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(), HasSubstr("/d/f.gz has corrupt gzip data"));
+}
+
+TEST(FileReader, RejectsABadChecksum) {
+  std::vector<uint8_t> gz = GzipBytes(Pattern(1000));
+  gz[gz.size() - 6] ^= 1;  // CRC-32 in the trailer
+  absl::StatusOr<std::vector<uint8_t>> r = Gunzip(gz, "/d/f.gz");
+  EXPECT_THAT(r.status().message(), HasSubstr("corrupt gzip data"));
+}
+
+TEST(FileReader, RejectsATruncatedGzipFile) {
+  std::vector<uint8_t> gz = GzipBytes(Pattern(100000));
+  gz.resize(gz.size() / 2);
+  absl::StatusOr<std::vector<uint8_t>> r = Gunzip(gz, "/d/f.gz");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("/d/f.gz is a truncated gzip file"));
+}
+
+TEST(FileReader, RejectsTrailingGarbage) {
+  std::vector<uint8_t> gz = GzipBytes(Pattern(100));
+  gz.push_back(0x42);
+  absl::StatusOr<std::vector<uint8_t>> r = Gunzip(gz, "/d/f.gz");
+  EXPECT_THAT(r.status().message(), HasSubstr("trailing garbage"));
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,91 @@
+// The background loader: decodes one replica's samples into batches on
+// worker threads, ahead of the training loop.
+//
+// Batches are numbered 0..num_batches()-1 and handed out strictly in that
+// order. Each thread claims the next unclaimed batch, decodes it into a slot
+// of a ring of max(prefetch, threads) batch buffers, and marks it ready;
+// Next() swaps the oldest ready slot with the caller's batch, so buffers
+// circulate between the ring and the caller and steady state allocates
+// nothing.
+//
+// Ownership: the loader owns its threads and the ring; it does not own the
+// data set, which must outlive it. Thread safety: one consumer thread calls
+// Next(); the worker threads are internal.
+#ifndef COHORT_WORKER_DATA_LOADER_H_
+#define COHORT_WORKER_DATA_LOADER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/tensor.h"
+#include "worker/data/dataset.h"
+
+namespace cohort {
+
+struct Batch {
+  Tensor features;
+  std::vector<int32_t> labels;
+  int64_t step_in_epoch = 0;  // this batch's number within the epoch
+};
+
+enum class BatchLayout {
+  kBatchOuter,  // {N, sample_shape...}
+  kBatchInner,  // {C, N, rest...} for samples of rank >= 2 (the engine's
+                // spatial layout, see worker/layers/layer.h), so the model
+                // needs no transpose; same as kBatchOuter for rank 1
+};
+
+class Loader {
+ public:
+  // `indices`: this replica's samples for the epoch, in order. Batches hold
+  // `batch_size` (>= 1) samples; the last one is smaller unless `drop_last`
+  // drops it. `threads` (>= 1) decode in the background; up to
+  // max(prefetch, threads) batches are decoded ahead of the consumer.
+  Loader(const Dataset* dataset, std::vector<int64_t> indices,
+         int64_t batch_size, bool drop_last, BatchLayout layout, int threads,
+         int prefetch);
+  ~Loader();  // stops and joins the threads promptly, even mid-epoch
+
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  int64_t num_batches() const { return num_batches_; }
+
+  // Blocks until the next batch is ready and swaps it into `*batch` (whose
+  // old buffers the loader reuses); returns false after the last batch.
+  bool Next(Batch* batch);
+
+ private:
+  void WorkerLoop();
+  // Decodes batch number `b` into `out` (only this thread touches it).
+  void Fill(int64_t b, Batch* out, std::vector<float>* scratch) const;
+
+  const Dataset* const dataset_;
+  const std::vector<int64_t> indices_;
+  const int64_t batch_size_;
+  const BatchLayout layout_;
+  const int64_t num_batches_;
+  const int64_t sample_size_;
+
+  // Batch b lives in ring_[b % ring_.size()]. Not guarded: the claiming
+  // worker owns a slot from claim until it sets ready_, Next() from then
+  // until it clears ready_; mu_ orders the hand-overs.
+  std::vector<Batch> ring_;
+  std::atomic<bool> cancelled_{false};  // lets Fill() stop mid-batch
+
+  absl::Mutex mu_;
+  absl::CondVar changed_;  // a slot became ready or free, or stop_
+  std::vector<char> ready_ ABSL_GUARDED_BY(mu_);  // per ring_ slot
+  int64_t next_claim_ ABSL_GUARDED_BY(mu_) = 0;   // next batch to decode
+  int64_t consumed_ ABSL_GUARDED_BY(mu_) = 0;     // batches handed out
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_DATA_LOADER_H_

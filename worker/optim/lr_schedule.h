@@ -1,0 +1,29 @@
+// Learning-rate schedules: the learning rate of each optimizer step.
+//
+// Steps count from 0. With base = opt.lr:
+//   CONSTANT  base
+//   STEP      base * gamma^(step / step_size)           (integer division)
+//   COSINE    min_lr + (base - min_lr) * (1 + cos(pi * step / total)) / 2,
+//             and min_lr once step >= total
+// and, for any kind, a linear warm-up that scales the value above by
+// (step + 1) / warmup_steps while step < warmup_steps, so the first step
+// already moves and the warm-up ends exactly at the scheduled value.
+//
+// Thread safety: pure functions.
+#ifndef COHORT_WORKER_OPTIM_LR_SCHEDULE_H_
+#define COHORT_WORKER_OPTIM_LR_SCHEDULE_H_
+
+#include <cstdint>
+
+#include "proto/job.pb.h"
+
+namespace cohort {
+
+// The learning rate of step `step` (>= 0) of a run of `total_steps` steps
+// (> 0; only COSINE uses it). `opt` and `s` must be valid (ParseJobSpec).
+double LearningRate(const OptimizerSpec& opt, const LrSchedule& s, int64_t step,
+                    int64_t total_steps);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_OPTIM_LR_SCHEDULE_H_

@@ -1,0 +1,526 @@
+#include "worker/spec.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace cohort {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+using google::protobuf::TextFormat;
+using Tree = TextFormat::ParseInfoTree;
+using Loc = TextFormat::ParseLocation;
+
+std::string Prefix(const std::string& file, Loc loc) {
+  if (loc.line < 0) return absl::StrCat(file, ": ");
+  return absl::StrCat(file, ":", loc.line + 1, ":", loc.column + 1, ": ");
+}
+
+// Column of byte `b` of `line` as protobuf counts columns (0-based, a tab
+// advances to the next multiple of 8), so ours match the parser's.
+int ColumnOf(absl::string_view line, size_t b) {
+  int c = 0;
+  for (size_t i = 0; i < b && i < line.size(); ++i) {
+    c = line[i] == '\t' ? (c / 8 + 1) * 8 : c + 1;
+  }
+  return c;
+}
+
+// The parser reports an unknown or repeated name at the token after it;
+// move the column back to the name (one of the quoted words of `message`)
+// when it is what precedes, since that is what the user has to fix.
+int BackUpToName(absl::string_view text, int line, int column,
+                 absl::string_view message) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  if (line < 0 || line >= static_cast<int>(lines.size())) return column;
+  absl::string_view l = lines[line];
+  size_t b = 0;
+  while (b < l.size() && ColumnOf(l, b) < column) ++b;
+  absl::string_view before = absl::StripTrailingAsciiWhitespace(l.substr(0, b));
+  std::vector<absl::string_view> parts = absl::StrSplit(message, '"');
+  for (size_t i = 1; i < parts.size(); i += 2) {
+    if (!parts[i].empty() && absl::EndsWith(before, parts[i])) {
+      return ColumnOf(l, before.size() - parts[i].size());
+    }
+  }
+  return column;
+}
+
+// Keeps the parser's first error (later ones are usually consequences).
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  FirstErrorCollector(absl::string_view text, const std::string& file)
+      : text_(text), file_(file) {}
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (!error_.empty()) return;
+    column = BackUpToName(text_, line, column, message);
+    error_ = Prefix(file_, Loc(line, column)) + message;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  absl::string_view text_;
+  const std::string& file_;
+  std::string error_;
+};
+
+// One message of the spec as it sits in the text: its parse tree (null when
+// the message was not written) and where to point when a field is absent.
+class Scope {
+ public:
+  Scope(const std::string* file, const Tree* tree, std::string path, Loc at)
+      : file_(file), tree_(tree), path_(std::move(path)), at_(at) {}
+
+  Scope Nested(const Message& m, absl::string_view field, int index) const {
+    return Nested(Field(m, field), index);
+  }
+  Scope Nested(const FieldDescriptor* fd, int index) const {
+    Loc loc = Locate(fd, index);
+    const Tree* child = tree_ != nullptr && loc.line >= 0
+                            ? tree_->GetTreeForNested(fd, index)
+                            : nullptr;
+    return Scope(file_, child, absl::StrCat(Name(fd, index), "."),
+                 loc.line >= 0 ? loc : at_);
+  }
+
+  // "FILE:L:C: path.field what", pointing at the field, or at the enclosing
+  // message plus " (missing)" when the field was not written.
+  absl::Status Error(const Message& m, absl::string_view field, int index,
+                     absl::string_view what) const {
+    return Error(Field(m, field), index, what);
+  }
+  absl::Status Error(const FieldDescriptor* fd, int index,
+                     absl::string_view what) const {
+    Loc loc = Locate(fd, index);
+    bool missing = loc.line < 0;
+    return absl::InvalidArgumentError(
+        absl::StrCat(Prefix(*file_, missing ? at_ : loc), Name(fd, index), " ",
+                     what, missing ? " (missing)" : ""));
+  }
+
+  // Whether `field` appears in the text.
+  bool Written(const Message& m, absl::string_view field) const {
+    return Locate(Field(m, field), -1).line >= 0;
+  }
+
+ private:
+  static const FieldDescriptor* Field(const Message& m,
+                                      absl::string_view field) {
+    const FieldDescriptor* fd =
+        m.GetDescriptor()->FindFieldByName(std::string(field));
+    CHECK(fd != nullptr) << m.GetDescriptor()->name() << " has no " << field;
+    return fd;
+  }
+  std::string Name(const FieldDescriptor* fd, int index) const {
+    if (index < 0) return absl::StrCat(path_, fd->name());
+    return absl::StrCat(path_, fd->name(), "[", index, "]");
+  }
+  Loc Locate(const FieldDescriptor* fd, int index) const {
+    if (tree_ == nullptr) return Loc();
+    if (fd->is_repeated() && index < 0) index = 0;
+    Loc loc = tree_->GetLocation(fd, index);
+    // `shape: [3, 32, 32]` records one location for the whole list.
+    if (loc.line < 0 && index > 0) loc = tree_->GetLocation(fd, 0);
+    return loc;
+  }
+
+  const std::string* file_;
+  const Tree* tree_;
+  std::string path_;
+  Loc at_;
+};
+
+// Range checks, each "must be <rule>, got <value>".
+template <typename V>
+absl::Status Require(bool ok, const Scope& s, const Message& m,
+                     absl::string_view field, absl::string_view rule, V got) {
+  if (ok) return absl::OkStatus();
+  return s.Error(m, field, -1, absl::StrCat("must be ", rule, ", got ", got));
+}
+template <typename V>
+absl::Status Positive(const Scope& s, const Message& m, absl::string_view field,
+                      V v) {
+  return Require(v > 0, s, m, field, "> 0", v);
+}
+template <typename V>
+absl::Status NonNegative(const Scope& s, const Message& m,
+                         absl::string_view field, V v) {
+  return Require(v >= 0, s, m, field, ">= 0", v);
+}
+absl::Status UnitInterval(const Scope& s, const Message& m,
+                          absl::string_view field, float v) {
+  return Require(v >= 0 && v < 1, s, m, field, "in [0, 1)", v);
+}
+// A field that only means something for some kinds must stay zero otherwise.
+absl::Status OnlyFor(bool applies, bool set, const Scope& s, const Message& m,
+                     absl::string_view field, absl::string_view kinds,
+                     absl::string_view kind) {
+  if (applies || !set) return absl::OkStatus();
+  return s.Error(m, field, -1,
+                 absl::StrCat("applies only to ", kinds, ", got kind ", kind));
+}
+
+// Every float finite and every enum value known, anywhere in the message
+// (text format accepts "inf", "nan" and, for open enums, bare numbers).
+absl::Status CheckScalars(const Message& m, const Scope& s) {
+  const Reflection* r = m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const FieldDescriptor* fd : fields) {
+    int n = fd->is_repeated() ? r->FieldSize(m, fd) : 1;
+    for (int i = 0; i < n; ++i) {
+      int index = fd->is_repeated() ? i : -1;
+      if (fd->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const Message& sub = fd->is_repeated() ? r->GetRepeatedMessage(m, fd, i)
+                                               : r->GetMessage(m, fd);
+        RETURN_IF_ERROR(CheckScalars(sub, s.Nested(fd, index)));
+      } else if (fd->cpp_type() == FieldDescriptor::CPPTYPE_FLOAT &&
+                 !fd->is_repeated() && !std::isfinite(r->GetFloat(m, fd))) {
+        return s.Error(
+            fd, index,
+            absl::StrCat("must be finite, got ", r->GetFloat(m, fd)));
+      } else if (fd->cpp_type() == FieldDescriptor::CPPTYPE_ENUM &&
+                 !fd->is_repeated()) {
+        int v = r->GetEnumValue(m, fd);
+        if (fd->enum_type()->FindValueByNumber(v) == nullptr) {
+          std::vector<std::string> names;
+          for (int k = 0; k < fd->enum_type()->value_count(); ++k) {
+            names.push_back(fd->enum_type()->value(k)->name());
+          }
+          return s.Error(fd, index,
+                         absl::StrCat("must be one of ",
+                                      absl::StrJoin(names, ", "), ", got ", v));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckConv(const ConvSpec& c, const Scope& s) {
+  RETURN_IF_ERROR(Positive(s, c, "out_channels", c.out_channels()));
+  RETURN_IF_ERROR(Positive(s, c, "kernel", c.kernel()));
+  RETURN_IF_ERROR(NonNegative(s, c, "stride", c.stride()));
+  return NonNegative(s, c, "padding", c.padding());
+}
+
+absl::Status CheckPool(const PoolSpec& p, const Scope& s) {
+  RETURN_IF_ERROR(Positive(s, p, "kernel", p.kernel()));
+  RETURN_IF_ERROR(NonNegative(s, p, "stride", p.stride()));
+  RETURN_IF_ERROR(NonNegative(s, p, "padding", p.padding()));
+  // PyTorch's rule: otherwise a window could lie entirely in the padding.
+  return Require(p.padding() <= p.kernel() / 2, s, p, "padding",
+                 absl::StrCat("<= kernel / 2 (", p.kernel() / 2, ")"),
+                 p.padding());
+}
+
+absl::Status CheckLayer(const LayerSpec& l, const Scope& model, int index) {
+  const FieldDescriptor* fd = l.GetReflection()->GetOneofFieldDescriptor(
+      l, l.GetDescriptor()->oneof_decl(0));
+  if (fd == nullptr) {
+    return model.Error(
+        ModelSpec::default_instance(), "layers", index,
+        "must set a layer kind (linear, conv2d, relu, ...), got none");
+  }
+  Scope s = model.Nested(ModelSpec::default_instance(), "layers", index)
+                .Nested(fd, -1);
+  switch (l.kind_case()) {
+    case LayerSpec::kLinear:
+      return Positive(s, l.linear(), "out_features", l.linear().out_features());
+    case LayerSpec::kConv1D:
+      return CheckConv(l.conv1d(), s);
+    case LayerSpec::kConv2D:
+      return CheckConv(l.conv2d(), s);
+    case LayerSpec::kBatchnorm1D:
+    case LayerSpec::kBatchnorm2D: {
+      const BatchNormSpec& b =
+          l.has_batchnorm1d() ? l.batchnorm1d() : l.batchnorm2d();
+      RETURN_IF_ERROR(NonNegative(s, b, "eps", b.eps()));
+      return Require(b.momentum() >= 0 && b.momentum() <= 1, s, b, "momentum",
+                     "in [0, 1]", b.momentum());
+    }
+    case LayerSpec::kMaxpool2D:
+      return CheckPool(l.maxpool2d(), s);
+    case LayerSpec::kAvgpool2D:
+      return CheckPool(l.avgpool2d(), s);
+    case LayerSpec::kDropout:
+      return UnitInterval(s, l.dropout(), "p", l.dropout().p());
+    case LayerSpec::kResidual:
+      RETURN_IF_ERROR(Positive(s, l.residual(), "out_channels",
+                               l.residual().out_channels()));
+      return NonNegative(s, l.residual(), "stride", l.residual().stride());
+    default:
+      return absl::OkStatus();  // relu, global_avgpool, flatten: no fields
+  }
+}
+
+absl::Status CheckModel(const ModelSpec& m, const Scope& s) {
+  if (!m.zoo().empty() && m.layers_size() > 0) {
+    return s.Error(m, "zoo", -1,
+                   absl::StrCat("must be empty when layers are given, got \"",
+                                m.zoo(), "\""));
+  }
+  if (m.zoo().empty() && m.layers_size() == 0) {
+    return s.Error(m, "zoo", -1, "or model.layers must be given, got neither");
+  }
+  for (int i = 0; i < m.layers_size(); ++i) {
+    RETURN_IF_ERROR(CheckLayer(m.layers(i), s, i));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSynthetic(const SyntheticSpec& y, const Scope& s) {
+  for (int i = 0; i < y.shape_size(); ++i) {
+    if (y.shape(i) <= 0) {
+      return s.Error(y, "shape", i,
+                     absl::StrCat("must be > 0, got ", y.shape(i)));
+    }
+  }
+  RETURN_IF_ERROR(Require(y.classes() == 0 || y.classes() >= 2, s, y, "classes",
+                          ">= 2", y.classes()));
+  RETURN_IF_ERROR(NonNegative(s, y, "train_samples", y.train_samples()));
+  RETURN_IF_ERROR(NonNegative(s, y, "test_samples", y.test_samples()));
+  return NonNegative(s, y, "noise", y.noise());
+}
+
+absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
+  RETURN_IF_ERROR(NonNegative(s, d, "train_limit", d.train_limit()));
+  RETURN_IF_ERROR(NonNegative(s, d, "loader_threads", d.loader_threads()));
+  RETURN_IF_ERROR(NonNegative(s, d, "prefetch", d.prefetch()));
+  bool synthetic = d.kind() == DatasetSpec::SYNTHETIC;
+  RETURN_IF_ERROR(OnlyFor(synthetic, d.has_synthetic(), s, d, "synthetic",
+                          "SYNTHETIC", DatasetSpec::Kind_Name(d.kind())));
+  return CheckSynthetic(d.synthetic(), s.Nested(d, "synthetic", -1));
+}
+
+absl::Status CheckOptimizer(const OptimizerSpec& o, const Scope& s) {
+  RETURN_IF_ERROR(Positive(s, o, "lr", o.lr()));
+  RETURN_IF_ERROR(UnitInterval(s, o, "momentum", o.momentum()));
+  RETURN_IF_ERROR(NonNegative(s, o, "weight_decay", o.weight_decay()));
+  if (o.nesterov() && o.momentum() <= 0) {
+    return s.Error(o, "nesterov", -1, "needs momentum > 0, got momentum 0");
+  }
+  RETURN_IF_ERROR(UnitInterval(s, o, "beta1", o.beta1()));
+  RETURN_IF_ERROR(UnitInterval(s, o, "beta2", o.beta2()));
+  RETURN_IF_ERROR(NonNegative(s, o, "eps", o.eps()));
+  // Settings the chosen kind would silently ignore are almost always a
+  // mistake (an SGD spec edited into Adam), so they are rejected.
+  bool sgd = o.kind() == OptimizerSpec::SGD;
+  std::string kind = OptimizerSpec::Kind_Name(o.kind());
+  RETURN_IF_ERROR(
+      OnlyFor(sgd, o.momentum() != 0, s, o, "momentum", "SGD", kind));
+  RETURN_IF_ERROR(OnlyFor(sgd, o.nesterov(), s, o, "nesterov", "SGD", kind));
+  const char* adam = "ADAM and ADAMW";
+  RETURN_IF_ERROR(OnlyFor(!sgd, o.beta1() != 0, s, o, "beta1", adam, kind));
+  RETURN_IF_ERROR(OnlyFor(!sgd, o.beta2() != 0, s, o, "beta2", adam, kind));
+  return OnlyFor(!sgd, o.eps() != 0, s, o, "eps", adam, kind);
+}
+
+absl::Status CheckSchedule(const LrSchedule& l, float lr, const Scope& s) {
+  RETURN_IF_ERROR(NonNegative(s, l, "warmup_steps", l.warmup_steps()));
+  RETURN_IF_ERROR(NonNegative(s, l, "min_lr", l.min_lr()));
+  std::string kind = LrSchedule::Kind_Name(l.kind());
+  bool step = l.kind() == LrSchedule::STEP;
+  bool cosine = l.kind() == LrSchedule::COSINE;
+  RETURN_IF_ERROR(
+      OnlyFor(step, l.step_size() != 0, s, l, "step_size", "STEP", kind));
+  RETURN_IF_ERROR(OnlyFor(step, l.gamma() != 0, s, l, "gamma", "STEP", kind));
+  RETURN_IF_ERROR(
+      OnlyFor(cosine, l.min_lr() != 0, s, l, "min_lr", "COSINE", kind));
+  if (step) {
+    RETURN_IF_ERROR(Positive(s, l, "step_size", l.step_size()));
+    RETURN_IF_ERROR(Require(l.gamma() > 0 && l.gamma() <= 1, s, l, "gamma",
+                            "in (0, 1]", l.gamma()));
+  }
+  return Require(l.min_lr() <= lr, s, l, "min_lr",
+                 absl::StrCat("<= optimizer.lr (", lr, ")"), l.min_lr());
+}
+
+absl::Status CheckStopping(const JobSpec& j, const Scope& s) {
+  RETURN_IF_ERROR(NonNegative(s, j, "epochs", j.epochs()));
+  RETURN_IF_ERROR(NonNegative(s, j, "max_steps", j.max_steps()));
+  if (j.epochs() > 0 || j.max_steps() > 0) return absl::OkStatus();
+  if (s.Written(j, "epochs") || !s.Written(j, "max_steps")) {
+    return s.Error(j, "epochs", -1, "must be > 0 when max_steps is 0, got 0");
+  }
+  return s.Error(j, "max_steps", -1, "must be > 0 when epochs is 0, got 0");
+}
+
+absl::Status CheckJob(const JobSpec& j, const Scope& s) {
+  RETURN_IF_ERROR(CheckScalars(j, s));
+  RETURN_IF_ERROR(Positive(s, j, "batch_size", j.batch_size()));
+  RETURN_IF_ERROR(CheckStopping(j, s));
+  RETURN_IF_ERROR(CheckModel(j.model(), s.Nested(j, "model", -1)));
+  RETURN_IF_ERROR(CheckData(j.data(), s.Nested(j, "data", -1)));
+  RETURN_IF_ERROR(CheckOptimizer(j.optimizer(), s.Nested(j, "optimizer", -1)));
+  RETURN_IF_ERROR(CheckSchedule(j.lr_schedule(), j.optimizer().lr(),
+                                s.Nested(j, "lr_schedule", -1)));
+  Scope e = s.Nested(j, "eval", -1);
+  RETURN_IF_ERROR(
+      NonNegative(e, j.eval(), "every_steps", j.eval().every_steps()));
+  return NonNegative(e, j.eval(), "batch_size", j.eval().batch_size());
+}
+
+void FillLayerDefaults(LayerSpec* l) {
+  switch (l->kind_case()) {
+    case LayerSpec::kConv1D:
+    case LayerSpec::kConv2D: {
+      ConvSpec* c = l->has_conv1d() ? l->mutable_conv1d() : l->mutable_conv2d();
+      if (c->stride() == 0) c->set_stride(1);
+      break;
+    }
+    case LayerSpec::kBatchnorm1D:
+    case LayerSpec::kBatchnorm2D: {
+      BatchNormSpec* b = l->has_batchnorm1d() ? l->mutable_batchnorm1d()
+                                              : l->mutable_batchnorm2d();
+      if (b->eps() == 0) b->set_eps(1e-5f);
+      if (b->momentum() == 0) b->set_momentum(0.1f);
+      break;
+    }
+    case LayerSpec::kMaxpool2D:
+    case LayerSpec::kAvgpool2D: {
+      PoolSpec* p =
+          l->has_maxpool2d() ? l->mutable_maxpool2d() : l->mutable_avgpool2d();
+      if (p->stride() == 0) p->set_stride(p->kernel());
+      break;
+    }
+    case LayerSpec::kResidual:
+      if (l->residual().stride() == 0) l->mutable_residual()->set_stride(1);
+      break;
+    default:
+      break;
+  }
+}
+
+void FillSyntheticDefaults(uint64_t job_seed, SyntheticSpec* y) {
+  if (y->shape_size() == 0) {
+    for (int64_t d : {1, 28, 28}) y->add_shape(d);
+  }
+  if (y->classes() == 0) y->set_classes(10);
+  if (y->train_samples() == 0) y->set_train_samples(8192);
+  if (y->test_samples() == 0) y->set_test_samples(2048);
+  if (y->noise() == 0) y->set_noise(1.0f);
+  if (y->seed() == 0) y->set_seed(job_seed);
+}
+
+void FillDefaults(JobSpec* j) {
+  if (j->name().empty()) j->set_name("job");
+  for (LayerSpec& l : *j->mutable_model()->mutable_layers()) {
+    FillLayerDefaults(&l);
+  }
+  DatasetSpec* d = j->mutable_data();
+  if (d->loader_threads() == 0) d->set_loader_threads(1);
+  if (d->prefetch() == 0) d->set_prefetch(2);
+  if (d->kind() == DatasetSpec::SYNTHETIC) {
+    FillSyntheticDefaults(j->seed(), d->mutable_synthetic());
+  }
+  OptimizerSpec* o = j->mutable_optimizer();
+  if (o->kind() != OptimizerSpec::SGD) {
+    if (o->beta1() == 0) o->set_beta1(0.9f);
+    if (o->beta2() == 0) o->set_beta2(0.999f);
+    if (o->eps() == 0) o->set_eps(1e-8f);
+  }
+  if (j->eval().batch_size() == 0) j->mutable_eval()->set_batch_size(1000);
+}
+
+std::string DescribeModel(const ModelSpec& m) {
+  if (!m.zoo().empty()) return m.zoo();
+  return absl::StrCat(m.layers_size(), " layers");
+}
+
+std::string DescribeData(const DatasetSpec& d) {
+  std::string s = DatasetSpec::Kind_Name(d.kind());
+  if (d.kind() == DatasetSpec::SYNTHETIC) {
+    absl::StrAppend(&s, " [", absl::StrJoin(d.synthetic().shape(), ", "), "] x",
+                    d.synthetic().classes(), " classes");
+  } else if (!d.dir().empty()) {
+    absl::StrAppend(&s, " (", d.dir(), ")");
+  }
+  if (d.train_limit() > 0) absl::StrAppend(&s, " first ", d.train_limit());
+  return s;
+}
+
+std::string DescribeOptimizer(const OptimizerSpec& o, const LrSchedule& l) {
+  std::string s =
+      absl::StrCat(OptimizerSpec::Kind_Name(o.kind()), " lr ", o.lr());
+  if (o.momentum() != 0) absl::StrAppend(&s, " momentum ", o.momentum());
+  if (o.nesterov()) absl::StrAppend(&s, " nesterov");
+  if (o.weight_decay() != 0) absl::StrAppend(&s, " wd ", o.weight_decay());
+  if (o.kind() != OptimizerSpec::SGD) {
+    absl::StrAppend(&s, " betas ", o.beta1(), "/", o.beta2(), " eps ", o.eps());
+  }
+  absl::StrAppend(&s, ", schedule ", LrSchedule::Kind_Name(l.kind()));
+  if (l.kind() == LrSchedule::STEP) {
+    absl::StrAppend(&s, " x", l.gamma(), " every ", l.step_size());
+  } else if (l.kind() == LrSchedule::COSINE) {
+    absl::StrAppend(&s, " to ", l.min_lr());
+  }
+  if (l.warmup_steps() > 0) absl::StrAppend(&s, " warmup ", l.warmup_steps());
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
+                                     const std::string& filename) {
+  FirstErrorCollector errors(text, filename);
+  Tree tree;
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&errors);
+  parser.WriteLocationsTo(&tree);
+  JobSpec spec;
+  if (!parser.ParseFromString(std::string(text), &spec)) {
+    return absl::InvalidArgumentError(
+        errors.error().empty() ? filename + ": cannot parse the job spec"
+                               : errors.error());
+  }
+  RETURN_IF_ERROR(CheckJob(spec, Scope(&filename, &tree, "", Loc())));
+  FillDefaults(&spec);
+  return spec;
+}
+
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return absl::ErrnoToStatus(errno, "cannot open job spec " + path);
+  }
+  std::string text;
+  char buf[1 << 14];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return absl::DataLossError("cannot read job spec " + path);
+  return ParseJobSpec(text, path);
+}
+
+std::string DescribeJobSpec(const JobSpec& j) {
+  std::string stop;
+  if (j.epochs() > 0) stop = absl::StrCat(j.epochs(), " epochs");
+  if (j.max_steps() > 0) {
+    absl::StrAppend(&stop, stop.empty() ? "" : " or ", j.max_steps(), " steps");
+  }
+  return absl::StrCat(
+      "job \"", j.name(), "\": model ", DescribeModel(j.model()), ", data ",
+      DescribeData(j.data()), ", batch ", j.batch_size(), ", ", stop, ", ",
+      DescribeOptimizer(j.optimizer(), j.lr_schedule()));
+}
+
+}  // namespace cohort

@@ -1,0 +1,46 @@
+// Loading and validating job specs (proto/job.proto, text format).
+//
+// A spec is parsed, every field is checked against its documented range, and
+// the defaults the proto comments promise are filled in, so the rest of the
+// system reads a JobSpec without re-checking or special-casing zeros. Errors
+// are one sentence prefixed with "FILE:LINE:COL: " (1-based) pointing at the
+// offending field, or at the enclosing message (or just "FILE: ") and marked
+// "(missing)" when the field was not written.
+//
+// proto3 cannot tell an unset field from an explicit zero, so a zero in a
+// field with a documented default means "use the default" (e.g. beta1: 0 is
+// read as 0.9). This keeps normalisation idempotent: parsing the text form of
+// a normalised spec gives the same spec back.
+//
+// Zoo model names and data directories are not checked here: the model
+// builder and the loader own those (and `--data-dir` may supply the latter).
+//
+// Thread safety: all functions are pure and may be called concurrently.
+#ifndef COHORT_WORKER_SPEC_H_
+#define COHORT_WORKER_SPEC_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/job.pb.h"
+
+namespace cohort {
+
+// Parses `text` (the contents of `filename`, used only in messages),
+// validates it and fills defaults. InvalidArgument on any error.
+absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
+                                     const std::string& filename);
+
+// Reads the file at `path`, then ParseJobSpec. When the file cannot be
+// read: the errno's status code (NotFound, PermissionDenied...) and a
+// message naming the path.
+absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+
+// One line for logs: name, model, data, batch, stopping rule, optimizer and
+// schedule.
+std::string DescribeJobSpec(const JobSpec& spec);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_SPEC_H_

@@ -1,0 +1,396 @@
+#include "worker/spec.h"
+
+#include <cstdio>
+#include <string>
+
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+constexpr char kFile[] = "jobs/x.textproto";
+
+// The error message of parsing `text`, or "OK".
+std::string ErrorOf(const std::string& text) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(text, kFile);
+  if (spec.ok()) return "OK";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(spec.status().message());
+}
+
+// A valid spec; each test appends or edits lines so that line numbers in
+// the expected messages stay easy to count (line 1 is `name`).
+std::string Valid(const std::string& extra = "") {
+  return "name: \"t\"\n"                // 1
+         "model { zoo: \"lenet5\" }\n"  // 2
+         "batch_size: 32\n"             // 3
+         "epochs: 2\n"                  // 4
+         "optimizer { lr: 0.1 }\n" +    // 5
+         extra;                         // 6...
+}
+
+TEST(ParseJobSpec, AcceptsMinimalSpec) { EXPECT_EQ(ErrorOf(Valid()), "OK"); }
+
+TEST(ParseJobSpec, ReportsSyntaxErrorWithLocation) {
+  EXPECT_EQ(ErrorOf("name: \"t\"\nbatch_size: 32\nmodel { zoo: \"a\"\n"),
+            "jobs/x.textproto:4:1: Expected identifier, got: ");
+  EXPECT_EQ(ErrorOf("batch_size: 3x\n"),
+            "jobs/x.textproto:1:14: Need space between number and identifier.");
+}
+
+TEST(ParseJobSpec, ReportsUnknownFieldWithLocation) {
+  EXPECT_EQ(ErrorOf(Valid("data {\n  kind: MNIST\n  dirr: \"/d\"\n}\n")),
+            "jobs/x.textproto:8:3: Message type \"cohort.DatasetSpec\" has no "
+            "field named \"dirr\".");
+}
+
+TEST(ParseJobSpec, CountsTabsAsProtobufDoes) {
+  EXPECT_EQ(ErrorOf("\tbatch_sizee: 3\n"),
+            "jobs/x.textproto:1:9: Message type \"cohort.JobSpec\" has no "
+            "field named \"batch_sizee\".");
+  EXPECT_EQ(ErrorOf("batch_size: 3\n\tepochs:\t-1\n"),
+            "jobs/x.textproto:2:9: epochs must be >= 0, got -1");
+}
+
+TEST(ParseJobSpec, ReportsUnknownEnumName) {
+  EXPECT_EQ(ErrorOf(Valid("data { kind: IMAGENET }\n")),
+            "jobs/x.textproto:6:14: Unknown enumeration value of "
+            "\"IMAGENET\" for field \"kind\".");
+}
+
+TEST(ParseJobSpec, RejectsUnknownEnumNumber) {
+  EXPECT_EQ(ErrorOf(Valid("data { kind: 7 }\n")),
+            "jobs/x.textproto:6:8: data.kind must be one of SYNTHETIC, MNIST, "
+            "CIFAR10, got 7");
+}
+
+TEST(ParseJobSpec, PointsAtInvalidTopLevelValue) {
+  std::string text = Valid();
+  text.replace(text.find("batch_size: 32"), 14, "  batch_size: -4");
+  EXPECT_EQ(ErrorOf(text),
+            "jobs/x.textproto:3:3: batch_size must be > 0, got -4");
+}
+
+TEST(ParseJobSpec, ReportsMissingFieldAtFile) {
+  std::string text = Valid();
+  text.erase(text.find("batch_size: 32\n"), 15);
+  EXPECT_EQ(ErrorOf(text),
+            "jobs/x.textproto: batch_size must be > 0, got 0 (missing)");
+}
+
+TEST(ParseJobSpec, ReportsMissingNestedFieldAtEnclosingMessage) {
+  std::string text = Valid();
+  text.replace(text.find("optimizer { lr: 0.1 }"), 21,
+               "optimizer { momentum: 0.9 }");
+  EXPECT_EQ(ErrorOf(text),
+            "jobs/x.textproto:5:1: optimizer.lr must be > 0, got 0 (missing)");
+  text.erase(text.find("optimizer {"));
+  EXPECT_EQ(ErrorOf(text),
+            "jobs/x.textproto: optimizer.lr must be > 0, got 0 (missing)");
+}
+
+TEST(ParseJobSpec, NeedsEpochsOrMaxSteps) {
+  std::string text = Valid();
+  text.erase(text.find("epochs: 2\n"), 10);
+  EXPECT_EQ(ErrorOf(text),
+            "jobs/x.textproto: epochs must be > 0 when max_steps is 0, got 0 "
+            "(missing)");
+  EXPECT_EQ(ErrorOf(text + "max_steps: 0\n"),
+            "jobs/x.textproto:5:1: max_steps must be > 0 when epochs is 0, "
+            "got 0");
+  EXPECT_EQ(ErrorOf(text + "max_steps: 100\n"), "OK");
+  EXPECT_EQ(ErrorOf(Valid("max_steps: -1\n")),
+            "jobs/x.textproto:6:1: max_steps must be >= 0, got -1");
+  EXPECT_EQ(ErrorOf(Valid("epochs: 1\n")),
+            "jobs/x.textproto:6:1: Non-repeated field \"epochs\" is specified "
+            "multiple times.");
+}
+
+TEST(ParseJobSpec, ModelNeedsExactlyOneOfZooAndLayers) {
+  std::string text = Valid();
+  text.replace(text.find("model { zoo: \"lenet5\" }"), 23, "model { }");
+  EXPECT_EQ(ErrorOf(text),
+            "jobs/x.textproto:2:1: model.zoo or model.layers must be given, "
+            "got neither (missing)");
+  text.replace(text.find("model { }"), 9,
+               "model { layers { relu {} } zoo: \"mlp\" }");
+  EXPECT_EQ(ErrorOf(text),
+            "jobs/x.textproto:2:28: model.zoo must be empty when layers are "
+            "given, got \"mlp\"");
+}
+
+// A spec whose model is `layers` (one per line, from line 3).
+std::string WithLayers(const std::string& layers) {
+  return "batch_size: 8\nmax_steps: 10\nmodel {\n" + layers +
+         "}\noptimizer { lr: 0.01 }\n";
+}
+
+TEST(ParseJobSpec, ChecksEveryLayerKind) {
+  struct Case {
+    std::string layer;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"  layers { linear { out_features: 0 } }",
+       "5:21: model.layers[1].linear.out_features must be > 0, got 0"},
+      {"  layers { linear { } }",
+       "5:12: model.layers[1].linear.out_features must be > 0, got 0 "
+       "(missing)"},
+      {"  layers { conv2d { out_channels: 4 kernel: -3 } }",
+       "5:37: model.layers[1].conv2d.kernel must be > 0, got -3"},
+      {"  layers { conv1d { out_channels: 4 kernel: 3 stride: -1 } }",
+       "5:47: model.layers[1].conv1d.stride must be >= 0, got -1"},
+      {"  layers { conv2d { out_channels: 4 kernel: 3 padding: -1 } }",
+       "5:47: model.layers[1].conv2d.padding must be >= 0, got -1"},
+      {"  layers { conv2d { kernel: 3 } }",
+       "5:12: model.layers[1].conv2d.out_channels must be > 0, got 0 "
+       "(missing)"},
+      {"  layers { batchnorm2d { eps: -1e-5 } }",
+       "5:26: model.layers[1].batchnorm2d.eps must be >= 0, got -1e-05"},
+      {"  layers { batchnorm1d { momentum: 1.5 } }",
+       "5:26: model.layers[1].batchnorm1d.momentum must be in [0, 1], got "
+       "1.5"},
+      {"  layers { maxpool2d { kernel: 0 } }",
+       "5:24: model.layers[1].maxpool2d.kernel must be > 0, got 0"},
+      {"  layers { avgpool2d { kernel: 2 padding: 2 } }",
+       "5:34: model.layers[1].avgpool2d.padding must be <= kernel / 2 (1), "
+       "got 2"},
+      {"  layers { maxpool2d { kernel: 2 stride: -2 } }",
+       "5:34: model.layers[1].maxpool2d.stride must be >= 0, got -2"},
+      {"  layers { dropout { p: 1 } }",
+       "5:22: model.layers[1].dropout.p must be in [0, 1), got 1"},
+      {"  layers { dropout { p: -0.5 } }",
+       "5:22: model.layers[1].dropout.p must be in [0, 1), got -0.5"},
+      {"  layers { residual { out_channels: 0 } }",
+       "5:23: model.layers[1].residual.out_channels must be > 0, got 0"},
+      {"  layers { residual { out_channels: 8 stride: -1 } }",
+       "5:39: model.layers[1].residual.stride must be >= 0, got -1"},
+      {"  layers { }",
+       "5:3: model.layers[1] must set a layer kind (linear, "
+       "conv2d, relu, ...), got none"},
+  };
+  for (const Case& c : cases) {
+    std::string text = WithLayers("  layers { flatten {} }\n" + c.layer + "\n");
+    EXPECT_EQ(ErrorOf(text), std::string(kFile) + ":" + c.error) << c.layer;
+  }
+}
+
+TEST(ParseJobSpec, ChecksOptimizer) {
+  struct Case {
+    std::string optimizer;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"lr: -0.1", "6:13: optimizer.lr must be > 0, got -0.1"},
+      {"lr: inf", "6:13: optimizer.lr must be finite, got inf"},
+      {"lr: nan", "6:13: optimizer.lr must be finite, got nan"},
+      {"lr: 0.1 momentum: 1",
+       "6:21: optimizer.momentum must be in [0, 1), got 1"},
+      {"lr: 0.1 weight_decay: -1",
+       "6:21: optimizer.weight_decay must be >= 0, got -1"},
+      {"lr: 0.1 nesterov: true",
+       "6:21: optimizer.nesterov needs momentum > 0, got momentum 0"},
+      {"kind: ADAM lr: 0.1 beta1: 1",
+       "6:32: optimizer.beta1 must be in [0, 1), got 1"},
+      {"kind: ADAMW lr: 0.1 beta2: -0.5",
+       "6:33: optimizer.beta2 must be in [0, 1), got -0.5"},
+      {"kind: ADAM lr: 0.1 eps: -1",
+       "6:32: optimizer.eps must be >= 0, got -1"},
+      {"kind: ADAM lr: 0.1 momentum: 0.9",
+       "6:32: optimizer.momentum applies only to SGD, got kind ADAM"},
+      {"lr: 0.1 beta1: 0.8",
+       "6:21: optimizer.beta1 applies only to ADAM and ADAMW, got kind SGD"},
+  };
+  for (const Case& c : cases) {
+    std::string text = Valid();
+    // Line 5 left blank; the optimizer goes on line 6, its fields from
+    // column 13.
+    text.replace(text.find("optimizer {"), std::string::npos,
+                 "\noptimizer { " + c.optimizer + " }\n");
+    EXPECT_EQ(ErrorOf(text), std::string(kFile) + ":" + c.error) << c.optimizer;
+  }
+}
+
+TEST(ParseJobSpec, ChecksSchedule) {
+  struct Case {
+    std::string schedule;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"kind: STEP", "6:1: lr_schedule.step_size must be > 0, got 0 (missing)"},
+      {"kind: STEP step_size: 10",
+       "6:1: lr_schedule.gamma must be in (0, 1], got 0 (missing)"},
+      {"kind: STEP step_size: 10 gamma: 1.5",
+       "6:40: lr_schedule.gamma must be in (0, 1], got 1.5"},
+      {"kind: COSINE warmup_steps: -5",
+       "6:28: lr_schedule.warmup_steps must be >= 0, got -5"},
+      {"kind: COSINE min_lr: -1",
+       "6:28: lr_schedule.min_lr must be >= 0, got -1"},
+      {"kind: COSINE min_lr: 0.5",
+       "6:28: lr_schedule.min_lr must be <= optimizer.lr (0.1), got 0.5"},
+      {"step_size: 3",
+       "6:15: lr_schedule.step_size applies only to STEP, got kind CONSTANT"},
+      {"kind: STEP step_size: 1 gamma: 0.5 min_lr: 0.01",
+       "6:50: lr_schedule.min_lr applies only to COSINE, got kind STEP"},
+  };
+  for (const Case& c : cases) {
+    std::string text = Valid("lr_schedule { " + c.schedule + " }\n");
+    EXPECT_EQ(ErrorOf(text), std::string(kFile) + ":" + c.error) << c.schedule;
+  }
+}
+
+TEST(ParseJobSpec, ChecksDataAndEval) {
+  struct Case {
+    std::string extra;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"data { kind: MNIST loader_threads: -1 }",
+       "6:20: data.loader_threads must be >= 0, got -1"},
+      {"data { prefetch: -2 }", "6:8: data.prefetch must be >= 0, got -2"},
+      {"data { train_limit: -2 }",
+       "6:8: data.train_limit must be >= 0, got -2"},
+      {"data { kind: CIFAR10 synthetic { classes: 3 } }",
+       "6:22: data.synthetic applies only to SYNTHETIC, got kind CIFAR10"},
+      {"data { synthetic { shape: [3, 0, 32] } }",
+       "6:20: data.synthetic.shape[1] must be > 0, got 0"},
+      {"data { synthetic { shape: 3 shape: -1 } }",
+       "6:29: data.synthetic.shape[1] must be > 0, got -1"},
+      {"data { synthetic { classes: 1 } }",
+       "6:20: data.synthetic.classes must be >= 2, got 1"},
+      {"data { synthetic { train_samples: -1 } }",
+       "6:20: data.synthetic.train_samples must be >= 0, got -1"},
+      {"data { synthetic { noise: -1 } }",
+       "6:20: data.synthetic.noise must be >= 0, got -1"},
+      {"eval { batch_size: -1 }", "6:8: eval.batch_size must be >= 0, got -1"},
+      {"eval { every_steps: -1 }",
+       "6:8: eval.every_steps must be >= 0, got -1"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ErrorOf(Valid(c.extra + "\n")),
+              std::string(kFile) + ":" + c.error)
+        << c.extra;
+  }
+  // The loader, not the spec, reports a missing data directory.
+  EXPECT_EQ(ErrorOf(Valid("data { kind: MNIST }\n")), "OK");
+}
+
+TEST(ParseJobSpec, FillsDefaults) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      "batch_size: 4\nepochs: 1\nseed: 77\n"
+      "model { layers { conv2d { out_channels: 2 kernel: 3 } }\n"
+      "        layers { batchnorm2d {} } layers { maxpool2d { kernel: 3 } }\n"
+      "        layers { residual { out_channels: 4 } } }\n"
+      "optimizer { kind: ADAM lr: 0.001 }\n",
+      kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "job");
+  EXPECT_EQ(spec->model().layers(0).conv2d().stride(), 1);
+  EXPECT_FLOAT_EQ(spec->model().layers(1).batchnorm2d().eps(), 1e-5f);
+  EXPECT_FLOAT_EQ(spec->model().layers(1).batchnorm2d().momentum(), 0.1f);
+  EXPECT_EQ(spec->model().layers(2).maxpool2d().stride(), 3);
+  EXPECT_EQ(spec->model().layers(3).residual().stride(), 1);
+  EXPECT_FLOAT_EQ(spec->optimizer().beta1(), 0.9f);
+  EXPECT_FLOAT_EQ(spec->optimizer().beta2(), 0.999f);
+  EXPECT_FLOAT_EQ(spec->optimizer().eps(), 1e-8f);
+  EXPECT_EQ(spec->eval().batch_size(), 1000);
+  EXPECT_EQ(spec->data().loader_threads(), 1);
+  EXPECT_EQ(spec->data().prefetch(), 2);
+  const SyntheticSpec& y = spec->data().synthetic();
+  EXPECT_EQ(std::vector<int64_t>(y.shape().begin(), y.shape().end()),
+            (std::vector<int64_t>{1, 28, 28}));
+  EXPECT_EQ(y.classes(), 10);
+  EXPECT_EQ(y.train_samples(), 8192);
+  EXPECT_EQ(y.test_samples(), 2048);
+  EXPECT_FLOAT_EQ(y.noise(), 1.0f);
+  EXPECT_EQ(y.seed(), 77u);
+}
+
+TEST(ParseJobSpec, KeepsExplicitValuesAndSkipsUnusedDefaults) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(Valid("data { kind: MNIST dir: \"/m\" prefetch: 5 }\n"
+                         "eval { batch_size: 10 }\n"),
+                   kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "t");
+  EXPECT_EQ(spec->data().prefetch(), 5);
+  EXPECT_EQ(spec->eval().batch_size(), 10);
+  EXPECT_FALSE(spec->data().has_synthetic());
+  EXPECT_FLOAT_EQ(spec->optimizer().beta1(), 0.0f);  // SGD: no Adam defaults
+}
+
+constexpr char kFullSpec[] = R"(
+name: "cifar"
+model { zoo: "resnet18_cifar" }
+data { kind: CIFAR10 dir: "/data/cifar" train_limit: 1000 loader_threads: 2
+       prefetch: 4 }
+batch_size: 128
+epochs: 30
+max_steps: 5000
+optimizer { kind: SGD lr: 0.1 momentum: 0.9 nesterov: true
+            weight_decay: 0.0005 }
+lr_schedule { kind: COSINE min_lr: 0.001 warmup_steps: 100 }
+loss: CROSS_ENTROPY
+seed: 42
+eval { every_steps: 500 batch_size: 500 }
+drop_last: true
+)";
+
+TEST(ParseJobSpec, FullSpecRoundTrips) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(kFullSpec, kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->optimizer().kind(), OptimizerSpec::SGD);
+  EXPECT_TRUE(spec->optimizer().nesterov());
+  EXPECT_EQ(spec->lr_schedule().warmup_steps(), 100);
+  std::string printed;
+  ASSERT_TRUE(google::protobuf::TextFormat::PrintToString(*spec, &printed));
+  absl::StatusOr<JobSpec> again = ParseJobSpec(printed, "printed");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*spec, *again))
+      << printed;
+  EXPECT_EQ(DescribeJobSpec(*spec),
+            "job \"cifar\": model resnet18_cifar, data CIFAR10 (/data/cifar) "
+            "first 1000, batch 128, 30 epochs or 5000 steps, SGD lr 0.1 "
+            "momentum 0.9 nesterov wd 0.0005, schedule COSINE to 0.001 warmup "
+            "100");
+}
+
+TEST(ParseJobSpec, NormalisedSpecParsesToItself) {
+  // Defaults filled once must survive a second pass unchanged.
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      "batch_size: 2\nmax_steps: 3\nmodel { zoo: \"mlp\" }\n"
+      "optimizer { kind: ADAMW lr: 0.01 weight_decay: 0.01 }\n",
+      kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::string printed;
+  ASSERT_TRUE(google::protobuf::TextFormat::PrintToString(*spec, &printed));
+  absl::StatusOr<JobSpec> again = ParseJobSpec(printed, "printed");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(
+      google::protobuf::util::MessageDifferencer::Equals(*spec, *again));
+  EXPECT_EQ(DescribeJobSpec(*spec),
+            "job \"job\": model mlp, data SYNTHETIC [1, 28, 28] x10 classes, "
+            "batch 2, 3 steps, ADAMW lr 0.01 wd 0.01 betas 0.9/0.999 eps "
+            "1e-08, schedule CONSTANT");
+}
+
+TEST(LoadJobSpec, ReadsFileAndNamesItInErrors) {
+  std::string path = ::testing::TempDir() + "/spec_test.textproto";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("batch_size: 0\n", f);
+  std::fclose(f);
+  absl::StatusOr<JobSpec> spec = LoadJobSpec(path);
+  EXPECT_EQ(spec.status().message(),
+            path + ":1:1: batch_size must be > 0, got 0");
+  std::remove(path.c_str());
+  spec = LoadJobSpec(path);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(spec.status().message(),
+            "cannot open job spec " + path + ": No such file or directory");
+}
+
+}  // namespace
+}  // namespace cohort
