@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
   if (command == "train") {
     status = cohort::RunTrain(args, &help);
   } else {
-    std::fprintf(stderr, "cohort: unknown command \"%s\"\n%s", command.c_str(),
-                 kUsage);
+    std::fprintf(stderr,
+                 "cohort: unknown command \"%s\" (commands: train, help)\n",
+                 command.c_str());
     return 2;
   }
   if (status.ok()) return 0;

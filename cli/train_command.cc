@@ -79,11 +79,13 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   options.threads = f.threads > 0 ? static_cast<int>(f.threads) : replicas;
   options.quiet = f.quiet;
   options.live_progress = isatty(STDERR_FILENO);
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                   Trainer::Create(spec, options));
   if (!options.quiet) {
     std::fprintf(stderr, "cohort train: %s | replicas cpu:%d | threads %d\n",
                  DescribeJobSpec(spec).c_str(), replicas, options.threads);
   }
-  ASSIGN_OR_RETURN(TrainResult r, Train(spec, options));
+  ASSIGN_OR_RETURN(TrainResult r, trainer->Run());
   std::printf(
       "result: steps %lld | epochs %lld | %.0f samples/s | train %.2fs | "
       "final loss %.4f",

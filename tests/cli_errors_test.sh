@@ -67,21 +67,48 @@ mnist_spec="$tmp/mnist.textproto"
 printf 'model { zoo: "lenet5" }\ndata { kind: MNIST }\nbatch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n' > "$mnist_spec"
 mkdir -p "$tmp/empty"
 expect_error 'train-images-idx3-ubyte' train --job="$mnist_spec" --data-dir="$tmp/empty"
-mkdir -p "$tmp/trunc"
-# A valid header promising 60000 images with no pixels behind it.
-printf '\x00\x00\x08\x03\x00\x00\xea\x60\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$tmp/trunc/train-images-idx3-ubyte"
+
+# A tiny valid MNIST set (2 train, 2 test images), then one bad file in it.
+valid_mnist() {
+  local dir="$1" split
+  mkdir -p "$dir"
+  for split in train t10k; do
+    { printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x1c\x00\x00\x00\x1c'
+      head -c 1568 /dev/zero; } > "$dir/$split-images-idx3-ubyte"
+    printf '\x00\x00\x08\x01\x00\x00\x00\x02\x03\x07' > "$dir/$split-labels-idx1-ubyte"
+  done
+}
+valid_mnist "$tmp/trunc"
+# The header promises 60000 images; only 2 are there.
+printf '\x00\x00\x08\x03\x00\x00\xea\x60\x00\x00\x00\x1c\x00\x00\x00\x1c' \
+  | cat - <(head -c 1568 /dev/zero) > "$tmp/trunc/train-images-idx3-ubyte"
 expect_error 'train-images-idx3-ubyte' train --job="$mnist_spec" --data-dir="$tmp/trunc"
-mkdir -p "$tmp/badmagic"
-printf '\x00\x00\x09\x99\x00\x00\x00\x01\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$tmp/badmagic/train-images-idx3-ubyte"
+valid_mnist "$tmp/badmagic"
+printf '\x00\x00\x09\x99\x00\x00\x00\x02\x00\x00\x00\x1c\x00\x00\x00\x1c' \
+  | cat - <(head -c 1568 /dev/zero) > "$tmp/badmagic/train-images-idx3-ubyte"
 expect_error '0x00000803' train --job="$mnist_spec" --data-dir="$tmp/badmagic"
-mkdir -p "$tmp/badgz"
+valid_mnist "$tmp/badlabel"
+printf '\x00\x00\x08\x01\x00\x00\x00\x02\x03\x0c' > "$tmp/badlabel/train-labels-idx1-ubyte"
+expect_error 'train-labels-idx1-ubyte' train --job="$mnist_spec" --data-dir="$tmp/badlabel"
+valid_mnist "$tmp/badgz"
+rm "$tmp/badgz/train-images-idx3-ubyte"
 printf 'this is not gzip' > "$tmp/badgz/train-images-idx3-ubyte.gz"
 expect_error 'train-images-idx3-ubyte.gz' train --job="$mnist_spec" --data-dir="$tmp/badgz"
+mkdir -p "$tmp/goodmnist" && valid_mnist "$tmp/goodmnist"
+if ! "$cohort" train --job="$mnist_spec" --data-dir="$tmp/goodmnist" --quiet >/dev/null 2>&1; then
+  echo "FAIL: the valid tiny MNIST set does not train, so the cases above prove nothing"
+  failures=$((failures + 1))
+fi
+
 cifar_spec="$tmp/cifar.textproto"
 printf 'model { zoo: "lenet_cifar" }\ndata { kind: CIFAR10 }\nbatch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n' > "$cifar_spec"
 mkdir -p "$tmp/cifar"
+head -c 3073 /dev/zero > "$tmp/cifar/test_batch.bin"
 head -c 3000 /dev/zero > "$tmp/cifar/data_batch_1.bin"
 expect_error 'data_batch_1.bin' train --job="$cifar_spec" --data-dir="$tmp/cifar"
+mkdir -p "$tmp/cifar_none"
+head -c 3073 /dev/zero > "$tmp/cifar_none/test_batch.bin"
+expect_error 'data_batch' train --job="$cifar_spec" --data-dir="$tmp/cifar_none"
 
 # And a good run exits 0 and writes its report.
 if "$cohort" train --job="$good" --quiet --report="$tmp/r.json" >/dev/null 2>&1 \

@@ -64,13 +64,13 @@ absl::Status CheckModelFitsData(const JobSpec& spec, const Model<float>& model,
   return absl::OkStatus();
 }
 
-class Run {
+class LocalTrainer : public Trainer {
  public:
-  Run(const JobSpec& spec, const TrainOptions& options)
+  LocalTrainer(const JobSpec& spec, const TrainOptions& options)
       : spec_(spec), options_(options), pool_(options.replicas) {}
 
   absl::Status Setup();
-  absl::StatusOr<TrainResult> Execute();
+  absl::StatusOr<TrainResult> Run() override;
 
  private:
   absl::Status BuildModels();
@@ -82,8 +82,8 @@ class Run {
   int64_t StepsPerEpoch() const;
   int64_t TotalSteps() const;
 
-  const JobSpec& spec_;
-  const TrainOptions& options_;
+  const JobSpec spec_;
+  const TrainOptions options_;
   ReplicaPool pool_;
   DataSplits data_;
   std::vector<Replica> replicas_;
@@ -95,7 +95,7 @@ class Run {
   std::vector<double> recent_losses_;
 };
 
-absl::Status Run::BuildModels() {
+absl::Status LocalTrainer::BuildModels() {
   const int R = options_.replicas;
   const Shape input = data_.train->sample_shape();
   if (!spec_.model().zoo().empty()) {
@@ -118,7 +118,7 @@ absl::Status Run::BuildModels() {
   return absl::OkStatus();
 }
 
-void Run::BuildSlices() {
+void LocalTrainer::BuildSlices() {
   const int R = options_.replicas;
   const int64_t n = replicas_[0].model->params().size();
   slices_.resize(R);
@@ -131,7 +131,7 @@ void Run::BuildSlices() {
   }
 }
 
-absl::Status Run::Setup() {
+absl::Status LocalTrainer::Setup() {
   const absl::Time start = absl::Now();
   SetComputeThreads(std::max(1, options_.threads / options_.replicas));
   ASSIGN_OR_RETURN(data_, LoadDataset(spec_.data(), options_.data_dir,
@@ -157,7 +157,7 @@ absl::Status Run::Setup() {
   return absl::OkStatus();
 }
 
-int64_t Run::StepsPerEpoch() const {
+int64_t LocalTrainer::StepsPerEpoch() const {
   DistributedSampler sampler(data_.train->size(), options_.replicas, 0,
                              spec_.seed(), true, spec_.drop_last());
   const int64_t n = sampler.num_samples();
@@ -165,12 +165,12 @@ int64_t Run::StepsPerEpoch() const {
   return std::max<int64_t>(1, spec_.drop_last() ? n / b : (n + b - 1) / b);
 }
 
-int64_t Run::TotalSteps() const {
+int64_t LocalTrainer::TotalSteps() const {
   const int64_t by_epochs = epochs_ * StepsPerEpoch();
   return max_steps_ > 0 ? std::min(max_steps_, by_epochs) : by_epochs;
 }
 
-void Run::ReplicaStep(int r) {
+void LocalTrainer::ReplicaStep(int r) {
   Replica& rep = replicas_[r];
   if (!rep.loader->Next(&rep.batch)) {
     rep.done = true;
@@ -196,7 +196,7 @@ void Run::ReplicaStep(int r) {
   rep.model->Backward(rep.grad_out);
 }
 
-void Run::ReduceAndStep(int r, double lr) {
+void LocalTrainer::ReduceAndStep(int r, double lr) {
   const Slice& s = slices_[r];
   const int64_t len = s.end - s.begin;
   if (len == 0) return;
@@ -214,7 +214,7 @@ void Run::ReduceAndStep(int r, double lr) {
   s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
 }
 
-EpochResult Run::TrainEpoch(int64_t epoch, Progress& progress) {
+EpochResult LocalTrainer::TrainEpoch(int64_t epoch, Progress& progress) {
   const int R = options_.replicas;
   const int threads = std::max(1, spec_.data().loader_threads());
   const int prefetch = std::max(1, spec_.data().prefetch());
@@ -260,7 +260,7 @@ EpochResult Run::TrainEpoch(int64_t epoch, Progress& progress) {
   return er;
 }
 
-void Run::Evaluate(EpochResult* result) {
+void LocalTrainer::Evaluate(EpochResult* result) {
   const int R = options_.replicas;
   // Replicas saw different data, so their BatchNorm statistics differ;
   // replica 0's are the model's (as with DDP's broadcast from rank 0).
@@ -301,7 +301,7 @@ void Run::Evaluate(EpochResult* result) {
   result->test_accuracy = n > 0 ? static_cast<double>(correct_sum) / n : 0;
 }
 
-absl::StatusOr<TrainResult> Run::Execute() {
+absl::StatusOr<TrainResult> LocalTrainer::Run() {
   Progress progress(options_.live_progress, options_.quiet,
                     options_.log_every_seconds, spec_.batch_size());
   for (int64_t epoch = 0; epoch < epochs_; ++epoch) {
@@ -340,17 +340,24 @@ absl::StatusOr<TrainResult> Run::Execute() {
 
 }  // namespace
 
-absl::StatusOr<TrainResult> Train(const JobSpec& spec,
-                                  const TrainOptions& options) {
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
+    const JobSpec& spec, const TrainOptions& options) {
   if (options.replicas < 1) {
     return absl::InvalidArgumentError("replicas must be at least 1");
   }
   if (options.threads < 1) {
     return absl::InvalidArgumentError("threads must be at least 1");
   }
-  Run run(spec, options);
-  RETURN_IF_ERROR(run.Setup());
-  return run.Execute();
+  auto trainer = std::make_unique<LocalTrainer>(spec, options);
+  RETURN_IF_ERROR(trainer->Setup());
+  return trainer;
+}
+
+absl::StatusOr<TrainResult> Train(const JobSpec& spec,
+                                  const TrainOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                   Trainer::Create(spec, options));
+  return trainer->Run();
 }
 
 }  // namespace cohort

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,19 @@ struct TrainResult {
   std::vector<EpochResult> epoch_results;
 };
 
+// A prepared training run: data loaded, models built and checked against
+// the data. Create() does everything that can fail because of the user's
+// input, so a caller can report such errors before training starts.
+class Trainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
+      const JobSpec& spec, const TrainOptions& options);
+  virtual ~Trainer() = default;
+  // Trains to the end (epochs or max_steps). Call once.
+  virtual absl::StatusOr<TrainResult> Run() = 0;
+};
+
+// Create() and Run().
 absl::StatusOr<TrainResult> Train(const JobSpec& spec,
                                   const TrainOptions& options);
 

@@ -104,8 +104,8 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
     case LayerSpec::kLinear:
       return std::make_unique<Linear<T>>(l.linear().out_features(),
                                          !l.linear().no_bias());
-    case LayerSpec::kConv1d:
-    case LayerSpec::kConv2d: {
+    case LayerSpec::kConv1D:
+    case LayerSpec::kConv2D: {
       const ConvSpec& c =
           l.has_conv1d() ? l.conv1d() : l.conv2d();
       ConvOptions o{c.out_channels(), c.kernel(),
@@ -114,8 +114,8 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
       if (l.has_conv1d()) return std::make_unique<Conv1d<T>>(o);
       return std::make_unique<Conv2d<T>>(o);
     }
-    case LayerSpec::kBatchnorm1d:
-    case LayerSpec::kBatchnorm2d: {
+    case LayerSpec::kBatchnorm1D:
+    case LayerSpec::kBatchnorm2D: {
       const BatchNormSpec& s =
           l.has_batchnorm1d() ? l.batchnorm1d() : l.batchnorm2d();
       BatchNormOptions o;
@@ -126,8 +126,8 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
     }
     case LayerSpec::kRelu:
       return std::make_unique<ReLU<T>>();
-    case LayerSpec::kMaxpool2d:
-    case LayerSpec::kAvgpool2d: {
+    case LayerSpec::kMaxpool2D:
+    case LayerSpec::kAvgpool2D: {
       const PoolSpec& p = l.has_maxpool2d() ? l.maxpool2d() : l.avgpool2d();
       PoolOptions o{p.kernel(), p.stride() > 0 ? p.stride() : p.kernel(),
                     p.padding()};

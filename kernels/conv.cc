@@ -1,0 +1,297 @@
+#include "kernels/conv.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "common/logging.h"
+#include "kernels/conv_internal.h"
+#include "kernels/gemm.h"
+
+namespace cohort {
+namespace {
+
+using conv_internal::GridConv;
+
+template <typename T>
+bool UseGrid(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    return ws.algorithm != ConvAlgorithm::kIm2col && g.stride == 1;
+  }
+}
+
+// A 1-D convolution (one input row, one kernel row) has one output row;
+// the grid kernels then pad virtually instead of copying the input.
+bool OneRow(const ConvGeometry& g) {
+  return g.in_h == 1 && g.kernel_h == 1 && g.pad_h == 0;
+}
+
+// The grid convolution over the input as ConvForward passes it: padded in
+// memory unless OneRow.
+GridConv ForwardGrid(const ConvGeometry& g) {
+  if (OneRow(g)) {
+    return {g.in_channels,  g.batch,    1,          g.in_w,
+            g.out_channels, g.kernel_h, g.kernel_w, g.pad_w};
+  }
+  return {
+      g.in_channels,  g.batch,    g.in_h + 2 * g.pad_h, g.in_w + 2 * g.pad_w,
+      g.out_channels, g.kernel_h, g.kernel_w,           0};
+}
+
+// The input gradient of a stride-1 convolution as a convolution of the
+// output gradient padded by K-1-pad: channels and out_channels swap.
+GridConv InputGradGrid(const ConvGeometry& g) {
+  if (OneRow(g)) {
+    return {g.out_channels, g.batch,    1,          g.out_w(),
+            g.in_channels,  g.kernel_h, g.kernel_w, g.kernel_w - 1 - g.pad_w};
+  }
+  return {g.out_channels,
+          g.batch,
+          g.out_h() + 2 * (g.kernel_h - 1 - g.pad_h),
+          g.out_w() + 2 * (g.kernel_w - 1 - g.pad_w),
+          g.in_channels,
+          g.kernel_h,
+          g.kernel_w,
+          0};
+}
+
+// Copies `planes` planes of h x w into planes of (h+2ph) x (w+2pw) with a
+// zero border, writing every element (the buffer is reused across shapes).
+template <typename T>
+void PadPlanes(const T* in, int64_t planes, int64_t h, int64_t w, int64_t ph,
+               int64_t pw, T* out) {
+  const int64_t wp = w + 2 * pw;
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* src = in + p * h * w;
+    T* dst = out + p * (h + 2 * ph) * wp;
+    std::memset(dst, 0, (ph * wp + pw) * sizeof(T));
+    dst += ph * wp + pw;
+    for (int64_t r = 0; r < h; ++r) {
+      std::memcpy(dst, src + r * w, w * sizeof(T));
+      // Right border of this row and left border of the next one.
+      std::memset(dst + w, 0, 2 * pw * sizeof(T));
+      dst += wp;
+    }
+    std::memset(dst - pw, 0, (ph * wp + pw) * sizeof(T) - pw * sizeof(T));
+  }
+}
+
+// Multiply-adds of the two stride-1 input-gradient kernels. The grid one
+// convolves the whole padded output gradient, zeros included; the column
+// one multiplies only real gradients but pays col2im, modelled as
+// kCol2imCost multiply-adds per dcol element (measured with conv_bench).
+constexpr double kCol2imCost = 4.0;
+
+bool UseGridInputGrad(const ConvGeometry& g, ConvAlgorithm algorithm) {
+  if (g.pad_h >= g.kernel_h || g.pad_w >= g.kernel_w) return false;
+  if (algorithm == ConvAlgorithm::kGrid) return true;
+  if (algorithm == ConvAlgorithm::kChannels) return false;
+  const GridConv grid = InputGradGrid(g);
+  const double grid_macs = static_cast<double>(grid.out_channels) *
+                           grid.patch() * grid.batch * grid.span();
+  const double column_macs = static_cast<double>(g.patch()) * g.positions() *
+                             (g.out_channels + kCol2imCost);
+  return grid_macs <= column_macs;
+}
+
+// Multiply-adds of the position- and channel-vectorized kernels on `grid`:
+// the former computes whole tiles of grid positions, the latter pads the
+// channels to 16 and pays about 10% for transposing.
+bool UseChannels(const GridConv& grid, ConvAlgorithm algorithm) {
+  if (grid.pad_w != 0) return false;  // one-row grids waste nothing
+  if (algorithm == ConvAlgorithm::kGrid) return false;
+  if (algorithm == ConvAlgorithm::kChannels) return true;
+  const double per_tap = static_cast<double>(grid.patch()) * grid.batch;
+  const double grid_macs =
+      per_tap * grid.out_channels * ((grid.span() + 15) / 16 * 16);
+  const double channel_macs = 1.1 * per_tap *
+                              ((grid.out_channels + 15) / 16 * 16) *
+                              grid.out_h() * grid.out_w();
+  return channel_macs < grid_macs;
+}
+
+void GridInputGrad(const ConvGeometry& g, const float* grad_out,
+                   const float* weight, float* grad_in,
+                   ConvWorkspace<float>* ws) {
+  const GridConv grid = InputGradGrid(g);
+  const float* dy = grad_out;
+  if (!OneRow(g)) {
+    conv_internal::EnsureSize(&ws->grad_padded, grid.channels * grid.batch *
+                                                    grid.height * grid.width);
+    PadPlanes(grad_out, g.out_channels * g.batch, g.out_h(), g.out_w(),
+              g.kernel_h - 1 - g.pad_h, g.kernel_w - 1 - g.pad_w,
+              ws->grad_padded.data());
+    dy = ws->grad_padded.data();
+  }
+  conv_internal::PackWeights(grid, weight, /*flip=*/true, &ws->packed);
+  conv_internal::GridForward(grid, dy, ws->packed, nullptr, grad_in,
+                             &ws->scratch, &ws->offsets);
+}
+
+// col[(c, kh, kw)][n][oh][ow] = in[c][n][oh*s + kh - ph][ow*s + kw - pw].
+template <typename T>
+void Im2col(const ConvGeometry& g, const T* in, T* col) {
+  const int64_t oh = g.out_h(), ow = g.out_w(), np = g.positions();
+  for (int64_t c = 0; c < g.in_channels; ++c) {
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * np;
+        for (int64_t n = 0; n < g.batch; ++n) {
+          for (int64_t y = 0; y < oh; ++y) {
+            T* dst = row + (n * oh + y) * ow;
+            const int64_t ih = y * g.stride + kh - g.pad_h;
+            if (ih < 0 || ih >= g.in_h) {
+              std::memset(dst, 0, ow * sizeof(T));
+              continue;
+            }
+            const T* src = in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
+            for (int64_t x = 0; x < ow; ++x) {
+              const int64_t iw = x * g.stride + kw - g.pad_w;
+              dst[x] = (iw >= 0 && iw < g.in_w) ? src[iw] : T(0);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of Im2col: grad_in (zeroed here) += scattered grad_col.
+template <typename T>
+void Col2im(const ConvGeometry& g, const T* col, T* grad_in) {
+  const int64_t oh = g.out_h(), ow = g.out_w(), np = g.positions();
+  std::memset(grad_in, 0,
+              g.in_channels * g.batch * g.in_h * g.in_w * sizeof(T));
+  for (int64_t c = 0; c < g.in_channels; ++c) {
+    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        const T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * np;
+        for (int64_t n = 0; n < g.batch; ++n) {
+          for (int64_t y = 0; y < oh; ++y) {
+            const int64_t ih = y * g.stride + kh - g.pad_h;
+            if (ih < 0 || ih >= g.in_h) continue;
+            const T* src = row + (n * oh + y) * ow;
+            T* dst = grad_in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
+            for (int64_t x = 0; x < ow; ++x) {
+              const int64_t iw = x * g.stride + kw - g.pad_w;
+              if (iw >= 0 && iw < g.in_w) dst[iw] += src[x];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T>
+void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
+                   const T* bias, T* out, ConvWorkspace<T>* ws) {
+  const int64_t kk = g.patch(), np = g.positions();
+  conv_internal::EnsureSize(&ws->col, kk * np);
+  Im2col(g, in, ws->col.data());
+  if (bias != nullptr) {
+    for (int64_t oc = 0; oc < g.out_channels; ++oc) {
+      std::fill(out + oc * np, out + (oc + 1) * np, bias[oc]);
+    }
+  }
+  Gemm<T>(Trans::kNo, Trans::kNo, g.out_channels, np, kk, T(1), weight, kk,
+          ws->col.data(), np, bias != nullptr ? T(1) : T(0), out, np);
+}
+
+}  // namespace
+
+template <typename T>
+void ConvForward(const ConvGeometry& g, const T* in, const T* weight,
+                 const T* bias, T* out, ConvWorkspace<T>* ws) {
+  DCHECK(g.out_h() > 0 && g.out_w() > 0);
+  ws->grid = UseGrid(g, *ws);
+  if constexpr (std::is_same_v<T, float>) {
+    if (ws->grid) {
+      const GridConv grid = ForwardGrid(g);
+      const float* x = in;
+      if (!OneRow(g) && (g.pad_h > 0 || g.pad_w > 0)) {
+        conv_internal::EnsureSize(
+            &ws->padded, grid.channels * grid.batch * grid.height * grid.width);
+        PadPlanes(in, g.in_channels * g.batch, g.in_h, g.in_w, g.pad_h, g.pad_w,
+                  ws->padded.data());
+        x = ws->padded.data();
+      }
+      if (UseChannels(grid, ws->algorithm)) {
+        conv_internal::ChannelForward(grid, x, weight, bias, out, &ws->packed,
+                                      &ws->scratch, &ws->offsets);
+      } else {
+        conv_internal::PackWeights(grid, weight, /*flip=*/false, &ws->packed);
+        conv_internal::GridForward(grid, x, ws->packed, bias, out, &ws->scratch,
+                                   &ws->offsets);
+      }
+      ws->input = x;
+      return;
+    }
+  }
+  Im2colForward(g, in, weight, bias, out, ws);
+  ws->input = in;
+}
+
+template <typename T>
+void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
+                         T* grad_weight, T* grad_bias, ConvWorkspace<T>* ws) {
+  CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
+  const int64_t kk = g.patch(), np = g.positions();
+  if (grad_bias != nullptr) {
+    RowSums<T>(g.out_channels, np, grad_out, np, grad_bias);
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (ws->grid) {
+      const GridConv grid = ForwardGrid(g);
+      if (UseChannels(grid, ws->algorithm)) {
+        conv_internal::ChannelWeightGrad(grid, ws->input, grad_out, grad_weight,
+                                         &ws->scratch, &ws->offsets);
+      } else {
+        conv_internal::GridWeightGrad(grid, ws->input, grad_out, grad_weight,
+                                      &ws->scratch, &ws->offsets);
+      }
+      return;
+    }
+  }
+  Gemm<T>(Trans::kNo, Trans::kYes, g.out_channels, kk, np, T(1), grad_out, np,
+          ws->col.data(), np, T(0), grad_weight, kk);
+}
+
+template <typename T>
+void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
+                       const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (UseGrid(g, *ws)) {
+      if (UseGridInputGrad(g, ws->algorithm)) {
+        GridInputGrad(g, grad_out, weight, grad_in, ws);
+      } else {
+        conv_internal::ColumnInputGrad(g, grad_out, weight, grad_in,
+                                       &ws->packed, &ws->scratch, &ws->offsets);
+      }
+      return;
+    }
+  }
+  const int64_t kk = g.patch(), np = g.positions();
+  conv_internal::EnsureSize(&ws->grad_col, kk * np);
+  Gemm<T>(Trans::kYes, Trans::kNo, kk, np, g.out_channels, T(1), weight, kk,
+          grad_out, np, T(0), ws->grad_col.data(), np);
+  Col2im(g, ws->grad_col.data(), grad_in);
+}
+
+template struct ConvWorkspace<float>;
+template struct ConvWorkspace<double>;
+
+#define COHORT_INSTANTIATE_CONV(T)                                            \
+  template void ConvForward<T>(const ConvGeometry&, const T*, const T*,       \
+                               const T*, T*, ConvWorkspace<T>*);              \
+  template void ConvBackwardWeights<T>(const ConvGeometry&, const T*, T*, T*, \
+                                       ConvWorkspace<T>*);                    \
+  template void ConvBackwardInput<T>(const ConvGeometry&, const T*, const T*, \
+                                     T*, ConvWorkspace<T>*);
+
+COHORT_INSTANTIATE_CONV(float)
+COHORT_INSTANTIATE_CONV(double)
+#undef COHORT_INSTANTIATE_CONV
+
+}  // namespace cohort

@@ -1,0 +1,108 @@
+// Convolution kernels of the CPU engine, on batch-inner activations.
+//
+// Layouts (see worker/layers/layer.h): input [C][N][H][W], output
+// [OC][N][OH][OW], weight [OC][C][KH][KW], bias [OC]; a 1-D convolution is
+// the case H = KH = 1, pad_h = 0. Zero padding, one stride for both axes.
+//
+// Algorithms, chosen per call:
+//  - float, stride 1: hand-written AVX2 kernels (conv_internal.h) that read
+//    the (padded) input in place, never building an im2col matrix. Forward
+//    and weight gradient vectorize either over output positions ("grid":
+//    filter taps are shifted views of the input, but the K-1 columns per
+//    row that yield no output are computed too) or over output channels
+//    (no wasted positions, but channels padded to 16 and results
+//    transposed). The input gradient is either the grid forward kernel on
+//    the padded output gradient with flipped filters, or dcol = W^T dy in
+//    cache-sized chunks followed by col2im (no products with the padding).
+//    A cost model picks per pass.
+//  - "im2col" (everything else, and all of double): one im2col matrix for
+//    the whole batch and one GEMM per pass (OpenBLAS), with col2im for the
+//    input gradient. This is the reference the grid kernels are tested
+//    against.
+//
+// Ownership: ConvWorkspace holds every scratch buffer and what Forward
+// leaves for the backward passes; its owner (the layer) keeps it from step
+// to step, so buffers are allocated once. ConvBackward* use the input seen
+// by the last ConvForward on the same workspace: the caller keeps that input
+// alive and unchanged until then. Callers own all other pointers.
+// Thread safety: none; one workspace per thread.
+#ifndef COHORT_KERNELS_CONV_H_
+#define COHORT_KERNELS_CONV_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/tensor.h"
+
+namespace cohort {
+
+struct ConvGeometry {
+  int64_t batch = 1;        // N
+  int64_t in_channels = 1;  // C
+  int64_t in_h = 1;         // 1 for 1-D
+  int64_t in_w = 1;         // W, or L for 1-D
+  int64_t out_channels = 1;
+  int64_t kernel_h = 1;  // 1 for 1-D
+  int64_t kernel_w = 1;
+  int64_t stride = 1;
+  int64_t pad_h = 0;  // 0 for 1-D
+  int64_t pad_w = 0;
+
+  int64_t out_h() const { return (in_h + 2 * pad_h - kernel_h) / stride + 1; }
+  int64_t out_w() const { return (in_w + 2 * pad_w - kernel_w) / stride + 1; }
+  // Rows of the im2col matrix: C * KH * KW (the weights' fan-in).
+  int64_t patch() const { return in_channels * kernel_h * kernel_w; }
+  // Output positions of the whole batch: N * OH * OW.
+  int64_t positions() const { return batch * out_h() * out_w(); }
+};
+
+enum class ConvAlgorithm {
+  kAuto,    // per pass, the fastest by a cost model
+  kIm2col,  // im2col + GEMM for every pass
+  // Float, stride 1 only (other cases run as kAuto); tests and benchmarks
+  // use these to compare the kernels kAuto chooses between.
+  kGrid,      // position-vectorized grid kernels wherever they apply
+  kChannels,  // channel-vectorized forward and weight gradient (images),
+              // column input gradient
+};
+
+// Scratch and saved state of one convolution layer; see the file comment.
+// The fields are the kernels' business.
+template <typename T>
+struct ConvWorkspace {
+  ConvAlgorithm algorithm = ConvAlgorithm::kAuto;
+
+  const T* input = nullptr;    // what the backward passes read (maybe padded)
+  bool grid = false;           // the last forward used the grid algorithm
+  BasicTensor<T> padded;       // zero-padded input (grid)
+  BasicTensor<T> col;          // im2col matrix (im2col)
+  BasicTensor<T> grad_col;     // its gradient (im2col)
+  BasicTensor<T> grad_padded;  // padded output gradient (grid, input grad)
+  BasicTensor<T> packed;       // packed weights (grid)
+  BasicTensor<T> scratch;      // per-chunk outputs and partial sums (grid)
+  std::vector<int64_t> offsets;
+};
+
+// out = conv(in, weight) + bias (bias may be null). Remembers `in` (or its
+// padded copy) in `ws` for the backward passes.
+template <typename T>
+void ConvForward(const ConvGeometry& g, const T* in, const T* weight,
+                 const T* bias, T* out, ConvWorkspace<T>* ws);
+
+// Overwrites grad_weight [OC][C][KH][KW] and, unless null, grad_bias [OC]
+// with this batch's gradients, given grad_out [OC][N][OH][OW].
+template <typename T>
+void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
+                         T* grad_weight, T* grad_bias, ConvWorkspace<T>* ws);
+
+// Overwrites grad_in [C][N][H][W] with dLoss/dIn.
+template <typename T>
+void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
+                       const T* weight, T* grad_in, ConvWorkspace<T>* ws);
+
+extern template struct ConvWorkspace<float>;
+extern template struct ConvWorkspace<double>;
+
+}  // namespace cohort
+
+#endif  // COHORT_KERNELS_CONV_H_

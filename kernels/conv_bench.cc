@@ -1,0 +1,267 @@
+// Milliseconds per call of the convolution and GEMM kernels on the shapes of
+// the benchmark models, single-threaded, for each algorithm; also checks
+// that the algorithms agree. Prints medians of repeated calls.
+//
+//   bazel build //kernels:conv_bench && bazel-bin/kernels/conv_bench
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/tensor.h"
+#include "kernels/conv.h"
+#include "kernels/gemm.h"
+
+namespace cohort {
+namespace {
+
+double MedianMs(const std::function<void()>& f, int reps) {
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto a = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - a)
+                    .count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void FillRandom(Tensor* t, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t i = 0; i < t->size(); ++i) (*t)[i] = normal(rng);
+}
+
+double MaxRelDiff(const Tensor& a, const Tensor& b) {
+  double scale = 1e-30, diff = 0;
+  for (int64_t i = 0; i < a.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+  }
+  return diff / scale;
+}
+
+struct Result {
+  double fwd, wgrad, igrad;
+};
+
+Result TimeConv(const ConvGeometry& g, ConvAlgorithm algo, bool need_input,
+                int reps, Tensor* out, Tensor* gw, Tensor* gi) {
+  std::mt19937_64 rng(1);
+  Tensor in({g.in_channels * g.batch * g.in_h * g.in_w});
+  Tensor w({g.out_channels * g.patch()}), b({g.out_channels});
+  Tensor go({g.out_channels * g.positions()}), gb({g.out_channels});
+  FillRandom(&in, rng);
+  FillRandom(&w, rng);
+  FillRandom(&b, rng);
+  FillRandom(&go, rng);
+  out->Resize({g.out_channels * g.positions()});
+  gw->Resize(w.shape());
+  gi->Resize(in.shape());
+  ConvWorkspace<float> ws;
+  ws.algorithm = algo;
+  Result r;
+  r.fwd = MedianMs(
+      [&] { ConvForward(g, in.data(), w.data(), b.data(), out->data(), &ws); },
+      reps);
+  r.wgrad = MedianMs(
+      [&] { ConvBackwardWeights(g, go.data(), gw->data(), gb.data(), &ws); },
+      reps);
+  r.igrad = need_input ? MedianMs(
+                             [&] {
+                               ConvBackwardInput(g, go.data(), w.data(),
+                                                 gi->data(), &ws);
+                             },
+                             reps)
+                       : 0.0;
+  return r;
+}
+
+void BenchConv(const char* name, const ConvGeometry& g, bool need_input,
+               int reps) {
+  Tensor o1, w1, i1, o2, w2, i2;
+  const Result best =
+      TimeConv(g, ConvAlgorithm::kAuto, need_input, reps, &o1, &w1, &i1);
+  const Result im2col =
+      TimeConv(g, ConvAlgorithm::kIm2col, need_input, reps, &o2, &w2, &i2);
+  const double gflop = 2.0 * g.out_channels * g.patch() * g.positions() / 1e9;
+  double diff = std::max(MaxRelDiff(o1, o2), MaxRelDiff(w1, w2));
+  if (need_input) diff = std::max(diff, MaxRelDiff(i1, i2));
+  const double total = best.fwd + best.wgrad + best.igrad;
+  std::printf(
+      "%-12s auto   fwd %7.3f  wgrad %7.3f  igrad %7.3f  total %7.3f ms"
+      "  (%4.1f GFLOP/s)\n",
+      name, best.fwd, best.wgrad, best.igrad, total,
+      gflop * (need_input ? 3 : 2) / total * 1e3);
+  std::printf(
+      "%-12s im2col fwd %7.3f  wgrad %7.3f  igrad %7.3f  total %7.3f ms"
+      "  max rel diff %.1e%s\n",
+      "", im2col.fwd, im2col.wgrad, im2col.igrad,
+      im2col.fwd + im2col.wgrad + im2col.igrad, diff,
+      diff > 1e-4 ? "  MISMATCH" : "");
+  if (g.stride == 1) {
+    // The alternatives kAuto chooses between, per pass.
+    Tensor o3, w3, i3, o4, w4, i4;
+    const Result grid =
+        TimeConv(g, ConvAlgorithm::kGrid, need_input, reps, &o3, &w3, &i3);
+    const Result chan =
+        TimeConv(g, ConvAlgorithm::kChannels, need_input, reps, &o4, &w4, &i4);
+    double d = std::max({MaxRelDiff(o3, o2), MaxRelDiff(w3, w2),
+                         MaxRelDiff(o4, o2), MaxRelDiff(w4, w2)});
+    if (need_input) d = std::max({d, MaxRelDiff(i3, i2), MaxRelDiff(i4, i2)});
+    std::printf(
+        "%-12s grid   fwd %7.3f  wgrad %7.3f  igrad %7.3f  (channels / "
+        "column: %7.3f %7.3f %7.3f)  max rel diff %.1e%s\n",
+        "", grid.fwd, grid.wgrad, grid.igrad, chan.fwd, chan.wgrad, chan.igrad,
+        d, d > 1e-4 ? "  MISMATCH" : "");
+  }
+}
+
+ConvGeometry Conv2(int64_t n, int64_t c, int64_t h, int64_t oc, int64_t k,
+                   int64_t p) {
+  ConvGeometry g;
+  g.batch = n;
+  g.in_channels = c;
+  g.in_h = g.in_w = h;
+  g.out_channels = oc;
+  g.kernel_h = g.kernel_w = k;
+  g.pad_h = g.pad_w = p;
+  return g;
+}
+
+ConvGeometry Conv1(int64_t n, int64_t c, int64_t l, int64_t oc, int64_t k,
+                   int64_t p) {
+  ConvGeometry g = Conv2(n, c, 1, oc, k, 0);
+  g.in_w = l;
+  g.kernel_h = 1;
+  g.pad_w = p;
+  return g;
+}
+
+// The three products of a linear layer, as the layer issues them.
+struct LinearTimes {
+  double fwd, wgrad, igrad;
+  double total() const { return fwd + wgrad + igrad; }
+};
+
+using GemmFn = void (*)(Trans, Trans, int64_t, int64_t, int64_t, float,
+                        const float*, int64_t, const float*, int64_t, float,
+                        float*, int64_t);
+
+void OpenBlasGemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float* a, int64_t lda, const float* b,
+                  int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta == Trans::kYes ? CblasTrans : CblasNoTrans,
+              tb == Trans::kYes ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+              lda, b, ldb, beta, c, ldc);
+}
+
+LinearTimes TimeLinear(GemmFn gemm, int64_t n, int64_t in, int64_t out,
+                       int reps, Tensor* y, Tensor* dw, Tensor* dx) {
+  std::mt19937_64 rng(2);
+  Tensor x({n * in}), w({out * in}), dy({n * out});
+  FillRandom(&x, rng);
+  FillRandom(&w, rng);
+  FillRandom(&dy, rng);
+  y->Resize({n * out});
+  dw->Resize({out * in});
+  dx->Resize({n * in});
+  LinearTimes t;
+  t.fwd = MedianMs(
+      [&] {
+        gemm(Trans::kNo, Trans::kYes, n, out, in, 1.0f, x.data(), in, w.data(),
+             in, 0.0f, y->data(), out);
+      },
+      reps);
+  t.wgrad = MedianMs(
+      [&] {
+        gemm(Trans::kYes, Trans::kNo, out, in, n, 1.0f, dy.data(), out,
+             x.data(), in, 0.0f, dw->data(), in);
+      },
+      reps);
+  t.igrad = MedianMs(
+      [&] {
+        gemm(Trans::kNo, Trans::kNo, n, in, out, 1.0f, dy.data(), out, w.data(),
+             in, 0.0f, dx->data(), in);
+      },
+      reps);
+  return t;
+}
+
+void BenchLinear(const char* name, int64_t n, int64_t in, int64_t out,
+                 int reps) {
+  Tensor y1, w1, x1, y2, w2, x2;
+  const LinearTimes ours =
+      TimeLinear(&Gemm<float>, n, in, out, reps, &y1, &w1, &x1);
+  const LinearTimes blas =
+      TimeLinear(&OpenBlasGemm, n, in, out, reps, &y2, &w2, &x2);
+  const double diff =
+      std::max({MaxRelDiff(y1, y2), MaxRelDiff(w1, w2), MaxRelDiff(x1, x2)});
+  const double gflop = 2.0 * n * in * out / 1e9;
+  std::printf(
+      "%-12s Gemm   fwd %7.4f  wgrad %7.4f  igrad %7.4f  total %7.4f ms"
+      "  (%4.1f GFLOP/s)\n",
+      name, ours.fwd, ours.wgrad, ours.igrad, ours.total(),
+      3 * gflop / ours.total() * 1e3);
+  std::printf(
+      "%-12s sgemm  fwd %7.4f  wgrad %7.4f  igrad %7.4f  total %7.4f ms"
+      "  max rel diff %.1e%s\n",
+      "", blas.fwd, blas.wgrad, blas.igrad, blas.total(), diff,
+      diff > 1e-4 ? "  MISMATCH" : "");
+}
+
+}  // namespace
+}  // namespace cohort
+
+int main(int argc, char** argv) {
+  using namespace cohort;
+  // The engine runs each replica on one thread; so do these numbers.
+  openblas_set_num_threads(1);
+  // An optional argument selects the cases whose name contains it.
+  const std::string filter = argc > 1 ? argv[1] : "";
+  if (filter.empty() ||
+      std::string("cifar conv1").find(filter) != std::string::npos)
+    BenchConv("cifar conv1", Conv2(100, 3, 32, 6, 5, 0), false, 15);
+  if (filter.empty() ||
+      std::string("cifar conv2").find(filter) != std::string::npos)
+    BenchConv("cifar conv2", Conv2(100, 6, 14, 16, 5, 0), true, 15);
+  if (filter.empty() ||
+      std::string("mnist conv1").find(filter) != std::string::npos)
+    BenchConv("mnist conv1", Conv2(64, 1, 28, 6, 5, 2), false, 15);
+  if (filter.empty() ||
+      std::string("mnist conv2").find(filter) != std::string::npos)
+    BenchConv("mnist conv2", Conv2(64, 6, 14, 16, 5, 0), true, 15);
+  if (filter.empty() ||
+      std::string("conv1d 1").find(filter) != std::string::npos)
+    BenchConv("conv1d 1", Conv1(4, 3, 10000, 16, 3, 1), false, 15);
+  if (filter.empty() ||
+      std::string("conv1d 2").find(filter) != std::string::npos)
+    BenchConv("conv1d 2", Conv1(4, 16, 10000, 32, 3, 1), true, 15);
+  if (filter.empty() ||
+      std::string("conv1d 3").find(filter) != std::string::npos)
+    BenchConv("conv1d 3", Conv1(4, 32, 10000, 3, 3, 1), true, 15);
+  if (filter.empty() ||
+      std::string("fc 400-120").find(filter) != std::string::npos)
+    BenchLinear("fc 400-120", 100, 400, 120, 200);
+  if (filter.empty() ||
+      std::string("fc 120-84").find(filter) != std::string::npos)
+    BenchLinear("fc 120-84", 100, 120, 84, 200);
+  if (filter.empty() ||
+      std::string("fc 84-10").find(filter) != std::string::npos)
+    BenchLinear("fc 84-10", 100, 84, 10, 200);
+  if (filter.empty() ||
+      std::string("mlp 100-200").find(filter) != std::string::npos)
+    BenchLinear("mlp 100-200", 10, 100, 200, 2000);
+  if (filter.empty() ||
+      std::string("mlp 200-10").find(filter) != std::string::npos)
+    BenchLinear("mlp 200-10", 10, 200, 10, 2000);
+  return 0;
+}

@@ -1,0 +1,46 @@
+#include "kernels/elementwise.h"
+
+namespace cohort {
+
+// The loops are written for GCC's auto-vectorizer: this library is built
+// with -fvect-cost-model=dynamic (see kernels/BUILD), because the default
+// very-cheap model at -O2 leaves even these maps scalar.
+
+template <typename T>
+void ReluForward(const T* in, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] > T(0) ? in[i] : T(0);
+}
+
+template <typename T>
+void ReluBackward(const T* in, const T* grad_out, T* grad_in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    grad_in[i] = in[i] > T(0) ? grad_out[i] : T(0);
+  }
+}
+
+template <typename T>
+void AddInPlace(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+template <typename T>
+void Add(const T* a, const T* b, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void MaskedScale(const T* in, const uint8_t* mask, T scale, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (scale * T(mask[i]));
+}
+
+#define COHORT_INSTANTIATE(T)                                     \
+  template void ReluForward<T>(const T*, T*, int64_t);            \
+  template void ReluBackward<T>(const T*, const T*, T*, int64_t); \
+  template void AddInPlace<T>(const T*, T*, int64_t);             \
+  template void Add<T>(const T*, const T*, T*, int64_t);          \
+  template void MaskedScale<T>(const T*, const uint8_t*, T, T*, int64_t);
+COHORT_INSTANTIATE(float)
+COHORT_INSTANTIATE(double)
+#undef COHORT_INSTANTIATE
+
+}  // namespace cohort

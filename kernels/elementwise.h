@@ -1,0 +1,56 @@
+// Elementwise CPU kernels over contiguous arrays, and a shape helper that
+// keeps the steady state of a training step free of allocations.
+//
+// The kernels are plain functions of raw pointers; they own nothing and keep
+// no state, so they are thread-safe for disjoint outputs. Inputs and outputs
+// of one call must not overlap unless a kernel says otherwise. Instantiated
+// for float and double.
+#ifndef COHORT_KERNELS_ELEMENTWISE_H_
+#define COHORT_KERNELS_ELEMENTWISE_H_
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "common/tensor.h"
+
+namespace cohort {
+
+// Resizes `t` only when its shape differs from `dims`. BasicTensor::Resize
+// takes a Shape by value, so calling it every step would allocate a vector
+// every step even when the storage is reused.
+template <typename T>
+void EnsureShape(BasicTensor<T>* t, std::initializer_list<int64_t> dims) {
+  const Shape& s = t->shape();
+  bool same = s.size() == dims.size();
+  for (size_t i = 0; same && i < s.size(); ++i) same = s[i] == dims.begin()[i];
+  if (!same) t->Resize(Shape(dims));
+}
+template <typename T>
+void EnsureShape(BasicTensor<T>* t, const Shape& shape) {
+  if (t->shape() != shape) t->Resize(shape);
+}
+
+// out = max(in, 0). `out` may equal `in`.
+template <typename T>
+void ReluForward(const T* in, T* out, int64_t n);
+
+// grad_in = in > 0 ? grad_out : 0, with `in` the forward input (or output:
+// both have the same sign pattern). `grad_in` may equal `grad_out`.
+template <typename T>
+void ReluBackward(const T* in, const T* grad_out, T* grad_in, int64_t n);
+
+// y += x.
+template <typename T>
+void AddInPlace(const T* x, T* y, int64_t n);
+
+// out = a + b.
+template <typename T>
+void Add(const T* a, const T* b, T* out, int64_t n);
+
+// out = in * (scale * mask), mask elements 0 or 1 (inverted dropout).
+template <typename T>
+void MaskedScale(const T* in, const uint8_t* mask, T scale, T* out, int64_t n);
+
+}  // namespace cohort
+
+#endif  // COHORT_KERNELS_ELEMENTWISE_H_

@@ -1,0 +1,45 @@
+// General matrix multiply on row-major host matrices, for float and double.
+//
+//   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C[m, n]
+//
+// A thin wrapper over OpenBLAS (cblas_sgemm / cblas_dgemm) so that engine
+// code is written once for both scalar types and never spells out CBLAS
+// enums. The callee owns nothing; all matrices belong to the caller.
+// OpenBLAS runs with however many threads the trainer set through
+// openblas_set_num_threads; this file never changes that.
+//
+// Thread safety: reentrant; concurrent calls on disjoint outputs are fine.
+#ifndef COHORT_KERNELS_GEMM_H_
+#define COHORT_KERNELS_GEMM_H_
+
+#include <cstdint>
+
+namespace cohort {
+
+enum class Trans { kNo, kYes };
+
+// `lda`, `ldb`, `ldc` are the row strides (in elements) of A, B and C as
+// stored, i.e. before op() is applied. When beta == 0, C is not read.
+template <typename T>
+void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
+          T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta,
+          T* c, int64_t ldc);
+
+// Row sums: out[i] = sum_j a[i * lda + j] for j < n (bias gradients of
+// channel-major activations). Overwrites `out`.
+template <typename T>
+void RowSums(int64_t m, int64_t n, const T* a, int64_t lda, T* out);
+
+// Column sums: out[j] = sum_i a[i * lda + j] for i < m (bias gradients of
+// dense {N, F} activations). Overwrites `out`.
+template <typename T>
+void ColumnSums(int64_t m, int64_t n, const T* a, int64_t lda, T* out);
+
+// Copies `row` (length n) into each of the m rows of c (stride ldc), so that
+// a following Gemm with beta = 1 adds a bias in the same pass.
+template <typename T>
+void BroadcastRow(int64_t m, int64_t n, const T* row, T* c, int64_t ldc);
+
+}  // namespace cohort
+
+#endif  // COHORT_KERNELS_GEMM_H_

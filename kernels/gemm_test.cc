@@ -1,0 +1,144 @@
+#include "kernels/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+// C = alpha op(A) op(B) + beta C by the definition, in double.
+std::vector<double> NaiveGemm(Trans ta, Trans tb, int64_t m, int64_t n,
+                              int64_t k, double alpha,
+                              const std::vector<double>& a, int64_t lda,
+                              const std::vector<double>& b, int64_t ldb,
+                              double beta, std::vector<double> c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = ta == Trans::kNo ? a[i * lda + p] : a[p * lda + i];
+        const double y = tb == Trans::kNo ? b[p * ldb + j] : b[j * ldb + p];
+        s += x * y;
+      }
+      c[i * ldc + j] = alpha * s + beta * c[i * ldc + j];
+    }
+  }
+  return c;
+}
+
+template <typename T>
+void CheckAllTransposes(double tol) {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const int64_t m = 7, n = 13, k = 9, ld = 20;  // ld > every dimension
+  std::vector<double> a(ld * ld), b(ld * ld), c(ld * ld);
+  for (auto* v : {&a, &b, &c}) {
+    for (double& x : *v) x = u(rng);
+  }
+  for (Trans ta : {Trans::kNo, Trans::kYes}) {
+    for (Trans tb : {Trans::kNo, Trans::kYes}) {
+      const auto want =
+          NaiveGemm(ta, tb, m, n, k, 0.5, a, ld, b, ld, 2.0, c, ld);
+      std::vector<T> ta_(a.begin(), a.end()), tb_(b.begin(), b.end()),
+          tc(c.begin(), c.end());
+      Gemm<T>(ta, tb, m, n, k, T(0.5), ta_.data(), ld, tb_.data(), ld, T(2),
+              tc.data(), ld);
+      for (size_t i = 0; i < tc.size(); ++i) {
+        EXPECT_NEAR(tc[i], want[i], tol) << i;
+      }
+    }
+  }
+}
+
+TEST(Gemm, FloatMatchesDefinitionForAllTransposes) {
+  CheckAllTransposes<float>(1e-5);
+}
+
+TEST(Gemm, DoubleMatchesDefinitionForAllTransposes) {
+  CheckAllTransposes<double>(1e-13);
+}
+
+// alpha = 1 and beta 0 or 1 take the in-place float kernels below 2^23
+// multiply-adds: every handled transpose, row / column / depth remainders
+// of their tiles, and leading dimensions wider than the matrices.
+TEST(Gemm, SmallFloatProductsMatchDefinition) {
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const int64_t shapes[][3] = {{1, 1, 1},   {3, 5, 7},    {10, 200, 100},
+                               {13, 27, 9}, {5, 8, 16},   {17, 25, 33},
+                               {4, 24, 8},  {9, 49, 200}, {100, 10, 84}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    const int64_t ld = std::max({m, n, k}) + 3;
+    std::vector<double> a(ld * ld), b(ld * ld), c(m * ld);
+    for (auto* v : {&a, &b, &c}) {
+      for (double& x : *v) x = u(rng);
+    }
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        for (double beta : {0.0, 1.0}) {
+          const auto want =
+              NaiveGemm(ta, tb, m, n, k, 1.0, a, ld, b, ld, beta, c, ld);
+          std::vector<float> fa(a.begin(), a.end()), fb(b.begin(), b.end()),
+              fc(c.begin(), c.end());
+          Gemm<float>(ta, tb, m, n, k, 1.0f, fa.data(), ld, fb.data(), ld,
+                      static_cast<float>(beta), fc.data(), ld);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < ld; ++j) {
+              // Columns past n must be left alone.
+              EXPECT_NEAR(fc[i * ld + j], want[i * ld + j], 1e-5 * (k + 1))
+                  << m << "x" << n << "x" << k << " ta " << int(ta) << " tb "
+                  << int(tb) << " beta " << beta << " at " << i << "," << j;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, BetaZeroIgnoresGarbageInC) {
+  const float a[2] = {1, 2}, b[2] = {3, 4};
+  float c[1] = {std::nanf("")};
+  Gemm<float>(Trans::kNo, Trans::kNo, 1, 1, 2, 1.0f, a, 2, b, 1, 0.0f, c, 1);
+  EXPECT_EQ(c[0], 11.0f);
+}
+
+TEST(Gemm, EmptyInnerDimensionGivesZero) {
+  float c[2] = {5, 6};
+  Gemm<float>(Trans::kNo, Trans::kNo, 1, 2, 0, 1.0f, nullptr, 1, nullptr, 2,
+              0.0f, c, 2);
+  EXPECT_EQ(c[0], 0.0f);
+  EXPECT_EQ(c[1], 0.0f);
+}
+
+TEST(Reductions, RowAndColumnSums) {
+  // 2 x 19 with a row stride of 20: the vector loop and its tail both run.
+  std::vector<float> a(40);
+  for (int i = 0; i < 40; ++i) a[i] = static_cast<float>(i % 20);
+  float rows[2], cols[19];
+  RowSums<float>(2, 19, a.data(), 20, rows);
+  EXPECT_EQ(rows[0], 171.0f);  // 0 + 1 + ... + 18
+  EXPECT_EQ(rows[1], 171.0f);
+  ColumnSums<float>(2, 19, a.data(), 20, cols);
+  for (int j = 0; j < 19; ++j) EXPECT_EQ(cols[j], 2.0f * j);
+  double drows[1];
+  const double d[3] = {1.5, 2.5, -1};
+  RowSums<double>(1, 3, d, 3, drows);
+  EXPECT_EQ(drows[0], 3.0);
+}
+
+TEST(Reductions, BroadcastRowFillsEveryRow) {
+  const float row[3] = {1, 2, 3};
+  float c[8] = {};
+  BroadcastRow<float>(2, 3, row, c, 4);
+  const float want[8] = {1, 2, 3, 0, 1, 2, 3, 0};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(c[i], want[i]) << i;
+}
+
+}  // namespace
+}  // namespace cohort

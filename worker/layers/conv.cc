@@ -1,0 +1,173 @@
+#include "worker/layers/conv.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace cohort {
+
+template <typename T>
+ConvLayer<T>::ConvLayer(ConvOptions options, int spatial_dims)
+    : options_(options), spatial_dims_(spatial_dims) {}
+
+template <typename T>
+std::string ConvLayer<T>::Name() const {
+  std::string name =
+      absl::StrCat("conv", spatial_dims_, "d(",
+                   configured_ ? absl::StrCat(geometry_.in_channels) : "?",
+                   "->", options_.out_channels, ", k", options_.kernel);
+  if (options_.stride != 1) absl::StrAppend(&name, ", s", options_.stride);
+  if (options_.padding != 0) absl::StrAppend(&name, ", p", options_.padding);
+  if (!options_.bias) absl::StrAppend(&name, ", no bias");
+  return name + ")";
+}
+
+template <typename T>
+absl::Status ConvLayer<T>::CheckOptions() const {
+  const auto bad = [&](const char* what, int64_t v, const char* want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": ", what, " must be ", want, ", got ", v));
+  };
+  if (options_.out_channels <= 0) {
+    return bad("out_channels", options_.out_channels, "positive");
+  }
+  if (options_.kernel <= 0) return bad("kernel", options_.kernel, "positive");
+  if (options_.stride <= 0) return bad("stride", options_.stride, "positive");
+  if (options_.padding < 0) {
+    return bad("padding", options_.padding, "zero or more");
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::StatusOr<Shape> ConvLayer<T>::Configure(const Shape& in) {
+  if (absl::Status s = CheckOptions(); !s.ok()) return s;
+  const bool two_d = spatial_dims_ == 2;
+  if (in.size() != static_cast<size_t>(spatial_dims_) + 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Name(), ": expects a per-sample input ", two_d ? "{C, H, W}" : "{C, L}",
+        " but got ", ShapeString(in)));
+  }
+  for (int64_t d : in) {
+    if (d <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Name(), ": input ", ShapeString(in), " has an empty dimension"));
+    }
+  }
+  ConvGeometry g;
+  g.in_channels = in[0];
+  g.in_h = two_d ? in[1] : 1;
+  g.in_w = in.back();
+  g.out_channels = options_.out_channels;
+  g.kernel_h = two_d ? options_.kernel : 1;
+  g.kernel_w = options_.kernel;
+  g.stride = options_.stride;
+  g.pad_h = two_d ? options_.padding : 0;
+  g.pad_w = options_.padding;
+  geometry_ = g;
+  configured_ = true;  // Name() now shows the input channels
+  if (g.in_h + 2 * g.pad_h < g.kernel_h || g.in_w + 2 * g.pad_w < g.kernel_w) {
+    const std::string padded =
+        options_.padding > 0 ? absl::StrCat(" padded by ", options_.padding)
+                             : "";
+    absl::Status error = absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": input ", ShapeString(in), padded,
+                     " is smaller than the kernel"));
+    configured_ = false;
+    return error;
+  }
+  if (two_d) return Shape{g.out_channels, g.out_h(), g.out_w()};
+  return Shape{g.out_channels, g.out_w()};
+}
+
+template <typename T>
+std::vector<ParamDecl> ConvLayer<T>::Params() const {
+  CHECK(configured_) << Name() << ": Params() before Configure()";
+  const ConvGeometry& g = geometry_;
+  Shape weight_shape = {g.out_channels, g.in_channels};
+  if (spatial_dims_ == 2) weight_shape.push_back(g.kernel_h);
+  weight_shape.push_back(g.kernel_w);
+  std::vector<ParamDecl> params = {{"weight", std::move(weight_shape),
+                                    ParamDecl::Init::kKaimingUniform,
+                                    g.patch()}};
+  if (options_.bias) {
+    params.push_back(
+        {"bias", {g.out_channels}, ParamDecl::Init::kFanInUniform, g.patch()});
+  }
+  return params;
+}
+
+template <typename T>
+void ConvLayer<T>::Bind(std::vector<BasicTensor<T>> values,
+                        std::vector<BasicTensor<T>> grads) {
+  const size_t n = options_.bias ? 2 : 1;
+  CHECK(values.size() == n && grads.size() == n) << Name() << ": Bind";
+  weight_ = std::move(values[0]);
+  grad_weight_ = std::move(grads[0]);
+  if (options_.bias) {
+    bias_ = std::move(values[1]);
+    grad_bias_ = std::move(grads[1]);
+  }
+}
+
+template <typename T>
+bool ConvLayer<T>::HasShape(const BasicTensor<T>& t, int64_t channels,
+                            int64_t batch, int64_t h, int64_t w) const {
+  if (t.rank() != spatial_dims_ + 2 || t.dim(0) != channels ||
+      t.dim(1) != batch || t.shape().back() != w) {
+    return false;
+  }
+  return spatial_dims_ == 1 || t.dim(2) == h;
+}
+
+// Only resizes when the shape changes: building a Shape allocates, and this
+// runs every step.
+template <typename T>
+void ConvLayer<T>::EnsureShape(BasicTensor<T>* t, int64_t channels,
+                               int64_t batch, int64_t h, int64_t w) const {
+  if (HasShape(*t, channels, batch, h, w)) return;
+  if (spatial_dims_ == 2) {
+    t->Resize({channels, batch, h, w});
+  } else {
+    t->Resize({channels, batch, w});
+  }
+}
+
+template <typename T>
+void ConvLayer<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
+                           Mode mode) {
+  ConvGeometry& g = geometry_;
+  CHECK(in.rank() == spatial_dims_ + 2)
+      << Name() << ": input " << ShapeString(in.shape());
+  g.batch = in.dim(1);
+  CHECK(HasShape(in, g.in_channels, g.batch, g.in_h, g.in_w))
+      << Name() << ": input " << ShapeString(in.shape());
+  EnsureShape(out, g.out_channels, g.batch, g.out_h(), g.out_w());
+  ConvForward<T>(g, in.data(), weight_.data(),
+                 options_.bias ? bias_.data() : nullptr, out->data(),
+                 &workspace_);
+  input_ = mode == Mode::kTrain ? &in : nullptr;
+}
+
+template <typename T>
+void ConvLayer<T>::Backward(const BasicTensor<T>& grad_out,
+                            BasicTensor<T>* grad_in) {
+  CHECK(input_ != nullptr) << Name() << ": Backward without a kTrain Forward";
+  const ConvGeometry& g = geometry_;
+  CHECK(HasShape(grad_out, g.out_channels, g.batch, g.out_h(), g.out_w()))
+      << Name() << ": output gradient " << ShapeString(grad_out.shape());
+  ConvBackwardWeights<T>(g, grad_out.data(), grad_weight_.data(),
+                         options_.bias ? grad_bias_.data() : nullptr,
+                         &workspace_);
+  if (grad_in == nullptr) return;
+  EnsureShape(grad_in, g.in_channels, g.batch, g.in_h, g.in_w);
+  ConvBackwardInput<T>(g, grad_out.data(), weight_.data(), grad_in->data(),
+                       &workspace_);
+}
+
+template class ConvLayer<float>;
+template class ConvLayer<double>;
+
+}  // namespace cohort

@@ -1,0 +1,60 @@
+// Linear (fully connected) layer: out = in * weight^T + bias.
+//
+// Dense activations {N, F}; per-sample input {in}, output {out}. Parameters
+// use PyTorch's layout and initialisation: weight {out, in}, bias {out},
+// both U(-1/sqrt(in), 1/sqrt(in)). Each pass is one OpenBLAS GEMM over the
+// whole batch; the bias is written into the output before the GEMM
+// accumulates onto it, so no second pass touches the output.
+//
+// Ownership: parameters are views into the model's buffers (Bind); the
+// layer keeps a pointer to the last training input, which the caller keeps
+// alive until Backward (see Layer). Forward and Backward allocate nothing
+// once the batch size stops changing. Thread safety: none.
+#ifndef COHORT_WORKER_LAYERS_LINEAR_H_
+#define COHORT_WORKER_LAYERS_LINEAR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/tensor.h"
+#include "worker/layers/layer.h"
+
+namespace cohort {
+
+template <typename T>
+class Linear : public Layer<T> {
+ public:
+  explicit Linear(int64_t out_features, bool bias = true);
+
+  // "linear(400->120)"; "?" for the input size before Configure.
+  std::string Name() const override;
+  absl::StatusOr<Shape> Configure(const Shape& in) override;
+  std::vector<ParamDecl> Params() const override;
+  void Bind(std::vector<BasicTensor<T>> values,
+            std::vector<BasicTensor<T>> grads) override;
+  void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
+               Mode mode) override;
+  void Backward(const BasicTensor<T>& grad_out,
+                BasicTensor<T>* grad_in) override;
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+  bool has_bias() const { return has_bias_; }
+
+ private:
+  int64_t in_features_ = 0;  // 0 until Configure
+  int64_t out_features_;
+  bool has_bias_;
+  BasicTensor<T> weight_, bias_;  // views, after Bind
+  BasicTensor<T> grad_weight_, grad_bias_;
+  const BasicTensor<T>* input_ = nullptr;  // last kTrain input
+};
+
+extern template class Linear<float>;
+extern template class Linear<double>;
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_LAYERS_LINEAR_H_
