@@ -71,7 +71,8 @@ int Main(int argc, char** argv) {
   const Shape sample = *ZooInputShape(w.zoo);
   auto model_or = BuildModel<float>(spec, sample, 1);
   if (!model_or.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(model_or.status().message()).c_str());
+    std::fprintf(stderr, "%s\n",
+                 std::string(model_or.status().message()).c_str());
     return 1;
   }
   Model<float>& model = **model_or;

@@ -41,17 +41,18 @@ int main(int argc, char** argv) {
   torch::manual_seed(1);
   const auto t0 = std::chrono::steady_clock::now();
   auto norm = torch::data::transforms::Normalize<>(0.1307, 0.3081);
-  auto train = torch::data::datasets::MNIST(argv[1])
-                   .map(norm)
-                   .map(torch::data::transforms::Stack<>());
-  auto loader = torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
-      std::move(train), torch::data::DataLoaderOptions().batch_size(64));
+  auto train = torch::data::datasets::MNIST(argv[1]).map(norm).map(
+      torch::data::transforms::Stack<>());
+  auto loader =
+      torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
+          std::move(train), torch::data::DataLoaderOptions().batch_size(64));
   LeNet5 net;
   torch::optim::SGD opt(net.parameters(),
                         torch::optim::SGDOptions(0.01).momentum(0.9));
   for (auto& batch : *loader) {
     opt.zero_grad();
-    auto loss = torch::cross_entropy_loss(net.forward(batch.data), batch.target);
+    auto loss =
+        torch::cross_entropy_loss(net.forward(batch.data), batch.target);
     loss.backward();
     opt.step();
   }
@@ -68,8 +69,9 @@ int main(int argc, char** argv) {
     correct += pred.eq(batch.target).sum().item<int64_t>();
     total += batch.target.size(0);
   }
-  const double s = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - t0).count();
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   std::printf("torch_mnist_lenet5 wall_seconds %.2f test_accuracy %.4f\n", s,
               static_cast<double>(correct) / total);
   return 0;

@@ -72,9 +72,9 @@ double Run(Net& net, torch::Tensor x, torch::Tensor y, bool mse, double lr,
   for (int i = 0; i < 5; ++i) step();  // warm-up
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) step();
-  const double s = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - t0)
-                       .count();
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   return steps * batch / s;
 }
 
@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
                true, 0.001, 0.0, steps, 4);
   } else if (name == "mlp") {
     Mlp net;
-    rate = Run(net, torch::randn({10, 100}), torch::randint(0, 10, {10}),
-               false, 0.01, 0.0, steps, 10);
+    rate = Run(net, torch::randn({10, 100}), torch::randint(0, 10, {10}), false,
+               0.01, 0.0, steps, 10);
   } else {
     std::fprintf(stderr, "unknown workload \"%s\" (lenet, conv1d, mlp)\n",
                  name.c_str());

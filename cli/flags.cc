@@ -41,10 +41,10 @@ absl::Status FlagSet::Set(const Flag& flag, const std::string& value) {
     case Kind::kInt: {
       int64_t v;
       if (!absl::SimpleAtoi(value, &v) || v < flag.min || v > flag.max) {
-        std::string range = flag.max == INT64_MAX
-                                ? absl::StrCat(">= ", flag.min)
-                                : absl::StrCat("in [", flag.min, ", ",
-                                               flag.max, "]");
+        std::string range =
+            flag.max == INT64_MAX
+                ? absl::StrCat(">= ", flag.min)
+                : absl::StrCat("in [", flag.min, ", ", flag.max, "]");
         return absl::InvalidArgumentError(
             absl::StrCat("--", flag.name, " must be an integer ", range,
                          ", got \"", value, "\""));

@@ -19,8 +19,8 @@ struct Fixture {
 
 TEST(Flags, ParsesAllForms) {
   Fixture f;
-  ASSERT_TRUE(f.flags.Parse({"--job=a.textproto", "--epochs", "3", "--quiet"})
-                  .ok());
+  ASSERT_TRUE(
+      f.flags.Parse({"--job=a.textproto", "--epochs", "3", "--quiet"}).ok());
   EXPECT_EQ(f.job, "a.textproto");
   EXPECT_EQ(f.epochs, 3);
   EXPECT_TRUE(f.quiet);
@@ -34,7 +34,8 @@ TEST(Flags, ErrorsNameTheFlag) {
     const char* needle;
   } cases[] = {
       {{"--jbo=x"}, "unknown flag --jbo"},
-      {{"--epochs=ten"}, "--epochs must be an integer in [0, 100], got \"ten\""},
+      {{"--epochs=ten"},
+       "--epochs must be an integer in [0, 100], got \"ten\""},
       {{"--epochs=-1"}, "--epochs must be an integer"},
       {{"--epochs=101"}, "--epochs must be an integer"},
       {{"--epochs"}, "--epochs needs a value"},

@@ -42,19 +42,22 @@ absl::StatusOr<int> ParseReplicas(const std::string& value) {
         ": GPU replicas are not supported by this build of cohort train; "
         "use cpu:N"));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--replicas must look like cpu:N with N in [1, 256], got \"", value,
-      "\""));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--replicas must look like cpu:N with N in [1, 256], got \"",
+                   value, "\""));
 }
 
 absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   TrainFlags f;
   FlagSet flags("train");
   flags.String("job", &f.job, "job spec (.textproto); required");
-  flags.String("data-dir", &f.data_dir, "data set directory (overrides the spec)");
+  flags.String("data-dir", &f.data_dir,
+               "data set directory (overrides the spec)");
   flags.Int("epochs", &f.epochs, "epochs (overrides the spec)");
-  flags.Int("max-steps", &f.max_steps, "stop after N steps (overrides the spec)");
-  flags.String("replicas", &f.replicas, "local replicas, cpu:N (default cpu:1)");
+  flags.Int("max-steps", &f.max_steps,
+            "stop after N steps (overrides the spec)");
+  flags.String("replicas", &f.replicas,
+               "local replicas, cpu:N (default cpu:1)");
   flags.Int("threads", &f.threads,
             "compute threads in all (default: one per replica)", 1, 1024);
   flags.String("report", &f.report, "write a JSON report to this file");

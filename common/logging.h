@@ -43,14 +43,14 @@ void SetLogInfo(bool enabled);
 #define COHORT_LOG_ERROR ::cohort::logging_internal::Severity::kError
 #define COHORT_LOG_FATAL ::cohort::logging_internal::Severity::kFatal
 
-#define LOG(severity)                                                \
+#define LOG(severity)                                                     \
   ::cohort::logging_internal::LogMessage(COHORT_LOG_##severity, __FILE__, \
-                                         __LINE__)                   \
+                                         __LINE__)                        \
       .stream()
 
-#define CHECK(condition)                                        \
-  (condition) ? (void)0                                         \
-              : ::cohort::logging_internal::Voidify() &         \
+#define CHECK(condition)                                \
+  (condition) ? (void)0                                 \
+              : ::cohort::logging_internal::Voidify() & \
                     LOG(FATAL) << "Check failed: " #condition " "
 
 #define CHECK_EQ(a, b) CHECK((a) == (b))

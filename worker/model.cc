@@ -25,10 +25,9 @@ absl::Status Model<T>::Configure() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     absl::StatusOr<Shape> out = layers_[i]->Configure(shape);
     if (!out.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("layer ", i, " (", layers_[i]->Name(), ") cannot take ",
-                       "input of shape ", ShapeString(shape), ": ",
-                       out.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", i, " (", layers_[i]->Name(), ") cannot take ",
+          "input of shape ", ShapeString(shape), ": ", out.status().message()));
     }
     shape = *std::move(out);
     layer_outputs_.push_back(shape);

@@ -36,8 +36,8 @@ class Model {
 
   // A model with its own layers (built identically, e.g. by the zoo) whose
   // parameter values are views of `owner`'s. `owner` must outlive it.
-  static absl::StatusOr<std::unique_ptr<Model>> CreateReplica(
-      LayerList layers, Model& owner);
+  static absl::StatusOr<std::unique_ptr<Model>> CreateReplica(LayerList layers,
+                                                              Model& owner);
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -76,8 +76,8 @@ class Model {
   Shape output_shape_;
   std::vector<Shape> layer_outputs_;  // per-sample, for Summary
   ParamStore<T> store_;
-  std::vector<BasicTensor<T>> acts_;    // acts_[i]: output of layer i
-  BasicTensor<T> grad_a_, grad_b_;      // ping-pong input gradients
+  std::vector<BasicTensor<T>> acts_;  // acts_[i]: output of layer i
+  BasicTensor<T> grad_a_, grad_b_;    // ping-pong input gradients
 };
 
 extern template class Model<float>;

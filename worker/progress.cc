@@ -11,8 +11,7 @@ Progress::Progress(bool live, bool quiet, double log_every_seconds,
                    int64_t batch)
     : live_(live),
       quiet_(quiet),
-      every_(live ? absl::Milliseconds(100)
-                  : absl::Seconds(log_every_seconds)),
+      every_(live ? absl::Milliseconds(100) : absl::Seconds(log_every_seconds)),
       start_(absl::Now()),
       last_print_(start_),
       last_rate_time_(start_) {}
@@ -34,8 +33,8 @@ void Progress::Step(int64_t epoch, int64_t step_in_epoch,
   const double eta =
       step > 0 ? elapsed * (total_steps - step) / static_cast<double>(step) : 0;
   const std::string line = absl::StrFormat(
-      "epoch %d step %d/%d | %.0f samples/s | loss %.4f | ETA %.1fs",
-      epoch + 1, step_in_epoch, steps_per_epoch, rate_, loss_avg_, eta);
+      "epoch %d step %d/%d | %.0f samples/s | loss %.4f | ETA %.1fs", epoch + 1,
+      step_in_epoch, steps_per_epoch, rate_, loss_avg_, eta);
   if (live_) {
     std::fprintf(stderr, "\r\033[K%s", line.c_str());
   } else {
@@ -44,8 +43,8 @@ void Progress::Step(int64_t epoch, int64_t step_in_epoch,
   std::fflush(stderr);
 }
 
-void Progress::EpochDone(int64_t epoch, double train_loss,
-                         double test_accuracy, double seconds) {
+void Progress::EpochDone(int64_t epoch, double train_loss, double test_accuracy,
+                         double seconds) {
   if (quiet_) return;
   if (live_) std::fprintf(stderr, "\r\033[K");
   std::string line = absl::StrFormat("epoch %d done in %.2fs | train loss %.4f",

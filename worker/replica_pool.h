@@ -38,10 +38,10 @@ class ReplicaPool {
   const int replicas_;
   std::vector<std::thread> threads_;
   const std::function<void(int)>* fn_ = nullptr;
-  std::atomic<uint64_t> round_{0};      // bumped to start a round
-  std::atomic<int> pending_{0};         // workers still running this round
+  std::atomic<uint64_t> round_{0};  // bumped to start a round
+  std::atomic<int> pending_{0};     // workers still running this round
   std::atomic<bool> stop_{false};
-  absl::Mutex mu_;                      // for sleeping workers only
+  absl::Mutex mu_;  // for sleeping workers only
 };
 
 }  // namespace cohort

@@ -30,9 +30,9 @@ struct Replica {
   std::unique_ptr<Model<float>> model;
   std::unique_ptr<Loader> loader;
   Batch batch;
-  Tensor grad_out;    // dLoss/dOutput
-  Tensor target;      // one-hot targets for MSE
-  double loss = 0;    // this step
+  Tensor grad_out;  // dLoss/dOutput
+  Tensor target;    // one-hot targets for MSE
+  double loss = 0;  // this step
   int64_t correct = 0;
   int64_t seen = 0;
   bool done = false;  // loader exhausted this epoch
@@ -56,10 +56,11 @@ absl::Status CheckModelFitsData(const JobSpec& spec, const Model<float>& model,
   const Shape& out = model.output_shape();
   if (spec.loss() == CROSS_ENTROPY &&
       (out.size() != 1 || out[0] < data.num_classes())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the model's output per sample is ", ShapeString(out),
-        " but cross-entropy over a data set of ", data.num_classes(),
-        " classes needs [", data.num_classes(), "] (add a final linear layer)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model's output per sample is ", ShapeString(out),
+                     " but cross-entropy over a data set of ",
+                     data.num_classes(), " classes needs [", data.num_classes(),
+                     "] (add a final linear layer)"));
   }
   return absl::OkStatus();
 }
@@ -134,8 +135,8 @@ void LocalTrainer::BuildSlices() {
 absl::Status LocalTrainer::Setup() {
   const absl::Time start = absl::Now();
   SetComputeThreads(std::max(1, options_.threads / options_.replicas));
-  ASSIGN_OR_RETURN(data_, LoadDataset(spec_.data(), options_.data_dir,
-                                      spec_.seed()));
+  ASSIGN_OR_RETURN(data_,
+                   LoadDataset(spec_.data(), options_.data_dir, spec_.seed()));
   RETURN_IF_ERROR(BuildModels());
   BuildSlices();
   epochs_ = options_.epochs >= 0 ? options_.epochs : spec_.epochs();
@@ -148,8 +149,7 @@ absl::Status LocalTrainer::Setup() {
     epochs_ = (max_steps_ + StepsPerEpoch() - 1) / StepsPerEpoch();
   }
   result_.job_name = spec_.name();
-  result_.model =
-      spec_.model().zoo().empty() ? "custom" : spec_.model().zoo();
+  result_.model = spec_.model().zoo().empty() ? "custom" : spec_.model().zoo();
   result_.parameters = replicas_[0].model->num_parameters();
   result_.replicas = options_.replicas;
   result_.threads = options_.threads;
@@ -180,8 +180,8 @@ void LocalTrainer::ReplicaStep(int r) {
   const int64_t n = static_cast<int64_t>(rep.batch.labels.size());
   rep.correct = 0;
   if (spec_.loss() == CROSS_ENTROPY) {
-    rep.loss = SoftmaxCrossEntropy<float>(out, rep.batch.labels,
-                                          &rep.grad_out, &rep.correct);
+    rep.loss = SoftmaxCrossEntropy<float>(out, rep.batch.labels, &rep.grad_out,
+                                          &rep.correct);
   } else {
     // MSE against one-hot targets of the classes.
     rep.target.Resize(out.shape());
@@ -236,8 +236,8 @@ EpochResult LocalTrainer::TrainEpoch(int64_t epoch, Progress& progress) {
   while (max_steps_ <= 0 || step_ < max_steps_) {
     pool_.Run(step_fn);
     if (replicas_[0].done) break;
-    const double lr = LearningRate(spec_.optimizer(), spec_.lr_schedule(),
-                                   step_, total);
+    const double lr =
+        LearningRate(spec_.optimizer(), spec_.lr_schedule(), step_, total);
     pool_.Run([this, lr](int r) { ReduceAndStep(r, lr); });
     double loss = 0;
     for (const Replica& rep : replicas_) {
@@ -327,7 +327,8 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
       result_.train_seconds > 0 ? result_.samples / result_.train_seconds : 0;
   const size_t tail = std::min<size_t>(recent_losses_.size(), 100);
   double sum = 0;
-  for (size_t i = recent_losses_.size() - tail; i < recent_losses_.size(); ++i) {
+  for (size_t i = recent_losses_.size() - tail; i < recent_losses_.size();
+       ++i) {
     sum += recent_losses_[i];
   }
   result_.final_loss = tail > 0 ? sum / tail : 0;

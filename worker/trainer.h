@@ -24,11 +24,11 @@
 namespace cohort {
 
 struct TrainOptions {
-  std::string data_dir;      // overrides the spec's data directory
-  int64_t epochs = -1;       // >= 0 overrides the spec
-  int64_t max_steps = -1;    // >= 0 overrides the spec
-  int replicas = 1;          // local CPU replicas
-  int threads = 1;           // compute threads in all (BLAS), >= replicas
+  std::string data_dir;    // overrides the spec's data directory
+  int64_t epochs = -1;     // >= 0 overrides the spec
+  int64_t max_steps = -1;  // >= 0 overrides the spec
+  int replicas = 1;        // local CPU replicas
+  int threads = 1;         // compute threads in all (BLAS), >= replicas
   // Progress: a live single line (terminal) or a log line every
   // `log_every_seconds` (otherwise). Nothing when quiet.
   bool live_progress = false;
@@ -45,7 +45,7 @@ struct EpochResult {
   double train_accuracy = 0;  // classification only
   double test_loss = -1;      // -1: not evaluated
   double test_accuracy = -1;
-  double seconds = 0;         // training time of the epoch (no evaluation)
+  double seconds = 0;  // training time of the epoch (no evaluation)
 };
 
 struct TrainResult {
@@ -55,14 +55,14 @@ struct TrainResult {
   int replicas = 1;
   int threads = 1;
   int64_t steps = 0;
-  int64_t epochs = 0;          // epochs begun (a max_steps stop may cut one)
-  int64_t samples = 0;         // training samples processed
-  double train_seconds = 0;    // training steps only (no evaluation)
+  int64_t epochs = 0;        // epochs begun (a max_steps stop may cut one)
+  int64_t samples = 0;       // training samples processed
+  double train_seconds = 0;  // training steps only (no evaluation)
   double eval_seconds = 0;
-  double setup_seconds = 0;    // data loading and model construction
-  double samples_per_s = 0;    // samples / train_seconds
-  double final_loss = 0;       // mean training loss of the last steps
-  double test_accuracy = -1;   // last evaluation; -1 if none
+  double setup_seconds = 0;   // data loading and model construction
+  double samples_per_s = 0;   // samples / train_seconds
+  double final_loss = 0;      // mean training loss of the last steps
+  double test_accuracy = -1;  // last evaluation; -1 if none
   double test_loss = -1;
   std::vector<EpochResult> epoch_results;
 };

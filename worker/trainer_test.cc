@@ -87,8 +87,7 @@ void ExpectReplicasMatchBigBatch(const std::string& model, int replicas) {
     diff = std::max(diff, std::abs(1.0 * p_many[i] - p_one[i]));
     scale = std::max(scale, std::abs(1.0 * p_one[i]));
   }
-  EXPECT_LT(diff / scale, 1e-5) << model << " with " << replicas
-                                << " replicas";
+  EXPECT_LT(diff / scale, 1e-5) << model << " with " << replicas << " replicas";
 
   // The comparison can tell trajectories apart: one replica with the small
   // batch ends elsewhere.

@@ -91,9 +91,9 @@ typename Model<T>::LayerList MakeZoo(const std::string& name) {
 
 const std::map<std::string, Shape>& ZooShapes() {
   static const auto* shapes = new std::map<std::string, Shape>{
-      {"mlp_seed", {100}},         {"mlp_mnist", {1, 28, 28}},
-      {"lenet5", {1, 28, 28}},     {"lenet_cifar", {3, 32, 32}},
-      {"conv1d_bn", {3, 10000}},   {"resnet18_cifar", {3, 32, 32}},
+      {"mlp_seed", {100}},       {"mlp_mnist", {1, 28, 28}},
+      {"lenet5", {1, 28, 28}},   {"lenet_cifar", {3, 32, 32}},
+      {"conv1d_bn", {3, 10000}}, {"resnet18_cifar", {3, 32, 32}},
   };
   return *shapes;
 }
@@ -106,11 +106,9 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
                                          !l.linear().no_bias());
     case LayerSpec::kConv1D:
     case LayerSpec::kConv2D: {
-      const ConvSpec& c =
-          l.has_conv1d() ? l.conv1d() : l.conv2d();
+      const ConvSpec& c = l.has_conv1d() ? l.conv1d() : l.conv2d();
       ConvOptions o{c.out_channels(), c.kernel(),
-                    c.stride() > 0 ? c.stride() : 1, c.padding(),
-                    !c.no_bias()};
+                    c.stride() > 0 ? c.stride() : 1, c.padding(), !c.no_bias()};
       if (l.has_conv1d()) return std::make_unique<Conv1d<T>>(o);
       return std::make_unique<Conv2d<T>>(o);
     }
@@ -162,8 +160,8 @@ absl::StatusOr<Shape> ZooInputShape(const std::string& name) {
   auto it = ZooShapes().find(name);
   if (it == ZooShapes().end()) {
     return absl::NotFoundError(absl::StrCat(
-        "unknown zoo model \"", name, "\"; known models: ",
-        absl::StrJoin(ZooModelNames(), ", ")));
+        "unknown zoo model \"", name,
+        "\"; known models: ", absl::StrJoin(ZooModelNames(), ", ")));
   }
   return it->second;
 }
@@ -196,7 +194,8 @@ absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
                                                      const Shape& input_shape,
                                                      uint64_t seed) {
   ASSIGN_OR_RETURN(auto layers, BuildLayers<T>(spec));
-  ASSIGN_OR_RETURN(auto model, Model<T>::Create(std::move(layers), input_shape));
+  ASSIGN_OR_RETURN(auto model,
+                   Model<T>::Create(std::move(layers), input_shape));
   model->InitializeParameters(seed);
   return model;
 }

@@ -34,8 +34,7 @@ absl::StatusOr<Shape> ZooInputShape(const std::string& name);
 // The layers for `spec` (a zoo name or an explicit list), unconfigured.
 // NotFound lists the zoo names when the name is unknown.
 template <typename T>
-absl::StatusOr<typename Model<T>::LayerList> BuildLayers(
-    const ModelSpec& spec);
+absl::StatusOr<typename Model<T>::LayerList> BuildLayers(const ModelSpec& spec);
 
 // BuildLayers + Model::Create + initialisation from `seed`.
 template <typename T>

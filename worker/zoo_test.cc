@@ -20,11 +20,11 @@ TEST(Zoo, ParameterCountsMatchTheArchitectures) {
   EXPECT_EQ(Params("mlp_seed"), 100 * 200 + 200 + 200 * 10 + 10);
   EXPECT_EQ(Params("lenet_cifar"), 62006);
   EXPECT_EQ(Params("lenet5"), 61706);
-  EXPECT_EQ(Params("conv1d_bn"),
-            (3 * 16 * 3 + 16) + 2 * 16 + (16 * 32 * 3 + 32) + 2 * 32 +
-                (32 * 3 * 3 + 3));
-  EXPECT_EQ(Params("mlp_mnist"), 784 * 256 + 256 + 256 * 128 + 128 +
-                                     128 * 10 + 10);
+  EXPECT_EQ(Params("conv1d_bn"), (3 * 16 * 3 + 16) + 2 * 16 +
+                                     (16 * 32 * 3 + 32) + 2 * 32 +
+                                     (32 * 3 * 3 + 3));
+  EXPECT_EQ(Params("mlp_mnist"),
+            784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   EXPECT_EQ(Params("resnet18_cifar"), 11173962);
 }
 

@@ -47,9 +47,9 @@ absl::Status CompareTensor(const std::string& what, Layer<double>& layer,
     v[i] = saved;
     const double numeric = (lp - lm) / (2 * o.step);
     if (std::abs(g[i] - numeric) > o.atol + o.rtol * std::abs(numeric)) {
-      return absl::InternalError(absl::StrCat(
-          layer.Name(), ": gradient of ", what, "[", i, "] is ", g[i],
-          " but finite differences give ", numeric));
+      return absl::InternalError(
+          absl::StrCat(layer.Name(), ": gradient of ", what, "[", i, "] is ",
+                       g[i], " but finite differences give ", numeric));
     }
   }
   return absl::OkStatus();
@@ -93,10 +93,9 @@ absl::Status CheckLayerGradients(Layer<double>& layer, const Shape& in_shape,
                                   grad_in.data(), x.size(), o, rng));
   }
   for (const auto& e : store.entries()) {
-    RETURN_IF_ERROR(CompareTensor(e.name, layer, x, r,
-                                  store.values().data() + e.offset,
-                                  param_grads.data() + e.offset,
-                                  NumElements(e.shape), o, rng));
+    RETURN_IF_ERROR(CompareTensor(
+        e.name, layer, x, r, store.values().data() + e.offset,
+        param_grads.data() + e.offset, NumElements(e.shape), o, rng));
   }
   return absl::OkStatus();
 }

@@ -26,7 +26,7 @@ struct GradCheckOptions {
   double atol = 1e-7;
   int64_t max_checks = 400;  // per tensor
   uint64_t seed = 1;
-  bool check_input = true;   // false for layers that give no dIn
+  bool check_input = true;  // false for layers that give no dIn
 };
 
 // Configures `layer` for per-sample shape `in_shape`, builds and initializes

@@ -20,8 +20,8 @@ void ParamStore<T>::Layout(absl::Span<Layer<T>* const> layers) {
   int64_t total = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     for (const ParamDecl& d : layers[i]->Params()) {
-      entries_.push_back({absl::StrCat(i, ".", d.name), d.shape, total, d.init,
-                          d.fan_in});
+      entries_.push_back(
+          {absl::StrCat(i, ".", d.name), d.shape, total, d.init, d.fan_in});
       num_parameters_ += NumElements(d.shape);
       total += RoundUp(NumElements(d.shape));
     }
@@ -36,8 +36,8 @@ void ParamStore<T>::BindAll(absl::Span<Layer<T>* const> layers, T* values) {
     const size_t count = layer->Params().size();
     std::vector<BasicTensor<T>> v, g;
     for (size_t k = 0; k < count; ++k, ++e) {
-      v.push_back(BasicTensor<T>::View(values + entries_[e].offset,
-                                       entries_[e].shape));
+      v.push_back(
+          BasicTensor<T>::View(values + entries_[e].offset, entries_[e].shape));
       g.push_back(BasicTensor<T>::View(grads_.data() + entries_[e].offset,
                                        entries_[e].shape));
     }
