@@ -2,7 +2,7 @@
 // the benchmark models, single-threaded, for each algorithm; also checks
 // that the algorithms agree. Prints medians of repeated calls.
 //
-//   bazel build //kernels:conv_bench && bazel-bin/kernels/conv_bench
+//   bazel build //kernels:conv_bench && bazel-bin/kernels/conv_bench [filter]
 #include <cblas.h>
 
 #include <algorithm>

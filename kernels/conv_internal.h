@@ -1,21 +1,26 @@
-// Float convolution kernels for stride 1 on the "virtual grid" (AVX2 + FMA).
+// Float stride-1 convolution kernels (AVX2 + FMA), internal to kernels/.
 //
-// A stride-1 convolution of a zero-padded input plane of width W
-// reads input position q + kh*W + kw for output position q, when output
-// positions are numbered on the *input's* grid (q = oh*W + ow). Every filter
-// tap is then a plain shift of the input plane, so a GEMM microkernel can
-// read its B operand straight from the input: no im2col matrix, no packing.
-// The price is the K-1 columns per row that produce no output (ow >= OW);
-// they are computed into a small scratch block and dropped when the block is
-// copied to the batch-inner output. Output rows oh >= OH are never computed.
+// Grid (conv_grid.cc, conv_grid_wgrad.cc): a stride-1 convolution of a
+// zero-padded input plane of width W reads input position q + kh*W + kw for
+// output position q, when output positions are numbered on the *input's*
+// grid (q = oh*W + ow). Every filter tap is then a plain shift of the input
+// plane, so a GEMM microkernel (conv_tile.h) reads its B operand straight
+// from the input: no im2col matrix, no packing. The price is the K-1
+// columns per row that produce no output (ow >= OW); they are computed into
+// a small scratch block and dropped when it is copied to the batch-inner
+// output. Output rows oh >= OH are never computed. The same kernel gives the
+// input gradient: the convolution of the output gradient, padded by
+// K-1-pad, with the flipped and transposed filters (PackWeights(flip)).
 //
-// The same kernel gives the input gradient of a stride-1 convolution: it is
-// the convolution of the gradient, padded by K-1-pad, with the flipped and
-// transposed filters (PackWeights(flip = true)).
+// Channels (conv_channels.cc): output channels in the vector lanes, for
+// small images where the grid's wasted columns are many (10 of 14).
 //
-// Internal to kernels/conv.cc. Buffers belong to the caller; scratch tensors
-// are resized here and keep their storage between calls. Thread safety:
-// none; distinct scratch per thread.
+// Column (conv_col.cc): the input gradient as dcol = W^T dy + col2im, for
+// small images where the padded output gradient is mostly zeros.
+//
+// conv.cc chooses among them with a cost model. Buffers belong to the
+// caller; scratch tensors grow here and keep their storage between calls.
+// Thread safety: none; distinct scratch per thread.
 #ifndef COHORT_KERNELS_CONV_INTERNAL_H_
 #define COHORT_KERNELS_CONV_INTERNAL_H_
 
@@ -28,12 +33,13 @@
 namespace cohort {
 namespace conv_internal {
 
-// Makes `t` a flat tensor of n elements. Resize() takes a Shape, and
-// building one allocates; this runs on every pass, so only a changed size
-// pays for it (the storage itself is reused either way).
+// Makes `t` a flat tensor of at least n elements. Resize() takes a Shape,
+// and building one allocates; scratch tensors are shared by the passes of a
+// layer with different needs, so they only ever grow, and a steady-state
+// step allocates nothing.
 template <typename T>
 void EnsureSize(BasicTensor<T>* t, int64_t n) {
-  if (t->rank() != 1 || t->size() != n) t->Resize({n});
+  if (t->rank() != 1 || t->size() < n) t->Resize({n});
 }
 
 // A stride-1 convolution over batch-inner input [C][N][H][W] producing

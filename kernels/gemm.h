@@ -2,11 +2,14 @@
 //
 //   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C[m, n]
 //
-// A thin wrapper over OpenBLAS (cblas_sgemm / cblas_dgemm) so that engine
-// code is written once for both scalar types and never spells out CBLAS
-// enums. The callee owns nothing; all matrices belong to the caller.
-// OpenBLAS runs with however many threads the trainer set through
-// openblas_set_num_threads; this file never changes that.
+// Engine code is written once for both scalar types and never spells out
+// CBLAS enums. Small float products (alpha 1, beta 0 or 1, up to 2^23
+// multiply-adds: every dense layer of the benchmark models) run on
+// single-threaded AVX2 kernels that read the operands in place
+// (gemm_small.h); everything else goes to OpenBLAS (cblas_sgemm /
+// cblas_dgemm), with however many threads the trainer set through
+// openblas_set_num_threads; this file never changes that. The callee owns
+// nothing; all matrices belong to the caller.
 //
 // Thread safety: reentrant; concurrent calls on disjoint outputs are fine.
 #ifndef COHORT_KERNELS_GEMM_H_

@@ -2,9 +2,10 @@
 //
 // Dense activations {N, F}; per-sample input {in}, output {out}. Parameters
 // use PyTorch's layout and initialisation: weight {out, in}, bias {out},
-// both U(-1/sqrt(in), 1/sqrt(in)). Each pass is one OpenBLAS GEMM over the
-// whole batch; the bias is written into the output before the GEMM
-// accumulates onto it, so no second pass touches the output.
+// both U(-1/sqrt(in), 1/sqrt(in)). Each pass is one GEMM over the whole
+// batch (kernels/gemm.h: in-place AVX2 kernels at these sizes); the bias is
+// written into the output before the GEMM accumulates onto it, so no second
+// pass touches the output.
 //
 // Ownership: parameters are views into the model's buffers (Bind); the
 // layer keeps a pointer to the last training input, which the caller keeps
