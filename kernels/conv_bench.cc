@@ -21,6 +21,9 @@
 namespace cohort {
 namespace {
 
+// Set when two algorithms disagree; main() then exits 1.
+bool g_mismatch = false;
+
 double MedianMs(const std::function<void()>& f, int reps) {
   for (int i = 0; i < 3; ++i) f();
   std::vector<double> t;
@@ -107,6 +110,7 @@ void BenchConv(const char* name, const ConvGeometry& g, bool need_input,
       "", im2col.fwd, im2col.wgrad, im2col.igrad,
       im2col.fwd + im2col.wgrad + im2col.igrad, diff,
       diff > 1e-4 ? "  MISMATCH" : "");
+  g_mismatch |= diff > 1e-4;
   if (g.stride == 1) {
     // The alternatives kAuto chooses between, per pass.
     Tensor o3, w3, i3, o4, w4, i4;
@@ -122,6 +126,7 @@ void BenchConv(const char* name, const ConvGeometry& g, bool need_input,
         "column: %7.3f %7.3f %7.3f)  max rel diff %.1e%s\n",
         "", grid.fwd, grid.wgrad, grid.igrad, chan.fwd, chan.wgrad, chan.igrad,
         d, d > 1e-4 ? "  MISMATCH" : "");
+    g_mismatch |= d > 1e-4;
   }
 }
 
@@ -216,6 +221,7 @@ void BenchLinear(const char* name, int64_t n, int64_t in, int64_t out,
       "  max rel diff %.1e%s\n",
       "", blas.fwd, blas.wgrad, blas.igrad, blas.total(), diff,
       diff > 1e-4 ? "  MISMATCH" : "");
+  g_mismatch |= diff > 1e-4;
 }
 
 }  // namespace
@@ -263,5 +269,9 @@ int main(int argc, char** argv) {
   if (filter.empty() ||
       std::string("mlp 200-10").find(filter) != std::string::npos)
     BenchLinear("mlp 200-10", 10, 200, 10, 2000);
+  if (g_mismatch) {
+    std::printf("MISMATCH: the algorithms disagree beyond 1e-4 relative\n");
+    return 1;
+  }
   return 0;
 }
