@@ -53,6 +53,8 @@ printf 'model { zoo: "mlp_seed" }\nbatch_size: 8\nepochs: 1\nbogus: 3\n' > "$tmp
 expect_error 'unknown.textproto:4:' train --job="$tmp/unknown.textproto"
 sed 's/mlp_seed/lenet9/' "$good" > "$tmp/model.textproto"
 expect_error 'unknown zoo model "lenet9"' train --job="$tmp/model.textproto"
+printf 'model { layers { lstm { units: 3 } } }\nbatch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n' > "$tmp/layer.textproto"
+expect_error 'layer.textproto:1:18' train --job="$tmp/layer.textproto"
 cat > "$tmp/shapes.textproto" <<'SPEC'
 model { layers { linear { out_features: 50 } } layers { conv2d { out_channels: 4 kernel: 3 } } }
 data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64 test_samples: 16 } }

@@ -1,5 +1,6 @@
 #include "worker/spec.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -437,7 +438,12 @@ void FillDefaults(JobSpec* j) {
     if (o->beta2() == 0) o->set_beta2(0.999f);
     if (o->eps() == 0) o->set_eps(1e-8f);
   }
-  if (j->eval().batch_size() == 0) j->mutable_eval()->set_batch_size(1000);
+  // Evaluation keeps no activations for backward, so a few training
+  // batches' worth fits wherever training fits; more only costs memory.
+  if (j->eval().batch_size() == 0) {
+    j->mutable_eval()->set_batch_size(
+        std::min<int64_t>(1000, 4 * int64_t{j->batch_size()}));
+  }
 }
 
 std::string DescribeModel(const ModelSpec& m) {

@@ -295,7 +295,7 @@ TEST(ParseJobSpec, FillsDefaults) {
   EXPECT_FLOAT_EQ(spec->optimizer().beta1(), 0.9f);
   EXPECT_FLOAT_EQ(spec->optimizer().beta2(), 0.999f);
   EXPECT_FLOAT_EQ(spec->optimizer().eps(), 1e-8f);
-  EXPECT_EQ(spec->eval().batch_size(), 1000);
+  EXPECT_EQ(spec->eval().batch_size(), 16);  // 4 x batch_size
   EXPECT_EQ(spec->data().loader_threads(), 1);
   EXPECT_EQ(spec->data().prefetch(), 2);
   const SyntheticSpec& y = spec->data().synthetic();
