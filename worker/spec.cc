@@ -364,6 +364,32 @@ absl::Status CheckStopping(const JobSpec& j, const Scope& s) {
   return s.Error(j, "max_steps", -1, "must be > 0 when epochs is 0, got 0");
 }
 
+absl::Status CheckCluster(const ClusterSpec& c, const Scope& s) {
+  RETURN_IF_ERROR(NonNegative(s, c, "min_workers", c.min_workers()));
+  RETURN_IF_ERROR(Require(
+      c.max_workers() == 0 || c.max_workers() >= std::max(1, c.min_workers()),
+      s, c, "max_workers", ">= min_workers", c.max_workers()));
+  RETURN_IF_ERROR(Require(c.max_workers() <= 4096, s, c, "max_workers",
+                          "<= 4096", c.max_workers()));
+  for (const char* f :
+       {"last_call_ms", "join_timeout_ms", "heartbeat_interval_ms",
+        "heartbeat_misses", "bucket_bytes", "collective_timeout_ms"}) {
+    const auto* fd = c.GetDescriptor()->FindFieldByName(f);
+    const int64_t v =
+        fd->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_INT32
+            ? c.GetReflection()->GetInt32(c, fd)
+            : c.GetReflection()->GetInt64(c, fd);
+    RETURN_IF_ERROR(NonNegative(s, c, f, v));
+  }
+  const std::string& a = c.allreduce_algorithm();
+  RETURN_IF_ERROR(Require(a.empty() || a == "ring" || a == "ring_chunked" ||
+                              a == "halving_doubling" || a == "bcube",
+                          s, c, "allreduce_algorithm",
+                          "one of ring, ring_chunked, halving_doubling, bcube",
+                          absl::StrCat("\"", a, "\"")));
+  return absl::OkStatus();
+}
+
 absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckScalars(j, s));
   RETURN_IF_ERROR(Positive(s, j, "batch_size", j.batch_size()));
@@ -373,6 +399,7 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckOptimizer(j.optimizer(), s.Nested(j, "optimizer", -1)));
   RETURN_IF_ERROR(CheckSchedule(j.lr_schedule(), j.optimizer().lr(),
                                 s.Nested(j, "lr_schedule", -1)));
+  RETURN_IF_ERROR(CheckCluster(j.cluster(), s.Nested(j, "cluster", -1)));
   Scope e = s.Nested(j, "eval", -1);
   RETURN_IF_ERROR(
       NonNegative(e, j.eval(), "every_steps", j.eval().every_steps()));
@@ -421,7 +448,22 @@ void FillSyntheticDefaults(uint64_t job_seed, SyntheticSpec* y) {
   if (y->seed() == 0) y->set_seed(job_seed);
 }
 
+void FillClusterDefaults(ClusterSpec* c) {
+  if (c->min_workers() == 0) c->set_min_workers(1);
+  if (c->max_workers() == 0) c->set_max_workers(c->min_workers());
+  if (c->last_call_ms() == 0) c->set_last_call_ms(2000);
+  if (c->join_timeout_ms() == 0) c->set_join_timeout_ms(60000);
+  if (c->heartbeat_interval_ms() == 0) c->set_heartbeat_interval_ms(1000);
+  if (c->heartbeat_misses() == 0) c->set_heartbeat_misses(3);
+  if (c->bucket_bytes() == 0) c->set_bucket_bytes(25 << 20);
+  if (c->allreduce_algorithm().empty()) {
+    c->set_allreduce_algorithm("ring_chunked");
+  }
+  if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
+}
+
 void FillDefaults(JobSpec* j) {
+  FillClusterDefaults(j->mutable_cluster());
   if (j->name().empty()) j->set_name("job");
   for (LayerSpec& l : *j->mutable_model()->mutable_layers()) {
     FillLayerDefaults(&l);

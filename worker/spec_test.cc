@@ -394,3 +394,34 @@ TEST(LoadJobSpec, ReadsFileAndNamesItInErrors) {
 
 }  // namespace
 }  // namespace cohort
+
+namespace cohort {
+namespace {
+
+TEST(ParseJobSpec, ChecksCluster) {
+  EXPECT_EQ(ErrorOf(Valid("cluster { min_workers: 3 max_workers: 2 }")),
+            "jobs/x.textproto:6:26: cluster.max_workers must be >= "
+            "min_workers, got 2");
+  EXPECT_EQ(ErrorOf(Valid("cluster { heartbeat_interval_ms: -5 }")),
+            "jobs/x.textproto:6:11: cluster.heartbeat_interval_ms must be "
+            ">= 0, got -5");
+  EXPECT_EQ(ErrorOf(Valid("cluster { allreduce_algorithm: \"tree\" }")),
+            "jobs/x.textproto:6:11: cluster.allreduce_algorithm must be one "
+            "of ring, ring_chunked, halving_doubling, bcube, got \"tree\"");
+}
+
+TEST(ParseJobSpec, FillsClusterDefaults) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(Valid("cluster { min_workers: 2 }"), kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const ClusterSpec& c = spec->cluster();
+  EXPECT_EQ(c.min_workers(), 2);
+  EXPECT_EQ(c.max_workers(), 2);
+  EXPECT_EQ(c.heartbeat_interval_ms(), 1000);
+  EXPECT_EQ(c.heartbeat_misses(), 3);
+  EXPECT_EQ(c.bucket_bytes(), 25 << 20);
+  EXPECT_EQ(c.allreduce_algorithm(), "ring_chunked");
+}
+
+}  // namespace
+}  // namespace cohort
