@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cli/cluster_commands.h"
 #include "cli/train_command.h"
 
 namespace {
@@ -14,9 +15,18 @@ namespace {
 constexpr char kUsage[] =
     "usage: cohort COMMAND [flags]\n"
     "commands:\n"
-    "  train     train a job in this process (--job=FILE ...)\n"
-    "  help      this text\n"
+    "  train        train a job in this process (--job=FILE ...)\n"
+    "  local        a coordinator and N workers on this machine\n"
+    "  coordinator  serve a job: rendezvous, health, status (--job, --listen)\n"
+    "  worker       join a coordinator and train (--coordinator=HOST:PORT)\n"
+    "  status       a running job's state and workers\n"
+    "  metrics      per-worker step-time breakdown and throughput\n"
+    "  stop         stop a running job\n"
+    "  help         this text\n"
     "Run 'cohort COMMAND --help' for a command's flags.\n";
+
+constexpr char kCommands[] =
+    "train, local, coordinator, worker, status, metrics, stop, help";
 
 bool IsUserError(const absl::Status& s) {
   switch (s.code()) {
@@ -47,15 +57,27 @@ int main(int argc, char** argv) {
   }
   absl::Status status;
   bool help = false;
+  int exit_code = 0;
   if (command == "train") {
     status = cohort::RunTrain(args, &help);
+  } else if (command == "local") {
+    status = cohort::RunLocal(args, &help, &exit_code, "/proc/self/exe");
+  } else if (command == "coordinator") {
+    status = cohort::RunCoordinator(args, &help, &exit_code);
+  } else if (command == "worker") {
+    status = cohort::RunWorkerCommand(args, &help);
+  } else if (command == "status") {
+    status = cohort::RunStatus(args, &help);
+  } else if (command == "metrics") {
+    status = cohort::RunMetrics(args, &help);
+  } else if (command == "stop") {
+    status = cohort::RunStop(args, &help);
   } else {
-    std::fprintf(stderr,
-                 "cohort: unknown command \"%s\" (commands: train, help)\n",
-                 command.c_str());
+    std::fprintf(stderr, "cohort: unknown command \"%s\" (commands: %s)\n",
+                 command.c_str(), kCommands);
     return 2;
   }
-  if (status.ok()) return 0;
+  if (status.ok()) return exit_code;
   std::fprintf(stderr, "cohort %s: %s\n", command.c_str(),
                std::string(status.message()).c_str());
   return IsUserError(status) ? 2 : 1;

@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<Model<T>>> Model<T>::Create(
   std::unique_ptr<Model> m(new Model(std::move(layers), input_shape));
   RETURN_IF_ERROR(m->Configure());
   m->store_.Build(absl::MakeSpan(m->raw_layers_));
+  m->ComputeLayerOffsets();
   return m;
 }
 
@@ -54,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Model<T>>> Model<T>::CreateReplica(
     return absl::InternalError("replica layers differ from the owner's");
   }
   m->store_.BuildShared(absl::MakeSpan(m->raw_layers_), owner.store_);
+  m->ComputeLayerOffsets();
   return m;
 }
 
@@ -82,13 +84,25 @@ const BasicTensor<T>& Model<T>::Forward(const BasicTensor<T>& input,
 }
 
 template <typename T>
-void Model<T>::Backward(const BasicTensor<T>& grad_output) {
+void Model<T>::Backward(const BasicTensor<T>& grad_output,
+                        const std::function<void(int64_t)>& ready) {
   const BasicTensor<T>* g = &grad_output;
   for (size_t i = layers_.size(); i-- > 0;) {
     BasicTensor<T>* gin = nullptr;
     if (i > 0) gin = (g == &grad_a_) ? &grad_b_ : &grad_a_;
     layers_[i]->Backward(*g, gin);
+    if (ready && layer_offsets_[i] >= 0) ready(layer_offsets_[i]);
     g = gin;
+  }
+  if (ready) ready(0);
+}
+
+template <typename T>
+void Model<T>::ComputeLayerOffsets() {
+  layer_offsets_.assign(layers_.size(), -1);
+  for (const auto& e : store_.entries()) {
+    const size_t layer = std::stoul(e.name.substr(0, e.name.find('.')));
+    if (layer_offsets_[layer] < 0) layer_offsets_[layer] = e.offset;
   }
 }
 

@@ -12,6 +12,7 @@
 #ifndef COHORT_WORKER_MODEL_H_
 #define COHORT_WORKER_MODEL_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,8 +52,12 @@ class Model {
   // kTrain mode `input` must stay alive and unchanged until Backward.
   const BasicTensor<T>& Forward(const BasicTensor<T>& input, Mode mode);
   // Back-propagates dLoss/dOutput of the last kTrain Forward; afterwards
-  // grads() holds this batch's parameter gradients.
-  void Backward(const BasicTensor<T>& grad_output);
+  // grads() holds this batch's parameter gradients. Gradients are final
+  // from the back of the flat buffer forward: after each layer with
+  // parameters, `ready(offset)` (if given) says that every gradient at
+  // index >= offset is final, so communication can start on it.
+  void Backward(const BasicTensor<T>& grad_output,
+                const std::function<void(int64_t)>& ready = nullptr);
 
   BasicTensor<T>& params() { return store_.values(); }
   BasicTensor<T>& grads() { return store_.grads(); }
@@ -69,12 +74,15 @@ class Model {
  private:
   Model(LayerList layers, Shape input_shape);
   absl::Status Configure();
+  void ComputeLayerOffsets();
 
   LayerList layers_;
   std::vector<Layer<T>*> raw_layers_;
   Shape input_shape_;
   Shape output_shape_;
   std::vector<Shape> layer_outputs_;  // per-sample, for Summary
+  // Offset of each layer's first parameter in the flat buffer (or -1).
+  std::vector<int64_t> layer_offsets_;
   ParamStore<T> store_;
   std::vector<BasicTensor<T>> acts_;  // acts_[i]: output of layer i
   BasicTensor<T> grad_a_, grad_b_;    // ping-pong input gradients

@@ -11,10 +11,13 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "proto/coordinator.pb.h"
+#include "worker/comm/communicator.h"
 #include "worker/compute_threads.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/data/sampler.h"
+#include "worker/gradient_sync.h"
 #include "worker/loss.h"
 #include "worker/optim/lr_schedule.h"
 #include "worker/optim/optimizer.h"
@@ -68,7 +71,10 @@ absl::Status CheckModelFitsData(const JobSpec& spec, const Model<float>& model,
 class LocalTrainer : public Trainer {
  public:
   LocalTrainer(const JobSpec& spec, const TrainOptions& options)
-      : spec_(spec), options_(options), pool_(options.replicas) {}
+      : spec_(spec),
+        options_(options),
+        dist_(options.distributed),
+        pool_(options.replicas) {}
 
   absl::Status Setup();
   absl::StatusOr<TrainResult> Run() override;
@@ -76,16 +82,28 @@ class LocalTrainer : public Trainer {
  private:
   absl::Status BuildModels();
   void BuildSlices();
-  EpochResult TrainEpoch(int64_t epoch, Progress& progress);
+  absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
+  absl::Status StartEpoch(int64_t epoch);
   void ReplicaStep(int r);
-  void ReduceAndStep(int r, double lr);
-  void Evaluate(EpochResult* result);
+  void ReduceAndStep(int r, double lr, bool reduce_local);
+  absl::Status SynchronizeGradients();
+  absl::Status ReportStep(int64_t epoch, double loss);
+  absl::Status Evaluate(EpochResult* result);
+  absl::Status AverageBuffersAcrossWorkers();
+  int TotalReplicas() const {
+    return dist_ != nullptr ? dist_->total_replicas : options_.replicas;
+  }
+  int GlobalReplica(int r) const {
+    return (dist_ != nullptr ? dist_->replica_offset : 0) + r;
+  }
   int64_t StepsPerEpoch() const;
   int64_t TotalSteps() const;
 
   const JobSpec spec_;
   const TrainOptions options_;
+  const DistributedContext* const dist_;  // null for a single process
   ReplicaPool pool_;
+  std::unique_ptr<GradientSync> sync_;  // multi-worker jobs only
   DataSplits data_;
   std::vector<Replica> replicas_;
   std::vector<Slice> slices_;
@@ -94,6 +112,12 @@ class LocalTrainer : public Trainer {
   int64_t epochs_ = 0;
   int64_t max_steps_ = 0;
   std::vector<double> recent_losses_;
+  // Where replica 0's step time goes, since the last ReportStep.
+  StepTimes times_;
+  int64_t window_steps_ = 0;
+  int64_t window_samples_ = 0;
+  absl::Time window_start_;
+  int64_t bytes_reduced_ = 0;
 };
 
 absl::Status LocalTrainer::BuildModels() {
@@ -115,7 +139,16 @@ absl::Status LocalTrainer::BuildModels() {
     ASSIGN_OR_RETURN(replicas_[r].model,
                      BuildReplica<float>(spec_.model(), *replicas_[0].model));
   }
-  for (int r = 0; r < R; ++r) replicas_[r].model->SeedRandom(spec_.seed() + r);
+  for (int r = 0; r < R; ++r) {
+    replicas_[r].model->SeedRandom(spec_.seed() + GlobalReplica(r));
+  }
+  if (dist_ != nullptr) {
+    std::vector<float*> grads;
+    for (Replica& rep : replicas_) grads.push_back(rep.model->grads().data());
+    sync_ = std::make_unique<GradientSync>(
+        std::move(grads), replicas_[0].model->grads().size(),
+        dist_->total_replicas, dist_->comm, dist_->bucket_bytes);
+  }
   return absl::OkStatus();
 }
 
@@ -154,11 +187,12 @@ absl::Status LocalTrainer::Setup() {
   result_.replicas = options_.replicas;
   result_.threads = options_.threads;
   result_.setup_seconds = Seconds(start);
+  window_start_ = absl::Now();
   return absl::OkStatus();
 }
 
 int64_t LocalTrainer::StepsPerEpoch() const {
-  DistributedSampler sampler(data_.train->size(), options_.replicas, 0,
+  DistributedSampler sampler(data_.train->size(), TotalReplicas(), 0,
                              spec_.seed(), true, spec_.drop_last());
   const int64_t n = sampler.num_samples();
   const int64_t b = spec_.batch_size();
@@ -172,10 +206,12 @@ int64_t LocalTrainer::TotalSteps() const {
 
 void LocalTrainer::ReplicaStep(int r) {
   Replica& rep = replicas_[r];
+  const absl::Time t0 = absl::Now();
   if (!rep.loader->Next(&rep.batch)) {
     rep.done = true;
     return;
   }
+  const absl::Time t1 = absl::Now();
   const Tensor& out = rep.model->Forward(rep.batch.features, Mode::kTrain);
   const int64_t n = static_cast<int64_t>(rep.batch.labels.size());
   rep.correct = 0;
@@ -193,16 +229,25 @@ void LocalTrainer::ReplicaStep(int r) {
     rep.loss = MeanSquaredError<float>(out, rep.target, &rep.grad_out);
   }
   rep.seen = n;
-  rep.model->Backward(rep.grad_out);
+  if (sync_ != nullptr) {
+    rep.model->Backward(rep.grad_out,
+                        [this, r](int64_t offset) { sync_->Ready(r, offset); });
+  } else {
+    rep.model->Backward(rep.grad_out);
+  }
+  if (r == 0) {
+    times_.set_data_s(times_.data_s() + absl::ToDoubleSeconds(t1 - t0));
+    times_.set_compute_s(times_.compute_s() + Seconds(t1));
+  }
 }
 
-void LocalTrainer::ReduceAndStep(int r, double lr) {
+void LocalTrainer::ReduceAndStep(int r, double lr, bool reduce_local) {
   const Slice& s = slices_[r];
   const int64_t len = s.end - s.begin;
   if (len == 0) return;
   float* g0 = replicas_[0].model->grads().data() + s.begin;
   const int R = options_.replicas;
-  if (R > 1) {
+  if (reduce_local && R > 1) {
     const float scale = 1.0f / R;
     for (int q = 1; q < R; ++q) {
       const float* gq = replicas_[q].model->grads().data() + s.begin;
@@ -214,18 +259,62 @@ void LocalTrainer::ReduceAndStep(int r, double lr) {
   s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
 }
 
-EpochResult LocalTrainer::TrainEpoch(int64_t epoch, Progress& progress) {
-  const int R = options_.replicas;
+absl::Status LocalTrainer::StartEpoch(int64_t epoch) {
+  uint64_t seed = spec_.seed();
+  if (dist_ != nullptr) {
+    ASSIGN_OR_RETURN(seed, dist_->epoch_seed(epoch));
+  }
   const int threads = std::max(1, spec_.data().loader_threads());
   const int prefetch = std::max(1, spec_.data().prefetch());
-  for (int r = 0; r < R; ++r) {
-    DistributedSampler sampler(data_.train->size(), R, r, spec_.seed(), true,
-                               spec_.drop_last());
+  for (int r = 0; r < options_.replicas; ++r) {
+    DistributedSampler sampler(data_.train->size(), TotalReplicas(),
+                               GlobalReplica(r), seed, true, spec_.drop_last());
     replicas_[r].loader = std::make_unique<Loader>(
         data_.train.get(), sampler.Indices(epoch), spec_.batch_size(),
         spec_.drop_last(), BatchLayout::kBatchInner, threads, prefetch);
     replicas_[r].done = false;
   }
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::SynchronizeGradients() {
+  const absl::Time t = absl::Now();
+  absl::Status s = sync_->Finish();
+  times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
+  bytes_reduced_ += sync_->TakeStats().bytes;
+  return s;
+}
+
+// Tells the worker process (and through it the coordinator) how training
+// goes; its answer may stop training.
+absl::Status LocalTrainer::ReportStep(int64_t epoch, double loss) {
+  ++window_steps_;
+  if (dist_ == nullptr || !dist_->on_step) return absl::OkStatus();
+  WorkerProgress p;
+  p.set_step(step_);
+  p.set_epoch(epoch);
+  p.set_loss(loss);
+  const double dt = Seconds(window_start_);
+  p.set_samples_per_s(dt > 0 ? window_samples_ / dt : 0);
+  StepTimes* t = p.mutable_times();
+  t->set_data_s(times_.data_s() / window_steps_);
+  t->set_compute_s(times_.compute_s() / window_steps_);
+  t->set_comm_wait_s(times_.comm_wait_s() / window_steps_);
+  t->set_optimizer_s(times_.optimizer_s() / window_steps_);
+  p.set_bytes_allreduced(bytes_reduced_);
+  if (dt >= 1.0) {  // a fresh window every second
+    times_.Clear();
+    window_steps_ = 0;
+    window_samples_ = 0;
+    window_start_ = absl::Now();
+  }
+  return dist_->on_step(p);
+}
+
+absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
+                                                     Progress& progress) {
+  RETURN_IF_ERROR(StartEpoch(epoch));
+  const int R = options_.replicas;
   EpochResult er;
   er.epoch = epoch;
   int64_t correct = 0, seen = 0;
@@ -233,18 +322,27 @@ EpochResult LocalTrainer::TrainEpoch(int64_t epoch, Progress& progress) {
   const int64_t total = TotalSteps();
   const absl::Time start = absl::Now();
   const std::function<void(int)> step_fn = [this](int r) { ReplicaStep(r); };
-  while (max_steps_ <= 0 || step_ < max_steps_) {
+  // Every replica has the same number of batches (the sampler pads), so
+  // all of them stop together and no step is begun that cannot finish.
+  const int64_t batches = replicas_[0].loader->num_batches();
+  while (er.steps < batches && (max_steps_ <= 0 || step_ < max_steps_)) {
+    if (sync_ != nullptr) sync_->BeginStep();
     pool_.Run(step_fn);
-    if (replicas_[0].done) break;
+    CHECK(!replicas_[0].done) << "a loader ended before num_batches()";
+    if (sync_ != nullptr) RETURN_IF_ERROR(SynchronizeGradients());
     const double lr =
         LearningRate(spec_.optimizer(), spec_.lr_schedule(), step_, total);
-    pool_.Run([this, lr](int r) { ReduceAndStep(r, lr); });
+    const absl::Time t = absl::Now();
+    const bool reduce_local = sync_ == nullptr;
+    pool_.Run([&](int r) { ReduceAndStep(r, lr, reduce_local); });
+    times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
     double loss = 0;
     for (const Replica& rep : replicas_) {
       loss += rep.loss / R;
       correct += rep.correct;
       seen += rep.seen;
       result_.samples += rep.seen;
+      window_samples_ += rep.seen;
     }
     loss_sum += loss;
     recent_losses_.push_back(loss);
@@ -252,6 +350,7 @@ EpochResult LocalTrainer::TrainEpoch(int64_t epoch, Progress& progress) {
     ++er.steps;
     progress.Step(epoch, er.steps, StepsPerEpoch(), step_, total,
                   result_.samples, loss);
+    RETURN_IF_ERROR(ReportStep(epoch, loss));
   }
   er.seconds = Seconds(start);
   er.train_loss = er.steps > 0 ? loss_sum / er.steps : 0;
@@ -260,8 +359,23 @@ EpochResult LocalTrainer::TrainEpoch(int64_t epoch, Progress& progress) {
   return er;
 }
 
-void LocalTrainer::Evaluate(EpochResult* result) {
+// Averages BatchNorm statistics over workers, so that every worker
+// evaluates (and would checkpoint) the same model.
+absl::Status LocalTrainer::AverageBuffersAcrossWorkers() {
+  if (dist_ == nullptr || dist_->world_size == 1) return absl::OkStatus();
+  for (Tensor* b : replicas_[0].model->Buffers()) {
+    RETURN_IF_ERROR(dist_->comm->AllReduceSum(b->data(), b->size()));
+    const float scale = 1.0f / dist_->world_size;
+    for (int64_t i = 0; i < b->size(); ++i) (*b)[i] *= scale;
+  }
+  return absl::OkStatus();
+}
+
+// Every replica of the job evaluates its share of the test set; the sums
+// are then added up across workers.
+absl::Status LocalTrainer::Evaluate(EpochResult* result) {
   const int R = options_.replicas;
+  RETURN_IF_ERROR(AverageBuffersAcrossWorkers());
   // Replicas saw different data, so their BatchNorm statistics differ;
   // replica 0's are the model's (as with DDP's broadcast from rank 0).
   std::vector<Tensor*> master = replicas_[0].model->Buffers();
@@ -270,35 +384,37 @@ void LocalTrainer::Evaluate(EpochResult* result) {
     for (size_t i = 0; i < b.size(); ++i) b[i]->CopyFrom(*master[i]);
   }
   const int64_t n = data_.test->size();
-  const int64_t batch =
-      spec_.eval().batch_size() > 0 ? spec_.eval().batch_size() : 1000;
+  const int64_t G = TotalReplicas();
+  const int64_t batch = spec_.eval().batch_size();
   std::vector<double> loss(R, 0);
   std::vector<int64_t> correct(R, 0);
   pool_.Run([&](int r) {
+    const int64_t g = GlobalReplica(r);
     std::vector<int64_t> idx;
-    for (int64_t i = n * r / R; i < n * (r + 1) / R; ++i) idx.push_back(i);
+    for (int64_t i = n * g / G; i < n * (g + 1) / G; ++i) idx.push_back(i);
     Loader loader(data_.test.get(), std::move(idx), batch, false,
                   BatchLayout::kBatchInner, 1, 2);
     Batch b;
-    Tensor grad;
     while (loader.Next(&b)) {
       const Tensor& out = replicas_[r].model->Forward(b.features, Mode::kEval);
       int64_t c = 0;
-      if (spec_.loss() == CROSS_ENTROPY) {
-        loss[r] += SoftmaxCrossEntropy<float>(out, b.labels, &grad, &c) *
-                   b.labels.size();
-      }
+      loss[r] += SoftmaxCrossEntropy<float>(out, b.labels, nullptr, &c) *
+                 b.labels.size();
       correct[r] += c;
     }
   });
-  double loss_sum = 0;
-  int64_t correct_sum = 0;
+  // Float sums are exact for counts below 2^24 test samples.
+  float sums[2] = {0, 0};
   for (int r = 0; r < R; ++r) {
-    loss_sum += loss[r];
-    correct_sum += correct[r];
+    sums[0] += static_cast<float>(loss[r]);
+    sums[1] += static_cast<float>(correct[r]);
   }
-  result->test_loss = n > 0 ? loss_sum / n : 0;
-  result->test_accuracy = n > 0 ? static_cast<double>(correct_sum) / n : 0;
+  if (dist_ != nullptr && dist_->world_size > 1) {
+    RETURN_IF_ERROR(dist_->comm->AllReduceSum(sums, 2));
+  }
+  result->test_loss = n > 0 ? sums[0] / n : 0;
+  result->test_accuracy = n > 0 ? sums[1] / n : 0;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TrainResult> LocalTrainer::Run() {
@@ -306,7 +422,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
                     options_.log_every_seconds, spec_.batch_size());
   for (int64_t epoch = 0; epoch < epochs_; ++epoch) {
     if (max_steps_ > 0 && step_ >= max_steps_) break;
-    EpochResult er = TrainEpoch(epoch, progress);
+    ASSIGN_OR_RETURN(EpochResult er, TrainEpoch(epoch, progress));
     result_.train_seconds += er.seconds;
     ++result_.epochs;
     const bool epoch_complete = er.steps == StepsPerEpoch();
@@ -314,7 +430,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
         spec_.loss() == CROSS_ENTROPY &&
         (epoch_complete || step_ == max_steps_)) {
       const absl::Time t = absl::Now();
-      Evaluate(&er);
+      RETURN_IF_ERROR(Evaluate(&er));
       result_.eval_seconds += Seconds(t);
       result_.test_accuracy = er.test_accuracy;
       result_.test_loss = er.test_loss;

@@ -23,6 +23,26 @@
 
 namespace cohort {
 
+class Communicator;
+class WorkerProgress;
+
+// What a worker of a multi-worker job adds to local training. The trainer
+// stays free of RPC: the worker process fills these in from its
+// coordinator. Everything borrowed must outlive the trainer.
+struct DistributedContext {
+  int rank = 0;
+  int world_size = 1;
+  int replica_offset = 0;        // global index of this worker's first replica
+  int total_replicas = 1;        // over all workers
+  Communicator* comm = nullptr;  // cross-worker all-reduce
+  int64_t bucket_bytes = 25 << 20;
+  // The sampler seed of `epoch` (the coordinator's).
+  std::function<absl::StatusOr<uint64_t>(int64_t epoch)> epoch_seed;
+  // After every step, with this worker's progress; an error stops training
+  // (the job failed or was stopped elsewhere).
+  std::function<absl::Status(const WorkerProgress&)> on_step;
+};
+
 struct TrainOptions {
   std::string data_dir;    // overrides the spec's data directory
   int64_t epochs = -1;     // >= 0 overrides the spec
@@ -36,6 +56,8 @@ struct TrainOptions {
   double log_every_seconds = 5.0;
   // If set, receives the trained parameters (flat, as the model stores them).
   std::vector<float>* final_parameters = nullptr;
+  // Set for a worker of a multi-worker job; null for a single process.
+  const DistributedContext* distributed = nullptr;
 };
 
 struct EpochResult {

@@ -1,0 +1,27 @@
+// The multi-process subcommands: coordinator, worker, local, and the
+// operator queries status, metrics and stop.
+#ifndef COHORT_CLI_CLUSTER_COMMANDS_H_
+#define COHORT_CLI_CLUSTER_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace cohort {
+
+// Each runs `cohort NAME ARGS...`. *help is set when --help was printed.
+// *exit_code is set when the command decides its own non-error exit status
+// (the coordinator exits 1 for a FAILED job without an absl error).
+absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
+                            int* exit_code);
+absl::Status RunWorkerCommand(const std::vector<std::string>& args, bool* help);
+absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
+                      int* exit_code, const char* self_path);
+absl::Status RunStatus(const std::vector<std::string>& args, bool* help);
+absl::Status RunMetrics(const std::vector<std::string>& args, bool* help);
+absl::Status RunStop(const std::vector<std::string>& args, bool* help);
+
+}  // namespace cohort
+
+#endif  // COHORT_CLI_CLUSTER_COMMANDS_H_

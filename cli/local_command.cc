@@ -1,0 +1,250 @@
+// `cohort local`: a whole job on this machine -- a coordinator in this
+// process and N worker processes on loopback -- with live progress.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cli/cluster_commands.h"
+#include "cli/flags.h"
+#include "cli/train_command.h"
+#include "common/files.h"
+#include "common/status_macros.h"
+#include "server/coordinator.h"
+#include "worker/spec.h"
+
+namespace cohort {
+namespace {
+
+std::atomic<int> g_signal{0};
+
+void OnSignal(int sig) { g_signal.store(sig); }
+
+struct Child {
+  pid_t pid = -1;
+  bool running = true;
+  int status = 0;
+};
+
+absl::StatusOr<pid_t> Spawn(const char* self, std::vector<std::string> args) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(self));
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    execv(self, argv.data());
+    std::fprintf(stderr, "cohort local: cannot run %s\n", self);
+    std::_Exit(127);
+  }
+  return pid;
+}
+
+std::string DescribeExit(int status) {
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat("was killed by signal ", WTERMSIG(status));
+  }
+  return absl::StrCat("exited with status ", WEXITSTATUS(status));
+}
+
+// Reaps children that have ended; returns the first failure seen.
+void Reap(std::vector<Child>& children, std::string* failure) {
+  for (size_t i = 0; i < children.size(); ++i) {
+    Child& c = children[i];
+    if (!c.running) continue;
+    int status = 0;
+    if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+    c.running = false;
+    c.status = status;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && failure->empty()) {
+      *failure = absl::StrCat("worker process ", i, " (pid ", c.pid, ") ",
+                              DescribeExit(status));
+    }
+  }
+}
+
+bool AnyRunning(const std::vector<Child>& children) {
+  for (const Child& c : children) {
+    if (c.running) return true;
+  }
+  return false;
+}
+
+// Asks nicely, then insists.
+void StopChildren(std::vector<Child>& children, std::string* failure) {
+  const absl::Time soft = absl::Now() + absl::Seconds(5);
+  while (AnyRunning(children) && absl::Now() < soft) {
+    Reap(children, failure);
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  for (Child& c : children) {
+    if (c.running) kill(c.pid, SIGTERM);
+  }
+  const absl::Time hard = absl::Now() + absl::Seconds(3);
+  while (AnyRunning(children) && absl::Now() < hard) {
+    Reap(children, failure);
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  for (Child& c : children) {
+    if (c.running) {
+      kill(c.pid, SIGKILL);
+      waitpid(c.pid, &c.status, 0);
+      c.running = false;
+    }
+  }
+}
+
+void ShowProgress(const StatusResponse& s, bool live) {
+  double rate = 0, loss = 0;
+  for (const WorkerStatus& w : s.workers()) {
+    rate += w.progress().samples_per_s();
+    loss += w.progress().loss() / std::max(1, s.workers_size());
+  }
+  const std::string line = absl::StrFormat(
+      "%s | epoch %d | step %d | %d workers | %.0f samples/s | loss %.4f",
+      JobState_Name(s.state()), s.epoch() + 1, s.step(), s.workers_size(), rate,
+      loss);
+  std::fprintf(stderr, live ? "\r\033[K%s" : "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
+// "  \"key\": value," -> value, from the report the coordinator wrote.
+std::optional<double> ReportNumber(const std::string& json,
+                                   const std::string& key) {
+  const std::string needle = absl::StrCat("\"", key, "\": ");
+  const size_t at = json.find(needle);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t start = at + needle.size();
+  const size_t end = json.find_first_of(",\n}", start);
+  double v;
+  if (!absl::SimpleAtod(json.substr(start, end - start), &v)) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+void PrintResult(const std::string& report) {
+  absl::StatusOr<std::string> json = ReadFile(report);
+  if (!json.ok()) return;
+  auto num = [&](const char* k) { return ReportNumber(*json, k).value_or(-1); };
+  std::printf(
+      "result: workers %.0f | steps %.0f | epochs %.0f | %.0f samples/s | "
+      "train %.2fs | final loss %.4f",
+      num("world_size"), num("steps"), num("epochs"), num("samples_per_s"),
+      num("train_seconds"), num("final_loss"));
+  if (num("test_accuracy") >= 0) {
+    std::printf(" | test accuracy %.2f%%", 100 * num("test_accuracy"));
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
+                      int* exit_code, const char* self_path) {
+  std::string job, replicas = "cpu:1", listen = "127.0.0.1:0", data_dir, report;
+  int64_t workers = 2, threads = 0;
+  FlagSet flags("local");
+  flags.String("job", &job, "job spec (.textproto); required");
+  flags.Int("workers", &workers, "worker processes (default 2)", 1, 64);
+  flags.String("replicas", &replicas,
+               "replicas per worker, cpu:N (default cpu:1)");
+  flags.Int("threads", &threads, "compute threads per worker", 1, 1024);
+  flags.String("listen", &listen,
+               "coordinator HOST:PORT (default 127.0.0.1:0)");
+  flags.String("data-dir", &data_dir,
+               "data set directory (overrides the spec)");
+  flags.String("report", &report, "write the job's JSON report here");
+  RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    *help = true;
+    return absl::OkStatus();
+  }
+  if (job.empty()) return absl::InvalidArgumentError("--job=FILE is required");
+  RETURN_IF_ERROR(ParseReplicas(replicas).status());
+  CoordinatorOptions o;
+  ASSIGN_OR_RETURN(o.job, LoadJobSpec(job));
+  o.job.mutable_cluster()->set_min_workers(static_cast<int>(workers));
+  o.job.mutable_cluster()->set_max_workers(static_cast<int>(workers));
+  o.listen = listen;
+  o.report_path = !report.empty()
+                      ? report
+                      : absl::StrCat("/tmp/cohort-local-", getpid(), ".json");
+  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
+                   CoordinatorServer::Start(o));
+  std::fprintf(stderr,
+               "cohort local: coordinator on %s, starting %lld workers\n",
+               coordinator->address().c_str(), static_cast<long long>(workers));
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  std::vector<Child> children(workers);
+  for (Child& c : children) {
+    std::vector<std::string> a = {
+        "worker", absl::StrCat("--coordinator=", coordinator->address()),
+        absl::StrCat("--replicas=", replicas), "--quiet"};
+    if (!data_dir.empty()) a.push_back(absl::StrCat("--data-dir=", data_dir));
+    if (threads > 0) a.push_back(absl::StrCat("--threads=", threads));
+    ASSIGN_OR_RETURN(c.pid, Spawn(self_path, a));
+  }
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    coordinator->Wait();
+    done.store(true);
+  });
+  const bool live = isatty(STDERR_FILENO);
+  std::string failure;
+  absl::Time last_shown = absl::InfinitePast();
+  while (!done.load()) {
+    if (g_signal.load() != 0) {
+      failure = absl::StrCat("interrupted by signal ", g_signal.load());
+      break;
+    }
+    Reap(children, &failure);
+    if (!failure.empty() && !AnyRunning(children)) break;
+    if (absl::Now() - last_shown >
+        (live ? absl::Milliseconds(200) : absl::Seconds(5))) {
+      ShowProgress(coordinator->Status(), live);
+      last_shown = absl::Now();
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (live) std::fprintf(stderr, "\r\033[K");
+  if (!done.load()) {
+    // A signal, or every worker gone before the job ended.
+    for (Child& c : children) {
+      if (c.running) kill(c.pid, SIGTERM);
+    }
+  }
+  StopChildren(children, &failure);
+  coordinator->Shutdown();
+  waiter.join();
+  const StatusResponse s = coordinator->Status();
+  if (s.state() == SUCCEEDED && failure.empty()) {
+    PrintResult(o.report_path);
+    if (report.empty()) unlink(o.report_path.c_str());
+    *exit_code = 0;
+    return absl::OkStatus();
+  }
+  if (report.empty()) unlink(o.report_path.c_str());
+  std::string why = s.reason();
+  if (!failure.empty())
+    why = why.empty() ? failure : absl::StrCat(failure, "; ", why);
+  return absl::AbortedError(
+      absl::StrCat("job ", JobState_Name(s.state()), ": ", why));
+}
+
+}  // namespace cohort

@@ -1,0 +1,128 @@
+// `cohort status`, `cohort metrics`, `cohort stop`: operator queries.
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/cluster_commands.h"
+#include "cli/flags.h"
+#include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/coordinator_client.h"
+
+namespace cohort {
+namespace {
+
+struct QueryFlags {
+  std::string coordinator;
+  bool json = false;
+  int64_t timeout_s = 10;
+  std::string reason = "stopped by cohort stop";
+};
+
+// Parses the flags every query shares; false when only help was asked for.
+absl::StatusOr<bool> ParseQuery(const std::string& command,
+                                const std::vector<std::string>& args,
+                                QueryFlags* f, bool* help) {
+  FlagSet flags(command);
+  flags.String("coordinator", &f->coordinator,
+               "the coordinator's HOST:PORT; required");
+  flags.Int("timeout", &f->timeout_s, "seconds to wait for an answer", 1, 3600);
+  if (command == "stop") {
+    flags.String("reason", &f->reason, "why (shown in status and the report)");
+  } else {
+    flags.Bool("json", &f->json, "print JSON instead of a table");
+  }
+  RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    *help = true;
+    return false;
+  }
+  if (f->coordinator.empty()) {
+    return absl::InvalidArgumentError("--coordinator=HOST:PORT is required");
+  }
+  return true;
+}
+
+absl::Status PrintJson(const google::protobuf::Message& m) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = true;
+  o.always_print_primitive_fields = true;
+  auto s = google::protobuf::util::MessageToJsonString(m, &out, o);
+  if (!s.ok()) return absl::InternalError(std::string(s.message()));
+  std::fputs(out.c_str(), stdout);
+  return absl::OkStatus();
+}
+
+void PrintWorkers(const google::protobuf::RepeatedPtrField<WorkerStatus>& ws) {
+  std::printf("%-4s %-20s %-8s %-8s %-10s %-12s %-10s\n", "RANK", "HOST", "PID",
+              "HB AGE", "STEP", "SAMPLES/S", "LOSS");
+  for (const WorkerStatus& w : ws) {
+    std::printf("%-4d %-20s %-8d %-8s %-10lld %-12.0f %-10.4f%s\n", w.rank(),
+                w.host().c_str(), w.pid(),
+                absl::StrFormat("%.1fs", w.heartbeat_age_s()).c_str(),
+                static_cast<long long>(w.progress().step()),
+                w.progress().samples_per_s(), w.progress().loss(),
+                w.finished() ? " (finished)" : "");
+  }
+}
+
+}  // namespace
+
+absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
+  QueryFlags f;
+  ASSIGN_OR_RETURN(bool go, ParseQuery("status", args, &f, help));
+  if (!go) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto client, CoordinatorClient::Create(f.coordinator));
+  ASSIGN_OR_RETURN(StatusResponse s,
+                   client->GetStatus(absl::Seconds(f.timeout_s)));
+  if (f.json) return PrintJson(s);
+  std::printf(
+      "job %s: %s%s\n", s.job_name().c_str(), JobState_Name(s.state()).c_str(),
+      s.reason().empty() ? "" : absl::StrCat(" (", s.reason(), ")").c_str());
+  std::printf(
+      "generation %llu | epoch %lld | step %lld | world size %d | up %.0fs\n",
+      static_cast<unsigned long long>(s.generation()),
+      static_cast<long long>(s.epoch()), static_cast<long long>(s.step()),
+      s.world_size(), s.uptime_s());
+  PrintWorkers(s.workers());
+  return absl::OkStatus();
+}
+
+absl::Status RunMetrics(const std::vector<std::string>& args, bool* help) {
+  QueryFlags f;
+  ASSIGN_OR_RETURN(bool go, ParseQuery("metrics", args, &f, help));
+  if (!go) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto client, CoordinatorClient::Create(f.coordinator));
+  ASSIGN_OR_RETURN(MetricsResponse m,
+                   client->GetMetrics(absl::Seconds(f.timeout_s)));
+  if (f.json) return PrintJson(m);
+  std::printf("job samples/s %.0f\n", m.samples_per_s());
+  std::printf("%-4s %-20s %-10s %-10s %-10s %-10s %-12s %-14s %-10s\n", "RANK",
+              "HOST", "DATA ms", "COMPUTE ms", "COMM ms", "OPTIM ms",
+              "SAMPLES/S", "ALLREDUCED MB", "BUSBW GB/s");
+  for (const WorkerStatus& w : m.workers()) {
+    const WorkerProgress& p = w.progress();
+    std::printf(
+        "%-4d %-20s %-10.2f %-10.2f %-10.2f %-10.2f %-12.0f %-14.1f "
+        "%-10.2f\n",
+        w.rank(), w.host().c_str(), 1e3 * p.times().data_s(),
+        1e3 * p.times().compute_s(), 1e3 * p.times().comm_wait_s(),
+        1e3 * p.times().optimizer_s(), p.samples_per_s(),
+        p.bytes_allreduced() / 1e6, p.busbw_gbps());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunStop(const std::vector<std::string>& args, bool* help) {
+  QueryFlags f;
+  ASSIGN_OR_RETURN(bool go, ParseQuery("stop", args, &f, help));
+  if (!go) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto client, CoordinatorClient::Create(f.coordinator));
+  RETURN_IF_ERROR(client->Stop(f.reason, absl::Seconds(f.timeout_s)));
+  std::printf("stop requested\n");
+  return absl::OkStatus();
+}
+
+}  // namespace cohort

@@ -1,0 +1,223 @@
+#include "server/coordinator.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/files.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "server/job_tracker.h"
+#include "server/listen.h"
+#include "server/request_checks.h"
+
+namespace cohort {
+namespace {
+
+// absl and gRPC share the canonical status codes.
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+template <typename T>
+grpc::Status Reply(absl::StatusOr<T> result, T* response) {
+  if (!result.ok()) return ToGrpc(result.status());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+// The RPC boundary: checks fields, calls the tracker or its KV store, and
+// converts absl::Status to grpc::Status. Thread-safe (the tracker is).
+class CoordinatorServer::Service final : public Coordinator::Service {
+ public:
+  explicit Service(JobTracker* tracker) : t_(tracker) {}
+
+  grpc::Status Join(grpc::ServerContext* context, const JoinRequest* request,
+                    JoinResponse* response) override {
+    return Reply(
+        t_->Join(*request, [context] { return context->IsCancelled(); }),
+        response);
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const HeartbeatRequest* request,
+                         HeartbeatResponse* response) override {
+    return Reply(t_->Heartbeat(*request), response);
+  }
+  grpc::Status KvSet(grpc::ServerContext*, const KvSetRequest* request,
+                     KvSetResponse*) override {
+    if (absl::Status s = CheckKvSetRequest(*request); !s.ok()) return ToGrpc(s);
+    return ToGrpc(
+        t_->kv().Set(request->generation(), request->key(), request->value()));
+  }
+  grpc::Status KvGet(grpc::ServerContext*, const KvGetRequest* request,
+                     KvGetResponse* response) override {
+    if (absl::Status s = CheckKvGetRequest(*request); !s.ok()) return ToGrpc(s);
+    absl::StatusOr<std::optional<std::string>> value =
+        t_->kv().Get(request->generation(), request->key());
+    if (!value.ok()) return ToGrpc(value.status());
+    response->set_found(value->has_value());
+    if (*value) response->set_value(std::move(**value));
+    return grpc::Status::OK;
+  }
+  grpc::Status KvWait(grpc::ServerContext* context,
+                      const KvWaitRequest* request, KvWaitResponse*) override {
+    if (absl::Status s = CheckKvWaitRequest(*request); !s.ok())
+      return ToGrpc(s);
+    const std::vector<std::string> keys(request->keys().begin(),
+                                        request->keys().end());
+    return ToGrpc(t_->kv().Wait(request->generation(), keys,
+                                absl::Milliseconds(request->timeout_ms()),
+                                [context] { return context->IsCancelled(); }));
+  }
+  grpc::Status KvAdd(grpc::ServerContext*, const KvAddRequest* request,
+                     KvAddResponse* response) override {
+    if (absl::Status s = CheckKvAddRequest(*request); !s.ok()) return ToGrpc(s);
+    absl::StatusOr<int64_t> value =
+        t_->kv().Add(request->generation(), request->key(), request->delta());
+    if (!value.ok()) return ToGrpc(value.status());
+    response->set_value(*value);
+    return grpc::Status::OK;
+  }
+  grpc::Status BeginEpoch(grpc::ServerContext*,
+                          const BeginEpochRequest* request,
+                          BeginEpochResponse* response) override {
+    absl::StatusOr<uint64_t> seed = t_->BeginEpoch(*request);
+    if (!seed.ok()) return ToGrpc(seed.status());
+    response->set_sampler_seed(*seed);
+    return grpc::Status::OK;
+  }
+  grpc::Status Finish(grpc::ServerContext*, const FinishRequest* request,
+                      FinishResponse*) override {
+    return ToGrpc(t_->Finish(*request));
+  }
+  grpc::Status GetStatus(grpc::ServerContext*, const StatusRequest*,
+                         StatusResponse* response) override {
+    *response = t_->Status();
+    return grpc::Status::OK;
+  }
+  grpc::Status GetMetrics(grpc::ServerContext*, const MetricsRequest*,
+                          MetricsResponse* response) override {
+    *response = t_->Metrics();
+    return grpc::Status::OK;
+  }
+  grpc::Status Stop(grpc::ServerContext*, const StopRequest* request,
+                    StopResponse*) override {
+    if (absl::Status s = CheckStopRequest(*request); !s.ok()) return ToGrpc(s);
+    t_->Stop(request->reason());
+    return grpc::Status::OK;
+  }
+
+ private:
+  JobTracker* const t_;
+};
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    CoordinatorOptions options) {
+  FillClusterDefaults(options.job.mutable_cluster());
+  RETURN_IF_ERROR(CheckClusterSpec(options.job.cluster()));
+  if (options.job.name().empty()) options.job.set_name("job");
+  ASSIGN_OR_RETURN(const ListenAddress where,
+                   ParseListenAddress(options.listen));
+  RETURN_IF_ERROR(ProbeListen(where));
+  std::unique_ptr<CoordinatorServer> server(
+      new CoordinatorServer(std::move(options), where.host));
+  RETURN_IF_ERROR(server->Serve());
+  return server;
+}
+
+CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
+                                     std::string host)
+    : options_(std::move(options)),
+      host_(std::move(host)),
+      tracker_(std::make_unique<JobTracker>(options_.job)),
+      service_(std::make_unique<Service>(tracker_.get())) {}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(); }
+
+absl::Status CoordinatorServer::Serve() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
+                           &port_);
+  builder.RegisterService(service_.get());
+  // A KV value may be 64 MiB; gRPC's default limit is 4 MiB.
+  builder.SetMaxReceiveMessageSize(kMaxValueBytes + (1 << 20));
+  // gRPC sets SO_REUSEPORT by default, which would let a second
+  // coordinator silently share the port instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.listen,
+                     ": gRPC could not start a server there"));
+  }
+  // Named so that a check of "cohort.Coordinator" (not only of the whole
+  // server, "") answers.
+  server_->GetHealthCheckService()->SetServingStatus(
+      Coordinator::service_full_name(), true);
+  server_->GetHealthCheckService()->SetServingStatus(true);
+  const ClusterSpec& c = options_.job.cluster();
+  LOG(INFO) << "coordinator of job " << options_.job.name() << " listening on "
+            << address() << " (" << c.min_workers() << ".." << c.max_workers()
+            << " workers)";
+  return absl::OkStatus();
+}
+
+std::string CoordinatorServer::address() const {
+  return absl::StrCat(host_, ":", port_);
+}
+
+JobState CoordinatorServer::Wait() {
+  const JobState state = tracker_->WaitForEnd(options_.serve_after_done);
+  WriteReportOnce();
+  return state;
+}
+
+void CoordinatorServer::WriteReportOnce() {
+  absl::MutexLock lock(&mu_);
+  if (report_done_ || options_.report_path.empty()) return;
+  report_done_ = true;
+  report_status_ =
+      WriteFileAtomically(options_.report_path, tracker_->ReportJson());
+  if (!report_status_.ok()) {
+    LOG(ERROR) << "cannot write the report: " << report_status_.message();
+  }
+}
+
+void CoordinatorServer::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
+  tracker_->Shutdown();  // blocked Join/KvWait calls return now
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(1));
+    server_->Wait();
+  }
+}
+
+StatusResponse CoordinatorServer::Status() const { return tracker_->Status(); }
+
+MetricsResponse CoordinatorServer::Metrics() const {
+  return tracker_->Metrics();
+}
+
+absl::Status CoordinatorServer::report_status() const {
+  absl::MutexLock lock(&mu_);
+  return report_status_;
+}
+
+}  // namespace cohort

@@ -1,0 +1,100 @@
+// The coordinator daemon: a gRPC server for one job that forms the world
+// (rendezvous), serves the KV store that bootstraps the collectives, hands
+// out per-epoch sampler seeds, watches heartbeats, answers status and
+// metrics, and writes the job's report when it ends. It also serves
+// grpc.health.v1.Health (SERVING while it can serve, NOT_SERVING from the
+// start of Shutdown) and gRPC server reflection, so stock tools work.
+//
+// The class is CoordinatorServer, not Coordinator: the generated service in
+// proto/coordinator.grpc.pb.h already owns the name cohort::Coordinator.
+//
+// Ownership and threads: the server owns the job state, the gRPC server and
+// its threads. All methods are thread-safe; Wait blocks its caller and may
+// run while another thread calls Shutdown, which makes it return.
+#ifndef COHORT_SERVER_COORDINATOR_H_
+#define COHORT_SERVER_COORDINATOR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/coordinator.pb.h"
+#include "proto/job.pb.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace cohort {
+
+class JobTracker;
+
+struct CoordinatorOptions {
+  // A validated spec; Start fills the ClusterSpec defaults (proto/job.proto)
+  // and checks the cluster fields again, as this layer cannot assume which
+  // loader produced the spec.
+  JobSpec job;
+  // HOST:PORT; port 0 picks a free one (see port()).
+  std::string listen = "127.0.0.1:0";
+  // Where Wait writes the JSON report; empty: no report.
+  std::string report_path;
+  // Keep answering (status, metrics) after the job ends, until Stop.
+  bool serve_after_done = false;
+};
+
+class CoordinatorServer {
+ public:
+  // Binds and starts serving. A bad cluster field or listen address is
+  // INVALID_ARGUMENT; an address that cannot be bound fails at once with
+  // UNAVAILABLE "cannot listen on HOST:PORT: address already in use" (or
+  // the reason the system gave).
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      CoordinatorOptions options);
+  ~CoordinatorServer();  // Shutdown
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  int port() const { return port_; }
+  std::string address() const;  // HOST:PORT with the bound port
+
+  // Blocks until the job ends (SUCCEEDED, FAILED or STOPPED) and its
+  // surviving workers have heard so (at most two heartbeat intervals plus a
+  // second); with serve_after_done, until a Stop RPC or Shutdown instead.
+  // Writes the report (if report_path) atomically before returning, once.
+  // Returns the final state.
+  JobState Wait();
+  // Health NOT_SERVING, ends a running job as STOPPED, makes blocked calls
+  // return (UNAVAILABLE or ABORTED), stops the gRPC server within about a
+  // second. Idempotent.
+  void Shutdown();
+
+  StatusResponse Status() const;
+  MetricsResponse Metrics() const;
+  // The outcome of writing the report (OK before Wait or without a path).
+  absl::Status report_status() const;
+
+ private:
+  class Service;
+  CoordinatorServer(CoordinatorOptions options, std::string host);
+  absl::Status Serve();
+  void WriteReportOnce();
+
+  const CoordinatorOptions options_;
+  const std::string host_;
+  int port_ = 0;
+  std::unique_ptr<JobTracker> tracker_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+
+  mutable absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool report_done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status report_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVER_COORDINATOR_H_

@@ -1,0 +1,430 @@
+// Rendezvous, heartbeats, seeding and the job's life cycle. The status,
+// metrics and report views are in job_tracker_views.cc.
+#include "server/job_tracker.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "server/request_checks.h"
+
+namespace cohort {
+namespace {
+
+using Clock = JobTracker::Clock;
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+absl::Duration ToAbsl(Clock::duration d) { return absl::FromChrono(d); }
+
+Clock::duration Millis(int64_t ms) { return std::chrono::milliseconds(ms); }
+
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// The poll period of blocked calls for their client's cancellation.
+constexpr Clock::duration kPoll = std::chrono::milliseconds(100);
+
+}  // namespace
+
+uint64_t SamplerSeed(uint64_t job_seed, int64_t epoch) {
+  return SplitMix64(job_seed ^ SplitMix64(static_cast<uint64_t>(epoch)));
+}
+
+bool IsTerminal(JobState state) {
+  return state == SUCCEEDED || state == FAILED || state == STOPPED;
+}
+
+JobTracker::JobTracker(JobSpec job)
+    : job_(std::move(job)), started_(Clock::now()) {
+  watchdog_ = std::thread([this] { WatchdogLoop(); });
+}
+
+JobTracker::~JobTracker() { Shutdown(); }
+
+absl::StatusOr<JoinResponse> JobTracker::Join(
+    const JoinRequest& request, const std::function<bool()>& cancelled) {
+  RETURN_IF_ERROR(CheckJoinRequest(request));
+  absl::MutexLock lock(&mu_);
+  auto known = rank_of_.find(request.worker_id());
+  if (known != rank_of_.end()) {
+    // A retried Join whose first answer was lost: same place again.
+    return Assignment(members_[known->second]);
+  }
+  RETURN_IF_ERROR(CheckCanJoin(request));
+  // Taken before AddJoiner, which completes the round when it is full.
+  const uint64_t generation = generation_ + 1;
+  const Clock::time_point deadline =
+      Clock::now() + Millis(job_.cluster().join_timeout_ms());
+  AddJoiner(request);
+  absl::Status round = AwaitRound(generation, deadline, cancelled);
+  if (!round.ok()) {
+    LeaveRound(request.worker_id());
+    return round;
+  }
+  return Assignment(members_[rank_of_.at(request.worker_id())]);
+}
+
+absl::Status JobTracker::CheckCanJoin(const JoinRequest& r) const {
+  if (IsTerminal(state_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_.name(), " has already ended (",
+                     JobState_Name(state_), ": ", reason_, ")"));
+  }
+  if (shutting_down_) {
+    return absl::UnavailableError("the coordinator is shutting down");
+  }
+  const bool forming_full =
+      state_ == FORMING && static_cast<int>(joiners_.size()) >= MaxWorkers() &&
+      std::none_of(joiners_.begin(), joiners_.end(), [&](const Joiner& j) {
+        return j.request.worker_id() == r.worker_id();
+      });
+  if (forming_full || (state_ == RUNNING &&
+                       static_cast<int>(members_.size()) >= MaxWorkers())) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the job already has its maximum of ", MaxWorkers(),
+                     " workers (cluster.max_workers); worker ", r.host(), ":",
+                     r.pid(), " cannot join"));
+  }
+  if (state_ == RUNNING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_.name(), " is already running generation ",
+                     generation_, " with ", members_.size(),
+                     " workers; joining a running job is not supported"));
+  }
+  return absl::OkStatus();
+}
+
+void JobTracker::AddJoiner(const JoinRequest& r) {
+  ++round_changes_;
+  for (Joiner& j : joiners_) {
+    if (j.request.worker_id() == r.worker_id()) {
+      j.request = r;  // the same worker re-joining: refresh, keep its place
+      ++j.waiters;
+      return;
+    }
+  }
+  joiners_.push_back(Joiner{r, Clock::now(), 1});
+  const int n = joiners_.size();
+  LOG(INFO) << "worker " << r.host() << ":" << r.pid() << " joined (" << n
+            << " of " << MinWorkers() << ".." << MaxWorkers() << ")";
+  if (n == MinWorkers()) min_reached_ = Clock::now();
+  if (n == MaxWorkers()) CompleteRound();
+}
+
+std::optional<Clock::time_point> JobTracker::LastCallEnd() const {
+  if (!min_reached_) return std::nullopt;
+  return *min_reached_ + Millis(job_.cluster().last_call_ms());
+}
+
+absl::Status JobTracker::AwaitRound(uint64_t generation,
+                                    Clock::time_point deadline,
+                                    const std::function<bool()>& cancelled) {
+  const Clock::time_point start = Clock::now();
+  while (true) {
+    if (generation_ >= generation) return absl::OkStatus();
+    // ABORTED, not UNAVAILABLE, on shutdown too (Shutdown ends the job
+    // first): workers retry UNAVAILABLE, but this answer is final.
+    if (IsTerminal(state_)) {
+      return absl::AbortedError(
+          absl::StrCat("the job ended (", JobState_Name(state_), ": ", reason_,
+                       ") before the rendezvous completed"));
+    }
+    if (shutting_down_) {
+      return absl::UnavailableError("the coordinator is shutting down");
+    }
+    const Clock::time_point now = Clock::now();
+    const std::optional<Clock::time_point> last_call = LastCallEnd();
+    if (last_call && now >= *last_call) {
+      CompleteRound();
+      continue;
+    }
+    if (now >= deadline) return JoinTimeout(now - start);
+    if (cancelled && cancelled()) {
+      return absl::CancelledError("the client cancelled the join");
+    }
+    Clock::time_point wake = std::min(deadline, now + kPoll);
+    if (last_call) wake = std::min(wake, *last_call);
+    const uint64_t seen = round_changes_;
+    auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return generation_ >= generation || round_changes_ != seen ||
+             shutting_down_ || IsTerminal(state_);
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&changed), ToAbsl(wake - now));
+  }
+}
+
+absl::Status JobTracker::JoinTimeout(Clock::duration waited) const {
+  std::vector<std::string> who;
+  for (const Joiner& j : joiners_) {
+    who.push_back(absl::StrCat(j.request.host(), ":", j.request.pid()));
+  }
+  const int missing = MinWorkers() - static_cast<int>(joiners_.size());
+  return absl::DeadlineExceededError(absl::StrFormat(
+      "join timed out after %.1fs (cluster.join_timeout_ms): %d of %d needed "
+      "workers joined (%s); %d missing",
+      Seconds(waited), joiners_.size(), MinWorkers(),
+      who.empty() ? "none" : absl::StrJoin(who, ", "), std::max(missing, 0)));
+}
+
+void JobTracker::LeaveRound(const std::string& worker_id) {
+  auto it = std::find_if(
+      joiners_.begin(), joiners_.end(),
+      [&](const Joiner& j) { return j.request.worker_id() == worker_id; });
+  if (it == joiners_.end()) return;  // the round completed meanwhile
+  if (--it->waiters > 0) return;     // another Join call still waits for it
+  joiners_.erase(it);
+  ++round_changes_;
+  if (static_cast<int>(joiners_.size()) < MinWorkers()) min_reached_.reset();
+}
+
+std::vector<int> JobTracker::AssignRanks() const {
+  const int n = joiners_.size();
+  std::vector<int> rank(n, -1);
+  std::vector<bool> taken(n, false);
+  for (int i = 0; i < n; ++i) {
+    auto it = previous_ranks_.find(joiners_[i].request.worker_id());
+    if (it != previous_ranks_.end() && it->second < n && !taken[it->second]) {
+      rank[i] = it->second;
+      taken[it->second] = true;
+    }
+  }
+  int next = 0;
+  for (int i = 0; i < n; ++i) {
+    if (rank[i] >= 0) continue;
+    while (taken[next]) ++next;
+    rank[i] = next;
+    taken[next] = true;
+  }
+  return rank;
+}
+
+void JobTracker::CompleteRound() {
+  const std::vector<int> ranks = AssignRanks();
+  const Clock::time_point now = Clock::now();
+  members_.assign(joiners_.size(), Member());
+  rank_of_.clear();
+  for (size_t i = 0; i < joiners_.size(); ++i) {
+    Member& m = members_[ranks[i]];
+    m.request = joiners_[i].request;
+    m.rank = ranks[i];
+    m.last_seen = now;
+    rank_of_[m.request.worker_id()] = m.rank;
+    previous_ranks_[m.request.worker_id()] = m.rank;
+  }
+  int offset = 0;
+  for (Member& m : members_) {
+    m.replica_offset = offset;
+    offset += m.request.replicas();
+  }
+  joiners_.clear();
+  min_reached_.reset();
+  ++round_changes_;
+  ++generation_;
+  state_ = RUNNING;
+  kv_.StartGeneration(generation_);
+  LOG(INFO) << "generation " << generation_ << " formed: " << members_.size()
+            << " workers, " << offset << " replicas";
+}
+
+JoinResponse JobTracker::Assignment(const Member& m) const {
+  JoinResponse r;
+  r.set_generation(generation_);
+  r.set_rank(m.rank);
+  r.set_world_size(members_.size());
+  r.set_replica_offset(m.replica_offset);
+  const Member& last = members_.back();
+  r.set_total_replicas(last.replica_offset + last.request.replicas());
+  *r.mutable_job() = job_;
+  r.set_job_seed(job_.seed());
+  r.set_epoch(0);
+  r.set_step(0);
+  r.set_kv_prefix(absl::StrCat("g", generation_, "/"));
+  return r;
+}
+
+absl::StatusOr<JobTracker::Member*> JobTracker::FindCaller(
+    absl::string_view request_name, uint64_t generation,
+    const std::string& worker_id, int32_t rank) {
+  if (generation != generation_ || generation_ == 0) {
+    return StaleGeneration(generation, generation_);
+  }
+  RETURN_IF_ERROR(
+      CheckRank(absl::StrCat(request_name, ".rank"), rank, members_.size()));
+  auto it = rank_of_.find(worker_id);
+  if (it == rank_of_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker_id ", QuoteForMessage(worker_id),
+                     " is not a member of generation ", generation_));
+  }
+  if (it->second != rank) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker_id ", QuoteForMessage(worker_id), " has rank ", it->second,
+        " in generation ", generation_, ", not ", rank));
+  }
+  return &members_[rank];
+}
+
+absl::StatusOr<HeartbeatResponse> JobTracker::Heartbeat(
+    const HeartbeatRequest& request) {
+  RETURN_IF_ERROR(CheckHeartbeatRequest(request));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Member * m,
+                   FindCaller("HeartbeatRequest", request.generation(),
+                              request.worker_id(), request.rank()));
+  m->last_seen = Clock::now();
+  m->progress = request.progress();
+  HeartbeatResponse response;
+  response.set_state(state_);
+  response.set_stop(state_ == FAILED || state_ == STOPPED);
+  response.set_reason(reason_);
+  if (IsTerminal(state_)) m->knows_end = true;
+  return response;
+}
+
+absl::StatusOr<uint64_t> JobTracker::BeginEpoch(
+    const BeginEpochRequest& request) {
+  RETURN_IF_ERROR(CheckBeginEpochRequest(request));
+  absl::MutexLock lock(&mu_);
+  if (request.generation() != generation_ || generation_ == 0) {
+    return StaleGeneration(request.generation(), generation_);
+  }
+  RETURN_IF_ERROR(
+      CheckRank("BeginEpochRequest.rank", request.rank(), members_.size()));
+  epoch_ = std::max(epoch_, request.epoch());
+  return SamplerSeed(job_.seed(), request.epoch());
+}
+
+absl::Status JobTracker::Finish(const FinishRequest& request) {
+  RETURN_IF_ERROR(CheckFinishRequest(request));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Member * m, FindCaller("FinishRequest", request.generation(),
+                                          request.worker_id(), request.rank()));
+  if (m->finished) return absl::OkStatus();  // a retried Finish
+  m->finished = true;
+  m->knows_end = true;
+  m->result = request.result();
+  if (IsTerminal(state_)) return absl::OkStatus();
+  if (!request.ok()) {
+    End(FAILED,
+        absl::StrCat("worker rank ", m->rank, " (host ", m->request.host(),
+                     "): ",
+                     request.error().empty() ? "failed without a message"
+                                             : request.error()));
+  } else if (std::all_of(members_.begin(), members_.end(),
+                         [](const Member& w) { return w.finished; })) {
+    End(SUCCEEDED, "");
+  }
+  return absl::OkStatus();
+}
+
+void JobTracker::Stop(absl::string_view reason) {
+  absl::MutexLock lock(&mu_);
+  stop_requested_ = true;
+  if (!IsTerminal(state_)) {
+    End(STOPPED, reason.empty() ? "stopped by request" : std::string(reason));
+  }
+}
+
+void JobTracker::End(JobState state, std::string reason) {
+  CHECK(IsTerminal(state) && !IsTerminal(state_));
+  state_ = state;
+  reason_ = std::move(reason);
+  ended_ = Clock::now();
+  if (state != SUCCEEDED) {
+    kv_.Abort(absl::AbortedError(
+        absl::StrCat("the job is ", JobState_Name(state), ": ", reason_)));
+  }
+  if (state == FAILED) {
+    LOG(ERROR) << "job " << job_.name() << " FAILED: " << reason_;
+  } else {
+    LOG(INFO) << "job " << job_.name() << " " << JobState_Name(state)
+              << (reason_.empty() ? "" : ": ") << reason_;
+  }
+}
+
+void JobTracker::CheckHeartbeats() {
+  if (state_ != RUNNING) return;
+  const Clock::time_point now = Clock::now();
+  const Clock::duration limit = Millis(job_.cluster().heartbeat_interval_ms() *
+                                       job_.cluster().heartbeat_misses());
+  for (Member& m : members_) {
+    if (m.finished || now - m.last_seen <= limit) continue;
+    m.knows_end = true;  // it is gone; nobody waits for it to hear the news
+    End(FAILED, absl::StrFormat(
+                    "worker rank %d (host %s, pid %d) missed heartbeats for "
+                    "%.1fs",
+                    m.rank, m.request.host(), m.request.pid(),
+                    Seconds(now - m.last_seen)));
+    return;
+  }
+}
+
+void JobTracker::WatchdogLoop() {
+  const Clock::duration tick =
+      std::min(kPoll, Millis(job_.cluster().heartbeat_interval_ms()));
+  absl::MutexLock lock(&mu_);
+  while (!shutting_down_) {
+    mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), ToAbsl(tick));
+    if (!shutting_down_) CheckHeartbeats();
+  }
+}
+
+void JobTracker::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shutting_down_) {
+      shutting_down_ = true;
+      if (!IsTerminal(state_)) End(STOPPED, "the coordinator shut down");
+    }
+  }
+  kv_.Abort(absl::UnavailableError("the coordinator is shutting down"));
+  if (watchdog_.joinable() &&
+      watchdog_.get_id() != std::this_thread::get_id()) {
+    watchdog_.join();
+  }
+}
+
+bool JobTracker::AllKnowEnd() const {
+  return std::all_of(members_.begin(), members_.end(),
+                     [](const Member& m) { return m.knows_end; });
+}
+
+JobState JobTracker::WaitForEnd(bool until_stop) {
+  absl::MutexLock lock(&mu_);
+  auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return IsTerminal(state_);
+  };
+  mu_.Await(absl::Condition(&ended));
+  if (until_stop) {
+    auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stop_requested_ || shutting_down_;
+    };
+    mu_.Await(absl::Condition(&stopped));
+    return state_;
+  }
+  const Clock::time_point grace_end =
+      ended_ + 2 * Millis(job_.cluster().heartbeat_interval_ms()) +
+      std::chrono::seconds(1);
+  auto told = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shutting_down_ || AllKnowEnd();
+  };
+  while (!told() && Clock::now() < grace_end) {
+    mu_.AwaitWithTimeout(absl::Condition(&told),
+                         ToAbsl(grace_end - Clock::now()));
+  }
+  return state_;
+}
+
+}  // namespace cohort

@@ -1,0 +1,91 @@
+// Read-only views of the job: status, metrics and the final report.
+#include <algorithm>
+
+#include "server/job_tracker.h"
+#include "server/report.h"
+
+namespace cohort {
+namespace {
+
+double Seconds(JobTracker::Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+WorkerStatus JobTracker::Describe(const Member& m,
+                                  Clock::time_point now) const {
+  WorkerStatus w;
+  w.set_worker_id(m.request.worker_id());
+  w.set_host(m.request.host());
+  w.set_pid(m.request.pid());
+  w.set_rank(m.rank);
+  w.set_replicas(m.request.replicas());
+  w.set_heartbeat_age_s(Seconds(now - m.last_seen));
+  *w.mutable_progress() = m.progress;
+  w.set_finished(m.finished);
+  return w;
+}
+
+// The members of the current generation or, while the first round forms,
+// the workers waiting in Join (rank -1; the age counts from their join).
+std::vector<WorkerStatus> JobTracker::Workers() const {
+  const Clock::time_point now = Clock::now();
+  std::vector<WorkerStatus> out;
+  for (const Member& m : members_) out.push_back(Describe(m, now));
+  if (!members_.empty()) return out;
+  for (const Joiner& j : joiners_) {
+    Member waiting;
+    waiting.request = j.request;
+    waiting.rank = -1;
+    waiting.last_seen = j.joined;
+    out.push_back(Describe(waiting, now));
+  }
+  return out;
+}
+
+StatusResponse JobTracker::Status() const {
+  absl::MutexLock lock(&mu_);
+  StatusResponse s;
+  s.set_job_name(job_.name());
+  s.set_state(state_);
+  s.set_reason(reason_);
+  s.set_generation(generation_);
+  s.set_epoch(epoch_);
+  int64_t step = 0;
+  for (const Member& m : members_) step = std::max(step, m.progress.step());
+  s.set_step(step);
+  s.set_world_size(members_.size());
+  for (WorkerStatus& w : Workers()) *s.add_workers() = std::move(w);
+  s.set_uptime_s(Seconds(Clock::now() - started_));
+  return s;
+}
+
+MetricsResponse JobTracker::Metrics() const {
+  absl::MutexLock lock(&mu_);
+  MetricsResponse m;
+  double samples_per_s = 0;
+  for (WorkerStatus& w : Workers()) {
+    samples_per_s += w.progress().samples_per_s();
+    *m.add_workers() = std::move(w);
+  }
+  m.set_samples_per_s(samples_per_s);
+  return m;
+}
+
+std::string JobTracker::ReportJson() const {
+  absl::MutexLock lock(&mu_);
+  JobReport r;
+  r.job_name = job_.name();
+  r.model = job_.model().zoo();
+  r.state = state_;
+  r.reason = reason_;
+  r.world_size = members_.size();
+  for (const Member& m : members_) {
+    r.total_replicas += m.request.replicas();
+    r.results.push_back(m.result);
+  }
+  return JobReportJson(r);
+}
+
+}  // namespace cohort

@@ -1,0 +1,243 @@
+#include "server/request_checks.h"
+
+#include <cmath>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace cohort {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view rule,
+                     absl::string_view got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must be ", rule, ", got ", got));
+}
+
+// Non-empty text of at most `max_bytes` (worker ids, hosts, KV keys).
+absl::Status CheckName(absl::string_view field, const std::string& value,
+                       int max_bytes) {
+  if (value.empty()) return Invalid(field, "non-empty", "\"\"");
+  if (value.size() > static_cast<size_t>(max_bytes)) {
+    return Invalid(field, absl::StrCat("at most ", max_bytes, " bytes"),
+                   absl::StrCat(value.size(), " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLength(absl::string_view field, const std::string& value,
+                         int64_t max_bytes) {
+  if (static_cast<int64_t>(value.size()) <= max_bytes) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("at most ", max_bytes, " bytes"),
+                 absl::StrCat(value.size(), " bytes"));
+}
+
+absl::Status NonNegative(absl::string_view field, int64_t v) {
+  return v >= 0 ? absl::OkStatus() : Invalid(field, ">= 0", absl::StrCat(v));
+}
+
+absl::Status FiniteNonNegative(absl::string_view field, double v) {
+  if (std::isfinite(v) && v >= 0) return absl::OkStatus();
+  return Invalid(field, "finite and >= 0", absl::StrCat(v));
+}
+
+// A diverged run legitimately reports a NaN or infinite loss; only a
+// negative one is nonsense (both losses cohort offers are >= 0).
+absl::Status Loss(absl::string_view field, double v) {
+  if (!(v < 0)) return absl::OkStatus();
+  return Invalid(field, ">= 0 (or NaN/inf for a diverged run)",
+                 absl::StrCat(v));
+}
+
+// -1 is the engine's "not evaluated".
+absl::Status Accuracy(absl::string_view field, double v) {
+  if (v == -1 || (v >= 0 && v <= 1)) return absl::OkStatus();
+  return Invalid(field, "-1 (not evaluated) or in [0, 1]", absl::StrCat(v));
+}
+
+absl::Status CheckTimes(const StepTimes& t) {
+  RETURN_IF_ERROR(FiniteNonNegative("progress.times.data_s", t.data_s()));
+  RETURN_IF_ERROR(FiniteNonNegative("progress.times.compute_s", t.compute_s()));
+  RETURN_IF_ERROR(
+      FiniteNonNegative("progress.times.comm_wait_s", t.comm_wait_s()));
+  return FiniteNonNegative("progress.times.optimizer_s", t.optimizer_s());
+}
+
+absl::Status CheckProgress(const WorkerProgress& p) {
+  RETURN_IF_ERROR(NonNegative("HeartbeatRequest.progress.step", p.step()));
+  RETURN_IF_ERROR(NonNegative("HeartbeatRequest.progress.epoch", p.epoch()));
+  RETURN_IF_ERROR(FiniteNonNegative("HeartbeatRequest.progress.samples_per_s",
+                                    p.samples_per_s()));
+  RETURN_IF_ERROR(Loss("HeartbeatRequest.progress.loss", p.loss()));
+  absl::Status times = CheckTimes(p.times());
+  if (!times.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HeartbeatRequest.", times.message()));
+  }
+  RETURN_IF_ERROR(NonNegative("HeartbeatRequest.progress.bytes_allreduced",
+                              p.bytes_allreduced()));
+  return FiniteNonNegative("HeartbeatRequest.progress.busbw_gbps",
+                           p.busbw_gbps());
+}
+
+absl::Status CheckResult(const WorkerResult& r) {
+  RETURN_IF_ERROR(NonNegative("FinishRequest.result.steps", r.steps()));
+  RETURN_IF_ERROR(NonNegative("FinishRequest.result.epochs", r.epochs()));
+  RETURN_IF_ERROR(NonNegative("FinishRequest.result.samples", r.samples()));
+  RETURN_IF_ERROR(FiniteNonNegative("FinishRequest.result.train_seconds",
+                                    r.train_seconds()));
+  RETURN_IF_ERROR(FiniteNonNegative("FinishRequest.result.samples_per_s",
+                                    r.samples_per_s()));
+  RETURN_IF_ERROR(Loss("FinishRequest.result.final_loss", r.final_loss()));
+  RETURN_IF_ERROR(
+      Accuracy("FinishRequest.result.test_accuracy", r.test_accuracy()));
+  if (r.test_loss() != -1) {
+    RETURN_IF_ERROR(Loss("FinishRequest.result.test_loss", r.test_loss()));
+  }
+  RETURN_IF_ERROR(
+      NonNegative("FinishRequest.result.parameters", r.parameters()));
+  return CheckLength("FinishRequest.result.model", r.model(), kMaxIdBytes);
+}
+
+absl::Status CheckKey(absl::string_view field, const std::string& key) {
+  return CheckName(field, key, kMaxKeyBytes);
+}
+
+absl::Status PositiveCluster(absl::string_view field, int64_t v) {
+  if (v > 0) return absl::OkStatus();
+  return Invalid(absl::StrCat("job.cluster.", field), "> 0", absl::StrCat(v));
+}
+
+}  // namespace
+
+void FillClusterDefaults(ClusterSpec* c) {
+  if (c->min_workers() == 0) c->set_min_workers(1);
+  if (c->max_workers() == 0) c->set_max_workers(c->min_workers());
+  if (c->last_call_ms() == 0) c->set_last_call_ms(2000);
+  if (c->join_timeout_ms() == 0) c->set_join_timeout_ms(60000);
+  if (c->heartbeat_interval_ms() == 0) c->set_heartbeat_interval_ms(1000);
+  if (c->heartbeat_misses() == 0) c->set_heartbeat_misses(3);
+  if (c->bucket_bytes() == 0) c->set_bucket_bytes(25 << 20);
+  if (c->allreduce_algorithm().empty()) {
+    c->set_allreduce_algorithm("ring_chunked");
+  }
+  if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
+}
+
+absl::Status CheckClusterSpec(const ClusterSpec& c) {
+  RETURN_IF_ERROR(PositiveCluster("min_workers", c.min_workers()));
+  if (c.max_workers() < c.min_workers() || c.max_workers() > 4096) {
+    return Invalid(
+        "job.cluster.max_workers",
+        absl::StrCat("in [min_workers (", c.min_workers(), "), 4096]"),
+        absl::StrCat(c.max_workers()));
+  }
+  RETURN_IF_ERROR(PositiveCluster("last_call_ms", c.last_call_ms()));
+  RETURN_IF_ERROR(PositiveCluster("join_timeout_ms", c.join_timeout_ms()));
+  RETURN_IF_ERROR(
+      PositiveCluster("heartbeat_interval_ms", c.heartbeat_interval_ms()));
+  RETURN_IF_ERROR(PositiveCluster("heartbeat_misses", c.heartbeat_misses()));
+  RETURN_IF_ERROR(PositiveCluster("bucket_bytes", c.bucket_bytes()));
+  return PositiveCluster("collective_timeout_ms", c.collective_timeout_ms());
+}
+
+absl::Status CheckJoinRequest(const JoinRequest& r) {
+  if (r.protocol_version() != Protocol::CURRENT) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the worker speaks coordinator protocol version ", r.protocol_version(),
+        " but this coordinator speaks version ",
+        static_cast<int>(Protocol::CURRENT),
+        "; run the same cohort release on every node"));
+  }
+  RETURN_IF_ERROR(
+      CheckName("JoinRequest.worker_id", r.worker_id(), kMaxIdBytes));
+  RETURN_IF_ERROR(CheckName("JoinRequest.host", r.host(), kMaxIdBytes));
+  RETURN_IF_ERROR(NonNegative("JoinRequest.pid", r.pid()));
+  if (r.replicas() < 1 || r.replicas() > kMaxReplicas) {
+    return Invalid("JoinRequest.replicas",
+                   absl::StrCat("in [1, ", kMaxReplicas, "]"),
+                   absl::StrCat(r.replicas()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckHeartbeatRequest(const HeartbeatRequest& r) {
+  RETURN_IF_ERROR(
+      CheckName("HeartbeatRequest.worker_id", r.worker_id(), kMaxIdBytes));
+  RETURN_IF_ERROR(NonNegative("HeartbeatRequest.rank", r.rank()));
+  return CheckProgress(r.progress());
+}
+
+absl::Status CheckKvSetRequest(const KvSetRequest& r) {
+  RETURN_IF_ERROR(CheckKey("KvSetRequest.key", r.key()));
+  return CheckLength("KvSetRequest.value", r.value(), kMaxValueBytes);
+}
+
+absl::Status CheckKvGetRequest(const KvGetRequest& r) {
+  return CheckKey("KvGetRequest.key", r.key());
+}
+
+absl::Status CheckKvWaitRequest(const KvWaitRequest& r) {
+  if (r.keys_size() > kMaxWaitKeys) {
+    return Invalid("KvWaitRequest.keys",
+                   absl::StrCat("at most ", kMaxWaitKeys, " keys"),
+                   absl::StrCat(r.keys_size(), " keys"));
+  }
+  for (int i = 0; i < r.keys_size(); ++i) {
+    RETURN_IF_ERROR(
+        CheckKey(absl::StrCat("KvWaitRequest.keys[", i, "]"), r.keys(i)));
+  }
+  if (r.timeout_ms() < 0 || r.timeout_ms() > kMaxWaitTimeoutMs) {
+    return Invalid("KvWaitRequest.timeout_ms",
+                   absl::StrCat("in [0, ", kMaxWaitTimeoutMs, "]"),
+                   absl::StrCat(r.timeout_ms()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckKvAddRequest(const KvAddRequest& r) {
+  return CheckKey("KvAddRequest.key", r.key());
+}
+
+absl::Status CheckBeginEpochRequest(const BeginEpochRequest& r) {
+  RETURN_IF_ERROR(NonNegative("BeginEpochRequest.rank", r.rank()));
+  return NonNegative("BeginEpochRequest.epoch", r.epoch());
+}
+
+absl::Status CheckFinishRequest(const FinishRequest& r) {
+  RETURN_IF_ERROR(
+      CheckName("FinishRequest.worker_id", r.worker_id(), kMaxIdBytes));
+  RETURN_IF_ERROR(NonNegative("FinishRequest.rank", r.rank()));
+  RETURN_IF_ERROR(CheckLength("FinishRequest.error", r.error(), kMaxTextBytes));
+  return CheckResult(r.result());
+}
+
+absl::Status CheckStopRequest(const StopRequest& r) {
+  return CheckLength("StopRequest.reason", r.reason(), kMaxTextBytes);
+}
+
+absl::Status CheckRank(absl::string_view field, int32_t rank, int world_size) {
+  if (rank >= 0 && rank < world_size) return absl::OkStatus();
+  return Invalid(field, absl::StrCat("in [0, ", world_size, ") (world size)"),
+                 absl::StrCat(rank));
+}
+
+absl::Status StaleGeneration(uint64_t got, uint64_t current) {
+  if (current == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "generation ", got, " does not exist: the job is still forming"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("stale generation ", got, ", current is ", current));
+}
+
+std::string QuoteForMessage(absl::string_view s) {
+  constexpr size_t kMax = 64;
+  std::string out =
+      absl::StrCat("\"", absl::CHexEscape(s.substr(0, kMax)), "\"");
+  if (s.size() > kMax) absl::StrAppend(&out, "... (", s.size(), " bytes)");
+  return out;
+}
+
+}  // namespace cohort

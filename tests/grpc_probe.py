@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""An independent gRPC client for the cluster tests (Python's grpcio, with
+messages encoded by hand, so nothing of cohort's own code is involved).
+
+  grpc_probe.py health ADDR            -> prints SERVING / NOT_SERVING / ...
+  grpc_probe.py services ADDR          -> prints the services reflection lists
+  grpc_probe.py join ADDR VERSION REPLICAS
+                                       -> prints the status code and details
+"""
+import sys
+
+import grpc
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def field_varint(num, value):
+    return varint(num << 3) + varint(value)
+
+
+def field_bytes(num, data):
+    return varint((num << 3) | 2) + varint(len(data)) + data
+
+
+def parse(buf):
+    """Yields (field number, wire type, value) of one message level."""
+    i = 0
+    while i < len(buf):
+        key, i = read_varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = read_varint(buf, i)
+        elif wt == 2:
+            n, i = read_varint(buf, i)
+            v, i = buf[i:i + n], i + n
+        else:
+            raise ValueError("unexpected wire type %d" % wt)
+        yield num, wt, v
+
+
+def read_varint(buf, i):
+    shift = result = 0
+    while True:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return result, i
+
+
+def raw(channel, method):
+    return channel.unary_unary(method, request_serializer=lambda x: x,
+                               response_deserializer=lambda x: x)
+
+
+def health(addr):
+    with grpc.insecure_channel(addr) as ch:
+        resp = raw(ch, "/grpc.health.v1.Health/Check")(b"", timeout=5)
+    status = dict((n, v) for n, _, v in parse(resp)).get(1, 0)
+    print({0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING"}.get(status, status))
+
+
+def services(addr):
+    with grpc.insecure_channel(addr) as ch:
+        stream = ch.stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            request_serializer=lambda x: x, response_deserializer=lambda x: x)
+        # ServerReflectionRequest { list_services (7): "" }
+        for resp in stream(iter([field_bytes(7, b"")]), timeout=5):
+            for num, _, v in parse(resp):
+                if num == 6:  # list_services_response
+                    for n2, _, svc in parse(v):
+                        if n2 == 1:
+                            for n3, _, name in parse(svc):
+                                if n3 == 1:
+                                    print(name.decode())
+            break
+
+
+def join(addr, version, replicas):
+    req = (field_varint(1, int(version)) + field_bytes(2, b"probe:1:1") +
+           field_bytes(3, b"probe") + field_varint(4, 1) +
+           field_varint(5, int(replicas)))
+    with grpc.insecure_channel(addr) as ch:
+        try:
+            raw(ch, "/cohort.Coordinator/Join")(req, timeout=5)
+            print("OK")
+        except grpc.RpcError as e:
+            print(e.code().name, e.details())
+
+
+def main():
+    cmd, addr = sys.argv[1], sys.argv[2]
+    if cmd == "health":
+        health(addr)
+    elif cmd == "services":
+        services(addr)
+    elif cmd == "join":
+        join(addr, sys.argv[3], sys.argv[4])
+    else:
+        sys.exit("unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+#include "worker/comm/bucket_reducer.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "common/logging.h"
+
+namespace cohort {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+void ScaleInPlace(float* data, int64_t count, float scale) {
+  int64_t i = 0;
+#ifdef __AVX__
+  const __m256 factor = _mm256_set1_ps(scale);
+  for (; i + 8 <= count; i += 8) {
+    _mm256_storeu_ps(data + i,
+                     _mm256_mul_ps(_mm256_loadu_ps(data + i), factor));
+  }
+#endif
+  for (; i < count; ++i) data[i] *= scale;
+}
+
+}  // namespace
+
+BucketReducer::BucketReducer(Communicator* comm, int64_t bucket_bytes)
+    : comm_(comm),
+      bucket_elems_(std::max<int64_t>(
+          1, bucket_bytes / static_cast<int64_t>(sizeof(float)))) {
+  CHECK(comm != nullptr);
+  thread_ = std::thread([this] { Loop(); });
+}
+
+BucketReducer::~BucketReducer() {
+  bool in_step;
+  {
+    absl::MutexLock lock(&mu_);
+    in_step = in_step_;
+  }
+  if (in_step) Finish().IgnoreError();
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+absl::Status BucketReducer::Bind(float* grads, int64_t count) {
+  if (grads == bound_grads_ && count == bound_count_) return absl::OkStatus();
+  buckets_.clear();
+  bound_grads_ = nullptr;
+  bound_count_ = -1;
+  for (int64_t end = count; end > 0;) {
+    Bucket bucket;
+    bucket.start = std::max<int64_t>(0, end - bucket_elems_);
+    bucket.count = end - bucket.start;
+    end = bucket.start;
+    buckets_.push_back(std::move(bucket));
+  }
+  for (Bucket& bucket : buckets_) {
+    absl::StatusOr<std::unique_ptr<AllReducePlan>> plan =
+        comm_->PlanAllReduceSum(grads + bucket.start, bucket.count);
+    if (!plan.ok()) {
+      buckets_.clear();
+      return plan.status();
+    }
+    bucket.plan = std::move(plan).value();
+  }
+  bound_grads_ = grads;
+  bound_count_ = count;
+  return absl::OkStatus();
+}
+
+void BucketReducer::BeginStep(float* grads, int64_t count, float scale) {
+  CHECK_GE(count, 0);
+  {
+    absl::MutexLock lock(&mu_);
+    CHECK(!in_step_) << "BeginStep called before Finish of the last step";
+  }
+  absl::Status bound = Bind(grads, count);
+  absl::MutexLock lock(&mu_);
+  in_step_ = true;
+  grads_ = grads;
+  scale_ = scale;
+  ready_from_ = count;
+  next_reduce_ = 0;
+  to_scale_.clear();
+  done_ = 0;
+  error_ = bound;
+}
+
+void BucketReducer::MarkReadyFrom(int64_t offset) {
+  absl::MutexLock lock(&mu_);
+  ready_from_ = std::min(ready_from_, offset);
+}
+
+bool BucketReducer::NextReady() const {
+  return in_step_ && next_reduce_ < static_cast<int>(buckets_.size()) &&
+         buckets_[next_reduce_].start >= ready_from_;
+}
+
+bool BucketReducer::HasWork() const {
+  return stop_ || NextReady() || !to_scale_.empty();
+}
+
+void BucketReducer::Loop() {
+  for (;;) {
+    int reduce = -1;
+    int scale = -1;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &BucketReducer::HasWork));
+      if (stop_) return;
+      // Communication first: scaling can be shared with Finish(), the wire
+      // cannot.
+      if (NextReady()) {
+        reduce = next_reduce_++;
+      } else {
+        scale = to_scale_.front();
+        to_scale_.pop_front();
+      }
+    }
+    if (reduce >= 0) Reduce(reduce);
+    if (scale >= 0) ScaleBucket(scale);
+  }
+}
+
+void BucketReducer::Reduce(int index) {
+  Bucket& bucket = buckets_[index];
+  auto start = std::chrono::steady_clock::now();
+  absl::Status status = bucket.plan->Run();
+  double seconds = SecondsSince(start);
+  absl::MutexLock lock(&mu_);
+  stats_.comm_seconds += seconds;
+  if (status.ok()) {
+    stats_.bytes += bucket.count * static_cast<int64_t>(sizeof(float));
+  } else if (error_.ok()) {
+    error_ = std::move(status);
+  }
+  if (status.ok() && scale_ != 1.0f) {
+    to_scale_.push_back(index);
+  } else {
+    ++done_;
+  }
+}
+
+void BucketReducer::ScaleBucket(int index) {
+  float* grads;
+  float scale;
+  {
+    absl::MutexLock lock(&mu_);
+    grads = grads_;
+    scale = scale_;
+  }
+  const Bucket& bucket = buckets_[index];
+  ScaleInPlace(grads + bucket.start, bucket.count, scale);
+  absl::MutexLock lock(&mu_);
+  ++done_;
+}
+
+absl::Status BucketReducer::Finish() {
+  auto start = std::chrono::steady_clock::now();
+  MarkReadyFrom(0);
+  const int total = static_cast<int>(buckets_.size());
+  for (;;) {
+    int scale;
+    {
+      absl::MutexLock lock(&mu_);
+      CHECK(in_step_) << "Finish called without BeginStep";
+      auto ready = [this, total]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return done_ == total || !to_scale_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (done_ == total) {
+        in_step_ = false;
+        stats_.wait_seconds += SecondsSince(start);
+        return error_;
+      }
+      scale = to_scale_.front();
+      to_scale_.pop_front();
+    }
+    ScaleBucket(scale);
+  }
+}
+
+BucketReducer::Stats BucketReducer::TakeStats() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(stats_, Stats());
+}
+
+}  // namespace cohort

@@ -1,0 +1,102 @@
+// BucketReducer: bucketed all-reduce of a flat gradient buffer, overlapped
+// with the backward pass that produces it.
+//
+// The buffer is cut into buckets of about `bucket_bytes`, in REVERSE order
+// (backward produces the last parameters first). A background thread the
+// reducer owns all-reduces each bucket as soon as it is marked ready, then
+// scales it by `scale` (1 / total replicas, so the result is the mean);
+// scaling is shared with the caller's thread while it waits in Finish(), so
+// that it overlaps the remaining communication instead of following it.
+//
+// Buckets are bound to (grads, count) through Communicator plans: binding
+// happens in the first BeginStep and again whenever grads or count change,
+// and like every collective it must happen at the same step on every rank
+// (keep the gradient buffer allocated once, as trainers do). The reducer
+// does not own the communicator, which must outlive it and must not be used
+// by anyone else while a step is in flight. BeginStep, MarkReadyFrom, Finish
+// and TakeStats are called from one thread (MarkReadyFrom may also come from
+// the threads running backward); the step protocol is
+// BeginStep, MarkReadyFrom*, Finish.
+#ifndef COHORT_WORKER_COMM_BUCKET_REDUCER_H_
+#define COHORT_WORKER_COMM_BUCKET_REDUCER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/comm/communicator.h"
+
+namespace cohort {
+
+class BucketReducer {
+ public:
+  static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
+
+  BucketReducer(Communicator* comm, int64_t bucket_bytes = kDefaultBucketBytes);
+  // Finishes a step still in flight, then stops the thread.
+  ~BucketReducer();
+  BucketReducer(const BucketReducer&) = delete;
+  BucketReducer& operator=(const BucketReducer&) = delete;
+
+  // Starts a step over grads[0, count); nothing is ready yet.
+  void BeginStep(float* grads, int64_t count, float scale);
+  // Everything at index >= `offset` is final for this step (called as
+  // backward progresses; may be called repeatedly with decreasing offsets;
+  // 0 = all). Non-blocking.
+  void MarkReadyFrom(int64_t offset);
+  // Marks everything ready, blocks until every bucket is reduced and scaled,
+  // and returns the step's first error, if any.
+  absl::Status Finish();
+
+  struct Stats {
+    int64_t bytes = 0;        // all-reduced
+    double comm_seconds = 0;  // inside all-reduce calls (background thread)
+    double wait_seconds = 0;  // the caller blocked in Finish()
+  };
+  Stats TakeStats();  // since the last call
+
+  int num_buckets() const { return static_cast<int>(buckets_.size()); }
+
+ private:
+  struct Bucket {
+    int64_t start = 0;
+    int64_t count = 0;
+    std::unique_ptr<AllReducePlan> plan;
+  };
+
+  absl::Status Bind(float* grads, int64_t count);
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool NextReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Loop();
+  void Reduce(int index);
+  void ScaleBucket(int index);
+
+  Communicator* const comm_;
+  const int64_t bucket_elems_;
+  // Written by the caller between steps only; read by the thread in a step.
+  std::vector<Bucket> buckets_;
+  float* bound_grads_ = nullptr;
+  int64_t bound_count_ = -1;
+
+  absl::Mutex mu_;
+  bool in_step_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  float* grads_ ABSL_GUARDED_BY(mu_) = nullptr;
+  float scale_ ABSL_GUARDED_BY(mu_) = 1.0f;
+  int64_t ready_from_ ABSL_GUARDED_BY(mu_) = 0;
+  int next_reduce_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<int> to_scale_ ABSL_GUARDED_BY(mu_);  // reduced, not scaled
+  int done_ ABSL_GUARDED_BY(mu_) = 0;              // reduced and scaled
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_COMM_BUCKET_REDUCER_H_

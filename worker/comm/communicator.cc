@@ -1,0 +1,25 @@
+#include "worker/comm/communicator.h"
+
+namespace cohort {
+namespace {
+
+class DirectPlan : public AllReducePlan {
+ public:
+  DirectPlan(Communicator* comm, float* data, int64_t count)
+      : comm_(comm), data_(data), count_(count) {}
+  absl::Status Run() override { return comm_->AllReduceSum(data_, count_); }
+
+ private:
+  Communicator* const comm_;
+  float* const data_;
+  const int64_t count_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<AllReducePlan>> Communicator::PlanAllReduceSum(
+    float* data, int64_t count) {
+  return std::unique_ptr<AllReducePlan>(new DirectPlan(this, data, count));
+}
+
+}  // namespace cohort

@@ -1,0 +1,216 @@
+#include "worker/comm/communicator.h"
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/comm/gloo_store.h"
+#include "worker/comm/kv_client.h"
+#include "worker/comm/test_ranks.h"
+
+namespace cohort {
+namespace {
+
+// Small integers in floats, so every sum is exact whatever the order.
+float Input(int rank, int64_t i) {
+  return static_cast<float>(rank + 1 + i % 7);
+}
+float ExpectedSum(int size, int64_t i) {
+  return static_cast<float>(size * (size + 1) / 2 + size * (i % 7));
+}
+
+int64_t CountWrong(const std::vector<float>& data, int size) {
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(data.size()); ++i) {
+    wrong += data[i] != ExpectedSum(size, i);
+  }
+  return wrong;
+}
+
+GlooOptions Options(const std::string& algorithm, absl::Duration timeout) {
+  GlooOptions options;
+  options.algorithm = algorithm;
+  options.timeout = timeout;
+  return options;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+TEST(GlooCommunicator, SumsExactlyForEveryAlgorithmAndWorldSize) {
+  for (const char* algorithm :
+       {"ring", "ring_chunked", "halving_doubling", "bcube"}) {
+    for (int size : {2, 3, 4}) {
+      SCOPED_TRACE(std::string(algorithm) + " size " + std::to_string(size));
+      auto group =
+          LocalGroup::Connect(size, Options(algorithm, absl::Seconds(20)));
+      ASSERT_TRUE(group.ok()) << group.status();
+      std::vector<int64_t> wrong(size, 0);
+      std::vector<std::string> errors(size);
+      (*group)->Run([&](int rank) {
+        Communicator& comm = (*group)->comm(rank);
+        EXPECT_EQ(comm.rank(), rank);
+        EXPECT_EQ(comm.size(), size);
+        for (int64_t count :
+             {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1} << 20}) {
+          std::vector<float> data(count);
+          for (int64_t i = 0; i < count; ++i) data[i] = Input(rank, i);
+          absl::Status status = comm.AllReduceSum(data.data(), count);
+          if (!status.ok()) errors[rank] = status.ToString();
+          wrong[rank] += CountWrong(data, size);
+        }
+      });
+      for (int rank = 0; rank < size; ++rank) {
+        EXPECT_EQ(errors[rank], "") << "rank " << rank;
+        EXPECT_EQ(wrong[rank], 0) << "rank " << rank;
+      }
+    }
+  }
+}
+
+TEST(GlooCommunicator, PlanRunsRepeatedlyOnTheSameBuffer) {
+  auto group =
+      LocalGroup::Connect(3, Options("ring_chunked", absl::Seconds(20)));
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<int64_t> wrong(3, -1);
+  (*group)->Run([&](int rank) {
+    const int64_t count = 5000;
+    std::vector<float> data(count);
+    auto plan = (*group)->comm(rank).PlanAllReduceSum(data.data(), count);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    wrong[rank] = 0;
+    for (int round = 0; round < 3; ++round) {
+      for (int64_t i = 0; i < count; ++i) data[i] = Input(rank, i);
+      ASSERT_TRUE((*plan)->Run().ok());
+      wrong[rank] += CountWrong(data, 3);
+    }
+  });
+  EXPECT_EQ(wrong, std::vector<int64_t>(3, 0));
+}
+
+TEST(GlooCommunicator, SingleRankIsIdentity) {
+  auto group =
+      LocalGroup::Connect(1, Options("ring_chunked", absl::Seconds(5)));
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::vector<float> data = {1, 2, 3};
+  ASSERT_TRUE((*group)->comm(0).AllReduceSum(data.data(), 3).ok());
+  EXPECT_EQ(data, (std::vector<float>{1, 2, 3}));
+}
+
+TEST(GlooCommunicator, RejectsUnknownAlgorithmNamingTheKnownOnes) {
+  InMemoryKv kv;
+  KvGlooStore store(&kv, "p/", absl::Seconds(1));
+  auto comm =
+      CreateGlooCommunicator(store, 0, 2, Options("tree", absl::Seconds(1)));
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(comm.status().message().find("'tree'"), std::string::npos);
+  EXPECT_NE(comm.status().message().find(
+                "ring, ring_chunked, halving_doubling, bcube"),
+            std::string::npos)
+      << comm.status();
+}
+
+TEST(GlooCommunicator, RejectsRankOutsideTheWorld) {
+  InMemoryKv kv;
+  KvGlooStore store(&kv, "p/", absl::Seconds(1));
+  auto comm =
+      CreateGlooCommunicator(store, 2, 2, Options("ring", absl::Seconds(1)));
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(comm.status().message().find("rank 2 of world size 2"),
+            std::string::npos)
+      << comm.status();
+}
+
+TEST(GlooCommunicator, RendezvousNamesTheRankThatNeverJoined) {
+  InMemoryKv kv;
+  std::vector<absl::Status> results(2);
+  std::vector<double> seconds(2);
+  RunOnThreads(2, [&](int rank) {  // rank 2 of 3 never starts
+    KvGlooStore store(&kv, "gen1/", absl::Seconds(1));
+    auto start = std::chrono::steady_clock::now();
+    results[rank] = CreateGlooCommunicator(store, rank, 3,
+                                           Options("ring", absl::Seconds(1)))
+                        .status();
+    seconds[rank] = SecondsSince(start);
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(results[rank].code(), absl::StatusCode::kDeadlineExceeded)
+        << results[rank];
+    EXPECT_NE(results[rank].message().find("rank(s) 2 did not join"),
+              std::string::npos)
+        << results[rank];
+    EXPECT_LT(seconds[rank], 4.0);
+  }
+}
+
+TEST(GlooCommunicator, KvFailureDuringRendezvousIsAStatus) {
+  InMemoryKv kv;
+  kv.InjectError(absl::UnavailableError("coordinator 10.0.0.1:7000 is gone"));
+  KvGlooStore store(&kv, "gen1/", absl::Seconds(1));
+  auto comm =
+      CreateGlooCommunicator(store, 0, 2, Options("ring", absl::Seconds(1)));
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(comm.status().message().find("10.0.0.1:7000 is gone"),
+            std::string::npos)
+      << comm.status();
+}
+
+TEST(GlooCommunicator, BadHostnameIsAStatus) {
+  InMemoryKv kv;
+  KvGlooStore store(&kv, "gen1/", absl::Seconds(1));
+  GlooOptions options = Options("ring", absl::Seconds(1));
+  options.hostname = "no-such-host.invalid";
+  auto comm = CreateGlooCommunicator(store, 0, 2, options);
+  ASSERT_FALSE(comm.ok());
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(comm.status().message().find("no-such-host.invalid"),
+            std::string::npos)
+      << comm.status();
+}
+
+// Rank 2 connects but never enters the collective: the others must fail
+// within about the timeout, name a peer, and stay failed afterwards.
+TEST(GlooCommunicator, StalledRankFailsTheOthersWithinTheTimeout) {
+  for (const char* algorithm : {"ring_chunked", "halving_doubling"}) {
+    SCOPED_TRACE(algorithm);
+    auto group =
+        LocalGroup::Connect(3, Options(algorithm, absl::Milliseconds(1500)));
+    ASSERT_TRUE(group.ok()) << group.status();
+    std::vector<absl::Status> results(3);
+    std::vector<double> seconds(3);
+    (*group)->Run([&](int rank) {
+      if (rank == 2) return;
+      std::vector<float> data(100000, 1.0f);
+      auto start = std::chrono::steady_clock::now();
+      results[rank] = (*group)->comm(rank).AllReduceSum(data.data(), 100000);
+      seconds[rank] = SecondsSince(start);
+    });
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_FALSE(results[rank].ok());
+      EXPECT_LT(seconds[rank], 1.5 + 2.0) << results[rank];
+      EXPECT_NE(results[rank].message().find("rank"), std::string::npos);
+      EXPECT_NE(results[rank].message().find(algorithm), std::string::npos)
+          << results[rank];
+      // Broken for good: the next call fails at once with the same error.
+      float x = 1;
+      auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ((*group)->comm(rank).AllReduceSum(&x, 1), results[rank]);
+      EXPECT_LT(SecondsSince(start), 0.5);
+    }
+    // With a ring, rank 0 waits on rank 2 directly.
+    if (std::string(algorithm) == "ring_chunked") {
+      EXPECT_NE(results[0].message().find("rank 2"), std::string::npos)
+          << results[0];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,229 @@
+#include "worker/coordinator_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace cohort {
+namespace {
+
+// Short enough to notice a dead coordinator quickly, long enough for a busy
+// one; KvWait carries its own, longer deadline.
+constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+
+void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
+  ctx->set_deadline(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(absl::ToInt64Milliseconds(d)));
+}
+
+absl::StatusCode ToAbsl(grpc::StatusCode c) {
+  return static_cast<absl::StatusCode>(static_cast<int>(c));
+}
+
+bool ValidAddress(const std::string& a) {
+  const size_t colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  int port = 0;
+  return absl::SimpleAtoi(a.substr(colon + 1), &port) && port > 0 &&
+         port < 65536;
+}
+
+}  // namespace
+
+CoordinatorClient::CoordinatorClient(std::string address)
+    : address_(std::move(address)) {
+  grpc::ChannelArguments args;
+  // Reconnect promptly while Join retries; gRPC's default backoff grows to
+  // two minutes.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 128 << 20);
+  channel_ = grpc::CreateCustomChannel(
+      address_, grpc::InsecureChannelCredentials(), args);
+  stub_ = Coordinator::NewStub(channel_);
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
+    const std::string& address) {
+  if (!ValidAddress(address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "coordinator address must be HOST:PORT, got \"", address, "\""));
+  }
+  return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address));
+}
+
+absl::Status CoordinatorClient::FromGrpc(const grpc::Status& s,
+                                         const char* what) const {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(ToAbsl(s.error_code()),
+                      absl::StrCat(what, " at coordinator ", address_, ": ",
+                                   s.error_message()));
+}
+
+absl::StatusOr<JoinResponse> CoordinatorClient::Join(
+    const JoinRequest& request, absl::Duration connect_timeout) {
+  const absl::Time give_up = absl::Now() + connect_timeout;
+  absl::Duration backoff = absl::Milliseconds(100);
+  int attempts = 0;
+  while (true) {
+    ++attempts;
+    grpc::ClientContext ctx;
+    // The coordinator holds Join until the rendezvous round completes; its
+    // own join timeout bounds that, so the deadline here only has to
+    // outlast it.
+    SetDeadline(&ctx, absl::Hours(1));
+    ctx.set_wait_for_ready(false);
+    JoinResponse response;
+    grpc::Status s = stub_->Join(&ctx, request, &response);
+    if (s.ok()) {
+      generation_ = response.generation();
+      worker_id_ = request.worker_id();
+      rank_ = response.rank();
+      return response;
+    }
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        absl::Now() + backoff > give_up) {
+      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot reach the coordinator at ", address_, " after ", attempts,
+            " attempts in ", absl::FormatDuration(connect_timeout), ": ",
+            s.error_message()));
+      }
+      return FromGrpc(s, "join refused");
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+}
+
+absl::StatusOr<HeartbeatResponse> CoordinatorClient::Heartbeat(
+    const WorkerProgress& progress) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  HeartbeatRequest req;
+  req.set_generation(generation_);
+  req.set_worker_id(worker_id_);
+  req.set_rank(rank_);
+  *req.mutable_progress() = progress;
+  HeartbeatResponse resp;
+  absl::Status s = FromGrpc(stub_->Heartbeat(&ctx, req, &resp), "heartbeat");
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<uint64_t> CoordinatorClient::BeginEpoch(int64_t epoch) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  BeginEpochRequest req;
+  req.set_generation(generation_);
+  req.set_rank(rank_);
+  req.set_epoch(epoch);
+  BeginEpochResponse resp;
+  absl::Status s = FromGrpc(stub_->BeginEpoch(&ctx, req, &resp), "begin epoch");
+  if (!s.ok()) return s;
+  return resp.sampler_seed();
+}
+
+absl::Status CoordinatorClient::Finish(bool ok, const std::string& error,
+                                       const WorkerResult& result) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  FinishRequest req;
+  req.set_generation(generation_);
+  req.set_worker_id(worker_id_);
+  req.set_rank(rank_);
+  req.set_ok(ok);
+  req.set_error(error);
+  *req.mutable_result() = result;
+  FinishResponse resp;
+  return FromGrpc(stub_->Finish(&ctx, req, &resp), "finish");
+}
+
+absl::StatusOr<StatusResponse> CoordinatorClient::GetStatus(
+    absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout);
+  StatusResponse resp;
+  absl::Status s =
+      FromGrpc(stub_->GetStatus(&ctx, StatusRequest(), &resp), "status");
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<MetricsResponse> CoordinatorClient::GetMetrics(
+    absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout);
+  MetricsResponse resp;
+  absl::Status s =
+      FromGrpc(stub_->GetMetrics(&ctx, MetricsRequest(), &resp), "metrics");
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::Status CoordinatorClient::Stop(const std::string& reason,
+                                     absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout);
+  StopRequest req;
+  req.set_reason(reason);
+  StopResponse resp;
+  return FromGrpc(stub_->Stop(&ctx, req, &resp), "stop");
+}
+
+absl::Status CoordinatorClient::Set(const std::string& key,
+                                    const std::string& value) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  KvSetRequest req;
+  req.set_generation(generation_);
+  req.set_key(key);
+  req.set_value(value);
+  KvSetResponse resp;
+  return FromGrpc(stub_->KvSet(&ctx, req, &resp), "kv set");
+}
+
+absl::StatusOr<std::optional<std::string>> CoordinatorClient::Get(
+    const std::string& key) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  KvGetRequest req;
+  req.set_generation(generation_);
+  req.set_key(key);
+  KvGetResponse resp;
+  absl::Status s = FromGrpc(stub_->KvGet(&ctx, req, &resp), "kv get");
+  if (!s.ok()) return s;
+  if (!resp.found()) return std::optional<std::string>();
+  return std::optional<std::string>(resp.value());
+}
+
+absl::Status CoordinatorClient::Wait(const std::vector<std::string>& keys,
+                                     absl::Duration timeout) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, timeout + kRpcTimeout);
+  KvWaitRequest req;
+  req.set_generation(generation_);
+  for (const std::string& k : keys) req.add_keys(k);
+  req.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  KvWaitResponse resp;
+  return FromGrpc(stub_->KvWait(&ctx, req, &resp), "kv wait");
+}
+
+absl::StatusOr<int64_t> CoordinatorClient::Add(const std::string& key,
+                                               int64_t delta) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  KvAddRequest req;
+  req.set_generation(generation_);
+  req.set_key(key);
+  req.set_delta(delta);
+  KvAddResponse resp;
+  absl::Status s = FromGrpc(stub_->KvAdd(&ctx, req, &resp), "kv add");
+  if (!s.ok()) return s;
+  return resp.value();
+}
+
+}  // namespace cohort

@@ -1,0 +1,73 @@
+// A worker's (or an operator's) connection to the coordinator.
+//
+// Join retries while the coordinator cannot be reached (it may still be
+// starting, or its Service DNS name may not resolve yet), with exponential
+// backoff, for a bounded time; then it fails naming the address. Every other
+// call has a deadline. After Join, the client also serves as the KvClient
+// that bootstraps Gloo (keys are scoped by the coordinator per generation).
+//
+// Thread safety: all methods may be called from any thread (the gRPC stub is
+// thread-safe; the joined state is set once by Join before other calls).
+#ifndef COHORT_WORKER_COORDINATOR_CLIENT_H_
+#define COHORT_WORKER_COORDINATOR_CLIENT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "worker/comm/kv_client.h"
+
+namespace cohort {
+
+class CoordinatorClient : public KvClient {
+ public:
+  // Does not connect yet (gRPC connects lazily). InvalidArgument for an
+  // address that is not HOST:PORT.
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Create(
+      const std::string& address);
+
+  const std::string& address() const { return address_; }
+
+  // Joins the job; retries UNAVAILABLE for up to `connect_timeout`. Other
+  // refusals (job full, wrong protocol, bad fields) come back at once.
+  absl::StatusOr<JoinResponse> Join(const JoinRequest& request,
+                                    absl::Duration connect_timeout);
+
+  absl::StatusOr<HeartbeatResponse> Heartbeat(const WorkerProgress& progress);
+  absl::StatusOr<uint64_t> BeginEpoch(int64_t epoch);
+  absl::Status Finish(bool ok, const std::string& error,
+                      const WorkerResult& result);
+
+  // Operator calls; `timeout` bounds the whole call.
+  absl::StatusOr<StatusResponse> GetStatus(absl::Duration timeout);
+  absl::StatusOr<MetricsResponse> GetMetrics(absl::Duration timeout);
+  absl::Status Stop(const std::string& reason, absl::Duration timeout);
+
+  // KvClient, scoped to the joined generation.
+  absl::Status Set(const std::string& key, const std::string& value) override;
+  absl::StatusOr<std::optional<std::string>> Get(
+      const std::string& key) override;
+  absl::Status Wait(const std::vector<std::string>& keys,
+                    absl::Duration timeout) override;
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
+
+ private:
+  explicit CoordinatorClient(std::string address);
+  absl::Status FromGrpc(const grpc::Status& s, const char* what) const;
+
+  const std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<Coordinator::Stub> stub_;
+  // Set by Join.
+  uint64_t generation_ = 0;
+  std::string worker_id_;
+  int rank_ = -1;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_COORDINATOR_CLIENT_H_

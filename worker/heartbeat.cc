@@ -1,0 +1,69 @@
+#include "worker/heartbeat.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace cohort {
+
+HeartbeatSender::HeartbeatSender(
+    CoordinatorClient* client, absl::Duration interval, int misses,
+    std::function<void(const absl::Status&)> on_stop)
+    : client_(client),
+      interval_(interval),
+      misses_(misses),
+      on_stop_(std::move(on_stop)),
+      thread_([this] { Loop(); }) {}
+
+HeartbeatSender::~HeartbeatSender() {
+  done_.Notify();
+  thread_.join();
+}
+
+void HeartbeatSender::Update(const WorkerProgress& progress) {
+  absl::MutexLock lock(&mu_);
+  progress_ = progress;
+}
+
+absl::Status HeartbeatSender::StopReason() {
+  absl::MutexLock lock(&mu_);
+  return stop_;
+}
+
+void HeartbeatSender::Loop() {
+  absl::Time last_answer = absl::Now();
+  bool signalled = false;
+  while (!done_.WaitForNotificationWithTimeout(interval_)) {
+    WorkerProgress p;
+    {
+      absl::MutexLock lock(&mu_);
+      p = progress_;
+    }
+    absl::StatusOr<HeartbeatResponse> r = client_->Heartbeat(p);
+    absl::Status stop;
+    if (r.ok()) {
+      last_answer = absl::Now();
+      if (r->stop()) {
+        stop = absl::AbortedError(
+            absl::StrCat("the coordinator stopped the job (",
+                         JobState_Name(r->state()), "): ", r->reason()));
+      }
+    } else if (r.status().code() == absl::StatusCode::kFailedPrecondition ||
+               absl::Now() - last_answer > interval_ * misses_) {
+      // A refused heartbeat means this worker is no longer part of the
+      // job; silence as long as the coordinator's own bound means the
+      // coordinator is gone.
+      stop = absl::UnavailableError(
+          absl::StrCat("lost the coordinator: ", r.status().message()));
+    }
+    if (!stop.ok() && !signalled) {
+      signalled = true;
+      {
+        absl::MutexLock lock(&mu_);
+        stop_ = stop;
+      }
+      if (on_stop_) on_stop_(stop);
+    }
+  }
+}
+
+}  // namespace cohort

@@ -1,0 +1,52 @@
+// Sends a worker's heartbeats, with its latest progress, on a thread of its
+// own, and turns the coordinator's answers into a stop signal.
+//
+// The worker learns that it must stop when the coordinator says so (the job
+// failed or was stopped) or when the coordinator has not answered for as
+// long as it would take the coordinator to declare this worker dead.
+//
+// Thread safety: Update() and StopReason() may be called from any thread.
+#ifndef COHORT_WORKER_HEARTBEAT_H_
+#define COHORT_WORKER_HEARTBEAT_H_
+
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "worker/coordinator_client.h"
+
+namespace cohort {
+
+class HeartbeatSender {
+ public:
+  // `client` must outlive the sender. `on_stop` (optional) is called once,
+  // from the heartbeat thread, when a stop signal first arrives.
+  HeartbeatSender(CoordinatorClient* client, absl::Duration interval,
+                  int misses, std::function<void(const absl::Status&)> on_stop);
+  ~HeartbeatSender();  // stops the thread
+
+  void Update(const WorkerProgress& progress);
+  // OK while the worker may go on; otherwise why it must stop.
+  absl::Status StopReason();
+
+ private:
+  void Loop();
+
+  CoordinatorClient* const client_;
+  const absl::Duration interval_;
+  const int misses_;
+  std::function<void(const absl::Status&)> on_stop_;
+  absl::Mutex mu_;
+  WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
+  absl::Status stop_ ABSL_GUARDED_BY(mu_);
+  absl::Notification done_;
+  std::thread thread_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_HEARTBEAT_H_

@@ -1,0 +1,32 @@
+// One worker process of a multi-worker job: joins the coordinator, builds
+// its communicator, trains its share and reports the result.
+#ifndef COHORT_WORKER_WORKER_PROCESS_H_
+#define COHORT_WORKER_WORKER_PROCESS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace cohort {
+
+struct WorkerOptions {
+  std::string coordinator;  // HOST:PORT
+  int replicas = 1;         // local CPU replicas
+  int threads = 0;          // 0: one per replica
+  std::string data_dir;     // overrides the spec's
+  // The address peers reach this worker's collectives on. Empty: 127.0.0.1
+  // when the coordinator is on loopback, else this machine's host name.
+  std::string host;
+  absl::Duration connect_timeout = absl::Seconds(60);
+  bool quiet = false;
+  bool live_progress = false;
+};
+
+// Runs until the job ends. OK when this worker finished its training; an
+// error naming what failed (the coordinator, a peer, the data) otherwise.
+absl::Status RunWorker(const WorkerOptions& options);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_WORKER_PROCESS_H_
