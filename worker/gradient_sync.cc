@@ -25,7 +25,8 @@ void GradientSync::BeginStep() {
 void GradientSync::Ready(int replica, int64_t offset) {
   absl::MutexLock lock(&mu_);
   ready_[replica] = std::min(ready_[replica], offset);
-  const int64_t from = *std::min_element(ready_.begin(), ready_.end());
+  // The replica furthest behind decides what is final everywhere.
+  const int64_t from = *std::max_element(ready_.begin(), ready_.end());
   if (from >= reduced_from_) return;
   // Local sum of the newly finished range; the mean is taken after the
   // cross-worker sum (the reducer scales by 1 / total replicas).
