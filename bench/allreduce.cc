@@ -41,6 +41,8 @@ ABSL_FLAG(std::string, min, "4K", "smallest size in bytes (K, M, G suffixes)");
 ABSL_FLAG(std::string, max, "256M", "largest size in bytes (x4 steps)");
 ABSL_FLAG(int, iters, 10, "timed iterations per size and path");
 ABSL_FLAG(int, warmup, 2, "untimed iterations per size and path");
+ABSL_FLAG(bool, mean, false,
+          "cohort path scales to the mean (1/P) instead of returning the sum");
 ABSL_FLAG(std::string, algorithm, cohort::GlooOptions().algorithm,
           "ring, ring_chunked, halving_doubling or bcube");
 
@@ -56,6 +58,7 @@ struct Config {
   int iters;
   int warmup;
   std::string algorithm;
+  bool mean;
   std::string dir;
 };
 
@@ -69,9 +72,9 @@ bool ParseBytes(std::string text, int64_t* bytes) {
     }
   }
   int64_t value;
-  if (!absl::SimpleAtoi(text, &value) || value < 4) return false;
+  if (!absl::SimpleAtoi(text, &value) || value < 1) return false;
   *bytes = value * unit;
-  return true;
+  return *bytes >= 4;
 }
 
 std::unique_ptr<gloo::Algorithm> MakeRaw(
@@ -188,7 +191,7 @@ double Rank::TimeRaw(gloo::Algorithm* op, float* data, int64_t count,
 
 double Rank::TimeCohort(BucketReducer* reducer, float* data, int64_t count,
                         int64_t* wrong, bool* failed) {
-  const float scale = 1.0f / config_.procs;
+  const float scale = config_.mean ? 1.0f / config_.procs : 1.0f;
   Fill(data, count, rank_);
   barrier_->run();
   auto start = std::chrono::steady_clock::now();
@@ -306,6 +309,7 @@ int Main(int argc, char** argv) {
   config.iters = absl::GetFlag(FLAGS_iters);
   config.warmup = absl::GetFlag(FLAGS_warmup);
   config.algorithm = absl::GetFlag(FLAGS_algorithm);
+  config.mean = absl::GetFlag(FLAGS_mean);
   if (!ParseBytes(absl::GetFlag(FLAGS_min), &config.min_bytes) ||
       !ParseBytes(absl::GetFlag(FLAGS_max), &config.max_bytes) ||
       config.min_bytes > config.max_bytes ||

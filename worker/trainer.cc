@@ -118,6 +118,8 @@ class LocalTrainer : public Trainer {
   int64_t window_samples_ = 0;
   absl::Time window_start_;
   int64_t bytes_reduced_ = 0;
+  int64_t window_bytes_ = 0;  // all-reduced in the window, and the time
+  double window_comm_s_ = 0;  // the collectives took
 };
 
 absl::Status LocalTrainer::BuildModels() {
@@ -281,7 +283,10 @@ absl::Status LocalTrainer::SynchronizeGradients() {
   const absl::Time t = absl::Now();
   absl::Status s = sync_->Finish();
   times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
-  bytes_reduced_ += sync_->TakeStats().bytes;
+  const BucketReducer::Stats stats = sync_->TakeStats();
+  bytes_reduced_ += stats.bytes;
+  window_bytes_ += stats.bytes;
+  window_comm_s_ += stats.comm_seconds;
   return s;
 }
 
@@ -302,7 +307,14 @@ absl::Status LocalTrainer::ReportStep(int64_t epoch, double loss) {
   t->set_comm_wait_s(times_.comm_wait_s() / window_steps_);
   t->set_optimizer_s(times_.optimizer_s() / window_steps_);
   p.set_bytes_allreduced(bytes_reduced_);
+  if (window_comm_s_ > 0) {
+    // nccl-tests' bus bandwidth: what each link carried in a ring.
+    const double w = dist_->world_size;
+    p.set_busbw_gbps(window_bytes_ / window_comm_s_ * 2 * (w - 1) / w / 1e9);
+  }
   if (dt >= 1.0) {  // a fresh window every second
+    window_bytes_ = 0;
+    window_comm_s_ = 0;
     times_.Clear();
     window_steps_ = 0;
     window_samples_ = 0;
