@@ -41,6 +41,7 @@ ABSL_FLAG(std::string, min, "4K", "smallest size in bytes (K, M, G suffixes)");
 ABSL_FLAG(std::string, max, "256M", "largest size in bytes (x4 steps)");
 ABSL_FLAG(int, iters, 10, "timed iterations per size and path");
 ABSL_FLAG(int, warmup, 2, "untimed iterations per size and path");
+ABSL_FLAG(std::string, bucket, "25M", "BucketReducer bucket size in bytes");
 ABSL_FLAG(bool, mean, false,
           "cohort path scales to the mean (1/P) instead of returning the sum");
 ABSL_FLAG(std::string, algorithm, cohort::GlooOptions().algorithm,
@@ -55,6 +56,7 @@ struct Config {
   int procs;
   int64_t min_bytes;
   int64_t max_bytes;
+  int64_t bucket_bytes;
   int iters;
   int warmup;
   std::string algorithm;
@@ -240,7 +242,7 @@ int Rank::Run() {
   if (!Connect()) return 1;
   const int64_t max_count = config_.max_bytes / 4;
   std::vector<float> raw_data(max_count), cohort_data(max_count);
-  BucketReducer reducer(comm_.get());
+  BucketReducer reducer(comm_.get(), config_.bucket_bytes);
   if (rank_ == 0) {
     std::printf(
         "# %d processes over loopback, algorithm %s, median of %d "
@@ -312,6 +314,7 @@ int Main(int argc, char** argv) {
   config.mean = absl::GetFlag(FLAGS_mean);
   if (!ParseBytes(absl::GetFlag(FLAGS_min), &config.min_bytes) ||
       !ParseBytes(absl::GetFlag(FLAGS_max), &config.max_bytes) ||
+      !ParseBytes(absl::GetFlag(FLAGS_bucket), &config.bucket_bytes) ||
       config.min_bytes > config.max_bytes ||
       config.max_bytes > (int64_t{1} << 33)) {
     std::fprintf(stderr,

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Samples/s of 1 and of 2 worker processes (1 thread each) on MNIST LeNet-5.
+
+Runs `cohort local --workers=W --threads=1` on examples/mnist_lenet5.textproto
+(one epoch; the coordinator's report gives the job's samples/s, the sum over
+workers), alternating W = 1 and 2 REPEATS times, and prints the medians and
+their ratio. Exit status 1 if 2 workers give less than 1.7x one worker.
+
+usage: scaling.py COHORT MNIST_DIR [--repeats K] [--job FILE]
+  (bazel run //bench:scaling -- $PWD/../shared/data/mnist)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def run(cohort, job, mnist, workers, report):
+    subprocess.run([cohort, "local", f"--job={job}", f"--workers={workers}",
+                    "--threads=1", f"--data-dir={mnist}", f"--report={report}"],
+                   check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    with open(report) as f:
+        r = json.load(f)
+    return r["samples_per_s"], r["test_accuracy"]
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = argparse.ArgumentParser()
+    p.add_argument("cohort", nargs="?",
+                   default=os.path.join(here, "..", "cli", "cohort"))
+    p.add_argument("mnist")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--job", default=os.path.join(
+        here, "..", "examples", "mnist_lenet5.textproto"))
+    a = p.parse_args()
+    report = os.path.join(tempfile.mkdtemp(), "r.json")
+    rates = {1: [], 2: []}
+    acc = {1: [], 2: []}
+    for _ in range(a.repeats):
+        for w in (1, 2):
+            rate, accuracy = run(a.cohort, a.job, a.mnist, w, report)
+            rates[w].append(rate)
+            acc[w].append(accuracy)
+    print("## Workers, LeNet-5 on MNIST, one epoch, 1 thread per worker\n")
+    print("| workers | samples/s (median) | runs | test accuracy |")
+    print("|---|---|---|---|")
+    for w in (1, 2):
+        print(f"| {w} | {statistics.median(rates[w]):,.0f} | "
+              f"{', '.join(f'{x:,.0f}' for x in rates[w])} | "
+              f"{', '.join(f'{100 * x:.2f}%' for x in acc[w])} |")
+    ratio = statistics.median(rates[2]) / statistics.median(rates[1])
+    print(f"\n2 workers / 1 worker = {ratio:.2f}x")
+    if ratio < 1.7:
+        print("CHECK FAILED: 2 workers give less than 1.7x one worker")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
