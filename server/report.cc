@@ -4,34 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json.h"
 
 namespace cohort {
 namespace {
-
-// The same escaping as worker/report.cc (server/ may not depend on it).
-std::string Quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-// JSON has no NaN or infinity; a diverged loss is reported as null.
-std::string Num(double v) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.6g", v);
-}
-
-// -1 marks "not evaluated" in a WorkerResult.
-std::string Optional(double v) { return v < 0 ? "null" : Num(v); }
 
 void Key(std::string* s, const char* key, const std::string& value) {
   absl::StrAppend(s, "  \"", key, "\": ", value, ",\n");
@@ -56,8 +32,8 @@ std::string JobReportJson(const JobReport& r) {
   }
   const std::string model = r0 && !r0->model().empty() ? r0->model() : r.model;
   std::string s = "{\n";
-  Key(&s, "job", Quote(r.job_name));
-  Key(&s, "model", model.empty() ? "null" : Quote(model));
+  Key(&s, "job", JsonString(r.job_name));
+  Key(&s, "model", model.empty() ? "null" : JsonString(model));
   Key(&s, "parameters", from_rank0([](const WorkerResult& w) {
     return absl::StrCat(w.parameters());
   }));
@@ -70,23 +46,25 @@ std::string JobReportJson(const JobReport& r) {
     return absl::StrCat(w.epochs());
   }));
   Key(&s, "samples", any ? absl::StrCat(samples) : "null");
-  Key(&s, "samples_per_s", any ? Num(samples_per_s) : "null");
-  Key(&s, "train_seconds",
-      from_rank0([](const WorkerResult& w) { return Num(w.train_seconds()); }));
+  Key(&s, "samples_per_s", any ? JsonNumber(samples_per_s) : "null");
+  Key(&s, "train_seconds", from_rank0([](const WorkerResult& w) {
+    return JsonNumber(w.train_seconds());
+  }));
   Key(&s, "eval_seconds", "null");
   Key(&s, "setup_seconds", "null");
-  Key(&s, "final_loss",
-      from_rank0([](const WorkerResult& w) { return Num(w.final_loss()); }));
+  Key(&s, "final_loss", from_rank0([](const WorkerResult& w) {
+    return JsonNumber(w.final_loss());
+  }));
   Key(&s, "test_accuracy", from_rank0([](const WorkerResult& w) {
-    return Optional(w.test_accuracy());
+    return JsonOptional(w.test_accuracy());
   }));
   Key(&s, "test_loss", from_rank0([](const WorkerResult& w) {
-    return Optional(w.test_loss());
+    return JsonOptional(w.test_loss());
   }));
   Key(&s, "epoch_results", "[]");
   Key(&s, "world_size", absl::StrCat(r.world_size));
-  Key(&s, "state", Quote(JobState_Name(r.state)));
-  absl::StrAppend(&s, "  \"reason\": ", Quote(r.reason), "\n}\n");
+  Key(&s, "state", JsonString(JobState_Name(r.state)));
+  absl::StrAppend(&s, "  \"reason\": ", JsonString(r.reason), "\n}\n");
   return s;
 }
 
