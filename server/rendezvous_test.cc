@@ -67,7 +67,7 @@ TEST(Rendezvous, TwoWorkersGetRanksOffsetsAndGenerationOne) {
   EXPECT_EQ(a.job().cluster().heartbeat_interval_ms(), 1000);
   EXPECT_EQ(a.job().cluster().heartbeat_misses(), 3);
   EXPECT_EQ(a.job().cluster().bucket_bytes(), 25 << 20);
-  EXPECT_EQ(a.job().cluster().allreduce_algorithm(), "ring_chunked");
+  EXPECT_EQ(a.job().cluster().allreduce_algorithm(), "halving_doubling");
   const StatusResponse s = testing::GetStatus(*stub);
   EXPECT_EQ(s.state(), RUNNING);
   EXPECT_EQ(s.generation(), 1u);

@@ -457,7 +457,7 @@ void FillClusterDefaults(ClusterSpec* c) {
   if (c->heartbeat_misses() == 0) c->set_heartbeat_misses(3);
   if (c->bucket_bytes() == 0) c->set_bucket_bytes(25 << 20);
   if (c->allreduce_algorithm().empty()) {
-    c->set_allreduce_algorithm("ring_chunked");
+    c->set_allreduce_algorithm("halving_doubling");
   }
   if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
 }

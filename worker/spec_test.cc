@@ -420,7 +420,7 @@ TEST(ParseJobSpec, FillsClusterDefaults) {
   EXPECT_EQ(c.heartbeat_interval_ms(), 1000);
   EXPECT_EQ(c.heartbeat_misses(), 3);
   EXPECT_EQ(c.bucket_bytes(), 25 << 20);
-  EXPECT_EQ(c.allreduce_algorithm(), "ring_chunked");
+  EXPECT_EQ(c.allreduce_algorithm(), "halving_doubling");
 }
 
 }  // namespace

@@ -33,9 +33,16 @@ void ScaleInPlace(float* data, int64_t count, float scale) {
 BucketReducer::BucketReducer(Communicator* comm, int64_t bucket_bytes)
     : comm_(comm),
       bucket_elems_(std::max<int64_t>(
-          1, bucket_bytes / static_cast<int64_t>(sizeof(float)))) {
-  CHECK(comm != nullptr);
-  thread_ = std::thread([this] { Loop(); });
+          1, bucket_bytes / static_cast<int64_t>(sizeof(float)))),
+      lanes_(comm->lanes()) {
+  CHECK_GE(lanes_, 1);
+  {
+    absl::MutexLock lock(&mu_);
+    next_.assign(lanes_, 0);
+  }
+  for (int lane = 0; lane < lanes_; ++lane) {
+    threads_.emplace_back([this, lane] { Loop(lane); });
+  }
 }
 
 BucketReducer::~BucketReducer() {
@@ -49,7 +56,7 @@ BucketReducer::~BucketReducer() {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  thread_.join();
+  for (std::thread& thread : threads_) thread.join();
 }
 
 absl::Status BucketReducer::Bind(float* grads, int64_t count) {
@@ -64,9 +71,11 @@ absl::Status BucketReducer::Bind(float* grads, int64_t count) {
     end = bucket.start;
     buckets_.push_back(std::move(bucket));
   }
-  for (Bucket& bucket : buckets_) {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    Bucket& bucket = buckets_[i];
     absl::StatusOr<std::unique_ptr<AllReducePlan>> plan =
-        comm_->PlanAllReduceSum(grads + bucket.start, bucket.count);
+        comm_->PlanAllReduceSum(grads + bucket.start, bucket.count,
+                                static_cast<int>(i % lanes_));
     if (!plan.ok()) {
       buckets_.clear();
       return plan.status();
@@ -90,7 +99,7 @@ void BucketReducer::BeginStep(float* grads, int64_t count, float scale) {
   grads_ = grads;
   scale_ = scale;
   ready_from_ = count;
-  next_reduce_ = 0;
+  for (int lane = 0; lane < lanes_; ++lane) next_[lane] = lane;
   to_scale_.clear();
   done_ = 0;
   error_ = bound;
@@ -101,27 +110,31 @@ void BucketReducer::MarkReadyFrom(int64_t offset) {
   ready_from_ = std::min(ready_from_, offset);
 }
 
-bool BucketReducer::NextReady() const {
-  return in_step_ && next_reduce_ < static_cast<int>(buckets_.size()) &&
-         buckets_[next_reduce_].start >= ready_from_;
+bool BucketReducer::NextReady(int lane) const {
+  return in_step_ && next_[lane] < static_cast<int>(buckets_.size()) &&
+         buckets_[next_[lane]].start >= ready_from_;
 }
 
-bool BucketReducer::HasWork() const {
-  return stop_ || NextReady() || !to_scale_.empty();
+bool BucketReducer::HasWork(int lane) const {
+  return stop_ || NextReady(lane) || !to_scale_.empty();
 }
 
-void BucketReducer::Loop() {
+void BucketReducer::Loop(int lane) {
+  auto has_work = [this, lane]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return HasWork(lane);
+  };
   for (;;) {
     int reduce = -1;
     int scale = -1;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &BucketReducer::HasWork));
+      mu_.Await(absl::Condition(&has_work));
       if (stop_) return;
       // Communication first: scaling can be shared with Finish(), the wire
       // cannot.
-      if (NextReady()) {
-        reduce = next_reduce_++;
+      if (NextReady(lane)) {
+        reduce = next_[lane];
+        next_[lane] += lanes_;
       } else {
         scale = to_scale_.front();
         to_scale_.pop_front();

@@ -2,11 +2,15 @@
 // with the backward pass that produces it.
 //
 // The buffer is cut into buckets of about `bucket_bytes`, in REVERSE order
-// (backward produces the last parameters first). A background thread the
-// reducer owns all-reduces each bucket as soon as it is marked ready, then
-// scales it by `scale` (1 / total replicas, so the result is the mean);
-// scaling is shared with the caller's thread while it waits in Finish(), so
-// that it overlaps the remaining communication instead of following it.
+// (backward produces the last parameters first). Background threads the
+// reducer owns, one per communicator lane, all-reduce each bucket as soon as
+// it is marked ready (bucket i on lane i % lanes, so consecutive buckets
+// overlap on the wire), then scale it by `scale` (1 / total replicas, so the
+// result is the mean); scaling is shared with the caller's thread while it
+// waits in Finish(), so that it overlaps the remaining communication. A scale
+// of exactly 1 costs nothing: a trainer that normalizes its loss by the
+// global batch gets the mean gradient from the sum, and saves a pass over
+// memory.
 //
 // Buckets are bound to (grads, count) through Communicator plans: binding
 // happens in the first BeginStep and again whenever grads or count change,
@@ -38,7 +42,7 @@ class BucketReducer {
   static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
 
   BucketReducer(Communicator* comm, int64_t bucket_bytes = kDefaultBucketBytes);
-  // Finishes a step still in flight, then stops the thread.
+  // Finishes a step still in flight, then stops the threads.
   ~BucketReducer();
   BucketReducer(const BucketReducer&) = delete;
   BucketReducer& operator=(const BucketReducer&) = delete;
@@ -70,14 +74,15 @@ class BucketReducer {
   };
 
   absl::Status Bind(float* grads, int64_t count);
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool NextReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Loop();
+  bool HasWork(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool NextReady(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Loop(int lane);
   void Reduce(int index);
   void ScaleBucket(int index);
 
   Communicator* const comm_;
   const int64_t bucket_elems_;
+  const int lanes_;
   // Written by the caller between steps only; read by the thread in a step.
   std::vector<Bucket> buckets_;
   float* bound_grads_ = nullptr;
@@ -89,12 +94,12 @@ class BucketReducer {
   float* grads_ ABSL_GUARDED_BY(mu_) = nullptr;
   float scale_ ABSL_GUARDED_BY(mu_) = 1.0f;
   int64_t ready_from_ ABSL_GUARDED_BY(mu_) = 0;
-  int next_reduce_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<int> next_ ABSL_GUARDED_BY(mu_);     // next bucket, per lane
   std::deque<int> to_scale_ ABSL_GUARDED_BY(mu_);  // reduced, not scaled
   int done_ ABSL_GUARDED_BY(mu_) = 0;              // reduced and scaled
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace cohort

@@ -1,5 +1,7 @@
 #include "worker/comm/communicator.h"
 
+#include "common/logging.h"
+
 namespace cohort {
 namespace {
 
@@ -18,7 +20,8 @@ class DirectPlan : public AllReducePlan {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<AllReducePlan>> Communicator::PlanAllReduceSum(
-    float* data, int64_t count) {
+    float* data, int64_t count, int lane) {
+  CHECK_EQ(lane, 0) << "this communicator has one lane";
   return std::unique_ptr<AllReducePlan>(new DirectPlan(this, data, count));
 }
 

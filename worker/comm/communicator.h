@@ -1,12 +1,18 @@
 // Communicator: collectives across the workers of one job (one rank per
 // worker process), plus its Gloo implementation over TCP.
 //
-// A Communicator is used by one thread at a time (the BucketReducer's thread
-// while a step is in flight); it is not thread-safe. Every rank must issue the
-// same collectives in the same order. Once a collective fails, the
-// communicator is broken for good: it closes its connections (so that peers
-// fail promptly instead of waiting out their own timeout) and every later call
-// returns the first error. Plans must not outlive their communicator.
+// A communicator has one or more lanes: independent channels, each with its
+// own collective order, so that consecutive all-reduces can overlap. Each
+// lane is used by one thread at a time (a BucketReducer's thread per lane
+// while a step is in flight); AllReduceSum uses lane 0. Every rank must issue
+// the same collectives in the same order on each lane. Once a collective
+// fails, the communicator is broken for good: it closes its connections (so
+// that peers fail promptly instead of waiting out their own timeout) and
+// every later call returns the first error. Plans must not outlive their
+// communicator. Destroying a healthy Gloo communicator waits (at most
+// min(timeout, 5 s)) until every peer destroys its own, so that no peer is
+// cut off inside its last collective: destroy the ranks of one process
+// concurrently, not one after another.
 #ifndef COHORT_WORKER_COMM_COMMUNICATOR_H_
 #define COHORT_WORKER_COMM_COMMUNICATOR_H_
 
@@ -21,7 +27,8 @@
 
 namespace cohort {
 
-// A reusable in-place sum over one fixed buffer (Communicator::PlanAllReduce).
+// A reusable in-place sum over one fixed buffer
+// (Communicator::PlanAllReduceSum).
 class AllReducePlan {
  public:
   virtual ~AllReducePlan() = default;
@@ -35,31 +42,40 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  virtual int lanes() const { return 1; }
 
   // In-place sum across all ranks. Blocks. Fails (never hangs) within the
   // collective timeout when a peer dies or stalls; the message names the peer
   // rank if known.
   virtual absl::Status AllReduceSum(float* data, int64_t count) = 0;
 
-  // Prepares AllReduceSum over [data, data + count) for repeated use. Gloo
-  // then skips its per-call setup (scratch buffers as large as the data,
-  // buffer registration), which costs up to half the time of a large
-  // all-reduce. Creating a plan is part of the collective order: every rank
-  // creates its plans, and runs them, in the same order as its other
-  // collectives. The default plan just calls AllReduceSum.
+  // Prepares AllReduceSum over [data, data + count) on `lane` for repeated
+  // use. Gloo then skips its per-call setup (scratch buffers as large as the
+  // data, buffer registration), which costs up to half the time of a large
+  // all-reduce. Creating a plan is part of its lane's collective order: every
+  // rank creates its plans, and runs them, in the same order per lane. The
+  // default (one lane) plan just calls AllReduceSum.
   virtual absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanAllReduceSum(
-      float* data, int64_t count);
+      float* data, int64_t count, int lane);
 };
 
 struct GlooOptions {
   // ring, ring_chunked, halving_doubling or bcube (Gloo's algorithm classes).
-  // ring_chunked was fastest over loopback at 2 and 4 ranks from 1 MiB up
-  // (see bench/allreduce.cc and docs/BENCHMARKS.md).
-  std::string algorithm = "ring_chunked";
+  // halving_doubling had the best bus bandwidth over loopback from 1 MiB to
+  // 64 MiB at 2 and 4 ranks (geometric mean 0.97 GB/s at 2 ranks and 0.54 at
+  // 4, against 0.84 and 0.46 for ring_chunked, which wins only at 16 MiB and
+  // up, by under 8%); measured with bench/allreduce.cc.
+  std::string algorithm = "halving_doubling";
   // Bounds connecting to peers and every collective.
   absl::Duration timeout = absl::Seconds(30);
-  // Address this rank listens on for peers.
+  // Address this rank listens on and peers connect to: one they can reach
+  // (this node's IP or resolvable name, not 0.0.0.0).
   std::string hostname = "127.0.0.1";
+  // Independent connections per peer (1..8). Gloo leaves the wire idle
+  // between consecutive all-reduces on one connection; with 25 MiB buckets
+  // that cost about 10% of bus bandwidth at 64 MiB and 20% at 256 MiB over
+  // loopback, which a second lane wins back (bench/allreduce.cc).
+  int lanes = 2;
 };
 
 // Connects rank `rank` of `size` to every peer (full mesh) through `store`,

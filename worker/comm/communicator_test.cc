@@ -80,7 +80,7 @@ TEST(GlooCommunicator, PlanRunsRepeatedlyOnTheSameBuffer) {
   (*group)->Run([&](int rank) {
     const int64_t count = 5000;
     std::vector<float> data(count);
-    auto plan = (*group)->comm(rank).PlanAllReduceSum(data.data(), count);
+    auto plan = (*group)->comm(rank).PlanAllReduceSum(data.data(), count, 0);
     ASSERT_TRUE(plan.ok()) << plan.status();
     wrong[rank] = 0;
     for (int round = 0; round < 3; ++round) {

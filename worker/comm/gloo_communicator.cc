@@ -3,22 +3,24 @@
 // Gloo's "old-style" algorithm classes are used because they are the ones
 // that offer every algorithm we expose; each instance binds one buffer and
 // owns scratch space as large as it, so plans keep instances alive across
-// steps. Gloo reports errors by throwing; nothing thrown escapes this file.
+// steps. Each lane is its own Gloo context (a full mesh of connections) over
+// one shared TCP device: consecutive all-reduces of Gloo on one context leave
+// the wire idle between them, which two lanes fill. Gloo reports errors by
+// throwing; nothing thrown escapes this file.
 #include <signal.h>
 
 #include <algorithm>
-#include <cctype>
 #include <exception>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "gloo/algorithm.h"
@@ -27,11 +29,11 @@
 #include "gloo/allreduce_ring.h"
 #include "gloo/allreduce_ring_chunked.h"
 #include "gloo/barrier.h"
-#include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
 #include "worker/comm/communicator.h"
-#include "worker/comm/gloo_store.h"
+#include "worker/comm/gloo_diagnostics.h"
 
 namespace cohort {
 namespace {
@@ -44,6 +46,8 @@ constexpr std::pair<const char*, AlgorithmKind> kAlgorithms[] = {
     {"halving_doubling", AlgorithmKind::kHalvingDoubling},
     {"bcube", AlgorithmKind::kBcube},
 };
+
+constexpr int kMaxLanes = 8;
 
 // Gloo counts elements in int, and bcube even counts bytes in int, so larger
 // buffers are reduced in pieces of at most 1 GiB.
@@ -63,147 +67,114 @@ int BcubeBase(int size) {
   return std::max(size, 2);
 }
 
-// Gloo prefixes messages with "[file:line] ", which means nothing to users.
-std::string StripLocation(const std::string& what) {
-  if (!what.empty() && what[0] == '[') {
-    size_t end = what.find("] ");
-    if (end != std::string::npos) return what.substr(end + 2);
-  }
-  return what;
-}
-
-// The IP part of a Gloo address string ("[10.0.0.5]:41234" -> "10.0.0.5").
-std::string HostOf(const std::string& address) {
-  size_t open = address.find('[');
-  size_t close = address.find(']', open);
-  if (open == std::string::npos || close == std::string::npos) return "";
-  return address.substr(open + 1, close - open - 1);
-}
-
-// The first "[host]:port" in a Gloo error message, or "".
-std::string AddressIn(const std::string& what) {
-  size_t open = what.find('[');
-  while (open != std::string::npos) {
-    size_t close = what.find("]:", open);
-    if (close == std::string::npos) return "";
-    size_t end = close + 2;
-    while (end < what.size() &&
-           isdigit(static_cast<unsigned char>(what[end]))) {
-      ++end;
-    }
-    if (end > close + 2) return what.substr(open, end - open);
-    open = what.find('[', close);
-  }
-  return "";
-}
+using Context = gloo::rendezvous::Context;
+using Ops = std::vector<std::unique_ptr<gloo::Algorithm>>;
 
 class GlooCommunicator;
 
 class GlooPlan : public AllReducePlan {
  public:
-  GlooPlan(GlooCommunicator* comm, int64_t count,
-           std::vector<std::unique_ptr<gloo::Algorithm>> ops)
+  GlooPlan(GlooCommunicator* comm, int64_t count, Ops ops)
       : comm_(comm), count_(count), ops_(std::move(ops)) {}
   absl::Status Run() override;
 
  private:
   GlooCommunicator* const comm_;
   const int64_t count_;
-  std::vector<std::unique_ptr<gloo::Algorithm>> ops_;
+  Ops ops_;
 };
 
 class GlooCommunicator : public Communicator {
  public:
-  GlooCommunicator(std::shared_ptr<gloo::rendezvous::Context> context,
-                   AlgorithmKind algorithm, std::string algorithm_name,
-                   absl::Duration timeout,
-                   std::map<std::string, int> peer_by_address)
-      : context_(std::move(context)),
+  GlooCommunicator(std::vector<std::shared_ptr<Context>> lanes,
+                   AlgorithmKind algorithm, const GlooOptions& options,
+                   PeerNames peers)
+      : lanes_(std::move(lanes)),
         algorithm_(algorithm),
-        algorithm_name_(std::move(algorithm_name)),
-        timeout_(timeout),
-        peer_by_address_(std::move(peer_by_address)) {}
+        options_(options),
+        peers_(std::move(peers)) {}
   ~GlooCommunicator() override;
 
-  int rank() const override { return context_->rank; }
-  int size() const override { return context_->size; }
+  int rank() const override { return lanes_[0]->rank; }
+  int size() const override { return lanes_[0]->size; }
+  int lanes() const override { return static_cast<int>(lanes_.size()); }
 
   absl::Status AllReduceSum(float* data, int64_t count) override {
     ASSIGN_OR_RETURN(std::unique_ptr<AllReducePlan> plan,
-                     PlanAllReduceSum(data, count));
+                     PlanAllReduceSum(data, count, /*lane=*/0));
     return plan->Run();
   }
 
   absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanAllReduceSum(
-      float* data, int64_t count) override;
+      float* data, int64_t count, int lane) override;
 
-  absl::Status RunOps(const std::vector<std::unique_ptr<gloo::Algorithm>>& ops,
-                      int64_t count);
+  absl::Status RunOps(const Ops& ops, int64_t count);
 
  private:
-  std::unique_ptr<gloo::Algorithm> MakeOp(float* data, int count);
+  std::unique_ptr<gloo::Algorithm> MakeOp(
+      const std::shared_ptr<Context>& context, float* data, int count);
+  absl::Status broken() const {
+    absl::MutexLock lock(&mu_);
+    return broken_;
+  }
   // Marks the communicator broken with a status describing `e`.
   absl::Status Fail(const std::exception& e, int64_t count);
-  absl::Status Describe(const std::string& what, int64_t count) const;
-  // "rank k" when `what` names the socket address of one of our peers.
-  std::string PeerNamedIn(const std::string& what) const;
 
-  std::shared_ptr<gloo::rendezvous::Context> context_;
+  const std::vector<std::shared_ptr<Context>> lanes_;
   const AlgorithmKind algorithm_;
-  const std::string algorithm_name_;
-  const absl::Duration timeout_;
-  // Every socket address by which Gloo's messages may name a peer rank.
-  const std::map<std::string, int> peer_by_address_;
-  absl::Status broken_;
+  const GlooOptions options_;
+  const PeerNames peers_;
+  mutable absl::Mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };
 
 absl::Status GlooPlan::Run() { return comm_->RunOps(ops_, count_); }
 
 GlooCommunicator::~GlooCommunicator() {
-  if (!broken_.ok() || size() == 1) return;
+  if (!broken().ok() || size() == 1) return;
   // Gloo fails a pending receive as soon as its peer's socket closes, even
   // when the data has already arrived. A barrier first makes sure no peer is
   // still inside its last collective when this rank hangs up; its own failure
   // (a faster peer hanging up first) is harmless and ignored.
   try {
-    gloo::BarrierOptions options(context_);
-    options.setTimeout(
-        absl::ToChronoMilliseconds(std::min(timeout_, kQuiesceLimit)));
-    gloo::barrier(options);
+    gloo::BarrierOptions barrier(lanes_[0]);
+    barrier.setTimeout(
+        absl::ToChronoMilliseconds(std::min(options_.timeout, kQuiesceLimit)));
+    gloo::barrier(barrier);
   } catch (const std::exception&) {
   }
 }
 
-std::unique_ptr<gloo::Algorithm> GlooCommunicator::MakeOp(float* data,
-                                                          int count) {
+std::unique_ptr<gloo::Algorithm> GlooCommunicator::MakeOp(
+    const std::shared_ptr<Context>& context, float* data, int count) {
+  const std::shared_ptr<gloo::Context> shared = context;
   const std::vector<float*> ptrs = {data};
   switch (algorithm_) {
     case AlgorithmKind::kRing:
-      return std::make_unique<gloo::AllreduceRing<float>>(context_, ptrs,
-                                                          count);
+      return std::make_unique<gloo::AllreduceRing<float>>(shared, ptrs, count);
     case AlgorithmKind::kRingChunked:
-      return std::make_unique<gloo::AllreduceRingChunked<float>>(context_, ptrs,
+      return std::make_unique<gloo::AllreduceRingChunked<float>>(shared, ptrs,
                                                                  count);
     case AlgorithmKind::kHalvingDoubling:
       return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(
-          context_, ptrs, count);
+          shared, ptrs, count);
     case AlgorithmKind::kBcube:
-      return std::make_unique<gloo::AllreduceBcube<float>>(context_, ptrs,
-                                                           count);
+      return std::make_unique<gloo::AllreduceBcube<float>>(shared, ptrs, count);
   }
   return nullptr;
 }
 
 absl::StatusOr<std::unique_ptr<AllReducePlan>>
-GlooCommunicator::PlanAllReduceSum(float* data, int64_t count) {
+GlooCommunicator::PlanAllReduceSum(float* data, int64_t count, int lane) {
   CHECK_GE(count, 0) << "all-reduce of a negative count";
   CHECK(data != nullptr || count == 0) << "all-reduce of a null buffer";
-  if (!broken_.ok()) return broken_;
-  std::vector<std::unique_ptr<gloo::Algorithm>> ops;
+  CHECK(lane >= 0 && lane < lanes()) << "no lane " << lane;
+  RETURN_IF_ERROR(broken());
+  Ops ops;
   try {
     for (int64_t start = 0; start < count; start += kMaxElementsPerOp) {
       int64_t n = std::min(kMaxElementsPerOp, count - start);
-      ops.push_back(MakeOp(data + start, static_cast<int>(n)));
+      ops.push_back(MakeOp(lanes_[lane], data + start, static_cast<int>(n)));
     }
   } catch (const std::exception& e) {
     return Fail(e, count);
@@ -212,9 +183,8 @@ GlooCommunicator::PlanAllReduceSum(float* data, int64_t count) {
       new GlooPlan(this, count, std::move(ops)));
 }
 
-absl::Status GlooCommunicator::RunOps(
-    const std::vector<std::unique_ptr<gloo::Algorithm>>& ops, int64_t count) {
-  if (!broken_.ok()) return broken_;
+absl::Status GlooCommunicator::RunOps(const Ops& ops, int64_t count) {
+  RETURN_IF_ERROR(broken());
   try {
     for (const auto& op : ops) op->run();
   } catch (const std::exception& e) {
@@ -224,60 +194,30 @@ absl::Status GlooCommunicator::RunOps(
 }
 
 absl::Status GlooCommunicator::Fail(const std::exception& e, int64_t count) {
-  broken_ = Describe(StripLocation(e.what()), count);
-  // Peers blocked on this rank now fail at once instead of at their timeout.
-  try {
-    context_->closeConnections();
-  } catch (const std::exception&) {
+  CollectiveInfo info;
+  info.algorithm = options_.algorithm;
+  info.ring = algorithm_ == AlgorithmKind::kRing ||
+              algorithm_ == AlgorithmKind::kRingChunked;
+  info.rank = rank();
+  info.size = size();
+  info.count = count;
+  info.timeout = options_.timeout;
+  absl::Status status =
+      DescribeCollectiveFailure(StripGlooLocation(e.what()), info, peers_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;  // another lane failed first
+    broken_ = status;
   }
-  return broken_;
-}
-
-std::string GlooCommunicator::PeerNamedIn(const std::string& what) const {
-  std::string address = AddressIn(what);
-  if (address.empty()) return "";
-  auto it = peer_by_address_.find(address);
-  if (it != peer_by_address_.end()) return absl::StrCat("rank ", it->second);
-  // Unknown port: the host still identifies the peer, if only one is there.
-  std::set<int> same_host;
-  for (const auto& [known, peer] : peer_by_address_) {
-    if (HostOf(known) == HostOf(address)) same_host.insert(peer);
+  // Peers (and our other lanes) blocked on this rank now fail at once
+  // instead of at their timeout.
+  for (const auto& lane : lanes_) {
+    try {
+      lane->closeConnections();
+    } catch (const std::exception&) {
+    }
   }
-  if (same_host.size() == 1) return absl::StrCat("rank ", *same_host.begin());
-  if (same_host.empty()) return address;
-  return absl::StrCat("one of ranks ", absl::StrJoin(same_host, ", "), " at ",
-                      HostOf(address));
-}
-
-absl::Status GlooCommunicator::Describe(const std::string& what,
-                                        int64_t count) const {
-  std::string head =
-      absl::StrCat("all-reduce of ", count, " floats (", algorithm_name_,
-                   ") failed on rank ", rank(), " of ", size(), ": ");
-  std::string peer = PeerNamedIn(what);
-  bool timed_out = what.find("Timed out") != std::string::npos ||
-                   what.find("timeout") != std::string::npos;
-  if (!timed_out) {
-    if (peer.empty()) return absl::UnavailableError(absl::StrCat(head, what));
-    return absl::UnavailableError(
-        absl::StrCat(head, "lost the connection to ", peer,
-                     " (it failed or exited): ", what));
-  }
-  bool ambiguous = peer.empty() || peer.rfind("one of", 0) == 0;
-  if (ambiguous && (algorithm_ == AlgorithmKind::kRing ||
-                    algorithm_ == AlgorithmKind::kRingChunked)) {
-    // A ring receives only from its left neighbour and sends only right.
-    bool send = what.find("send") != std::string::npos ||
-                what.find("Write") != std::string::npos;
-    peer = absl::StrCat("rank ", (rank() + (send ? 1 : size() - 1)) % size());
-  }
-  std::string waiting =
-      peer.empty() ? "a peer"
-                   : absl::StrCat(peer, " (it, or a rank it waits for,");
-  return absl::DeadlineExceededError(absl::StrCat(
-      head, "no progress within ", absl::FormatDuration(timeout_),
-      " waiting for ", waiting,
-      peer.empty() ? " that stalled or died" : " stalled or died)"));
+  return status;
 }
 
 absl::Status ValidateOptions(int rank, int size, const GlooOptions& options,
@@ -292,6 +232,10 @@ absl::Status ValidateOptions(int rank, int size, const GlooOptions& options,
         absl::StrCat("Gloo timeout must be positive, got ",
                      absl::FormatDuration(options.timeout)));
   }
+  if (options.lanes < 1 || options.lanes > kMaxLanes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Gloo lanes must be in [1, ", kMaxLanes, "], got ", options.lanes));
+  }
   std::vector<std::string> known;
   for (const auto& [name, value] : kAlgorithms) {
     if (options.algorithm == name) {
@@ -303,24 +247,6 @@ absl::Status ValidateOptions(int rank, int size, const GlooOptions& options,
   return absl::InvalidArgumentError(
       absl::StrCat("unknown all-reduce algorithm '", options.algorithm,
                    "' (known: ", absl::StrJoin(known, ", "), ")"));
-}
-
-// The status behind a failed rendezvous: the store's own, when it kept one.
-absl::Status RendezvousError(gloo::rendezvous::Store& store,
-                             const std::exception& e, int rank, int size) {
-  std::string head =
-      absl::StrCat("Gloo rendezvous of rank ", rank, " of ", size, " failed: ");
-  auto* kv_store = dynamic_cast<KvGlooStore*>(&store);
-  if (kv_store != nullptr && !kv_store->last_error().ok()) {
-    absl::Status cause = kv_store->last_error();
-    return absl::Status(cause.code(), absl::StrCat(head, cause.message()));
-  }
-  std::string what = StripLocation(e.what());
-  bool timed_out = what.find("imeout") != std::string::npos ||
-                   what.find("Timed out") != std::string::npos;
-  return absl::Status(timed_out ? absl::StatusCode::kDeadlineExceeded
-                                : absl::StatusCode::kUnavailable,
-                      absl::StrCat(head, what));
 }
 
 // Gloo writes to its sockets with writev(2), so a peer that dies mid-write
@@ -335,22 +261,20 @@ void IgnoreSigpipe() {
   }
 }
 
-}  // namespace
-
 // Learns the addresses by which Gloo's messages name peers: each rank
 // publishes its per-pair addresses (Gloo binds both ends of a connection to
 // them) through the store. Throws as the store does.
-std::map<std::string, int> MapPeerAddresses(gloo::rendezvous::Store& store,
-                                            gloo::Context& context) {
+void MapPeerAddresses(gloo::rendezvous::Store& store, Context& context,
+                      PeerNames* peers) {
   std::vector<std::string> mine(context.size);
   for (int peer = 0; peer < context.size; ++peer) {
-    if (peer != context.rank)
+    if (peer != context.rank) {
       mine[peer] = context.getPair(peer)->address().str();
+    }
   }
   std::string joined = absl::StrJoin(mine, "\n");
   store.set(absl::StrCat("cohort_addresses_", context.rank),
             std::vector<char>(joined.begin(), joined.end()));
-  std::map<std::string, int> peer_by_address;
   for (int peer = 0; peer < context.size; ++peer) {
     if (peer == context.rank) continue;
     std::vector<char> bytes =
@@ -358,11 +282,31 @@ std::map<std::string, int> MapPeerAddresses(gloo::rendezvous::Store& store,
     std::vector<std::string> theirs =
         absl::StrSplit(std::string(bytes.begin(), bytes.end()), '\n');
     if (context.rank < static_cast<int>(theirs.size())) {
-      peer_by_address[theirs[context.rank]] = peer;
+      peers->Add(theirs[context.rank], peer);
     }
   }
-  return peer_by_address;
 }
+
+// Lane 0 rendezvouses on the store's own keys (so that a missing rank is
+// named by its number), later lanes under a prefix. Throws as Gloo does.
+std::shared_ptr<Context> ConnectLane(
+    gloo::rendezvous::Store& store, int lane, int rank, int size,
+    const GlooOptions& options,
+    std::shared_ptr<gloo::transport::Device>& device, PeerNames* peers) {
+  auto context = std::make_shared<Context>(rank, size, BcubeBase(size));
+  context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
+  if (lane == 0) {
+    context->connectFullMesh(store, device);
+    MapPeerAddresses(store, *context, peers);
+  } else {
+    gloo::rendezvous::PrefixStore prefixed(absl::StrCat("lane", lane), store);
+    context->connectFullMesh(prefixed, device);
+    MapPeerAddresses(prefixed, *context, peers);
+  }
+  return context;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     gloo::rendezvous::Store& store, int rank, int size,
@@ -377,21 +321,22 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot listen for Gloo peers on host '", options.hostname,
-                     "': ", StripLocation(e.what())));
+                     "': ", StripGlooLocation(e.what())));
   }
-  auto context =
-      std::make_shared<gloo::rendezvous::Context>(rank, size, BcubeBase(size));
-  context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
-  std::map<std::string, int> peer_by_address;
+  // One rank alone has nothing to overlap.
+  const int lanes = size == 1 ? 1 : options.lanes;
+  std::vector<std::shared_ptr<Context>> contexts;
+  PeerNames peers;
   try {
-    context->connectFullMesh(store, device);
-    peer_by_address = MapPeerAddresses(store, *context);
+    for (int lane = 0; lane < lanes; ++lane) {
+      contexts.push_back(
+          ConnectLane(store, lane, rank, size, options, device, &peers));
+    }
   } catch (const std::exception& e) {
-    return RendezvousError(store, e, rank, size);
+    return DescribeRendezvousFailure(store, e, rank, size);
   }
-  return std::unique_ptr<Communicator>(
-      new GlooCommunicator(std::move(context), algorithm, options.algorithm,
-                           options.timeout, std::move(peer_by_address)));
+  return std::unique_ptr<Communicator>(new GlooCommunicator(
+      std::move(contexts), algorithm, options, std::move(peers)));
 }
 
 }  // namespace cohort
