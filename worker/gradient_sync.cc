@@ -6,12 +6,15 @@ namespace cohort {
 
 GradientSync::GradientSync(std::vector<float*> replica_grads, int64_t count,
                            int total_replicas, Communicator* comm,
-                           int64_t bucket_bytes)
+                           int64_t bucket_bytes,
+                           std::vector<int64_t> param_offsets)
     : grads_(std::move(replica_grads)),
       count_(count),
       total_replicas_(total_replicas),
       reducer_(comm, bucket_bytes),
-      ready_(grads_.size(), count) {}
+      ready_(grads_.size(), count) {
+  reducer_.SetBoundaries(std::move(param_offsets));
+}
 
 void GradientSync::BeginStep() {
   {

@@ -27,8 +27,11 @@ namespace cohort {
 
 class GradientSync {
  public:
+  // `param_offsets`: where each parameter starts in the flat buffer; buckets
+  // never split a parameter (see BucketReducer::SetBoundaries).
   GradientSync(std::vector<float*> replica_grads, int64_t count,
-               int total_replicas, Communicator* comm, int64_t bucket_bytes);
+               int total_replicas, Communicator* comm, int64_t bucket_bytes,
+               std::vector<int64_t> param_offsets);
 
   void BeginStep();
   // Replica `replica`'s gradients at index >= offset are final.

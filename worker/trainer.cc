@@ -147,9 +147,14 @@ absl::Status LocalTrainer::BuildModels() {
   if (dist_ != nullptr) {
     std::vector<float*> grads;
     for (Replica& rep : replicas_) grads.push_back(rep.model->grads().data());
+    std::vector<int64_t> offsets;
+    for (const auto& e : replicas_[0].model->param_store().entries()) {
+      offsets.push_back(e.offset);
+    }
     sync_ = std::make_unique<GradientSync>(
         std::move(grads), replicas_[0].model->grads().size(),
-        dist_->total_replicas, dist_->comm, dist_->bucket_bytes);
+        dist_->total_replicas, dist_->comm, dist_->bucket_bytes,
+        std::move(offsets));
   }
   return absl::OkStatus();
 }

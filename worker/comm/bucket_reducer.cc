@@ -59,6 +59,25 @@ BucketReducer::~BucketReducer() {
   for (std::thread& thread : threads_) thread.join();
 }
 
+void BucketReducer::SetBoundaries(std::vector<int64_t> boundaries) {
+  std::sort(boundaries.begin(), boundaries.end());
+  boundaries_ = std::move(boundaries);
+  bound_grads_ = nullptr;  // rebind with the new buckets
+}
+
+int64_t BucketReducer::BucketStart(int64_t end) const {
+  if (boundaries_.empty()) return std::max<int64_t>(0, end - bucket_elems_);
+  // The largest boundary that still leaves the bucket at least
+  // bucket_elems_ long, or 0.
+  auto it = std::lower_bound(boundaries_.begin(), boundaries_.end(), end);
+  while (it != boundaries_.begin()) {
+    --it;
+    if (*it <= 0 || end - *it >= bucket_elems_)
+      return std::max<int64_t>(0, *it);
+  }
+  return 0;
+}
+
 absl::Status BucketReducer::Bind(float* grads, int64_t count) {
   if (grads == bound_grads_ && count == bound_count_) return absl::OkStatus();
   buckets_.clear();
@@ -66,7 +85,7 @@ absl::Status BucketReducer::Bind(float* grads, int64_t count) {
   bound_count_ = -1;
   for (int64_t end = count; end > 0;) {
     Bucket bucket;
-    bucket.start = std::max<int64_t>(0, end - bucket_elems_);
+    bucket.start = BucketStart(end);
     bucket.count = end - bucket.start;
     end = bucket.start;
     buckets_.push_back(std::move(bucket));

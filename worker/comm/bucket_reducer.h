@@ -48,6 +48,13 @@ class BucketReducer {
   BucketReducer& operator=(const BucketReducer&) = delete;
 
   // Starts a step over grads[0, count); nothing is ready yet.
+  // Offsets where a bucket may start (ascending; typically each parameter's
+  // first element), so that no parameter is split across buckets and a
+  // bucket is ready as soon as the layers it covers are. A bucket grows
+  // parameter by parameter, from the back, until it holds bucket_bytes.
+  // Empty (the default): fixed-size buckets. Takes effect at the next bind.
+  void SetBoundaries(std::vector<int64_t> boundaries);
+
   void BeginStep(float* grads, int64_t count, float scale);
   // Everything at index >= `offset` is final for this step (called as
   // backward progresses; may be called repeatedly with decreasing offsets;
@@ -74,6 +81,7 @@ class BucketReducer {
   };
 
   absl::Status Bind(float* grads, int64_t count);
+  int64_t BucketStart(int64_t end) const;
   bool HasWork(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NextReady(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop(int lane);
@@ -82,6 +90,7 @@ class BucketReducer {
 
   Communicator* const comm_;
   const int64_t bucket_elems_;
+  std::vector<int64_t> boundaries_;
   const int lanes_;
   // Written by the caller between steps only; read by the thread in a step.
   std::vector<Bucket> buckets_;
