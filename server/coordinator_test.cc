@@ -59,7 +59,7 @@ TEST(Heartbeat, SilentWorkerFailsTheJobWithinTheBound) {
   // w0 has heard the news, so Wait does not linger.
   const Clock::time_point start = Clock::now();
   EXPECT_EQ(server->Wait(), FAILED);
-  EXPECT_LT(SecondsSince(start), 0.5);
+  EXPECT_LT(SecondsSince(start), 1.0);
 }
 
 TEST(Heartbeat, BeatingWorkersKeepTheJobRunningAndReportProgress) {

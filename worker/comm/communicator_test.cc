@@ -202,7 +202,7 @@ TEST(GlooCommunicator, StalledRankFailsTheOthersWithinTheTimeout) {
       float x = 1;
       auto start = std::chrono::steady_clock::now();
       EXPECT_EQ((*group)->comm(rank).AllReduceSum(&x, 1), results[rank]);
-      EXPECT_LT(SecondsSince(start), 0.5);
+      EXPECT_LT(SecondsSince(start), 1.0);  // the timeout is 1.5 s
     }
     // With a ring, rank 0 waits on rank 2 directly.
     if (std::string(algorithm) == "ring_chunked") {
