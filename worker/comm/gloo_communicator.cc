@@ -303,6 +303,10 @@ std::shared_ptr<Context> ConnectLane(
     context->connectFullMesh(prefixed, device);
     MapPeerAddresses(prefixed, *context, peers);
   }
+  // Synchronous pairs: see GlooOptions::busy_poll.
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) context->getPair(peer)->setSync(true, options.busy_poll);
+  }
   return context;
 }
 
