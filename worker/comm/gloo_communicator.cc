@@ -84,12 +84,18 @@ class GlooPlan : public AllReducePlan {
   Ops ops_;
 };
 
+// All-reduces up to this size use the synchronous lane (see
+// PlanAllReduceSum); 16 MiB was seen to work, 25 MiB to deadlock.
+constexpr int64_t kLatencyLaneBytes = 1 << 20;
+
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::vector<std::shared_ptr<Context>> lanes,
+                   std::shared_ptr<Context> latency_lane,
                    AlgorithmKind algorithm, const GlooOptions& options,
                    PeerNames peers)
       : lanes_(std::move(lanes)),
+        latency_lane_(std::move(latency_lane)),
         algorithm_(algorithm),
         options_(options),
         peers_(std::move(peers)) {}
@@ -121,6 +127,9 @@ class GlooCommunicator : public Communicator {
   absl::Status Fail(const std::exception& e, int64_t count);
 
   const std::vector<std::shared_ptr<Context>> lanes_;
+  // Synchronous, busy-polling pairs for small all-reduces (null when
+  // GlooOptions::busy_poll is off or there is one rank); see PlanAllReduceSum.
+  const std::shared_ptr<Context> latency_lane_;
   const AlgorithmKind algorithm_;
   const GlooOptions options_;
   const PeerNames peers_;
@@ -170,11 +179,22 @@ GlooCommunicator::PlanAllReduceSum(float* data, int64_t count, int lane) {
   CHECK(data != nullptr || count == 0) << "all-reduce of a null buffer";
   CHECK(lane >= 0 && lane < lanes()) << "no lane " << lane;
   RETURN_IF_ERROR(broken());
+  // Small all-reduces are latency-bound: they go to the synchronous lane,
+  // which receives in the calling thread without a hand-off from Gloo's
+  // event loop. Large ones must not: a synchronous pair writes in the
+  // caller too, and two ranks both writing more than the sockets buffer
+  // deadlock (seen at 25 MiB). Every rank picks the same lane, since the
+  // choice depends on the count alone.
+  const std::shared_ptr<Context>& context =
+      latency_lane_ != nullptr &&
+              count * static_cast<int64_t>(sizeof(float)) <= kLatencyLaneBytes
+          ? latency_lane_
+          : lanes_[lane];
   Ops ops;
   try {
     for (int64_t start = 0; start < count; start += kMaxElementsPerOp) {
       int64_t n = std::min(kMaxElementsPerOp, count - start);
-      ops.push_back(MakeOp(lanes_[lane], data + start, static_cast<int>(n)));
+      ops.push_back(MakeOp(context, data + start, static_cast<int>(n)));
     }
   } catch (const std::exception& e) {
     return Fail(e, count);
@@ -303,10 +323,6 @@ std::shared_ptr<Context> ConnectLane(
     context->connectFullMesh(prefixed, device);
     MapPeerAddresses(prefixed, *context, peers);
   }
-  // Synchronous pairs: see GlooOptions::busy_poll.
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer != rank) context->getPair(peer)->setSync(true, options.busy_poll);
-  }
   return context;
 }
 
@@ -330,17 +346,26 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   // One rank alone has nothing to overlap.
   const int lanes = size == 1 ? 1 : options.lanes;
   std::vector<std::shared_ptr<Context>> contexts;
+  std::shared_ptr<Context> latency_lane;
   PeerNames peers;
   try {
     for (int lane = 0; lane < lanes; ++lane) {
       contexts.push_back(
           ConnectLane(store, lane, rank, size, options, device, &peers));
     }
+    if (options.busy_poll && size > 1) {
+      latency_lane =
+          ConnectLane(store, lanes, rank, size, options, device, &peers);
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer != rank) latency_lane->getPair(peer)->setSync(true, true);
+      }
+    }
   } catch (const std::exception& e) {
     return DescribeRendezvousFailure(store, e, rank, size);
   }
-  return std::unique_ptr<Communicator>(new GlooCommunicator(
-      std::move(contexts), algorithm, options, std::move(peers)));
+  return std::unique_ptr<Communicator>(
+      new GlooCommunicator(std::move(contexts), std::move(latency_lane),
+                           algorithm, options, std::move(peers)));
 }
 
 }  // namespace cohort
