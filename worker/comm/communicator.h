@@ -76,13 +76,14 @@ struct GlooOptions {
   // that cost about 10% of bus bandwidth at 64 MiB and 20% at 256 MiB over
   // loopback, which a second lane wins back (bench/allreduce.cc).
   int lanes = 2;
-  // All-reduces of up to 1 MiB receive in the calling thread, polling the
+  // All-reduces of up to 256 KiB receive in the calling thread, polling the
   // socket without sleeping, on a lane of their own, instead of being woken
   // by Gloo's event-loop thread. The hand-offs dominate the all-reduce of a
   // small model: on the 2-core CI machine this took 2 LeNet-5 workers from
   // 1.2-1.4x to 1.8x of one (docs/BENCHMARKS.md). The price is a busy core
   // while a rank waits for its peers; turn it off where cores are scarcer
-  // than latency.
+  // than latency. Used with two ranks and halving_doubling only (other
+  // cases stalled; see gloo_communicator.cc).
   bool busy_poll = true;
 };
 
