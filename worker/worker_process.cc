@@ -97,7 +97,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   GlooOptions gloo;
   gloo.algorithm = cluster.allreduce_algorithm();
   gloo.timeout = absl::Milliseconds(cluster.collective_timeout_ms());
-  gloo.busy_poll = !cluster.no_busy_poll();
+  gloo.busy_poll = cluster.busy_poll();
   gloo.hostname = !o.host.empty()                ? o.host
                   : IsLoopback(client.address()) ? "127.0.0.1"
                                                  : HostName();
