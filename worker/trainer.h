@@ -38,8 +38,8 @@ struct DistributedContext {
   int64_t bucket_bytes = 25 << 20;
   // The sampler seed of `epoch` (the coordinator's).
   std::function<absl::StatusOr<uint64_t>(int64_t epoch)> epoch_seed;
-  // After every step, with this worker's progress; an error stops training
-  // (the job failed or was stopped elsewhere).
+  // With this worker's progress, at most every 100 ms between steps; an
+  // error stops training (the job failed or was stopped elsewhere).
   std::function<absl::Status(const WorkerProgress&)> on_step;
 };
 
