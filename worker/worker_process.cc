@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -88,6 +89,17 @@ void ExitAfterGrace(const absl::Status& why) {
   }).detach();
 }
 
+GlooOptions::Wait GlooWait(CollectiveWait wait) {
+  switch (wait) {
+    case WAIT_SPIN:
+      return GlooOptions::Wait::kSpin;
+    case WAIT_BLOCK:
+      return GlooOptions::Wait::kBlock;
+    default:
+      return GlooOptions::Wait::kAuto;
+  }
+}
+
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    const JoinResponse& join, HeartbeatSender& heartbeat,
                    TrainResult* result) {
@@ -97,7 +109,8 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   GlooOptions gloo;
   gloo.algorithm = cluster.allreduce_algorithm();
   gloo.timeout = absl::Milliseconds(cluster.collective_timeout_ms());
-  gloo.busy_poll = cluster.busy_poll();
+  gloo.wait = GlooWait(cluster.collective_wait());
+  gloo.cores_per_rank = o.replicas * std::max(1, o.threads);
   gloo.hostname = !o.host.empty()                ? o.host
                   : IsLoopback(client.address()) ? "127.0.0.1"
                                                  : HostName();

@@ -76,17 +76,27 @@ struct GlooOptions {
   // that cost about 10% of bus bandwidth at 64 MiB and 20% at 256 MiB over
   // loopback, which a second lane wins back (bench/allreduce.cc).
   int lanes = 2;
-  // All-reduces of up to 256 KiB receive in the calling thread, polling the
-  // socket without sleeping, on a lane of their own, instead of being woken
-  // by Gloo's event-loop thread. The hand-offs dominate the all-reduce of a
-  // small model: on the 2-core CI machine this took 2 LeNet-5 workers from
-  // 1.2-1.4x to 1.8x of one (docs/BENCHMARKS.md). The price is a busy core
-  // while a rank waits for its peers; turn it off where cores are scarcer
-  // than latency. Used with two ranks and halving_doubling only (other
-  // cases stalled; see gloo_communicator.cc). Off by default: several such
-  // jobs sharing 2 cores stalled in a unit test (bucket_reducer_test run
-  // three times at once), which is not understood yet.
-  bool busy_poll = false;
+  // All-reduces of up to 256 KiB run on synchronous connections of their
+  // own (one set per lane): the calling thread writes and reads the sockets
+  // itself instead of handing every message to and from Gloo's event-loop
+  // thread. Those hand-offs dominate the all-reduce of a small model: 2
+  // LeNet-5 workers on the 2-core CI machine ran at 1.0-1.4x one worker
+  // through the event loop, 1.4-1.7x with kBlock and 1.7-1.9x with kSpin
+  // (docs/BENCHMARKS.md).
+  enum class Wait {
+    // kSpin when local ranks x cores_per_rank <= the cores this process may
+    // run on, else kBlock. Local ranks are those whose Gloo address has this
+    // rank's host.
+    kAuto,
+    // Poll the socket without sleeping: lowest latency, but a busy core
+    // while a rank waits for its peers.
+    kSpin,
+    // Sleep in recv(2).
+    kBlock,
+  };
+  Wait wait = Wait::kAuto;
+  // Compute threads of one rank (replicas x threads each), for kAuto.
+  int cores_per_rank = 1;
 };
 
 // Connects rank `rank` of `size` to every peer (full mesh) through `store`,

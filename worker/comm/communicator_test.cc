@@ -92,6 +92,63 @@ TEST(GlooCommunicator, PlanRunsRepeatedlyOnTheSameBuffer) {
   EXPECT_EQ(wrong, std::vector<int64_t>(3, 0));
 }
 
+// Small all-reduces run on synchronous connections, one set per lane, read
+// by the thread that waits. Every lane's thread runs its own plans at once,
+// as BucketReducer's threads do; sharing one set between lanes once mixed
+// up the lanes' messages and stalled.
+TEST(GlooCommunicator, SmallAllReducesOnEveryLaneAtOnce) {
+  const std::vector<int64_t> counts = {1, 1000, 16384, 65536};  // <= 256 KiB
+  for (GlooOptions::Wait wait :
+       {GlooOptions::Wait::kSpin, GlooOptions::Wait::kBlock}) {
+    for (const char* algorithm :
+         {"ring", "ring_chunked", "halving_doubling", "bcube"}) {
+      for (int size : {2, 3}) {
+        SCOPED_TRACE(std::string(algorithm) + " size " + std::to_string(size) +
+                     (wait == GlooOptions::Wait::kSpin ? " spin" : " block"));
+        GlooOptions options = Options(algorithm, absl::Seconds(20));
+        options.wait = wait;
+        auto group = LocalGroup::Connect(size, options);
+        ASSERT_TRUE(group.ok()) << group.status();
+        std::vector<int64_t> wrong(size * 2, -1);
+        std::vector<std::string> errors(size * 2);
+        (*group)->Run([&](int rank) {
+          Communicator& comm = (*group)->comm(rank);
+          ASSERT_EQ(comm.lanes(), 2);
+          // Plans are created in the same order on every rank.
+          std::vector<std::vector<float>> data;
+          std::vector<std::unique_ptr<AllReducePlan>> plans;
+          for (int lane = 0; lane < 2; ++lane) {
+            for (int64_t count : counts) {
+              data.emplace_back(count);
+              auto plan =
+                  comm.PlanAllReduceSum(data.back().data(), count, lane);
+              ASSERT_TRUE(plan.ok()) << plan.status();
+              plans.push_back(*std::move(plan));
+            }
+          }
+          RunOnThreads(2, [&](int lane) {
+            int64_t bad = 0;
+            for (int round = 0; round < 3; ++round) {
+              for (size_t k = 0; k < counts.size(); ++k) {
+                size_t i = lane * counts.size() + k;
+                for (int64_t j = 0; j < counts[k]; ++j) {
+                  data[i][j] = Input(rank, j);
+                }
+                absl::Status status = plans[i]->Run();
+                if (!status.ok()) errors[rank * 2 + lane] = status.ToString();
+                bad += CountWrong(data[i], size);
+              }
+            }
+            wrong[rank * 2 + lane] = bad;
+          });
+        });
+        EXPECT_EQ(wrong, std::vector<int64_t>(size * 2, 0));
+        EXPECT_EQ(errors, std::vector<std::string>(size * 2));
+      }
+    }
+  }
+}
+
 TEST(GlooCommunicator, SingleRankIsIdentity) {
   auto group =
       LocalGroup::Connect(1, Options("ring_chunked", absl::Seconds(5)));
@@ -177,37 +234,42 @@ TEST(GlooCommunicator, BadHostnameIsAStatus) {
 
 // Rank 2 connects but never enters the collective: the others must fail
 // within about the timeout, name a peer, and stay failed afterwards.
+// Both paths: 100000 floats go through Gloo's event loop, 1000 through the
+// synchronous (here spinning) connections.
 TEST(GlooCommunicator, StalledRankFailsTheOthersWithinTheTimeout) {
   for (const char* algorithm : {"ring_chunked", "halving_doubling"}) {
-    SCOPED_TRACE(algorithm);
-    auto group =
-        LocalGroup::Connect(3, Options(algorithm, absl::Milliseconds(1500)));
-    ASSERT_TRUE(group.ok()) << group.status();
-    std::vector<absl::Status> results(3);
-    std::vector<double> seconds(3);
-    (*group)->Run([&](int rank) {
-      if (rank == 2) return;
-      std::vector<float> data(100000, 1.0f);
-      auto start = std::chrono::steady_clock::now();
-      results[rank] = (*group)->comm(rank).AllReduceSum(data.data(), 100000);
-      seconds[rank] = SecondsSince(start);
-    });
-    for (int rank = 0; rank < 2; ++rank) {
-      EXPECT_FALSE(results[rank].ok());
-      EXPECT_LT(seconds[rank], 1.5 + 2.0) << results[rank];
-      EXPECT_NE(results[rank].message().find("rank"), std::string::npos);
-      EXPECT_NE(results[rank].message().find(algorithm), std::string::npos)
-          << results[rank];
-      // Broken for good: the next call fails at once with the same error.
-      float x = 1;
-      auto start = std::chrono::steady_clock::now();
-      EXPECT_EQ((*group)->comm(rank).AllReduceSum(&x, 1), results[rank]);
-      EXPECT_LT(SecondsSince(start), 1.0);  // the timeout is 1.5 s
-    }
-    // With a ring, rank 0 waits on rank 2 directly.
-    if (std::string(algorithm) == "ring_chunked") {
-      EXPECT_NE(results[0].message().find("rank 2"), std::string::npos)
-          << results[0];
+    for (int64_t count : {100000, 1000}) {
+      SCOPED_TRACE(std::string(algorithm) + " count " + std::to_string(count));
+      GlooOptions options = Options(algorithm, absl::Milliseconds(1500));
+      options.wait = GlooOptions::Wait::kSpin;
+      auto group = LocalGroup::Connect(3, options);
+      ASSERT_TRUE(group.ok()) << group.status();
+      std::vector<absl::Status> results(3);
+      std::vector<double> seconds(3);
+      (*group)->Run([&](int rank) {
+        if (rank == 2) return;
+        std::vector<float> data(count, 1.0f);
+        auto start = std::chrono::steady_clock::now();
+        results[rank] = (*group)->comm(rank).AllReduceSum(data.data(), count);
+        seconds[rank] = SecondsSince(start);
+      });
+      for (int rank = 0; rank < 2; ++rank) {
+        EXPECT_FALSE(results[rank].ok());
+        EXPECT_LT(seconds[rank], 1.5 + 2.0) << results[rank];
+        EXPECT_NE(results[rank].message().find("rank"), std::string::npos);
+        EXPECT_NE(results[rank].message().find(algorithm), std::string::npos)
+            << results[rank];
+        // Broken for good: the next call fails at once with the same error.
+        float x = 1;
+        auto start = std::chrono::steady_clock::now();
+        EXPECT_EQ((*group)->comm(rank).AllReduceSum(&x, 1), results[rank]);
+        EXPECT_LT(SecondsSince(start), 1.0);  // the timeout is 1.5 s
+      }
+      // With a ring, rank 0 waits on rank 2 directly.
+      if (std::string(algorithm) == "ring_chunked") {
+        EXPECT_NE(results[0].message().find("rank 2"), std::string::npos)
+            << results[0];
+      }
     }
   }
 }

@@ -7,12 +7,14 @@
 // one shared TCP device: consecutive all-reduces of Gloo on one context leave
 // the wire idle between them, which two lanes fill. Gloo reports errors by
 // throwing; nothing thrown escapes this file.
+#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -84,21 +86,24 @@ class GlooPlan : public AllReducePlan {
   Ops ops_;
 };
 
-// All-reduces up to this size use the synchronous lane (see
-// PlanAllReduceSum). A synchronous send blocks until the peer's socket takes
-// it, so what a rank sends at once (half the buffer, with two ranks) must
-// fit Linux's default socket receive buffer (212992 bytes); a 1 MiB bucket
-// already deadlocked in tests.
+// All-reduces up to this size use the synchronous lanes (see
+// PlanAllReduceSum). A synchronous send returns once the kernel holds the
+// message, and all ranks send before they receive, so every message (at
+// most the whole buffer) must fit in the socket's send buffer; Gloo sizes
+// that to the message, up to net.core.wmem_max (212992 bytes at least on
+// Linux, doubled by the kernel). Past it both ranks block in send: 25 MiB
+// buckets did. (An earlier "deadlock" at 1 MiB was two lanes sharing one
+// synchronous context, fixed by giving each lane its own.)
 constexpr int64_t kLatencyLaneBytes = 256 << 10;
 
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::vector<std::shared_ptr<Context>> lanes,
-                   std::shared_ptr<Context> latency_lane,
+                   std::vector<std::shared_ptr<Context>> latency_lanes,
                    AlgorithmKind algorithm, const GlooOptions& options,
                    PeerNames peers)
       : lanes_(std::move(lanes)),
-        latency_lane_(std::move(latency_lane)),
+        latency_lanes_(std::move(latency_lanes)),
         algorithm_(algorithm),
         options_(options),
         peers_(std::move(peers)) {}
@@ -130,9 +135,11 @@ class GlooCommunicator : public Communicator {
   absl::Status Fail(const std::exception& e, int64_t count);
 
   const std::vector<std::shared_ptr<Context>> lanes_;
-  // Synchronous, busy-polling pairs for small all-reduces (null when
-  // GlooOptions::busy_poll is off or there is one rank); see PlanAllReduceSum.
-  const std::shared_ptr<Context> latency_lane_;
+  // Synchronous pairs for small all-reduces, one context per lane (empty
+  // with one rank); see
+  // PlanAllReduceSum. A synchronous pair is read by whichever thread waits
+  // on it, so two lanes sharing one would steal each other's messages.
+  const std::vector<std::shared_ptr<Context>> latency_lanes_;
   const AlgorithmKind algorithm_;
   const GlooOptions options_;
   const PeerNames peers_;
@@ -182,16 +189,15 @@ GlooCommunicator::PlanAllReduceSum(float* data, int64_t count, int lane) {
   CHECK(data != nullptr || count == 0) << "all-reduce of a null buffer";
   CHECK(lane >= 0 && lane < lanes()) << "no lane " << lane;
   RETURN_IF_ERROR(broken());
-  // Small all-reduces are latency-bound: they go to the synchronous lane,
-  // which receives in the calling thread without a hand-off from Gloo's
-  // event loop. Large ones must not: a synchronous pair writes in the
-  // caller too, and two ranks both writing more than the sockets buffer
-  // deadlock (seen at 25 MiB). Every rank picks the same lane, since the
-  // choice depends on the count alone.
+  // Small all-reduces are latency-bound: they go to this lane's synchronous
+  // twin, which receives in the calling thread without a hand-off from
+  // Gloo's event loop. Large ones must not (see kLatencyLaneBytes). Every
+  // rank picks the same context, since the choice depends on the count and
+  // lane alone.
   const std::shared_ptr<Context>& context =
-      latency_lane_ != nullptr &&
+      !latency_lanes_.empty() &&
               count * static_cast<int64_t>(sizeof(float)) <= kLatencyLaneBytes
-          ? latency_lane_
+          ? latency_lanes_[lane]
           : lanes_[lane];
   Ops ops;
   try {
@@ -234,10 +240,12 @@ absl::Status GlooCommunicator::Fail(const std::exception& e, int64_t count) {
   }
   // Peers (and our other lanes) blocked on this rank now fail at once
   // instead of at their timeout.
-  for (const auto& lane : lanes_) {
-    try {
-      lane->closeConnections();
-    } catch (const std::exception&) {
+  for (const auto* contexts : {&lanes_, &latency_lanes_}) {
+    for (const auto& lane : *contexts) {
+      try {
+        lane->closeConnections();
+      } catch (const std::exception&) {
+      }
     }
   }
   return status;
@@ -282,6 +290,30 @@ void IgnoreSigpipe() {
       current.sa_handler == SIG_DFL) {
     signal(SIGPIPE, SIG_IGN);
   }
+}
+
+// The CPUs this process may run on (its affinity mask, which containers and
+// taskset narrow), at least 1.
+int AvailableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    return std::max(1u, std::thread::hardware_concurrency());
+  }
+  return std::max(1, CPU_COUNT(&set));
+}
+
+bool SpinWhileWaiting(const GlooOptions& options, int local_ranks) {
+  switch (options.wait) {
+    case GlooOptions::Wait::kSpin:
+      return true;
+    case GlooOptions::Wait::kBlock:
+      return false;
+    case GlooOptions::Wait::kAuto:
+      break;
+  }
+  return static_cast<int64_t>(local_ranks) * options.cores_per_rank <=
+         AvailableCores();
 }
 
 // Learns the addresses by which Gloo's messages name peers: each rank
@@ -349,30 +381,33 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   // One rank alone has nothing to overlap.
   const int lanes = size == 1 ? 1 : options.lanes;
   std::vector<std::shared_ptr<Context>> contexts;
-  std::shared_ptr<Context> latency_lane;
+  std::vector<std::shared_ptr<Context>> latency_lanes;
   PeerNames peers;
   try {
     for (int lane = 0; lane < lanes; ++lane) {
       contexts.push_back(
           ConnectLane(store, lane, rank, size, options, device, &peers));
     }
-    // Two ranks and halving-doubling only: with three ranks, or with
-    // ring_chunked (which keeps several chunks in flight), synchronous
-    // pairs stalled until the collective timeout in tests, and why is not
-    // understood yet.
-    if (options.busy_poll && size == 2 &&
-        algorithm == AlgorithmKind::kHalvingDoubling) {
-      latency_lane =
-          ConnectLane(store, lanes, rank, size, options, device, &peers);
-      for (int peer = 0; peer < size; ++peer) {
-        if (peer != rank) latency_lane->getPair(peer)->setSync(true, true);
+    if (size > 1) {
+      const bool spin = SpinWhileWaiting(
+          options,
+          1 + peers.RanksOnHost(HostOf(
+                  contexts[0]->getPair((rank + 1) % size)->address().str())));
+      for (int lane = 0; lane < lanes; ++lane) {
+        latency_lanes.push_back(ConnectLane(store, lanes + lane, rank, size,
+                                            options, device, &peers));
+        for (int peer = 0; peer < size; ++peer) {
+          if (peer != rank) {
+            latency_lanes.back()->getPair(peer)->setSync(true, spin);
+          }
+        }
       }
     }
   } catch (const std::exception& e) {
     return DescribeRendezvousFailure(store, e, rank, size);
   }
   return std::unique_ptr<Communicator>(
-      new GlooCommunicator(std::move(contexts), std::move(latency_lane),
+      new GlooCommunicator(std::move(contexts), std::move(latency_lanes),
                            algorithm, options, std::move(peers)));
 }
 

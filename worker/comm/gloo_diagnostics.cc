@@ -8,15 +8,15 @@
 #include "worker/comm/gloo_store.h"
 
 namespace cohort {
-namespace {
 
-// The IP part of a Gloo address string ("[10.0.0.5]:41234" -> "10.0.0.5").
 std::string HostOf(const std::string& address) {
   size_t open = address.find('[');
   size_t close = address.find(']', open);
   if (open == std::string::npos || close == std::string::npos) return "";
   return address.substr(open + 1, close - open - 1);
 }
+
+namespace {
 
 // The first "[host]:port" in a Gloo error message, or "".
 std::string AddressIn(const std::string& what) {
@@ -64,6 +64,14 @@ std::string PeerNames::NameIn(const std::string& what) const {
   if (same_host.size() == 1) return absl::StrCat("rank ", *same_host.begin());
   return absl::StrCat("one of ranks ", absl::StrJoin(same_host, ", "), " at ",
                       HostOf(address));
+}
+
+int PeerNames::RanksOnHost(const std::string& host) const {
+  std::set<int> ranks;
+  for (const auto& [known, rank] : rank_of_) {
+    if (HostOf(known) == host) ranks.insert(rank);
+  }
+  return static_cast<int>(ranks.size());
 }
 
 absl::Status DescribeCollectiveFailure(const std::string& what,

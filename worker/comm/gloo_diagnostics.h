@@ -20,6 +20,10 @@ namespace cohort {
 // Gloo prefixes messages with "[file:line] ", which means nothing to users.
 std::string StripGlooLocation(const std::string& what);
 
+// The IP part of a Gloo address string ("[10.0.0.5]:41234" -> "10.0.0.5"),
+// "" when it has none.
+std::string HostOf(const std::string& address);
+
 // The socket addresses ("[10.0.0.5]:41234") by which Gloo's messages may
 // name each peer rank.
 class PeerNames {
@@ -29,6 +33,8 @@ class PeerNames {
   // the peers on that host ("rank k" if only one, else "one of ranks ...");
   // "" when `what` names no address.
   std::string NameIn(const std::string& what) const;
+  // How many distinct ranks have an address on `host`.
+  int RanksOnHost(const std::string& host) const;
 
  private:
   std::map<std::string, int> rank_of_;
