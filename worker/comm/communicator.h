@@ -61,10 +61,11 @@ class Communicator {
 
 struct GlooOptions {
   // ring, ring_chunked, halving_doubling or bcube (Gloo's algorithm classes).
-  // halving_doubling had the best bus bandwidth over loopback from 1 MiB to
-  // 64 MiB at 2 and 4 ranks (geometric mean 0.97 GB/s at 2 ranks and 0.54 at
-  // 4, against 0.84 and 0.46 for ring_chunked, which wins only at 16 MiB and
-  // up, by under 8%); measured with bench/allreduce.cc.
+  // Geometric mean of cohort's bus bandwidth over 1-64 MiB on loopback, 2 / 4
+  // ranks (bench/allreduce.cc, one run each): halving_doubling 1.09 / 0.71
+  // GB/s, bcube 1.13 / 0.71, ring 1.18 / 0.37, ring_chunked 1.03 / 0.40.
+  // halving_doubling ties for best at 4 ranks and is within run-to-run noise
+  // at 2, where ring's lead does not survive more ranks.
   std::string algorithm = "halving_doubling";
   // Bounds connecting to peers and every collective.
   absl::Duration timeout = absl::Seconds(30);
@@ -76,13 +77,13 @@ struct GlooOptions {
   // that cost about 10% of bus bandwidth at 64 MiB and 20% at 256 MiB over
   // loopback, which a second lane wins back (bench/allreduce.cc).
   int lanes = 2;
-  // All-reduces of up to 256 KiB run on synchronous connections of their
-  // own (one set per lane): the calling thread writes and reads the sockets
+  // All-reduces of up to 16 MiB run on synchronous connections of their own
+  // (one set per lane): the calling thread writes and reads the sockets
   // itself instead of handing every message to and from Gloo's event-loop
-  // thread. Those hand-offs dominate the all-reduce of a small model: 2
-  // LeNet-5 workers on the 2-core CI machine ran at 1.0-1.4x one worker
-  // through the event loop, 1.4-1.7x with kBlock and 1.7-1.9x with kSpin
-  // (docs/BENCHMARKS.md).
+  // thread. Those hand-offs dominate small all-reduces: 2 LeNet-5 workers on
+  // the 2-core CI machine ran at 1.0-1.4x one worker through the event loop,
+  // 1.5x with kBlock and 1.8x with kSpin, and 1-16 MiB all-reduces ran at
+  // 1.6-5x raw Gloo's bus bandwidth (docs/BENCHMARKS.md).
   enum class Wait {
     // kSpin when local ranks x cores_per_rank <= the cores this process may
     // run on, else kBlock. Local ranks are those whose Gloo address has this

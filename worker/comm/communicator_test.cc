@@ -56,7 +56,8 @@ TEST(GlooCommunicator, SumsExactlyForEveryAlgorithmAndWorldSize) {
         EXPECT_EQ(comm.rank(), rank);
         EXPECT_EQ(comm.size(), size);
         for (int64_t count :
-             {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1} << 20}) {
+             {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1} << 20,
+              (int64_t{1} << 20) + 7}) {  // the last in two pieces
           std::vector<float> data(count);
           for (int64_t i = 0; i < count; ++i) data[i] = Input(rank, i);
           absl::Status status = comm.AllReduceSum(data.data(), count);

@@ -11,6 +11,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -86,24 +89,29 @@ class GlooPlan : public AllReducePlan {
   Ops ops_;
 };
 
-// All-reduces up to this size use the synchronous lanes (see
-// PlanAllReduceSum). A synchronous send returns once the kernel holds the
-// message, and all ranks send before they receive, so every message (at
-// most the whole buffer) must fit in the socket's send buffer; Gloo sizes
-// that to the message, up to net.core.wmem_max (212992 bytes at least on
-// Linux, doubled by the kernel). Past it both ranks block in send: 25 MiB
-// buckets did. (An earlier "deadlock" at 1 MiB was two lanes sharing one
-// synchronous context, fixed by giving each lane its own.)
-constexpr int64_t kLatencyLaneBytes = 256 << 10;
+// All-reduces up to this size run on the synchronous lanes (see
+// PlanAllReduceSum); larger ones on Gloo's event loop, which overlaps
+// sending with receiving and was faster from 64 MiB up over loopback
+// (docs/BENCHMARKS.md).
+constexpr int64_t kSyncMaxBytes = int64_t{16} << 20;
+
+// A synchronous send returns once the kernel holds the whole message, and
+// every rank sends before it receives, so no message may exceed the socket's
+// send buffer, or all ranks block in send for good (25 MiB buckets did).
+// Gloo sizes that buffer to the message, up to net.core.wmem_max, and a
+// message is at most one whole operation, so synchronous all-reduces run in
+// pieces of at most min(4 MiB, wmem_max), agreed on by all ranks.
+constexpr int64_t kSyncPieceBytes = int64_t{4} << 20;
 
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(std::vector<std::shared_ptr<Context>> lanes,
-                   std::vector<std::shared_ptr<Context>> latency_lanes,
-                   AlgorithmKind algorithm, const GlooOptions& options,
-                   PeerNames peers)
+                   std::vector<std::shared_ptr<Context>> sync_lanes,
+                   int64_t sync_piece_bytes, AlgorithmKind algorithm,
+                   const GlooOptions& options, PeerNames peers)
       : lanes_(std::move(lanes)),
-        latency_lanes_(std::move(latency_lanes)),
+        sync_lanes_(std::move(sync_lanes)),
+        sync_piece_(sync_piece_bytes / int64_t{sizeof(float)}),
         algorithm_(algorithm),
         options_(options),
         peers_(std::move(peers)) {}
@@ -139,7 +147,9 @@ class GlooCommunicator : public Communicator {
   // with one rank); see
   // PlanAllReduceSum. A synchronous pair is read by whichever thread waits
   // on it, so two lanes sharing one would steal each other's messages.
-  const std::vector<std::shared_ptr<Context>> latency_lanes_;
+  const std::vector<std::shared_ptr<Context>> sync_lanes_;
+  // Elements per synchronous operation (see kSyncPieceBytes).
+  const int64_t sync_piece_;
   const AlgorithmKind algorithm_;
   const GlooOptions options_;
   const PeerNames peers_;
@@ -189,20 +199,21 @@ GlooCommunicator::PlanAllReduceSum(float* data, int64_t count, int lane) {
   CHECK(data != nullptr || count == 0) << "all-reduce of a null buffer";
   CHECK(lane >= 0 && lane < lanes()) << "no lane " << lane;
   RETURN_IF_ERROR(broken());
-  // Small all-reduces are latency-bound: they go to this lane's synchronous
-  // twin, which receives in the calling thread without a hand-off from
-  // Gloo's event loop. Large ones must not (see kLatencyLaneBytes). Every
-  // rank picks the same context, since the choice depends on the count and
-  // lane alone.
+  // All-reduces up to kSyncMaxBytes go to this lane's synchronous twin,
+  // which sends and receives in the calling thread: Gloo's event loop hands
+  // every message to and from its own thread, which costs more than the
+  // transfer itself up to several MiB on the 2-core CI machine. Every rank
+  // picks the same context and pieces, since they depend on the count, the
+  // lane and agreed constants alone.
+  const bool sync =
+      !sync_lanes_.empty() && count * int64_t{sizeof(float)} <= kSyncMaxBytes;
   const std::shared_ptr<Context>& context =
-      !latency_lanes_.empty() &&
-              count * static_cast<int64_t>(sizeof(float)) <= kLatencyLaneBytes
-          ? latency_lanes_[lane]
-          : lanes_[lane];
+      sync ? sync_lanes_[lane] : lanes_[lane];
+  const int64_t piece = sync ? sync_piece_ : kMaxElementsPerOp;
   Ops ops;
   try {
-    for (int64_t start = 0; start < count; start += kMaxElementsPerOp) {
-      int64_t n = std::min(kMaxElementsPerOp, count - start);
+    for (int64_t start = 0; start < count; start += piece) {
+      int64_t n = std::min(piece, count - start);
       ops.push_back(MakeOp(context, data + start, static_cast<int>(n)));
     }
   } catch (const std::exception& e) {
@@ -240,7 +251,7 @@ absl::Status GlooCommunicator::Fail(const std::exception& e, int64_t count) {
   }
   // Peers (and our other lanes) blocked on this rank now fail at once
   // instead of at their timeout.
-  for (const auto* contexts : {&lanes_, &latency_lanes_}) {
+  for (const auto* contexts : {&lanes_, &sync_lanes_}) {
     for (const auto& lane : *contexts) {
       try {
         lane->closeConnections();
@@ -316,17 +327,31 @@ bool SpinWhileWaiting(const GlooOptions& options, int local_ranks) {
          AvailableCores();
 }
 
+// This host's largest socket send buffer (net.core.wmem_max), or Linux's
+// smallest default where it cannot be read.
+int64_t MaxSendBufferBytes() {
+  int64_t bytes = 0;
+  if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
+    if (std::fscanf(f, "%" SCNd64, &bytes) != 1) bytes = 0;
+    std::fclose(f);
+  }
+  return bytes > 0 ? bytes : 212992;
+}
+
 // Learns the addresses by which Gloo's messages name peers: each rank
 // publishes its per-pair addresses (Gloo binds both ends of a connection to
-// them) through the store. Throws as the store does.
-void MapPeerAddresses(gloo::rendezvous::Store& store, Context& context,
-                      PeerNames* peers) {
+// them) through the store, followed by its synchronous piece size, and
+// lowers *piece_bytes to the smallest any rank published. Throws as the
+// store does.
+void ExchangeWithPeers(gloo::rendezvous::Store& store, Context& context,
+                       PeerNames* peers, int64_t* piece_bytes) {
   std::vector<std::string> mine(context.size);
   for (int peer = 0; peer < context.size; ++peer) {
     if (peer != context.rank) {
       mine[peer] = context.getPair(peer)->address().str();
     }
   }
+  mine.push_back(absl::StrCat(*piece_bytes));
   std::string joined = absl::StrJoin(mine, "\n");
   store.set(absl::StrCat("cohort_addresses_", context.rank),
             std::vector<char>(joined.begin(), joined.end()));
@@ -339,6 +364,11 @@ void MapPeerAddresses(gloo::rendezvous::Store& store, Context& context,
     if (context.rank < static_cast<int>(theirs.size())) {
       peers->Add(theirs[context.rank], peer);
     }
+    int64_t their_piece = 0;
+    if (theirs.size() == static_cast<size_t>(context.size) + 1 &&
+        absl::SimpleAtoi(theirs.back(), &their_piece) && their_piece > 0) {
+      *piece_bytes = std::min(*piece_bytes, their_piece);
+    }
   }
 }
 
@@ -347,16 +377,17 @@ void MapPeerAddresses(gloo::rendezvous::Store& store, Context& context,
 std::shared_ptr<Context> ConnectLane(
     gloo::rendezvous::Store& store, int lane, int rank, int size,
     const GlooOptions& options,
-    std::shared_ptr<gloo::transport::Device>& device, PeerNames* peers) {
+    std::shared_ptr<gloo::transport::Device>& device, PeerNames* peers,
+    int64_t* piece_bytes) {
   auto context = std::make_shared<Context>(rank, size, BcubeBase(size));
   context->setTimeout(absl::ToChronoMilliseconds(options.timeout));
   if (lane == 0) {
     context->connectFullMesh(store, device);
-    MapPeerAddresses(store, *context, peers);
+    ExchangeWithPeers(store, *context, peers, piece_bytes);
   } else {
     gloo::rendezvous::PrefixStore prefixed(absl::StrCat("lane", lane), store);
     context->connectFullMesh(prefixed, device);
-    MapPeerAddresses(prefixed, *context, peers);
+    ExchangeWithPeers(prefixed, *context, peers, piece_bytes);
   }
   return context;
 }
@@ -381,12 +412,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   // One rank alone has nothing to overlap.
   const int lanes = size == 1 ? 1 : options.lanes;
   std::vector<std::shared_ptr<Context>> contexts;
-  std::vector<std::shared_ptr<Context>> latency_lanes;
+  std::vector<std::shared_ptr<Context>> sync_lanes;
   PeerNames peers;
+  // Rounded down to whole floats; every rank rounds the same agreed value.
+  int64_t piece_bytes = std::min(kSyncPieceBytes, MaxSendBufferBytes());
   try {
     for (int lane = 0; lane < lanes; ++lane) {
-      contexts.push_back(
-          ConnectLane(store, lane, rank, size, options, device, &peers));
+      contexts.push_back(ConnectLane(store, lane, rank, size, options, device,
+                                     &peers, &piece_bytes));
     }
     if (size > 1) {
       const bool spin = SpinWhileWaiting(
@@ -394,11 +427,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
           1 + peers.RanksOnHost(HostOf(
                   contexts[0]->getPair((rank + 1) % size)->address().str())));
       for (int lane = 0; lane < lanes; ++lane) {
-        latency_lanes.push_back(ConnectLane(store, lanes + lane, rank, size,
-                                            options, device, &peers));
+        sync_lanes.push_back(ConnectLane(store, lanes + lane, rank, size,
+                                         options, device, &peers,
+                                         &piece_bytes));
         for (int peer = 0; peer < size; ++peer) {
           if (peer != rank) {
-            latency_lanes.back()->getPair(peer)->setSync(true, spin);
+            sync_lanes.back()->getPair(peer)->setSync(true, spin);
           }
         }
       }
@@ -407,8 +441,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     return DescribeRendezvousFailure(store, e, rank, size);
   }
   return std::unique_ptr<Communicator>(
-      new GlooCommunicator(std::move(contexts), std::move(latency_lanes),
-                           algorithm, options, std::move(peers)));
+      new GlooCommunicator(std::move(contexts), std::move(sync_lanes),
+                           piece_bytes, algorithm, options, std::move(peers)));
 }
 
 }  // namespace cohort
