@@ -63,27 +63,16 @@ absl::Status CoordinatorClient::FromGrpc(const grpc::Status& s,
                                    s.error_message()));
 }
 
-absl::StatusOr<JoinResponse> CoordinatorClient::Join(
-    const JoinRequest& request, absl::Duration connect_timeout) {
+template <typename Call>
+absl::Status CoordinatorClient::RetryWhileUnavailable(
+    absl::Duration connect_timeout, const char* what, const Call& call) {
   const absl::Time give_up = absl::Now() + connect_timeout;
   absl::Duration backoff = absl::Milliseconds(100);
   int attempts = 0;
   while (true) {
     ++attempts;
-    grpc::ClientContext ctx;
-    // The coordinator holds Join until the rendezvous round completes; its
-    // own join timeout bounds that, so the deadline here only has to
-    // outlast it.
-    SetDeadline(&ctx, absl::Hours(1));
-    ctx.set_wait_for_ready(false);
-    JoinResponse response;
-    grpc::Status s = stub_->Join(&ctx, request, &response);
-    if (s.ok()) {
-      generation_ = response.generation();
-      worker_id_ = request.worker_id();
-      rank_ = response.rank();
-      return response;
-    }
+    grpc::Status s = call();
+    if (s.ok()) return absl::OkStatus();
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
         absl::Now() + backoff > give_up) {
       if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
@@ -92,11 +81,74 @@ absl::StatusOr<JoinResponse> CoordinatorClient::Join(
             " attempts in ", absl::FormatDuration(connect_timeout), ": ",
             s.error_message()));
       }
-      return FromGrpc(s, "join refused");
+      return FromGrpc(s, what);
     }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
+}
+
+absl::StatusOr<JoinResponse> CoordinatorClient::Join(
+    const JoinRequest& request, absl::Duration connect_timeout) {
+  JoinResponse response;
+  absl::Status s = RetryWhileUnavailable(connect_timeout, "join refused", [&] {
+    grpc::ClientContext ctx;
+    // The coordinator holds Join until the rendezvous round completes;
+    // its own join timeout bounds that, so the deadline here only has
+    // to outlast it.
+    SetDeadline(&ctx, absl::Hours(1));
+    return stub_->Join(&ctx, request, &response);
+  });
+  if (!s.ok()) return s;
+  generation_ = response.generation();
+  worker_id_ = request.worker_id();
+  rank_ = response.rank();
+  return response;
+}
+
+absl::StatusOr<RegisterShardResponse> CoordinatorClient::RegisterShard(
+    const RegisterShardRequest& request, absl::Duration connect_timeout) {
+  RegisterShardResponse response;
+  absl::Status s =
+      RetryWhileUnavailable(connect_timeout, "shard registration refused", [&] {
+        grpc::ClientContext ctx;
+        SetDeadline(&ctx, kRpcTimeout);
+        return stub_->RegisterShard(&ctx, request, &response);
+      });
+  if (!s.ok()) return s;
+  shard_id_ = request.shard_id();
+  shard_index_ = response.shard_index();
+  return response;
+}
+
+absl::StatusOr<ShardHeartbeatResponse> CoordinatorClient::ShardHeartbeat(
+    const ShardStats& stats) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  ShardHeartbeatRequest req;
+  req.set_shard_id(shard_id_);
+  req.set_shard_index(shard_index_);
+  *req.mutable_stats() = stats;
+  ShardHeartbeatResponse resp;
+  absl::Status s =
+      FromGrpc(stub_->ShardHeartbeat(&ctx, req, &resp), "shard heartbeat");
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<PlanPartitionsResponse> CoordinatorClient::PlanPartitions(
+    const std::vector<int64_t>& param_sizes) {
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx, kRpcTimeout);
+  PlanPartitionsRequest req;
+  req.set_generation(generation_);
+  req.set_rank(rank_);
+  for (int64_t n : param_sizes) req.add_param_sizes(n);
+  PlanPartitionsResponse resp;
+  absl::Status s =
+      FromGrpc(stub_->PlanPartitions(&ctx, req, &resp), "plan partitions");
+  if (!s.ok()) return s;
+  return resp;
 }
 
 absl::StatusOr<HeartbeatResponse> CoordinatorClient::Heartbeat(

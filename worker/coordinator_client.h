@@ -42,6 +42,17 @@ class CoordinatorClient : public KvClient {
   absl::Status Finish(bool ok, const std::string& error,
                       const WorkerResult& result);
 
+  // PS mode, workers: the partition map for this model's parameter sizes.
+  absl::StatusOr<PlanPartitionsResponse> PlanPartitions(
+      const std::vector<int64_t>& param_sizes);
+
+  // PS mode, shards: registers (retrying UNAVAILABLE for up to
+  // `connect_timeout`, as Join does), then heartbeats with statistics.
+  absl::StatusOr<RegisterShardResponse> RegisterShard(
+      const RegisterShardRequest& request, absl::Duration connect_timeout);
+  absl::StatusOr<ShardHeartbeatResponse> ShardHeartbeat(
+      const ShardStats& stats);
+
   // Operator calls; `timeout` bounds the whole call.
   absl::StatusOr<StatusResponse> GetStatus(absl::Duration timeout);
   absl::StatusOr<MetricsResponse> GetMetrics(absl::Duration timeout);
@@ -58,6 +69,11 @@ class CoordinatorClient : public KvClient {
  private:
   explicit CoordinatorClient(std::string address);
   absl::Status FromGrpc(const grpc::Status& s, const char* what) const;
+  // Runs `call` (returning grpc::Status) until it succeeds, fails with
+  // anything but UNAVAILABLE, or `connect_timeout` has passed.
+  template <typename Call>
+  absl::Status RetryWhileUnavailable(absl::Duration connect_timeout,
+                                     const char* what, const Call& call);
 
   const std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -66,6 +82,9 @@ class CoordinatorClient : public KvClient {
   uint64_t generation_ = 0;
   std::string worker_id_;
   int rank_ = -1;
+  // Set by RegisterShard.
+  std::string shard_id_;
+  int shard_index_ = -1;
 };
 
 }  // namespace cohort

@@ -390,6 +390,22 @@ absl::Status CheckCluster(const ClusterSpec& c, const Scope& s) {
   return absl::OkStatus();
 }
 
+absl::Status CheckPs(const PsSpec& p, const Scope& s) {
+  RETURN_IF_ERROR(NonNegative(s, p, "shards", p.shards()));
+  RETURN_IF_ERROR(
+      Require(p.shards() <= 1024, s, p, "shards", "<= 1024", p.shards()));
+  RETURN_IF_ERROR(NonNegative(s, p, "staleness", p.staleness()));
+  RETURN_IF_ERROR(Require(p.consistency() == SSP || p.staleness() == 0, s, p,
+                          "staleness", "0 unless consistency is SSP",
+                          p.staleness()));
+  RETURN_IF_ERROR(NonNegative(s, p, "partition_bytes", p.partition_bytes()));
+  RETURN_IF_ERROR(Require(
+      p.partition_bytes() == 0 || (p.partition_bytes() >= 4 &&
+                                   p.partition_bytes() <= (int64_t{1} << 30)),
+      s, p, "partition_bytes", "in [4, 1 GiB]", p.partition_bytes()));
+  return NonNegative(s, p, "rpc_timeout_ms", p.rpc_timeout_ms());
+}
+
 absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckScalars(j, s));
   RETURN_IF_ERROR(Positive(s, j, "batch_size", j.batch_size()));
@@ -400,6 +416,7 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckSchedule(j.lr_schedule(), j.optimizer().lr(),
                                 s.Nested(j, "lr_schedule", -1)));
   RETURN_IF_ERROR(CheckCluster(j.cluster(), s.Nested(j, "cluster", -1)));
+  RETURN_IF_ERROR(CheckPs(j.ps(), s.Nested(j, "ps", -1)));
   Scope e = s.Nested(j, "eval", -1);
   RETURN_IF_ERROR(
       NonNegative(e, j.eval(), "every_steps", j.eval().every_steps()));
@@ -462,8 +479,16 @@ void FillClusterDefaults(ClusterSpec* c) {
   if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
 }
 
+void FillPsDefaults(PsSpec* p) {
+  if (p->shards() == 0) p->set_shards(1);
+  if (p->consistency() == SSP && p->staleness() == 0) p->set_staleness(2);
+  if (p->partition_bytes() == 0) p->set_partition_bytes(4 << 20);
+  if (p->rpc_timeout_ms() == 0) p->set_rpc_timeout_ms(30000);
+}
+
 void FillDefaults(JobSpec* j) {
   FillClusterDefaults(j->mutable_cluster());
+  FillPsDefaults(j->mutable_ps());
   if (j->name().empty()) j->set_name("job");
   for (LayerSpec& l : *j->mutable_model()->mutable_layers()) {
     FillLayerDefaults(&l);
