@@ -109,6 +109,21 @@ class CoordinatorServer::Service final : public Coordinator::Service {
     *response = t_->Metrics();
     return grpc::Status::OK;
   }
+  grpc::Status RegisterShard(grpc::ServerContext*,
+                             const RegisterShardRequest* request,
+                             RegisterShardResponse* response) override {
+    return Reply(t_->RegisterShard(*request), response);
+  }
+  grpc::Status ShardHeartbeat(grpc::ServerContext*,
+                              const ShardHeartbeatRequest* request,
+                              ShardHeartbeatResponse* response) override {
+    return Reply(t_->ShardHeartbeat(*request), response);
+  }
+  grpc::Status PlanPartitions(grpc::ServerContext*,
+                              const PlanPartitionsRequest* request,
+                              PlanPartitionsResponse* response) override {
+    return Reply(t_->PlanPartitions(*request), response);
+  }
   grpc::Status Stop(grpc::ServerContext*, const StopRequest* request,
                     StopResponse*) override {
     if (absl::Status s = CheckStopRequest(*request); !s.ok()) return ToGrpc(s);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/partition.h"
 #include "common/status_macros.h"
 #include "server/request_checks.h"
 
@@ -120,7 +121,7 @@ void JobTracker::AddJoiner(const JoinRequest& r) {
   LOG(INFO) << "worker " << r.host() << ":" << r.pid() << " joined (" << n
             << " of " << MinWorkers() << ".." << MaxWorkers() << ")";
   if (n == MinWorkers()) min_reached_ = Clock::now();
-  if (n == MaxWorkers()) CompleteRound();
+  if (n == MaxWorkers() && ShardsReady()) CompleteRound();
 }
 
 std::optional<Clock::time_point> JobTracker::LastCallEnd() const {
@@ -146,7 +147,8 @@ absl::Status JobTracker::AwaitRound(uint64_t generation,
     }
     const Clock::time_point now = Clock::now();
     const std::optional<Clock::time_point> last_call = LastCallEnd();
-    if (last_call && now >= *last_call) {
+    const bool full = static_cast<int>(joiners_.size()) >= MaxWorkers();
+    if ((full || (last_call && now >= *last_call)) && ShardsReady()) {
       CompleteRound();
       continue;
     }
@@ -171,11 +173,17 @@ absl::Status JobTracker::JoinTimeout(Clock::duration waited) const {
     who.push_back(absl::StrCat(j.request.host(), ":", j.request.pid()));
   }
   const int missing = MinWorkers() - static_cast<int>(joiners_.size());
+  std::string shards;
+  if (!ShardsReady()) {
+    shards = absl::StrFormat("; %d of %d parameter-server shards registered",
+                             shards_.size(), NumShards());
+  }
   return absl::DeadlineExceededError(absl::StrFormat(
       "join timed out after %.1fs (cluster.join_timeout_ms): %d of %d needed "
-      "workers joined (%s); %d missing",
+      "workers joined (%s); %d missing%s",
       Seconds(waited), joiners_.size(), MinWorkers(),
-      who.empty() ? "none" : absl::StrJoin(who, ", "), std::max(missing, 0)));
+      who.empty() ? "none" : absl::StrJoin(who, ", "), std::max(missing, 0),
+      shards));
 }
 
 void JobTracker::LeaveRound(const std::string& worker_id) {
@@ -251,7 +259,112 @@ JoinResponse JobTracker::Assignment(const Member& m) const {
   r.set_epoch(0);
   r.set_step(0);
   r.set_kv_prefix(absl::StrCat("g", generation_, "/"));
+  for (const Shard& shard : shards_) {
+    r.add_shard_addresses(shard.request.address());
+  }
   return r;
+}
+
+absl::Status JobTracker::RequirePsMode(absl::string_view what) const {
+  if (PsMode()) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, ": job ", job_.name(),
+                   " does not use parameter-server shards (its spec has no "
+                   "`mode: PS`)"));
+}
+
+absl::StatusOr<RegisterShardResponse> JobTracker::RegisterShard(
+    const RegisterShardRequest& request) {
+  RETURN_IF_ERROR(CheckRegisterShardRequest(request));
+  RETURN_IF_ERROR(RequirePsMode("shard registration refused"));
+  absl::MutexLock lock(&mu_);
+  RegisterShardResponse response;
+  response.set_num_shards(NumShards());
+  *response.mutable_job() = job_;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (shards_[i].request.shard_id() == request.shard_id()) {
+      response.set_shard_index(i);  // a retry whose answer was lost
+      return response;
+    }
+  }
+  if (IsTerminal(state_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_.name(), " has already ended (",
+                     JobState_Name(state_), ": ", reason_, ")"));
+  }
+  if (ShardsReady()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the job already has its ", NumShards(),
+        " parameter-server shards (ps.shards); shard ", request.host(), ":",
+        request.pid(), " at ", request.address(), " cannot register"));
+  }
+  shards_.push_back(Shard{request, Clock::now(), ShardStats(), false});
+  ++round_changes_;  // waiting joiners may now complete their round
+  LOG(INFO) << "parameter-server shard " << shards_.size() - 1 << " at "
+            << request.address() << " registered (" << shards_.size() << " of "
+            << NumShards() << ")";
+  response.set_shard_index(shards_.size() - 1);
+  if (state_ == FORMING && ShardsReady() &&
+      static_cast<int>(joiners_.size()) >= MaxWorkers()) {
+    CompleteRound();
+  }
+  return response;
+}
+
+absl::StatusOr<ShardHeartbeatResponse> JobTracker::ShardHeartbeat(
+    const ShardHeartbeatRequest& request) {
+  RETURN_IF_ERROR(CheckShardHeartbeatRequest(request));
+  absl::MutexLock lock(&mu_);
+  const int i = request.shard_index();
+  if (i >= static_cast<int>(shards_.size()) ||
+      shards_[i].request.shard_id() != request.shard_id()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard ", QuoteForMessage(request.shard_id()),
+                     " is not registered as shard ", i));
+  }
+  Shard& shard = shards_[i];
+  shard.last_seen = Clock::now();
+  shard.stats = request.stats();
+  ShardHeartbeatResponse response;
+  response.set_state(state_);
+  response.set_stop(IsTerminal(state_));
+  response.set_reason(reason_);
+  if (IsTerminal(state_)) shard.knows_end = true;
+  return response;
+}
+
+absl::StatusOr<PlanPartitionsResponse> JobTracker::PlanPartitions(
+    const PlanPartitionsRequest& request) {
+  RETURN_IF_ERROR(CheckPlanPartitionsRequest(request));
+  RETURN_IF_ERROR(RequirePsMode("partition plan refused"));
+  absl::MutexLock lock(&mu_);
+  if (request.generation() != generation_ || generation_ == 0) {
+    return StaleGeneration(request.generation(), generation_);
+  }
+  RETURN_IF_ERROR(
+      CheckRank("PlanPartitionsRequest.rank", request.rank(), members_.size()));
+  const std::vector<int64_t> sizes(request.param_sizes().begin(),
+                                   request.param_sizes().end());
+  if (plan_.empty()) {
+    ASSIGN_OR_RETURN(plan_,
+                     cohort::PlanPartitions(sizes, NumShards(),
+                                            job_.ps().partition_bytes()));
+    plan_sizes_ = sizes;
+    plan_rank_ = request.rank();
+  } else if (sizes != plan_sizes_) {
+    size_t i = 0;
+    while (i < sizes.size() && i < plan_sizes_.size() &&
+           sizes[i] == plan_sizes_[i]) {
+      ++i;
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", request.rank(), "'s model differs from rank ", plan_rank_,
+        "'s: ", sizes.size(), " parameter tensors against ", plan_sizes_.size(),
+        ", first difference at tensor ", i));
+  }
+  PlanPartitionsResponse response;
+  for (const Partition& p : plan_) *response.add_partitions() = p;
+  return response;
 }
 
 absl::StatusOr<JobTracker::Member*> JobTracker::FindCaller(
@@ -369,6 +482,17 @@ void JobTracker::CheckHeartbeats() {
                     Seconds(now - m.last_seen)));
     return;
   }
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    Shard& shard = shards_[i];
+    if (now - shard.last_seen <= limit) continue;
+    shard.knows_end = true;
+    End(FAILED,
+        absl::StrFormat("parameter-server shard %d at %s (host %s, pid %d) "
+                        "missed heartbeats for %.1fs",
+                        i, shard.request.address(), shard.request.host(),
+                        shard.request.pid(), Seconds(now - shard.last_seen)));
+    return;
+  }
 }
 
 void JobTracker::WatchdogLoop() {
@@ -398,7 +522,9 @@ void JobTracker::Shutdown() {
 
 bool JobTracker::AllKnowEnd() const {
   return std::all_of(members_.begin(), members_.end(),
-                     [](const Member& m) { return m.knows_end; });
+                     [](const Member& m) { return m.knows_end; }) &&
+         std::all_of(shards_.begin(), shards_.end(),
+                     [](const Shard& s) { return s.knows_end; });
 }
 
 JobState JobTracker::WaitForEnd(bool until_stop) {

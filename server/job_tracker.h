@@ -17,6 +17,7 @@
 #ifndef COHORT_SERVER_JOB_TRACKER_H_
 #define COHORT_SERVER_JOB_TRACKER_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -79,6 +80,16 @@ class JobTracker {
   // The report of cohort train's shape plus world_size, state and reason.
   std::string ReportJson() const;
 
+  // PS mode: a shard registers (a retry gets the same index), heartbeats,
+  // and workers ask for the partition map. In ALLREDUCE mode these fail
+  // with FAILED_PRECONDITION.
+  absl::StatusOr<RegisterShardResponse> RegisterShard(
+      const RegisterShardRequest& request);
+  absl::StatusOr<ShardHeartbeatResponse> ShardHeartbeat(
+      const ShardHeartbeatRequest& request);
+  absl::StatusOr<PlanPartitionsResponse> PlanPartitions(
+      const PlanPartitionsRequest& request);
+
   KvStore& kv() { return kv_; }
   const JobSpec& job() const { return job_; }
 
@@ -101,6 +112,25 @@ class JobTracker {
     bool knows_end = false;  // no need to wait for it to learn the end
   };
 
+  // A registered parameter-server shard.
+  struct Shard {
+    RegisterShardRequest request;
+    Clock::time_point last_seen;
+    ShardStats stats;
+    bool knows_end = false;
+  };
+
+  bool PsMode() const { return job_.mode() == PS; }
+  int NumShards() const {
+    return PsMode() ? std::max(1, job_.ps().shards()) : 0;
+  }
+  // Rounds complete only once every shard has registered.
+  bool ShardsReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(shards_.size()) >= NumShards();
+  }
+  absl::Status RequirePsMode(absl::string_view what) const;
+  ShardStatus DescribeShard(int index, Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int MinWorkers() const { return job_.cluster().min_workers(); }
   int MaxWorkers() const { return job_.cluster().max_workers(); }
   absl::Status CheckCanJoin(const JoinRequest& r) const
@@ -154,6 +184,12 @@ class JobTracker {
   absl::flat_hash_map<std::string, int> rank_of_ ABSL_GUARDED_BY(mu_);
   // Ranks of earlier generations, kept so that a worker keeps its rank.
   absl::flat_hash_map<std::string, int> previous_ranks_ ABSL_GUARDED_BY(mu_);
+  // PS mode: shards by index, and the partition plan (fixed by the first
+  // PlanPartitions call, with the parameter sizes it was made for).
+  std::vector<Shard> shards_ ABSL_GUARDED_BY(mu_);
+  std::vector<Partition> plan_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> plan_sizes_ ABSL_GUARDED_BY(mu_);
+  int plan_rank_ ABSL_GUARDED_BY(mu_) = -1;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watchdog_;

@@ -44,6 +44,24 @@ std::vector<WorkerStatus> JobTracker::Workers() const {
   return out;
 }
 
+ShardStatus JobTracker::DescribeShard(int index, Clock::time_point now) const {
+  const Shard& shard = shards_[index];
+  ShardStatus s;
+  s.set_index(index);
+  s.set_shard_id(shard.request.shard_id());
+  s.set_address(shard.request.address());
+  s.set_host(shard.request.host());
+  s.set_pid(shard.request.pid());
+  s.set_heartbeat_age_s(Seconds(now - shard.last_seen));
+  *s.mutable_stats() = shard.stats;
+  for (const Partition& p : plan_) {
+    if (p.shard() != index) continue;
+    s.set_partitions(s.partitions() + 1);
+    s.set_parameters(s.parameters() + p.count());
+  }
+  return s;
+}
+
 StatusResponse JobTracker::Status() const {
   absl::MutexLock lock(&mu_);
   StatusResponse s;
@@ -58,6 +76,11 @@ StatusResponse JobTracker::Status() const {
   s.set_world_size(members_.size());
   for (WorkerStatus& w : Workers()) *s.add_workers() = std::move(w);
   s.set_uptime_s(Seconds(Clock::now() - started_));
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    *s.add_shards() = DescribeShard(i, now);
+  }
+  for (const Partition& p : plan_) *s.add_partitions() = p;
   return s;
 }
 
@@ -70,6 +93,10 @@ MetricsResponse JobTracker::Metrics() const {
     *m.add_workers() = std::move(w);
   }
   m.set_samples_per_s(samples_per_s);
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    *m.add_shards() = DescribeShard(i, now);
+  }
   return m;
 }
 

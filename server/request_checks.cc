@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -215,6 +216,80 @@ absl::Status CheckFinishRequest(const FinishRequest& r) {
 
 absl::Status CheckStopRequest(const StopRequest& r) {
   return CheckLength("StopRequest.reason", r.reason(), kMaxTextBytes);
+}
+
+absl::Status CheckRegisterShardRequest(const RegisterShardRequest& r) {
+  if (r.protocol_version() != Protocol::CURRENT) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the shard speaks coordinator protocol version ", r.protocol_version(),
+        " but this coordinator speaks version ",
+        static_cast<int>(Protocol::CURRENT),
+        "; run the same cohort release on every node"));
+  }
+  RETURN_IF_ERROR(
+      CheckName("RegisterShardRequest.shard_id", r.shard_id(), kMaxIdBytes));
+  RETURN_IF_ERROR(
+      CheckName("RegisterShardRequest.host", r.host(), kMaxIdBytes));
+  RETURN_IF_ERROR(NonNegative("RegisterShardRequest.pid", r.pid()));
+  RETURN_IF_ERROR(
+      CheckName("RegisterShardRequest.address", r.address(), kMaxIdBytes));
+  const size_t colon = r.address().rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(r.address().substr(colon + 1), &port) || port < 1 ||
+      port > 65535) {
+    return Invalid("RegisterShardRequest.address",
+                   "HOST:PORT with a port in "
+                   "[1, 65535]",
+                   QuoteForMessage(r.address()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShardHeartbeatRequest(const ShardHeartbeatRequest& r) {
+  RETURN_IF_ERROR(
+      CheckName("ShardHeartbeatRequest.shard_id", r.shard_id(), kMaxIdBytes));
+  RETURN_IF_ERROR(
+      NonNegative("ShardHeartbeatRequest.shard_index", r.shard_index()));
+  const ShardStats& s = r.stats();
+  for (const auto& [name, v] :
+       {std::pair<const char*, int64_t>{"pushes", s.pushes()},
+        {"pulls", s.pulls()},
+        {"duplicate_pushes", s.duplicate_pushes()},
+        {"bytes_pushed", s.bytes_pushed()},
+        {"bytes_pulled", s.bytes_pulled()},
+        {"version", s.version()},
+        {"min_clock", s.min_clock()}}) {
+    RETURN_IF_ERROR(
+        NonNegative(absl::StrCat("ShardHeartbeatRequest.stats.", name), v));
+  }
+  if (s.staleness_histogram_size() > 64) {
+    return Invalid("ShardHeartbeatRequest.stats.staleness_histogram",
+                   "at most 64 buckets",
+                   absl::StrCat(s.staleness_histogram_size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPlanPartitionsRequest(const PlanPartitionsRequest& r) {
+  RETURN_IF_ERROR(NonNegative("PlanPartitionsRequest.rank", r.rank()));
+  if (r.param_sizes_size() < 1 || r.param_sizes_size() > kMaxParamTensors) {
+    return Invalid("PlanPartitionsRequest.param_sizes",
+                   absl::StrCat("1 to ", kMaxParamTensors, " sizes"),
+                   absl::StrCat(r.param_sizes_size()));
+  }
+  int64_t total = 0;
+  for (int i = 0; i < r.param_sizes_size(); ++i) {
+    const int64_t n = r.param_sizes(i);
+    if (n < 1 || n > kMaxParamElements - total) {
+      return Invalid(absl::StrCat("PlanPartitionsRequest.param_sizes[", i, "]"),
+                     absl::StrCat(">= 1, with at most ", kMaxParamElements,
+                                  " elements in all"),
+                     absl::StrCat(n));
+    }
+    total += n;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckRank(absl::string_view field, int32_t rank, int world_size) {

@@ -25,6 +25,8 @@ inline constexpr int64_t kMaxValueBytes = int64_t{64} << 20;
 inline constexpr int kMaxWaitKeys = 1024;
 inline constexpr int64_t kMaxWaitTimeoutMs = 600000;
 inline constexpr int kMaxTextBytes = 64 << 10;  // errors and stop reasons
+inline constexpr int kMaxParamTensors = 1 << 20;
+inline constexpr int64_t kMaxParamElements = int64_t{1} << 36;  // 256 GiB
 
 // Fills the defaults documented in proto/job.proto (zero means default).
 // Idempotent; the same values as the worker's spec loader.
@@ -43,6 +45,9 @@ absl::Status CheckKvAddRequest(const KvAddRequest& request);
 absl::Status CheckBeginEpochRequest(const BeginEpochRequest& request);
 absl::Status CheckFinishRequest(const FinishRequest& request);
 absl::Status CheckStopRequest(const StopRequest& request);
+absl::Status CheckRegisterShardRequest(const RegisterShardRequest& request);
+absl::Status CheckShardHeartbeatRequest(const ShardHeartbeatRequest& request);
+absl::Status CheckPlanPartitionsRequest(const PlanPartitionsRequest& request);
 
 // "rank" must lie in [0, world_size); `field` names it in the message.
 absl::Status CheckRank(absl::string_view field, int32_t rank, int world_size);
