@@ -5,11 +5,13 @@
 
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli/flags.h"
 #include "cli/train_command.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
+#include "server/ps/shard_process.h"
 #include "worker/spec.h"
 #include "worker/worker_process.h"
 
@@ -74,6 +76,10 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
             "seconds to keep trying to reach the coordinator (default 60)", 1,
             86400);
   flags.Bool("quiet", &o.quiet, "no progress output");
+  std::string straggler;
+  flags.String("straggler", &straggler,
+               "RANK:FACTOR: if this worker gets rank RANK, it runs FACTOR "
+               "times slower (to study stragglers)");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -83,11 +89,60 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   if (o.coordinator.empty()) {
     return absl::InvalidArgumentError("--coordinator=HOST:PORT is required");
   }
+  if (!straggler.empty()) {
+    ASSIGN_OR_RETURN(const Straggler s, ParseStraggler(straggler));
+    o.slowdown_rank = s.rank;
+    o.slowdown = s.factor;
+  }
   ASSIGN_OR_RETURN(o.replicas, ParseReplicas(replicas));
   o.threads = static_cast<int>(threads);
   o.connect_timeout = absl::Seconds(connect_timeout_s);
   o.live_progress = isatty(STDERR_FILENO);
   return RunWorker(o);
+}
+
+absl::StatusOr<Straggler> ParseStraggler(const std::string& value) {
+  const size_t colon = value.find(':');
+  Straggler s;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(value.substr(0, colon), &s.rank) || s.rank < 0 ||
+      !absl::SimpleAtod(value.substr(colon + 1), &s.factor) ||
+      !(s.factor >= 1.0 && s.factor <= 1000.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--straggler must look like RANK:FACTOR with RANK >= 0 and FACTOR in "
+        "[1, 1000], got \"",
+        value, "\""));
+  }
+  return s;
+}
+
+absl::Status RunPsCommand(const std::vector<std::string>& args, bool* help) {
+  ShardProcessOptions o;
+  int64_t connect_timeout_s = 60;
+  bool quiet = false;
+  FlagSet flags("ps");
+  flags.String("coordinator", &o.coordinator,
+               "the coordinator's HOST:PORT; required");
+  flags.String("listen", &o.listen,
+               "HOST:PORT to serve workers on (default 0.0.0.0:0, any port)");
+  flags.String("host", &o.advertise_host,
+               "address workers reach this shard on (default: 127.0.0.1 for "
+               "a loopback coordinator, else the host name)");
+  flags.Int("connect-timeout", &connect_timeout_s,
+            "seconds to keep trying to reach the coordinator (default 60)", 1,
+            86400);
+  flags.Bool("quiet", &quiet, "no log lines");
+  RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    *help = true;
+    return absl::OkStatus();
+  }
+  if (o.coordinator.empty()) {
+    return absl::InvalidArgumentError("--coordinator=HOST:PORT is required");
+  }
+  o.connect_timeout = absl::Seconds(connect_timeout_s);
+  return RunShardProcess(o);
 }
 
 }  // namespace cohort

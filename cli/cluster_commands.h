@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace cohort {
 
@@ -16,11 +17,19 @@ namespace cohort {
 absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
                             int* exit_code);
 absl::Status RunWorkerCommand(const std::vector<std::string>& args, bool* help);
+absl::Status RunPsCommand(const std::vector<std::string>& args, bool* help);
 absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
                       int* exit_code, const char* self_path);
 absl::Status RunStatus(const std::vector<std::string>& args, bool* help);
 absl::Status RunMetrics(const std::vector<std::string>& args, bool* help);
 absl::Status RunStop(const std::vector<std::string>& args, bool* help);
+
+// --straggler=RANK:FACTOR: worker RANK runs FACTOR (>= 1) times slower.
+struct Straggler {
+  int rank = -1;
+  double factor = 1.0;
+};
+absl::StatusOr<Straggler> ParseStraggler(const std::string& value);
 
 }  // namespace cohort
 

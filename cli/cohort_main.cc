@@ -19,6 +19,7 @@ constexpr char kUsage[] =
     "  local        a coordinator and N workers on this machine\n"
     "  coordinator  serve a job: rendezvous, health, status (--job, --listen)\n"
     "  worker       join a coordinator and train (--coordinator=HOST:PORT)\n"
+    "  ps           serve a parameter-server shard (--coordinator=HOST:PORT)\n"
     "  status       a running job's state and workers\n"
     "  metrics      per-worker step-time breakdown and throughput\n"
     "  stop         stop a running job\n"
@@ -26,7 +27,7 @@ constexpr char kUsage[] =
     "Run 'cohort COMMAND --help' for a command's flags.\n";
 
 constexpr char kCommands[] =
-    "train, local, coordinator, worker, status, metrics, stop, help";
+    "train, local, coordinator, worker, ps, status, metrics, stop, help";
 
 bool IsUserError(const absl::Status& s) {
   switch (s.code()) {
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
     status = cohort::RunCoordinator(args, &help, &exit_code);
   } else if (command == "worker") {
     status = cohort::RunWorkerCommand(args, &help);
+  } else if (command == "ps") {
+    status = cohort::RunPsCommand(args, &help);
   } else if (command == "status") {
     status = cohort::RunStatus(args, &help);
   } else if (command == "metrics") {

@@ -31,6 +31,7 @@ std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal.store(sig); }
 
 struct Child {
+  std::string name;  // "worker process 1", "shard process 0"
   pid_t pid = -1;
   bool running = true;
   int status = 0;
@@ -69,8 +70,8 @@ void Reap(std::vector<Child>& children, std::string* failure) {
     c.status = status;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && failure->empty()) {
-      *failure = absl::StrCat("worker process ", i, " (pid ", c.pid, ") ",
-                              DescribeExit(status));
+      *failure =
+          absl::StrCat(c.name, " (pid ", c.pid, ") ", DescribeExit(status));
     }
   }
 }
@@ -156,7 +157,8 @@ void PrintResult(const std::string& report) {
 absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
                       int* exit_code, const char* self_path) {
   std::string job, replicas = "cpu:1", listen = "127.0.0.1:0", data_dir, report;
-  int64_t workers = 2, threads = 0;
+  std::string straggler;
+  int64_t workers = 2, threads = 0, shards = 0;
   FlagSet flags("local");
   flags.String("job", &job, "job spec (.textproto); required");
   flags.Int("workers", &workers, "worker processes (default 2)", 1, 64);
@@ -168,6 +170,13 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
   flags.String("data-dir", &data_dir,
                "data set directory (overrides the spec)");
   flags.String("report", &report, "write the job's JSON report here");
+  flags.Int("shards", &shards,
+            "parameter-server shard processes (jobs with mode: PS; default "
+            "the spec's ps.shards)",
+            1, 64);
+  flags.String("straggler", &straggler,
+               "RANK:FACTOR makes worker RANK FACTOR times slower (to study "
+               "stragglers)");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -178,6 +187,16 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
   RETURN_IF_ERROR(ParseReplicas(replicas).status());
   CoordinatorOptions o;
   ASSIGN_OR_RETURN(o.job, LoadJobSpec(job));
+  if (!straggler.empty()) RETURN_IF_ERROR(ParseStraggler(straggler).status());
+  if (shards > 0 && o.job.mode() != PS) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shards needs a job with `mode: PS`; ", job,
+                     " trains with all-reduce"));
+  }
+  if (o.job.mode() == PS) {
+    if (shards > 0) o.job.mutable_ps()->set_shards(static_cast<int>(shards));
+    shards = o.job.ps().shards();
+  }
   o.job.mutable_cluster()->set_min_workers(static_cast<int>(workers));
   o.job.mutable_cluster()->set_max_workers(static_cast<int>(workers));
   o.listen = listen;
@@ -186,19 +205,35 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
                       : absl::StrCat("/tmp/cohort-local-", getpid(), ".json");
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
                    CoordinatorServer::Start(o));
-  std::fprintf(stderr,
-               "cohort local: coordinator on %s, starting %lld workers\n",
-               coordinator->address().c_str(), static_cast<long long>(workers));
+  std::fprintf(
+      stderr, "cohort local: coordinator on %s, starting %lld workers%s\n",
+      coordinator->address().c_str(), static_cast<long long>(workers),
+      shards > 0 ? absl::StrCat(" and ", shards, " shards").c_str() : "");
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
-  std::vector<Child> children(workers);
-  for (Child& c : children) {
+  std::vector<Child> children;
+  for (int64_t i = 0; i < shards; ++i) {
+    Child c;
+    c.name = absl::StrCat("shard process ", i);
+    ASSIGN_OR_RETURN(
+        c.pid,
+        Spawn(self_path,
+              {"ps", absl::StrCat("--coordinator=", coordinator->address()),
+               "--listen=127.0.0.1:0", "--quiet"}));
+    children.push_back(c);
+  }
+  for (int64_t i = 0; i < workers; ++i) {
+    Child c;
+    c.name = absl::StrCat("worker process ", i);
     std::vector<std::string> a = {
         "worker", absl::StrCat("--coordinator=", coordinator->address()),
         absl::StrCat("--replicas=", replicas), "--quiet"};
     if (!data_dir.empty()) a.push_back(absl::StrCat("--data-dir=", data_dir));
     if (threads > 0) a.push_back(absl::StrCat("--threads=", threads));
+    if (!straggler.empty())
+      a.push_back(absl::StrCat("--straggler=", straggler));
     ASSIGN_OR_RETURN(c.pid, Spawn(self_path, a));
+    children.push_back(c);
   }
   std::atomic<bool> done{false};
   std::thread waiter([&] {

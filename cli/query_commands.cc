@@ -68,6 +68,35 @@ void PrintWorkers(const google::protobuf::RepeatedPtrField<WorkerStatus>& ws) {
   }
 }
 
+// "0:12 1:3 >=8:1": the non-empty buckets of a staleness histogram.
+std::string Histogram(const ShardStats& st) {
+  std::string out;
+  const int n = st.staleness_histogram_size();
+  for (int k = 0; k < n; ++k) {
+    if (st.staleness_histogram(k) == 0) continue;
+    absl::StrAppend(&out, out.empty() ? "" : " ",
+                    k + 1 == n ? absl::StrCat(">=", k) : absl::StrCat(k), ":",
+                    st.staleness_histogram(k));
+  }
+  return out.empty() ? "-" : out;
+}
+
+void PrintShards(const google::protobuf::RepeatedPtrField<ShardStatus>& ss) {
+  if (ss.empty()) return;
+  std::printf("\n%-5s %-22s %-8s %-6s %-10s %-9s %-9s %-8s %s\n", "SHARD",
+              "ADDRESS", "HB AGE", "PARTS", "PARAMS", "PUSH/S", "PULL/S",
+              "VERSION", "STALENESS (clocks:pushes)");
+  for (const ShardStatus& s : ss) {
+    std::printf("%-5d %-22s %-8s %-6d %-10lld %-9.1f %-9.1f %-8lld %s\n",
+                s.index(), s.address().c_str(),
+                absl::StrFormat("%.1fs", s.heartbeat_age_s()).c_str(),
+                s.partitions(), static_cast<long long>(s.parameters()),
+                s.stats().pushes_per_s(), s.stats().pulls_per_s(),
+                static_cast<long long>(s.stats().version()),
+                Histogram(s.stats()).c_str());
+  }
+}
+
 }  // namespace
 
 absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
@@ -87,6 +116,7 @@ absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
       static_cast<long long>(s.epoch()), static_cast<long long>(s.step()),
       s.world_size(), s.uptime_s());
   PrintWorkers(s.workers());
+  PrintShards(s.shards());
   return absl::OkStatus();
 }
 
@@ -112,6 +142,7 @@ absl::Status RunMetrics(const std::vector<std::string>& args, bool* help) {
         1e3 * p.times().optimizer_s(), p.samples_per_s(),
         p.bytes_allreduced() / 1e6, p.busbw_gbps());
   }
+  PrintShards(m.shards());
   return absl::OkStatus();
 }
 

@@ -61,7 +61,21 @@ std::string JobReportJson(const JobReport& r) {
   Key(&s, "test_loss", from_rank0([](const WorkerResult& w) {
     return JsonOptional(w.test_loss());
   }));
-  Key(&s, "epoch_results", "[]");
+  Key(&s, "epoch_results", from_rank0([](const WorkerResult& w) {
+    std::string out = "[";
+    for (int i = 0; i < w.epoch_results_size(); ++i) {
+      const EpochSummary& e = w.epoch_results(i);
+      absl::StrAppend(&out, i ? ",\n" : "\n", "    {\"epoch\": ", e.epoch(),
+                      ", \"steps\": ", e.steps(),
+                      ", \"train_loss\": ", JsonNumber(e.train_loss()),
+                      ", \"test_loss\": ", JsonOptional(e.test_loss()),
+                      ", \"test_accuracy\": ", JsonOptional(e.test_accuracy()),
+                      ", \"seconds\": ", JsonNumber(e.seconds()),
+                      ", \"wall_seconds\": ", JsonNumber(e.wall_seconds()),
+                      "}");
+    }
+    return absl::StrCat(out, w.epoch_results_size() ? "\n  ]" : "]");
+  }));
   Key(&s, "world_size", absl::StrCat(r.world_size));
   Key(&s, "state", JsonString(JobState_Name(r.state)));
   absl::StrAppend(&s, "  \"reason\": ", JsonString(r.reason), "\n}\n");

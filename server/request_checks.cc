@@ -82,6 +82,8 @@ absl::Status CheckProgress(const WorkerProgress& p) {
                            p.busbw_gbps());
 }
 
+constexpr int kMaxEpochResults = 100000;
+
 absl::Status CheckResult(const WorkerResult& r) {
   RETURN_IF_ERROR(NonNegative("FinishRequest.result.steps", r.steps()));
   RETURN_IF_ERROR(NonNegative("FinishRequest.result.epochs", r.epochs()));
@@ -98,6 +100,19 @@ absl::Status CheckResult(const WorkerResult& r) {
   }
   RETURN_IF_ERROR(
       NonNegative("FinishRequest.result.parameters", r.parameters()));
+  if (r.epoch_results_size() > kMaxEpochResults) {
+    return Invalid("FinishRequest.result.epoch_results",
+                   absl::StrCat("at most ", kMaxEpochResults, " entries"),
+                   absl::StrCat(r.epoch_results_size()));
+  }
+  for (int i = 0; i < r.epoch_results_size(); ++i) {
+    const EpochSummary& e = r.epoch_results(i);
+    const std::string f =
+        absl::StrCat("FinishRequest.result.epoch_results[", i, "].");
+    RETURN_IF_ERROR(Accuracy(f + "test_accuracy", e.test_accuracy()));
+    RETURN_IF_ERROR(FiniteNonNegative(f + "seconds", e.seconds()));
+    RETURN_IF_ERROR(FiniteNonNegative(f + "wall_seconds", e.wall_seconds()));
+  }
   return CheckLength("FinishRequest.result.model", r.model(), kMaxIdBytes);
 }
 

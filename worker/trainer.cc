@@ -85,8 +85,21 @@ class LocalTrainer : public Trainer {
   absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
   absl::Status StartEpoch(int64_t epoch);
   void ReplicaStep(int r);
+  void ReduceLocal(int r);
   void ReduceAndStep(int r, double lr, bool reduce_local);
+  void SlowDown();
   absl::Status SynchronizeGradients();
+  bool PsMode() const { return dist_ != nullptr && dist_->ps_mode; }
+  // Whether evaluation combines results over workers. Not with SSP or
+  // ASYNC shards: a fast worker may be whole epochs ahead of a straggler,
+  // and a collective would make it wait (and time out) for it. Each worker
+  // then evaluates the whole test set with its own parameters.
+  bool EvaluateAcrossWorkers() const {
+    return dist_ != nullptr && dist_->world_size > 1 &&
+           !(PsMode() && spec_.ps().consistency() != SYNC);
+  }
+  absl::Status PsSetup();
+  absl::Status PsStep(double lr);
   absl::Status ReportStep(int64_t epoch, double loss);
   absl::Status Evaluate(EpochResult* result);
   absl::Status AverageBuffersAcrossWorkers();
@@ -121,8 +134,9 @@ class LocalTrainer : public Trainer {
   absl::Time window_start_;
   int64_t bytes_reduced_ = 0;
   absl::Time last_report_ = absl::InfinitePast();
-  int64_t window_bytes_ = 0;  // all-reduced in the window, and the time
-  double window_comm_s_ = 0;  // the collectives took
+  int64_t window_bytes_ = 0;   // all-reduced in the window, and the time
+  double window_comm_s_ = 0;   // the collectives took
+  double step_compute_s_ = 0;  // replica 0's forward and backward, this step
 };
 
 absl::Status LocalTrainer::BuildModels() {
@@ -147,7 +161,7 @@ absl::Status LocalTrainer::BuildModels() {
   for (int r = 0; r < R; ++r) {
     replicas_[r].model->SeedRandom(spec_.seed() + GlobalReplica(r));
   }
-  if (dist_ != nullptr) {
+  if (dist_ != nullptr && !dist_->ps_mode) {
     std::vector<float*> grads;
     for (Replica& rep : replicas_) grads.push_back(rep.model->grads().data());
     std::vector<int64_t> offsets;
@@ -247,27 +261,74 @@ void LocalTrainer::ReplicaStep(int r) {
     rep.model->Backward(rep.grad_out);
   }
   if (r == 0) {
+    step_compute_s_ = Seconds(t1);
     times_.set_data_s(times_.data_s() + absl::ToDoubleSeconds(t1 - t0));
-    times_.set_compute_s(times_.compute_s() + Seconds(t1));
+    times_.set_compute_s(times_.compute_s() + step_compute_s_);
   }
+}
+
+// Sleeps (slowdown - 1) times this step's forward and backward, counted as
+// compute: the straggler behaves as slower hardware would.
+void LocalTrainer::SlowDown() {
+  if (options_.slowdown <= 1.0) return;
+  const double extra = (options_.slowdown - 1.0) * step_compute_s_;
+  absl::SleepFor(absl::Seconds(extra));
+  times_.set_compute_s(times_.compute_s() + extra);
+}
+
+// Replica 0's slice of the gradient becomes the mean over local replicas.
+void LocalTrainer::ReduceLocal(int r) {
+  const Slice& s = slices_[r];
+  const int64_t len = s.end - s.begin;
+  const int R = options_.replicas;
+  if (len == 0 || R == 1) return;
+  float* g0 = replicas_[0].model->grads().data() + s.begin;
+  const float scale = 1.0f / R;
+  for (int q = 1; q < R; ++q) {
+    const float* gq = replicas_[q].model->grads().data() + s.begin;
+    for (int64_t i = 0; i < len; ++i) g0[i] += gq[i];
+  }
+  for (int64_t i = 0; i < len; ++i) g0[i] *= scale;
 }
 
 void LocalTrainer::ReduceAndStep(int r, double lr, bool reduce_local) {
   const Slice& s = slices_[r];
   const int64_t len = s.end - s.begin;
   if (len == 0) return;
+  if (reduce_local) ReduceLocal(r);
   float* g0 = replicas_[0].model->grads().data() + s.begin;
-  const int R = options_.replicas;
-  if (reduce_local && R > 1) {
-    const float scale = 1.0f / R;
-    for (int q = 1; q < R; ++q) {
-      const float* gq = replicas_[q].model->grads().data() + s.begin;
-      for (int64_t i = 0; i < len; ++i) g0[i] += gq[i];
-    }
-    for (int64_t i = 0; i < len; ++i) g0[i] *= scale;
-  }
   float* p = replicas_[0].model->params().data() + s.begin;
   s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
+}
+
+// Hands the initial parameters to the worker process, which takes the
+// shards' in exchange. Sizes include each tensor's alignment padding, so
+// the partitions tile the flat buffer exactly (padding stays zero: its
+// gradient is always zero).
+absl::Status LocalTrainer::PsSetup() {
+  Tensor& params = replicas_[0].model->params();
+  const auto& entries = replicas_[0].model->param_store().entries();
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t end =
+        i + 1 < entries.size() ? entries[i + 1].offset : params.size();
+    sizes.push_back(end - entries[i].offset);
+  }
+  return dist_->ps_setup(params.data(), sizes);
+}
+
+// The local mean gradient goes to the shards; the next step's parameters
+// come back into the buffer every local replica shares.
+absl::Status LocalTrainer::PsStep(double lr) {
+  pool_.Run([this](int r) { ReduceLocal(r); });
+  const absl::Time t = absl::Now();
+  absl::StatusOr<int64_t> bytes =
+      dist_->ps_step(replicas_[0].model->grads().data(),
+                     replicas_[0].model->params().data(), step_, lr);
+  times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
+  if (!bytes.ok()) return bytes.status();
+  bytes_reduced_ += *bytes;
+  return absl::OkStatus();
 }
 
 absl::Status LocalTrainer::StartEpoch(int64_t epoch) {
@@ -355,13 +416,18 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
     if (sync_ != nullptr) sync_->BeginStep();
     pool_.Run(step_fn);
     CHECK(!replicas_[0].done) << "a loader ended before num_batches()";
+    SlowDown();
     if (sync_ != nullptr) RETURN_IF_ERROR(SynchronizeGradients());
     const double lr =
         LearningRate(spec_.optimizer(), spec_.lr_schedule(), step_, total);
-    const absl::Time t = absl::Now();
-    const bool reduce_local = sync_ == nullptr;
-    pool_.Run([&](int r) { ReduceAndStep(r, lr, reduce_local); });
-    times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
+    if (PsMode()) {
+      RETURN_IF_ERROR(PsStep(lr));
+    } else {
+      const absl::Time t = absl::Now();
+      const bool reduce_local = sync_ == nullptr;
+      pool_.Run([&](int r) { ReduceAndStep(r, lr, reduce_local); });
+      times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
+    }
     double loss = 0;
     for (const Replica& rep : replicas_) {
       loss += rep.loss / R;
@@ -388,7 +454,7 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
 // Averages BatchNorm statistics over workers, so that every worker
 // evaluates (and would checkpoint) the same model.
 absl::Status LocalTrainer::AverageBuffersAcrossWorkers() {
-  if (dist_ == nullptr || dist_->world_size == 1) return absl::OkStatus();
+  if (!EvaluateAcrossWorkers()) return absl::OkStatus();
   for (Tensor* b : replicas_[0].model->Buffers()) {
     RETURN_IF_ERROR(dist_->comm->AllReduceSum(b->data(), b->size()));
     const float scale = 1.0f / dist_->world_size;
@@ -410,12 +476,13 @@ absl::Status LocalTrainer::Evaluate(EpochResult* result) {
     for (size_t i = 0; i < b.size(); ++i) b[i]->CopyFrom(*master[i]);
   }
   const int64_t n = data_.test->size();
-  const int64_t G = TotalReplicas();
+  const bool across = EvaluateAcrossWorkers();
+  const int64_t G = across ? TotalReplicas() : R;
   const int64_t batch = spec_.eval().batch_size();
   std::vector<double> loss(R, 0);
   std::vector<int64_t> correct(R, 0);
   pool_.Run([&](int r) {
-    const int64_t g = GlobalReplica(r);
+    const int64_t g = across ? GlobalReplica(r) : r;
     std::vector<int64_t> idx;
     for (int64_t i = n * g / G; i < n * (g + 1) / G; ++i) idx.push_back(i);
     Loader loader(data_.test.get(), std::move(idx), batch, false,
@@ -435,9 +502,7 @@ absl::Status LocalTrainer::Evaluate(EpochResult* result) {
     sums[0] += static_cast<float>(loss[r]);
     sums[1] += static_cast<float>(correct[r]);
   }
-  if (dist_ != nullptr && dist_->world_size > 1) {
-    RETURN_IF_ERROR(dist_->comm->AllReduceSum(sums, 2));
-  }
+  if (across) RETURN_IF_ERROR(dist_->comm->AllReduceSum(sums, 2));
   result->test_loss = n > 0 ? sums[0] / n : 0;
   result->test_accuracy = n > 0 ? sums[1] / n : 0;
   return absl::OkStatus();
@@ -446,6 +511,12 @@ absl::Status LocalTrainer::Evaluate(EpochResult* result) {
 absl::StatusOr<TrainResult> LocalTrainer::Run() {
   Progress progress(options_.live_progress, options_.quiet,
                     options_.log_every_seconds, spec_.batch_size());
+  if (PsMode()) {
+    const absl::Time t = absl::Now();
+    RETURN_IF_ERROR(PsSetup());
+    result_.setup_seconds += Seconds(t);
+  }
+  const absl::Time training_start = absl::Now();
   for (int64_t epoch = 0; epoch < epochs_; ++epoch) {
     if (max_steps_ > 0 && step_ >= max_steps_) break;
     ASSIGN_OR_RETURN(EpochResult er, TrainEpoch(epoch, progress));
@@ -461,6 +532,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
       result_.test_accuracy = er.test_accuracy;
       result_.test_loss = er.test_loss;
     }
+    er.wall_seconds = Seconds(training_start);
     progress.EpochDone(er.epoch, er.train_loss, er.test_accuracy, er.seconds);
     result_.epoch_results.push_back(er);
   }
@@ -490,6 +562,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   }
   if (options.threads < 1) {
     return absl::InvalidArgumentError("threads must be at least 1");
+  }
+  if (!(options.slowdown >= 1.0)) {  // NaN too
+    return absl::InvalidArgumentError(absl::StrCat(
+        "slowdown must be at least 1 (1: full speed), got ", options.slowdown));
+  }
+  const DistributedContext* d = options.distributed;
+  if (d != nullptr && d->ps_mode && (!d->ps_setup || !d->ps_step)) {
+    return absl::InvalidArgumentError(
+        "parameter-server mode needs both ps_setup and ps_step");
   }
   auto trainer = std::make_unique<LocalTrainer>(spec, options);
   RETURN_IF_ERROR(trainer->Setup());

@@ -5,7 +5,11 @@
 // of R), runs forward and backward into its own gradient buffer; then the
 // gradients are averaged and the optimizer steps the one parameter buffer
 // all replicas share (each replica's thread takes a slice of it, so the
-// reduction and the optimizer run in parallel too).
+// reduction and the optimizer run in parallel too). A worker of a
+// multi-worker job (DistributedContext) also all-reduces the gradients with
+// its peers, or, in parameter-server mode, hands the local mean gradient to
+// the worker process, which pushes it to the shards and pulls back the
+// parameters (the shards run the optimizer).
 //
 // Thread safety: Train() may run concurrently with other Train() calls; it
 // shares nothing.
@@ -41,6 +45,29 @@ struct DistributedContext {
   // With this worker's progress, at most every 100 ms between steps; an
   // error stops training (the job failed or was stopped elsewhere).
   std::function<absl::Status(const WorkerProgress&)> on_step;
+
+  // Parameter-server mode (JobSpec.mode PS): the shards hold the parameters
+  // and run the optimizer, so there is no gradient all-reduce and no local
+  // optimizer step. `comm` is still needed: BatchNorm buffers and
+  // evaluation sums are combined over workers with it.
+  bool ps_mode = false;
+  // Called once before the first step with the flat parameter buffer (which
+  // every local replica shares; it holds this worker's initial values) and
+  // the size of each parameter tensor in model order, including the
+  // alignment padding that follows it, so that the sizes add up to the flat
+  // buffer's length. The callback must leave the parameters training
+  // starts from in `params` (the shards' initial values).
+  std::function<absl::Status(float* params,
+                             const std::vector<int64_t>& param_sizes)>
+      ps_setup;
+  // Called once per step after backward: `grads` holds the mean gradient
+  // over this worker's replicas for step `step` (whole flat buffer), `lr`
+  // that step's learning rate. It must push the gradient, write the
+  // parameters of step `step` + 1 into `params`, and return the bytes it
+  // sent and received (reported as bytes_allreduced).
+  std::function<absl::StatusOr<int64_t>(float* grads, float* params,
+                                        int64_t step, double lr)>
+      ps_step;
 };
 
 struct TrainOptions {
@@ -58,6 +85,10 @@ struct TrainOptions {
   std::vector<float>* final_parameters = nullptr;
   // Set for a worker of a multi-worker job; null for a single process.
   const DistributedContext* distributed = nullptr;
+  // >= 1. After each step's forward and backward, sleeps (slowdown - 1)
+  // times as long as they took, so that this process runs `slowdown` times
+  // slower: a straggler, for studying how a job copes with one.
+  double slowdown = 1.0;
 };
 
 struct EpochResult {
@@ -68,6 +99,8 @@ struct EpochResult {
   double test_loss = -1;      // -1: not evaluated
   double test_accuracy = -1;
   double seconds = 0;  // training time of the epoch (no evaluation)
+  // Since training began, at the end of this epoch's evaluation.
+  double wall_seconds = 0;
 };
 
 struct TrainResult {

@@ -16,6 +16,7 @@
 #include "worker/comm/gloo_store.h"
 #include "worker/coordinator_client.h"
 #include "worker/heartbeat.h"
+#include "worker/ps_client.h"
 #include "worker/trainer.h"
 
 namespace cohort {
@@ -61,6 +62,16 @@ WorkerResult ToWorkerResult(const TrainResult& t) {
   r.set_test_loss(t.test_loss);
   r.set_parameters(t.parameters);
   r.set_model(t.model);
+  for (const EpochResult& e : t.epoch_results) {
+    EpochSummary* s = r.add_epoch_results();
+    s->set_epoch(e.epoch + 1);
+    s->set_steps(e.steps);
+    s->set_train_loss(e.train_loss);
+    s->set_test_accuracy(e.test_accuracy);
+    s->set_test_loss(e.test_loss);
+    s->set_seconds(e.seconds);
+    s->set_wall_seconds(e.wall_seconds);
+  }
   return r;
 }
 
@@ -100,9 +111,71 @@ GlooOptions::Wait GlooWait(CollectiveWait wait) {
   }
 }
 
+// Parameter-server mode: the client to the shards, created once the
+// model's parameter sizes are known, and what it moved over the run.
+struct PsConnection {
+  std::unique_ptr<PsClient> client;
+  PsClient::Stats totals{};
+};
+
+// Partition plan from the coordinator, a client to the shards, the initial
+// parameters from rank 0 to the shards and back from them to everyone.
+absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
+                     const std::string& worker_id, float* params,
+                     const std::vector<int64_t>& param_sizes,
+                     PsConnection* ps) {
+  ASSIGN_OR_RETURN(PlanPartitionsResponse plan,
+                   coordinator.PlanPartitions(param_sizes));
+  PsClientOptions po;
+  po.shard_addresses.assign(join.shard_addresses().begin(),
+                            join.shard_addresses().end());
+  po.partitions.assign(plan.partitions().begin(), plan.partitions().end());
+  po.worker_id = worker_id;
+  po.rank = join.rank();
+  if (join.job().ps().rpc_timeout_ms() > 0) {
+    po.rpc_timeout = absl::Milliseconds(join.job().ps().rpc_timeout_ms());
+  }
+  ASSIGN_OR_RETURN(ps->client, PsClient::Create(po));
+  if (join.rank() == 0) {
+    RETURN_IF_ERROR(
+        ps->client->Init(params, join.world_size(), join.total_replicas()));
+  }
+  return ps->client->Pull(0, params);
+}
+
+// One step's push of the local mean gradient and pull of the next
+// parameters; returns the bytes moved.
+absl::StatusOr<int64_t> PsStep(PsConnection& ps, int weight, float* grads,
+                               float* params, int64_t step, double lr) {
+  absl::Status s = ps.client->Push(grads, step, lr, weight);
+  if (s.ok()) s = ps.client->Pull(step + 1, params);
+  if (!s.ok()) {
+    // The client names the shard; the step tells how far training got.
+    return absl::Status(s.code(), absl::StrCat("parameter server, step ", step,
+                                               ": ", s.message()));
+  }
+  const PsClient::Stats d = ps.client->TakeStats();
+  PsClient::Stats& t = ps.totals;
+  t.bytes_pushed += d.bytes_pushed;
+  t.bytes_pulled += d.bytes_pulled;
+  t.push_seconds += d.push_seconds;
+  t.pull_seconds += d.pull_seconds;
+  t.max_version_lag = std::max(t.max_version_lag, d.max_version_lag);
+  return d.bytes_pushed + d.bytes_pulled;
+}
+
+void LogPsTotals(const PsConnection& ps) {
+  const PsClient::Stats& t = ps.totals;
+  std::fprintf(stderr,
+               "cohort worker: parameter servers: pushed %.1f MB in %.2f s, "
+               "pulled %.1f MB in %.2f s, largest version lag %lld\n",
+               t.bytes_pushed / 1e6, t.push_seconds, t.bytes_pulled / 1e6,
+               t.pull_seconds, static_cast<long long>(t.max_version_lag));
+}
+
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
-                   const JoinResponse& join, HeartbeatSender& heartbeat,
-                   TrainResult* result) {
+                   const JoinResponse& join, const std::string& worker_id,
+                   HeartbeatSender& heartbeat, TrainResult* result) {
   const ClusterSpec& cluster = join.job().cluster();
   KvGlooStore store(&client, join.kv_prefix(),
                     absl::Milliseconds(cluster.collective_timeout_ms()));
@@ -131,26 +204,44 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
     heartbeat.Update(p);
     return heartbeat.StopReason();
   };
+  PsConnection ps;
+  if (join.job().mode() == PS) {
+    dist.ps_mode = true;
+    dist.ps_setup = [&](float* params, const std::vector<int64_t>& sizes) {
+      return PsSetup(client, join, worker_id, params, sizes, &ps);
+    };
+    dist.ps_step = [&ps, &o](float* grads, float* params, int64_t step,
+                             double lr) {
+      return PsStep(ps, o.replicas, grads, params, step, lr);
+    };
+  }
   TrainOptions t;
   t.data_dir = o.data_dir;
   t.replicas = o.replicas;
   t.threads = o.threads > 0 ? o.threads : o.replicas;
   t.quiet = o.quiet || join.rank() != 0;
   t.live_progress = o.live_progress;
+  t.slowdown =
+      o.slowdown_rank < 0 || o.slowdown_rank == join.rank() ? o.slowdown : 1.0;
   t.distributed = &dist;
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(join.job(), t));
   ASSIGN_OR_RETURN(*result, trainer->Run());
+  if (ps.client != nullptr && !o.quiet) LogPsTotals(ps);
   return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Status RunWorker(const WorkerOptions& o) {
+  if (!(o.slowdown >= 1.0)) {  // NaN too
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--slowdown must be at least 1 (1: full speed), got ", o.slowdown));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> client,
                    CoordinatorClient::Create(o.coordinator));
-  ASSIGN_OR_RETURN(JoinResponse join,
-                   client->Join(MakeJoin(o), o.connect_timeout));
+  const JoinRequest request = MakeJoin(o);
+  ASSIGN_OR_RETURN(JoinResponse join, client->Join(request, o.connect_timeout));
   if (!o.quiet) {
     std::fprintf(
         stderr, "cohort worker: joined %s as rank %d of %d (generation %llu)\n",
@@ -162,7 +253,8 @@ absl::Status RunWorker(const WorkerOptions& o) {
                             absl::Milliseconds(cluster.heartbeat_interval_ms()),
                             cluster.heartbeat_misses(), ExitAfterGrace);
   TrainResult result;
-  absl::Status s = Train(o, *client, join, heartbeat, &result);
+  absl::Status s =
+      Train(o, *client, join, request.worker_id(), heartbeat, &result);
   if (!s.ok()) {
     // A collective fails the moment a peer dies, before the coordinator has
     // declared that peer dead. Its verdict names the root cause (the dead

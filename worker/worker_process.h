@@ -21,6 +21,11 @@ struct WorkerOptions {
   absl::Duration connect_timeout = absl::Seconds(60);
   bool quiet = false;
   bool live_progress = false;
+  // >= 1: run this many times slower than the hardware allows (a simulated
+  // straggler; see TrainOptions::slowdown).
+  double slowdown = 1.0;
+  // Only the worker of this rank slows down; -1: every worker.
+  int slowdown_rank = -1;
 };
 
 // Runs until the job ends. OK when this worker finished its training; an

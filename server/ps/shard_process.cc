@@ -1,0 +1,110 @@
+#include "server/ps/shard_process.h"
+
+#include <unistd.h>
+
+#include <memory>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "server/ps/shard_server.h"
+#include "worker/coordinator_client.h"
+
+namespace cohort {
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+bool IsLoopback(const std::string& address) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  return host == "localhost" || absl::StartsWith(host, "127.") ||
+         host == "[::1]";
+}
+
+std::string ShardId() {
+  std::random_device rd;
+  return absl::StrCat(Hostname(), ":", getpid(), ":",
+                      absl::Hex(static_cast<uint64_t>(rd()) << 32 | rd()));
+}
+
+// Heartbeats until the job ends or the coordinator is gone for too long.
+absl::Status HeartbeatLoop(CoordinatorClient& coordinator, ShardServer& server,
+                           const ClusterSpec& cluster) {
+  const absl::Duration interval = absl::Milliseconds(
+      cluster.heartbeat_interval_ms() > 0 ? cluster.heartbeat_interval_ms()
+                                          : 1000);
+  const int misses =
+      cluster.heartbeat_misses() > 0 ? cluster.heartbeat_misses() : 3;
+  const absl::Duration give_up = interval * misses + absl::Seconds(5);
+  absl::Time last_ok = absl::Now();
+  absl::Status last_error;
+  while (true) {
+    absl::SleepFor(interval);
+    absl::StatusOr<ShardHeartbeatResponse> r =
+        coordinator.ShardHeartbeat(server.TakeStats());
+    if (!r.ok()) {
+      last_error = r.status();
+      if (r.status().code() != absl::StatusCode::kUnavailable &&
+          r.status().code() != absl::StatusCode::kDeadlineExceeded) {
+        return r.status();  // refused: e.g. not a registered shard
+      }
+      if (absl::Now() - last_ok > give_up) {
+        return absl::UnavailableError(
+            absl::StrCat("lost the coordinator at ", coordinator.address(),
+                         " for ", absl::FormatDuration(absl::Now() - last_ok),
+                         ": ", last_error.message()));
+      }
+      continue;
+    }
+    last_ok = absl::Now();
+    if (!r->stop()) continue;
+    if (r->state() == FAILED) {
+      return absl::AbortedError(absl::StrCat("the job failed: ", r->reason()));
+    }
+    LOG(INFO) << "job ended (" << JobState_Name(r->state())
+              << "); shard exiting";
+    return absl::OkStatus();
+  }
+}
+
+absl::Status RegisterAndServe(const ShardProcessOptions& options,
+                              ShardServer& server) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> coordinator,
+                   CoordinatorClient::Create(options.coordinator));
+  std::string host = options.advertise_host;
+  if (host.empty()) {
+    host = IsLoopback(options.coordinator) ? "127.0.0.1" : Hostname();
+  }
+  RegisterShardRequest req;
+  req.set_protocol_version(Protocol::CURRENT);
+  req.set_shard_id(ShardId());
+  req.set_address(absl::StrCat(host, ":", server.port()));
+  req.set_host(Hostname());
+  req.set_pid(getpid());
+  ASSIGN_OR_RETURN(RegisterShardResponse reg,
+                   coordinator->RegisterShard(req, options.connect_timeout));
+  RETURN_IF_ERROR(server.Configure(reg.job(), reg.shard_index()));
+  LOG(INFO) << "shard " << reg.shard_index() << " of " << reg.num_shards()
+            << " (" << req.shard_id() << ") serving at " << req.address();
+  return HeartbeatLoop(*coordinator, server, reg.job().cluster());
+}
+
+}  // namespace
+
+absl::Status RunShardProcess(const ShardProcessOptions& options) {
+  ShardServerOptions so;
+  so.listen = options.listen;
+  ASSIGN_OR_RETURN(std::unique_ptr<ShardServer> server, ShardServer::Start(so));
+  const absl::Status s = RegisterAndServe(options, *server);
+  server->Shutdown();
+  return s;
+}
+
+}  // namespace cohort

@@ -1,0 +1,36 @@
+// `cohort ps`: one parameter-server shard process. Starts a ShardServer,
+// registers it with the coordinator (which assigns the shard index and sends
+// the job), then heartbeats its statistics until the job ends.
+//
+// Thread safety: RunShardProcess blocks its caller; the gRPC server serves
+// on its own threads.
+#ifndef COHORT_SERVER_PS_SHARD_PROCESS_H_
+#define COHORT_SERVER_PS_SHARD_PROCESS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace cohort {
+
+struct ShardProcessOptions {
+  std::string coordinator;  // HOST:PORT
+  std::string listen = "0.0.0.0:0";
+  // The host workers use to reach this shard. Empty: 127.0.0.1 when the
+  // coordinator is on loopback, else this machine's hostname.
+  std::string advertise_host;
+  // How long registration retries an unreachable coordinator.
+  absl::Duration connect_timeout = absl::Seconds(60);
+};
+
+// Runs until the job ends: OK when the coordinator says stop with the job
+// SUCCEEDED or STOPPED; an error with the coordinator's reason when it
+// FAILED; UNAVAILABLE naming the coordinator when it could not be reached
+// for heartbeat_interval * heartbeat_misses + 5 s. The server is shut down
+// before returning.
+absl::Status RunShardProcess(const ShardProcessOptions& options);
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVER_PS_SHARD_PROCESS_H_

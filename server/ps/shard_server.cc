@@ -1,0 +1,202 @@
+#include "server/ps/shard_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "proto/ps.grpc.pb.h"
+#include "server/listen.h"
+#include "server/ps/limits.h"
+#include "server/ps/shard_state.h"
+
+namespace cohort {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                      std::string(s.message()));
+}
+
+absl::Time DeadlineOf(const grpc::ServerContext* ctx) {
+  const auto d = ctx->deadline();
+  if (d == std::chrono::system_clock::time_point::max()) {
+    return absl::InfiniteFuture();
+  }
+  return absl::FromChrono(d);
+}
+
+// Reads the rest of a stream whose outcome is already known, so the client
+// gets the answer instead of a broken stream.
+template <typename Reader, typename Message>
+void Drain(Reader* reader, Message* scratch) {
+  while (reader->Read(scratch)) {
+  }
+}
+
+}  // namespace
+
+class ShardServer::Service final : public ParameterServer::Service {
+ public:
+  explicit Service(ShardState* state) : state_(state) {}
+
+  grpc::Status Init(grpc::ServerContext*,
+                    grpc::ServerReader<InitRequest>* reader,
+                    InitResponse* response) override {
+    InitRequest req;
+    if (!reader->Read(&req) || !req.has_header()) {
+      return ToGrpc(absl::InvalidArgumentError(
+          "init: the first message must be the header"));
+    }
+    const InitHeader header = req.header();
+    absl::StatusOr<bool> already = state_->CheckInit(header);
+    if (!already.ok()) return ToGrpc(already.status());
+    if (*already) {
+      Drain(reader, &req);
+      response->set_already_initialized(true);
+      return grpc::Status::OK;
+    }
+    std::vector<Partition> layout(header.partitions().begin(),
+                                  header.partitions().end());
+    absl::StatusOr<std::vector<std::vector<float>>> values = Assemble(
+        reader, &req, layout, absl::StrCat("init from ", header.worker_id()));
+    if (!values.ok()) return ToGrpc(values.status());
+    absl::StatusOr<bool> done = state_->Init(header, *std::move(values));
+    if (!done.ok()) return ToGrpc(done.status());
+    response->set_already_initialized(*done);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Push(grpc::ServerContext*,
+                    grpc::ServerReader<PushRequest>* reader,
+                    PushResponse* response) override {
+    PushRequest req;
+    if (!reader->Read(&req) || !req.has_header()) {
+      return ToGrpc(absl::InvalidArgumentError(
+          "push: the first message must be the header"));
+    }
+    const PushHeader header = req.header();
+    absl::StatusOr<std::vector<Partition>> layout = state_->CheckPush(header);
+    if (!layout.ok()) return ToGrpc(layout.status());
+    absl::StatusOr<std::vector<std::vector<float>>> grads = Assemble(
+        reader, &req, *layout, absl::StrCat("push from rank ", header.rank()),
+        state_->TakeStaging());
+    if (!grads.ok()) return ToGrpc(grads.status());
+    absl::StatusOr<PushResponse> r =
+        state_->ApplyPush(header, *std::move(grads));
+    if (!r.ok()) return ToGrpc(r.status());
+    *response = *std::move(r);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Pull(grpc::ServerContext* ctx, const PullRequest* request,
+                    grpc::ServerWriter<PullResponse>* writer) override {
+    // The shard's own bound, tighter than the client's deadline, so the
+    // client hears which rank is slow rather than a bare deadline.
+    const absl::Time deadline =
+        std::min(DeadlineOf(ctx), absl::Now() + state_->rpc_timeout());
+    absl::StatusOr<ShardState::Snapshot> snap =
+        state_->WaitForPull(request->rank(), request->clock(), deadline);
+    if (!snap.ok()) return ToGrpc(snap.status());
+    PullResponse msg;
+    msg.mutable_header()->set_version(snap->version);
+    msg.mutable_header()->set_min_clock(snap->min_clock);
+    if (!writer->Write(msg)) return grpc::Status::CANCELLED;
+    TensorChunk* chunk = msg.mutable_chunk();
+    constexpr int64_t kPerChunk = kMaxChunkBytes / 4;
+    for (size_t i = 0; i < snap->partitions.size(); ++i) {
+      const std::vector<float>& v = *snap->values[i];
+      const int64_t n = v.size();
+      chunk->set_partition(snap->partitions[i].id());
+      for (int64_t off = 0; off < n; off += kPerChunk) {
+        const int64_t len = std::min(kPerChunk, n - off);
+        chunk->set_offset(off);
+        chunk->set_data(reinterpret_cast<const char*>(v.data() + off), len * 4);
+        if (!writer->Write(msg)) return grpc::Status::CANCELLED;
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  template <typename Request>
+  absl::StatusOr<std::vector<std::vector<float>>> Assemble(
+      grpc::ServerReader<Request>* reader, Request* req,
+      const std::vector<Partition>& layout, std::string what,
+      std::vector<std::vector<float>> buffers = {}) {
+    ChunkAssembler assembler(layout, what, std::move(buffers));
+    while (reader->Read(req)) {
+      if (!req->has_chunk()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": a second header in the stream"));
+      }
+      RETURN_IF_ERROR(assembler.Add(req->chunk()));
+    }
+    return assembler.Finish();
+  }
+
+  ShardState* const state_;
+};
+
+absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
+    const ShardServerOptions& options) {
+  ASSIGN_OR_RETURN(const ListenAddress where,
+                   ParseListenAddress(options.listen));
+  RETURN_IF_ERROR(ProbeListen(where));
+  std::unique_ptr<ShardServer> server(new ShardServer(options, where.host));
+  RETURN_IF_ERROR(server->Serve(options.listen));
+  return server;
+}
+
+ShardServer::ShardServer(const ShardServerOptions& options, std::string host)
+    : host_(std::move(host)),
+      state_(std::make_unique<ShardState>(options.job, options.shard_index)),
+      service_(std::make_unique<Service>(state_.get())) {}
+
+ShardServer::~ShardServer() { Shutdown(); }
+
+absl::Status ShardServer::Serve(const std::string& listen) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(service_.get());
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // As the coordinator: no silent port sharing with a second shard.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", listen, ": gRPC could not start a server there"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ShardServer::address() const {
+  return absl::StrCat(host_, ":", port_);
+}
+
+absl::Status ShardServer::Configure(const JobSpec& job, int shard_index) {
+  return state_->Configure(job, shard_index);
+}
+
+ShardStats ShardServer::TakeStats() { return state_->TakeStats(); }
+
+void ShardServer::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  state_->Shutdown();
+  if (server_ != nullptr) {
+    // In-flight streams get a moment to finish, then are cancelled.
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(500));
+    server_->Wait();
+  }
+}
+
+}  // namespace cohort

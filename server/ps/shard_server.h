@@ -1,0 +1,73 @@
+// The parameter-server shard's gRPC service (proto/ps.proto) over a
+// ShardState: Init and Push stream chunks in and are staged, validated and
+// only then applied; Pull waits as the consistency model says, copies the
+// parameters under the lock and streams them after.
+//
+// Ownership: ShardServer owns the gRPC server, the service and the state.
+// Thread safety: all methods are thread-safe; gRPC runs each RPC on its own
+// thread (sync API), so a waiting pull blocks only itself.
+#ifndef COHORT_SERVER_PS_SHARD_SERVER_H_
+#define COHORT_SERVER_PS_SHARD_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/coordinator.pb.h"
+#include "proto/job.pb.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace cohort {
+
+class ShardState;
+
+struct ShardServerOptions {
+  std::string listen = "127.0.0.1:0";
+  JobSpec job;
+  int shard_index = 0;
+};
+
+class ShardServer {
+ public:
+  // Binds and starts serving. UNAVAILABLE "cannot listen on HOST:PORT: ..."
+  // when the address is in use; INVALID_ARGUMENT for a bad address.
+  static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
+      const ShardServerOptions& options);
+  ~ShardServer();
+
+  // host:port actually bound (the listen host, the chosen port).
+  std::string address() const;
+  int port() const { return port_; }
+
+  // Sets the job and shard index learnt at registration (a shard process
+  // must bind before it can register). FAILED_PRECONDITION after Init.
+  absl::Status Configure(const JobSpec& job, int shard_index);
+
+  // Statistics since start; rates over the window since the last call.
+  ShardStats TakeStats();
+
+  // Fails waiting pulls with UNAVAILABLE, cancels in-flight RPCs and stops
+  // serving. Idempotent.
+  void Shutdown();
+
+ private:
+  class Service;
+  ShardServer(const ShardServerOptions& options, std::string host);
+  absl::Status Serve(const std::string& listen);
+
+  std::string host_;
+  int port_ = 0;
+  std::unique_ptr<ShardState> state_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_SERVER_PS_SHARD_SERVER_H_

@@ -1,0 +1,526 @@
+#include "server/ps/shard_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "server/ps/limits.h"
+
+namespace cohort {
+namespace {
+
+constexpr int64_t kDefaultRpcTimeoutMs = 30000;
+constexpr int kDefaultStaleness = 2;
+
+const absl::Status& ShuttingDown() {
+  static const absl::Status* s =
+      new absl::Status(absl::UnavailableError("shard shutting down"));
+  return *s;
+}
+
+bool SamePartition(const Partition& a, const Partition& b) {
+  return a.id() == b.id() && a.shard() == b.shard() &&
+         a.offset() == b.offset() && a.count() == b.count();
+}
+
+}  // namespace
+
+// --- ChunkAssembler ---
+
+ChunkAssembler::ChunkAssembler(const std::vector<Partition>& partitions,
+                               std::string what,
+                               std::vector<std::vector<float>> buffers)
+    : what_(std::move(what)) {
+  slots_.reserve(partitions.size());
+  const bool reuse = buffers.size() == partitions.size();
+  for (const Partition& p : partitions) {
+    index_[p.id()] = slots_.size();
+    Slot s;
+    s.partition = p;
+    if (reuse) s.values = std::move(buffers[slots_.size()]);
+    s.values.resize(p.count());
+    slots_.push_back(std::move(s));
+  }
+}
+
+absl::Status ChunkAssembler::Add(const TensorChunk& chunk) {
+  const std::string& data = chunk.data();
+  if (static_cast<int64_t>(data.size()) > kMaxChunkBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what_, ": partition ", chunk.partition(),
+                     " chunk at offset ", chunk.offset(), " has ", data.size(),
+                     " bytes, more than the limit of ", kMaxChunkBytes));
+  }
+  auto it = index_.find(chunk.partition());
+  if (it == index_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what_, ": unknown partition ", chunk.partition(),
+                     " (this shard does not hold it)"));
+  }
+  if (data.size() % 4 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what_, ": partition ", chunk.partition(), " chunk at offset ",
+        chunk.offset(), " has ", data.size(), " bytes, not a multiple of 4"));
+  }
+  Slot& s = slots_[it->second];
+  const int64_t n = data.size() / 4;
+  if (chunk.offset() < 0 || chunk.offset() + n > s.partition.count()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what_, ": partition ", chunk.partition(), " chunk [", chunk.offset(),
+        ", ", chunk.offset() + n, ") lies outside the partition's ",
+        s.partition.count(), " elements"));
+  }
+  std::memcpy(s.values.data() + chunk.offset(), data.data(), data.size());
+  s.covered.emplace_back(chunk.offset(), chunk.offset() + n);
+  bytes_ += data.size();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> ChunkAssembler::Finish() {
+  std::vector<std::vector<float>> out;
+  out.reserve(slots_.size());
+  for (Slot& s : slots_) {
+    std::sort(s.covered.begin(), s.covered.end());
+    int64_t next = 0;
+    for (const auto& [begin, end] : s.covered) {
+      if (begin == end) continue;
+      if (begin < next) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what_, ": partition ", s.partition.id(), " element ",
+                         begin, " is covered twice"));
+      }
+      if (begin > next) break;
+      next = end;
+    }
+    if (next != s.partition.count()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_, ": partition ", s.partition.id(), " element ",
+                       next, " is not covered"));
+    }
+    out.push_back(std::move(s.values));
+  }
+  slots_.clear();
+  return out;
+}
+
+// --- ShardState ---
+
+ShardState::ShardState(const JobSpec& job, int shard_index)
+    : staleness_(kStalenessBuckets, 0), window_start_(absl::Now()) {
+  absl::Status s = Configure(job, shard_index);
+  (void)s;  // cannot fail before Init
+}
+
+absl::Status ShardState::Configure(const JobSpec& job, int shard_index) {
+  absl::MutexLock lock(&mu_);
+  if (initialized_) {
+    return absl::FailedPreconditionError(
+        "cannot reconfigure a shard that is already initialized");
+  }
+  job_ = job;
+  PsSpec* ps = job_.mutable_ps();
+  if (ps->rpc_timeout_ms() <= 0) ps->set_rpc_timeout_ms(kDefaultRpcTimeoutMs);
+  if (ps->consistency() == SSP && ps->staleness() <= 0) {
+    ps->set_staleness(kDefaultStaleness);
+  }
+  shard_index_ = shard_index;
+  return absl::OkStatus();
+}
+
+Consistency ShardState::consistency() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return job_.ps().consistency();
+}
+
+absl::Duration ShardState::rpc_timeout() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return absl::Milliseconds(job_.ps().rpc_timeout_ms());
+}
+
+absl::Status ShardState::CheckInitHeaderLocked(const InitHeader& h) const {
+  const std::string what = absl::StrCat("init from ", h.worker_id());
+  if (h.world_size() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": world_size ", h.world_size(), " is below 1"));
+  }
+  if (h.total_replicas() < h.world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": total_replicas ", h.total_replicas(),
+                     " is below world_size ", h.world_size()));
+  }
+  if (h.partitions().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": no partitions for shard ", shard_index_));
+  }
+  std::set<int32_t> ids;
+  for (const Partition& p : h.partitions()) {
+    if (p.shard() != shard_index_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": partition ", p.id(), " belongs to shard ",
+                       p.shard(), ", not to this shard ", shard_index_));
+    }
+    if (p.count() < 1 || p.offset() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": partition ", p.id(), " has offset ", p.offset(),
+                       " and count ", p.count()));
+    }
+    if (!ids.insert(p.id()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": partition ", p.id(), " appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool ShardState::SameLayoutLocked(const InitHeader& h) const {
+  if (h.world_size() != world_size_ || h.total_replicas() != total_replicas_ ||
+      h.partitions_size() != static_cast<int>(parts_.size())) {
+    return false;
+  }
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    if (!SamePartition(h.partitions(i), parts_[i].partition)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> ShardState::CheckInit(const InitHeader& header) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (shut_down_) return ShuttingDown();
+  if (!initialized_) {
+    if (absl::Status s = CheckInitHeaderLocked(header); !s.ok()) return s;
+    return false;
+  }
+  if (!SameLayoutLocked(header)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("init from ", header.worker_id(), ": shard ", shard_index_,
+                     " is already initialized with a different layout (",
+                     parts_.size(), " partitions, world_size ", world_size_,
+                     ", total_replicas ", total_replicas_, ")"));
+  }
+  return true;
+}
+
+absl::StatusOr<bool> ShardState::Init(const InitHeader& header,
+                                      std::vector<std::vector<float>> values) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return ShuttingDown();
+  if (initialized_) {
+    if (!SameLayoutLocked(header)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "init from ", header.worker_id(), ": shard ", shard_index_,
+          " is already initialized with a different layout"));
+    }
+    return true;
+  }
+  if (absl::Status s = CheckInitHeaderLocked(header); !s.ok()) return s;
+  if (values.size() != static_cast<size_t>(header.partitions_size())) {
+    return absl::InvalidArgumentError("init: values do not match the layout");
+  }
+  std::vector<Part> parts;
+  for (int i = 0; i < header.partitions_size(); ++i) {
+    const Partition& p = header.partitions(i);
+    if (static_cast<int64_t>(values[i].size()) != p.count()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("init: partition ", p.id(), " has ", values[i].size(),
+                       " values, not ", p.count()));
+    }
+    Part part;
+    part.partition = p;
+    part.params = std::make_shared<std::vector<float>>(std::move(values[i]));
+    part.optimizer = MakeOptimizer<float>(job_.optimizer(), p.count());
+    parts.push_back(std::move(part));
+  }
+  parts_ = std::move(parts);
+  world_size_ = header.world_size();
+  total_replicas_ = header.total_replicas();
+  clocks_.assign(world_size_, 0);
+  initialized_ = true;
+  changed_.SignalAll();
+  return false;
+}
+
+absl::Status ShardState::CheckPushLocked(const PushHeader& h) const {
+  if (shut_down_) return ShuttingDown();
+  const std::string what =
+      absl::StrCat("push from rank ", h.rank(), " (", h.worker_id(), ")");
+  if (!initialized_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": shard ", shard_index_, " is not initialized yet (no Init)"));
+  }
+  if (h.rank() < 0 || h.rank() >= world_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": rank is outside [0, ", world_size_, ")"));
+  }
+  if (h.seq() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": seq is 0"));
+  }
+  if (h.clock() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": clock ", h.clock(), " is negative"));
+  }
+  if (!std::isfinite(h.lr()) || h.lr() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": lr ", h.lr(), " is not a finite number >= 0"));
+  }
+  if (h.weight() < 1 || h.weight() > total_replicas_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": weight ", h.weight(), " is outside [1, ",
+                     total_replicas_, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Partition>> ShardState::CheckPush(
+    const PushHeader& header) const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (absl::Status s = CheckPushLocked(header); !s.ok()) return s;
+  std::vector<Partition> layout;
+  layout.reserve(parts_.size());
+  for (const Part& p : parts_) layout.push_back(p.partition);
+  return layout;
+}
+
+void ShardState::StepLocked(const std::vector<std::vector<float>>& grads,
+                            double lr) {
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    std::shared_ptr<std::vector<float>>& params = parts_[i].params;
+    // A pull is still streaming this buffer: leave it to the pull.
+    if (params.use_count() > 1) {
+      params = std::make_shared<std::vector<float>>(*params);
+    }
+    parts_[i].optimizer->Step(absl::MakeSpan(*params),
+                              absl::MakeConstSpan(grads[i]), lr);
+  }
+  ++version_;
+}
+
+void ShardState::RecycleLocked(std::vector<std::vector<float>> buffers) {
+  // Two sets cover a push being assembled while another is applied.
+  if (staging_pool_.size() < 2) staging_pool_.push_back(std::move(buffers));
+}
+
+std::vector<std::vector<float>> ShardState::TakeStaging() {
+  absl::MutexLock lock(&mu_);
+  if (staging_pool_.empty()) return {};
+  std::vector<std::vector<float>> b = std::move(staging_pool_.back());
+  staging_pool_.pop_back();
+  return b;
+}
+
+absl::Status ShardState::AccumulateLocked(
+    const PushHeader& h, std::vector<std::vector<float>>& grads) {
+  const std::string what = absl::StrCat("push from rank ", h.rank());
+  if (h.clock() < next_sync_clock_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": clock ", h.clock(), " was already applied (SYNC is at step ",
+        next_sync_clock_, ")"));
+  }
+  auto found = pending_.find(h.clock());
+  if (found != pending_.end()) {
+    const Pending& p = found->second;
+    if (p.ranks.count(h.rank())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": rank already pushed clock ", h.clock(),
+                       " (seq ", h.seq(), " is new)"));
+    }
+    if (p.weight + h.weight() > total_replicas_) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": weights of clock ", h.clock(), " would sum to ",
+          p.weight + h.weight(), ", above total_replicas ", total_replicas_));
+    }
+  }
+  Pending& p = pending_[h.clock()];
+  const float w = static_cast<float>(h.weight());
+  if (p.sum.empty()) {
+    for (auto& g : grads) {
+      if (h.weight() != 1) {
+        for (float& x : g) x *= w;
+      }
+    }
+    p.sum = std::move(grads);
+    p.lr = h.lr();
+  } else {
+    for (size_t i = 0; i < grads.size(); ++i) {
+      float* s = p.sum[i].data();
+      const float* g = grads[i].data();
+      const size_t n = grads[i].size();
+      for (size_t k = 0; k < n; ++k) s[k] += w * g[k];
+    }
+    RecycleLocked(std::move(grads));
+  }
+  p.weight += h.weight();
+  p.ranks.insert(h.rank());
+  // Steps complete in clock order: a worker cannot push t + 1 before t's
+  // step was applied (its pull of t + 1 waits for it).
+  while (true) {
+    auto it = pending_.find(next_sync_clock_);
+    if (it == pending_.end() || it->second.weight < total_replicas_) break;
+    const float inv = 1.0f / static_cast<float>(total_replicas_);
+    for (auto& g : it->second.sum) {
+      for (float& x : g) x *= inv;
+    }
+    StepLocked(it->second.sum, it->second.lr);
+    RecycleLocked(std::move(it->second.sum));
+    pending_.erase(it);
+    ++next_sync_clock_;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PushResponse> ShardState::ApplyPush(
+    const PushHeader& h, std::vector<std::vector<float>> grads) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckPushLocked(h); !s.ok()) return s;
+  if (grads.size() != parts_.size()) {
+    return absl::InvalidArgumentError("push: gradients do not match layout");
+  }
+  int64_t bytes = 0;
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    if (static_cast<int64_t>(grads[i].size()) != parts_[i].partition.count()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "push: partition ", parts_[i].partition.id(), " gradient has ",
+          grads[i].size(), " elements, not ", parts_[i].partition.count()));
+    }
+    bytes += grads[i].size() * 4;
+  }
+  PushResponse response;
+  auto last = last_seq_.find(h.worker_id());
+  if (last != last_seq_.end() && h.seq() <= last->second) {
+    ++duplicates_;
+    response.set_duplicate(true);
+    response.set_version(version_);
+    return response;
+  }
+  const int64_t version_before = version_;
+  if (job_.ps().consistency() == SYNC) {
+    if (absl::Status s = AccumulateLocked(h, grads); !s.ok()) return s;
+    ++staleness_[0];
+  } else {
+    StepLocked(grads, h.lr());
+    RecycleLocked(std::move(grads));
+    const int64_t lag =
+        std::max<int64_t>(0, version_before - h.based_on_version());
+    ++staleness_[std::min<int64_t>(lag / world_size_, kStalenessBuckets - 1)];
+  }
+  last_seq_[h.worker_id()] = h.seq();
+  clocks_[h.rank()] = h.clock() + 1;
+  ++pushes_;
+  ++window_pushes_;
+  bytes_pushed_ += bytes;
+  changed_.SignalAll();
+  response.set_version(version_);
+  return response;
+}
+
+int64_t ShardState::MinClockLocked() const {
+  if (clocks_.empty()) return 0;
+  return *std::min_element(clocks_.begin(), clocks_.end());
+}
+
+bool ShardState::PullReadyLocked(int64_t clock) const {
+  if (shut_down_) return true;
+  if (!initialized_) return false;
+  switch (job_.ps().consistency()) {
+    case SYNC:
+      return MinClockLocked() >= clock;
+    case SSP:
+      return MinClockLocked() >= clock - job_.ps().staleness();
+    default:
+      return true;
+  }
+}
+
+std::string ShardState::SlowestLocked() const {
+  if (!initialized_) return "no Init from rank 0 yet";
+  const int64_t min = MinClockLocked();
+  std::vector<std::string> ranks;
+  for (size_t r = 0; r < clocks_.size(); ++r) {
+    if (clocks_[r] == min) ranks.push_back(absl::StrCat(r));
+  }
+  return absl::StrCat("slowest rank(s) ", absl::StrJoin(ranks, ", "),
+                      " at clock ", min);
+}
+
+absl::StatusOr<ShardState::Snapshot> ShardState::WaitForPull(
+    int32_t rank, int64_t clock, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  const std::string what = absl::StrCat("pull from rank ", rank, " for clock ",
+                                        clock, " on shard ", shard_index_);
+  if (clock < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": clock < 0"));
+  }
+  const absl::Time start = absl::Now();
+  bool waited = false;
+  while (!PullReadyLocked(clock)) {
+    waited = true;
+    if (changed_.WaitWithDeadline(&mu_, deadline) && !PullReadyLocked(clock)) {
+      wait_ += absl::Now() - start;
+      return absl::DeadlineExceededError(absl::StrCat(
+          what, ": waited ", absl::FormatDuration(absl::Now() - start), "; ",
+          SlowestLocked()));
+    }
+  }
+  if (waited) wait_ += absl::Now() - start;
+  if (shut_down_) return ShuttingDown();
+  if (rank < 0 || rank >= world_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": rank is outside [0, ", world_size_, ")"));
+  }
+  Snapshot snap;
+  snap.version = version_;
+  snap.min_clock = MinClockLocked();
+  snap.partitions.reserve(parts_.size());
+  snap.values.reserve(parts_.size());
+  for (const Part& p : parts_) {
+    snap.partitions.push_back(p.partition);
+    snap.values.push_back(p.params);
+    bytes_pulled_ += p.params->size() * 4;
+  }
+  ++pulls_;
+  ++window_pulls_;
+  return snap;
+}
+
+ShardStats ShardState::StatsLocked() const {
+  ShardStats s;
+  s.set_pushes(pushes_);
+  s.set_pulls(pulls_);
+  s.set_duplicate_pushes(duplicates_);
+  s.set_bytes_pushed(bytes_pushed_);
+  s.set_bytes_pulled(bytes_pulled_);
+  const double window = absl::ToDoubleSeconds(absl::Now() - window_start_);
+  if (window > 0) {
+    s.set_pushes_per_s(window_pushes_ / window);
+    s.set_pulls_per_s(window_pulls_ / window);
+  }
+  s.set_version(version_);
+  s.set_min_clock(MinClockLocked());
+  for (int64_t n : staleness_) s.add_staleness_histogram(n);
+  s.set_wait_s(absl::ToDoubleSeconds(wait_));
+  return s;
+}
+
+ShardStats ShardState::Stats() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return StatsLocked();
+}
+
+ShardStats ShardState::TakeStats() {
+  absl::MutexLock lock(&mu_);
+  ShardStats s = StatsLocked();
+  window_start_ = absl::Now();
+  window_pushes_ = 0;
+  window_pulls_ = 0;
+  return s;
+}
+
+void ShardState::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  changed_.SignalAll();
+}
+
+}  // namespace cohort

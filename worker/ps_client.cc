@@ -1,0 +1,311 @@
+#include "worker/ps_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "proto/ps.grpc.pb.h"
+#include "server/ps/limits.h"
+
+namespace cohort {
+namespace {
+
+// A pull may wait up to rpc_timeout on the shard itself; this much more
+// lets the shard's own DEADLINE_EXCEEDED (naming the slow rank) arrive.
+constexpr absl::Duration kPullGrace = absl::Seconds(5);
+constexpr int64_t kPerChunk = kMaxChunkBytes / 4;
+
+std::chrono::system_clock::time_point ToChrono(absl::Time t) {
+  return absl::ToChronoTime(t);
+}
+
+}  // namespace
+
+struct PsClient::Shard {
+  int index = 0;
+  std::string address;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<ParameterServer::Stub> stub;
+  std::vector<Partition> partitions;
+  absl::flat_hash_map<int32_t, size_t> by_id;  // partition id -> index
+  int64_t version = 0;                         // of the last pull
+  // This call's results, merged by the calling thread.
+  int64_t bytes = 0;
+  int64_t lag = 0;
+
+  absl::Status Error(const char* op, absl::StatusCode code,
+                     absl::string_view message) const {
+    return absl::Status(
+        code, absl::StrCat(op, " shard ", index, " at ", address, ": ",
+                           absl::StatusCodeToString(code), ": ", message));
+  }
+  absl::Status Error(const char* op, const grpc::Status& s) const {
+    return Error(op, static_cast<absl::StatusCode>(s.error_code()),
+                 s.error_message());
+  }
+};
+
+namespace {
+
+// Runs `attempt(deadline)` (returning grpc::Status) until it succeeds, fails
+// with anything but UNAVAILABLE, or the deadline is near.
+// `retry_until` (default: the deadline) bounds the retries alone.
+template <typename Attempt>
+grpc::Status RetryUnavailable(absl::Time deadline, const Attempt& attempt,
+                              absl::Time retry_until = absl::InfiniteFuture()) {
+  retry_until = std::min(retry_until, deadline);
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    grpc::Status s = attempt(deadline);
+    if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        absl::Now() + backoff >= retry_until) {
+      return s;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
+}  // namespace
+
+PsClient::PsClient(const PsClientOptions& options) : options_(options) {}
+PsClient::~PsClient() = default;
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
+    const PsClientOptions& options) {
+  if (options.shard_addresses.empty()) {
+    return absl::InvalidArgumentError("parameter server: no shard addresses");
+  }
+  std::unique_ptr<PsClient> c(new PsClient(options));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // Reconnect promptly to a restarted shard; gRPC's backoff grows to 2 min.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  for (size_t i = 0; i < options.shard_addresses.size(); ++i) {
+    auto s = std::make_unique<Shard>();
+    s->index = i;
+    s->address = options.shard_addresses[i];
+    // A channel per shard, and a distinct one per client, so that each
+    // shard's stream has its own connection.
+    args.SetInt("cohort.ps_shard", i);
+    s->channel = grpc::CreateCustomChannel(
+        s->address, grpc::InsecureChannelCredentials(), args);
+    s->stub = ParameterServer::NewStub(s->channel);
+    c->shards_.push_back(std::move(s));
+  }
+  for (const Partition& p : options.partitions) {
+    if (p.shard() < 0 || p.shard() >= static_cast<int>(c->shards_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter server: partition ", p.id(), " is on shard ", p.shard(),
+          " but there are ", c->shards_.size(), " shard addresses"));
+    }
+    if (p.offset() < 0 || p.count() < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter server: partition ", p.id(), " has offset ",
+                       p.offset(), " and count ", p.count()));
+    }
+    Shard& s = *c->shards_[p.shard()];
+    s.by_id[p.id()] = s.partitions.size();
+    s.partitions.push_back(p);
+  }
+  return c;
+}
+
+template <typename Fn>
+absl::Status PsClient::ForEachShard(const Fn& fn) {
+  std::vector<absl::Status> results(shards_.size());
+  std::vector<std::thread> threads;
+  // Shards with nothing to do (no partitions) are skipped.
+  for (size_t i = 1; i < shards_.size(); ++i) {
+    if (shards_[i]->partitions.empty()) continue;
+    threads.emplace_back([&, i] { results[i] = fn(*shards_[i]); });
+  }
+  if (!shards_[0]->partitions.empty()) results[0] = fn(*shards_[0]);
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::InitShard(Shard& s, const float* params, int world_size,
+                                 int total_replicas) {
+  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
+  grpc::Status st = RetryUnavailable(deadline, [&](absl::Time d) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(d));
+    InitResponse response;
+    auto writer = s.stub->Init(&ctx, &response);
+    InitRequest msg;
+    InitHeader* h = msg.mutable_header();
+    h->set_worker_id(options_.worker_id);
+    for (const Partition& p : s.partitions) *h->add_partitions() = p;
+    h->set_world_size(world_size);
+    h->set_total_replicas(total_replicas);
+    bool ok = writer->Write(msg);
+    TensorChunk* chunk = msg.mutable_chunk();
+    for (const Partition& p : s.partitions) {
+      chunk->set_partition(p.id());
+      for (int64_t off = 0; ok && off < p.count(); off += kPerChunk) {
+        const int64_t len = std::min(kPerChunk, p.count() - off);
+        chunk->set_offset(off);
+        chunk->set_data(
+            reinterpret_cast<const char*>(params + p.offset() + off), len * 4);
+        ok = writer->Write(msg);
+      }
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  });
+  if (!st.ok()) return s.Error("init of", st);
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::Init(const float* params, int world_size,
+                            int total_replicas) {
+  return ForEachShard([&](Shard& s) {
+    return InitShard(s, params, world_size, total_replicas);
+  });
+}
+
+absl::Status PsClient::PushShard(Shard& s, const float* grads, int64_t clock,
+                                 double lr, int weight, uint64_t seq) {
+  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
+  PushResponse response;
+  int64_t bytes = 0;
+  grpc::Status st = RetryUnavailable(deadline, [&](absl::Time d) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(ToChrono(d));
+    auto writer = s.stub->Push(&ctx, &response);
+    PushRequest msg;
+    PushHeader* h = msg.mutable_header();
+    h->set_worker_id(options_.worker_id);
+    h->set_rank(options_.rank);
+    h->set_seq(seq);
+    h->set_clock(clock);
+    h->set_based_on_version(s.version);
+    h->set_lr(lr);
+    h->set_weight(weight);
+    bool ok = writer->Write(msg);
+    bytes = 0;
+    TensorChunk* chunk = msg.mutable_chunk();
+    for (const Partition& p : s.partitions) {
+      chunk->set_partition(p.id());
+      for (int64_t off = 0; ok && off < p.count(); off += kPerChunk) {
+        const int64_t len = std::min(kPerChunk, p.count() - off);
+        chunk->set_offset(off);
+        chunk->set_data(reinterpret_cast<const char*>(grads + p.offset() + off),
+                        len * 4);
+        ok = writer->Write(msg);
+        bytes += len * 4;
+      }
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  });
+  if (!st.ok()) return s.Error("push to", st);
+  s.bytes = bytes;
+  s.lag = std::max<int64_t>(0, response.version() - s.version);
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::Push(const float* grads, int64_t clock, double lr,
+                            int weight) {
+  const absl::Time start = absl::Now();
+  const uint64_t seq = ++seq_;
+  absl::Status st = ForEachShard([&](Shard& s) {
+    s.bytes = 0;
+    s.lag = 0;
+    return PushShard(s, grads, clock, lr, weight, seq);
+  });
+  stats_.push_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  for (const auto& s : shards_) {
+    stats_.bytes_pushed += s->bytes;
+    stats_.max_version_lag = std::max(stats_.max_version_lag, s->lag);
+  }
+  return st;
+}
+
+absl::Status PsClient::PullShard(Shard& s, int64_t clock, float* params) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + options_.rpc_timeout + kPullGrace;
+  int64_t version = 0;
+  absl::Status bad;  // a malformed response (not retried)
+  int64_t elements = 0;
+  grpc::Status st = RetryUnavailable(
+      deadline,
+      [&](absl::Time d) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(ToChrono(d));
+        PullRequest req;
+        req.set_worker_id(options_.worker_id);
+        req.set_rank(options_.rank);
+        req.set_clock(clock);
+        auto reader = s.stub->Pull(&ctx, req);
+        PullResponse msg;
+        bool header = false;
+        elements = 0;
+        while (bad.ok() && reader->Read(&msg)) {
+          if (msg.has_header()) {
+            header = true;
+            version = msg.header().version();
+            continue;
+          }
+          const TensorChunk& c = msg.chunk();
+          auto it = s.by_id.find(c.partition());
+          const int64_t n = c.data().size() / 4;
+          if (!header || it == s.by_id.end() || c.data().size() % 4 != 0 ||
+              c.offset() < 0 ||
+              c.offset() + n > s.partitions[it->second].count()) {
+            bad = absl::DataLossError(absl::StrCat(
+                "malformed chunk of partition ", c.partition(), " at offset ",
+                c.offset(), " (", c.data().size(), " bytes)"));
+            ctx.TryCancel();
+            break;
+          }
+          const Partition& p = s.partitions[it->second];
+          std::memcpy(params + p.offset() + c.offset(), c.data().data(),
+                      c.data().size());
+          elements += n;
+        }
+        return reader->Finish();
+      },
+      start + options_.rpc_timeout);
+  if (!bad.ok()) return s.Error("pull from", bad.code(), bad.message());
+  if (!st.ok()) return s.Error("pull from", st);
+  int64_t expected = 0;
+  for (const Partition& p : s.partitions) expected += p.count();
+  if (elements != expected) {
+    return s.Error(
+        "pull from", absl::StatusCode::kDataLoss,
+        absl::StrCat("got ", elements, " elements, expected ", expected));
+  }
+  s.version = version;
+  s.bytes = elements * 4;
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::Pull(int64_t clock, float* params) {
+  const absl::Time start = absl::Now();
+  absl::Status st = ForEachShard([&](Shard& s) {
+    s.bytes = 0;
+    return PullShard(s, clock, params);
+  });
+  stats_.pull_seconds += absl::ToDoubleSeconds(absl::Now() - start);
+  for (const auto& s : shards_) stats_.bytes_pulled += s->bytes;
+  return st;
+}
+
+PsClient::Stats PsClient::TakeStats() {
+  Stats s = stats_;
+  stats_ = Stats();
+  return s;
+}
+
+}  // namespace cohort
