@@ -184,8 +184,11 @@ void LocalTrainer::BuildSlices() {
     // 16-element boundaries keep every slice's vector loads aligned.
     slices_[r].begin = std::min(n, (n * r / R) / 16 * 16);
     slices_[r].end = r + 1 == R ? n : std::min(n, (n * (r + 1) / R) / 16 * 16);
-    slices_[r].optimizer = MakeOptimizer<float>(
-        spec_.optimizer(), slices_[r].end - slices_[r].begin);
+    // In PS mode the shards own the optimizer and its state.
+    if (!PsMode()) {
+      slices_[r].optimizer = MakeOptimizer<float>(
+          spec_.optimizer(), slices_[r].end - slices_[r].begin);
+    }
   }
 }
 
