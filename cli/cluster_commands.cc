@@ -80,6 +80,12 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   flags.String("straggler", &straggler,
                "RANK:FACTOR: if this worker gets rank RANK, it runs FACTOR "
                "times slower (to study stragglers)");
+  int64_t min_step_ms = 0;
+  flags.Int("min-step-ms", &min_step_ms,
+            "each step's forward and backward take at least this long "
+            "(sleeping the rest): models workers on machines of their own "
+            "when several share a few cores (default 0)",
+            0, 3600000);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -96,6 +102,7 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   }
   ASSIGN_OR_RETURN(o.replicas, ParseReplicas(replicas));
   o.threads = static_cast<int>(threads);
+  o.min_step_seconds = min_step_ms / 1000.0;
   o.connect_timeout = absl::Seconds(connect_timeout_s);
   o.live_progress = isatty(STDERR_FILENO);
   return RunWorker(o);

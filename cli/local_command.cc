@@ -158,7 +158,7 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
                       int* exit_code, const char* self_path) {
   std::string job, replicas = "cpu:1", listen = "127.0.0.1:0", data_dir, report;
   std::string straggler;
-  int64_t workers = 2, threads = 0, shards = 0;
+  int64_t workers = 2, threads = 0, shards = 0, min_step_ms = 0;
   FlagSet flags("local");
   flags.String("job", &job, "job spec (.textproto); required");
   flags.Int("workers", &workers, "worker processes (default 2)", 1, 64);
@@ -177,6 +177,11 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
   flags.String("straggler", &straggler,
                "RANK:FACTOR makes worker RANK FACTOR times slower (to study "
                "stragglers)");
+  flags.Int("min-step-ms", &min_step_ms,
+            "every worker's forward and backward take at least this long "
+            "(sleeping the rest): models workers on machines of their own "
+            "when they share this machine's cores (default 0)",
+            0, 3600000);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -232,6 +237,9 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
     if (threads > 0) a.push_back(absl::StrCat("--threads=", threads));
     if (!straggler.empty())
       a.push_back(absl::StrCat("--straggler=", straggler));
+    if (min_step_ms > 0) {
+      a.push_back(absl::StrCat("--min-step-ms=", min_step_ms));
+    }
     ASSIGN_OR_RETURN(c.pid, Spawn(self_path, a));
     children.push_back(c);
   }

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "server/ps/shard_server.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/kv_client.h"
 #include "worker/comm/test_ranks.h"
 #include "worker/ps_client.h"
 #include "worker/spec.h"
@@ -113,18 +114,29 @@ void WirePs(const JobSpec& spec, const std::vector<std::string>& shards, int w,
     }
     return (*client)->Pull(0, params);
   };
-  d->ps_step = [=](float* grads, float* params, int64_t step,
-                   double lr) -> absl::StatusOr<int64_t> {
-    RETURN_IF_ERROR((*client)->Push(grads, step, lr, replicas));
-    RETURN_IF_ERROR((*client)->Pull(step + 1, params));
+  d->ps_push = [=](const float* grads, int64_t clock, double lr, int weight,
+                   int64_t first_chunk) -> absl::StatusOr<int64_t> {
+    PsPush push;
+    push.clock = clock;
+    push.lr = lr;
+    push.weight = weight;
+    push.first_chunk = first_chunk;
+    RETURN_IF_ERROR((*client)->Push(grads, push));
+    const PsClient::Stats s = (*client)->TakeStats();
+    return s.bytes_pushed;
+  };
+  d->ps_pull = [=](int64_t clock, float* params) -> absl::StatusOr<int64_t> {
+    RETURN_IF_ERROR((*client)->Pull(clock, params));
     absl::SleepFor(delay);
     const PsClient::Stats s = (*client)->TakeStats();
-    return s.bytes_pushed + s.bytes_pulled;
+    return s.bytes_pulled;
   };
 }
 
-std::vector<WorkerOutcome> TrainWorkersPs(const JobSpec& spec,
-                                          const PsRun& run) {
+// `shard_stats`, when given, receives each shard's statistics at the end.
+std::vector<WorkerOutcome> TrainWorkersPs(
+    const JobSpec& spec, const PsRun& run,
+    std::vector<ShardStats>* shard_stats = nullptr) {
   const int workers = run.workers, replicas = run.replicas;
   std::vector<std::unique_ptr<ShardServer>> servers;
   std::vector<std::string> addresses;
@@ -145,6 +157,7 @@ std::vector<WorkerOutcome> TrainWorkersPs(const JobSpec& spec,
   EXPECT_TRUE(group.ok()) << group.status();
   if (!group.ok()) return {};
   std::vector<WorkerOutcome> out(workers);
+  InMemoryKv claims;  // the coordinator's KV store, for SSP and ASYNC
   (*group)->Run([&](int w) {
     std::unique_ptr<PsClient> client;
     DistributedContext d;
@@ -162,6 +175,12 @@ std::vector<WorkerOutcome> TrainWorkersPs(const JobSpec& spec,
       }
       return absl::OkStatus();
     };
+    d.claim_chunks = [&claims](int64_t epoch,
+                               int count) -> absl::StatusOr<int64_t> {
+      ASSIGN_OR_RETURN(const int64_t end,
+                       claims.Add(absl::StrCat("chunks/", epoch), count));
+      return end - count;
+    };
     WirePs(spec, addresses, w, workers, replicas,
            w == 1 ? run.worker1_delay : absl::ZeroDuration(), &client, &d);
     TrainOptions o;
@@ -176,7 +195,10 @@ std::vector<WorkerOutcome> TrainWorkersPs(const JobSpec& spec,
     out[w].steps = r->steps;
     out[w].test_accuracy = r->test_accuracy;
   });
-  for (auto& s : servers) s->Shutdown();
+  for (auto& s : servers) {
+    if (shard_stats != nullptr) shard_stats->push_back(s->TakeStats());
+    s->Shutdown();
+  }
   return out;
 }
 
@@ -225,24 +247,47 @@ TEST(PsEquivalence, SyncAdamTwoWorkersTimesTwoReplicas) {
   ExpectEquivalent("kind: ADAM lr: 0.001");
 }
 
-// With ASYNC shards a fast worker does not wait for a straggler, not even
-// at evaluation: worker 1 ends over 1.5 s after worker 0, and a cross-worker
-// collective (timing out after 1 s) would fail worker 0.
-TEST(PsAsync, EvaluationDoesNotWaitForAStraggler) {
+// With SSP and ASYNC shards the workers share the data: a fast worker
+// claims the chunks a straggler does not get to, and every chunk is pushed
+// exactly once. Worker 1 spends `delay` in each pull. With ASYNC worker 0
+// never waits, so it does nearly all of the 16 chunks (8 rounds of 2) and
+// ends long before worker 1, not even waiting at evaluation: a cross-worker
+// collective (timing out after 1 s) would fail it. With SSP(2) worker 0 may
+// run only 2 rounds ahead of worker 1's oldest chunk, so it waits, but
+// still takes more chunks.
+void ExpectSharedData(const char* consistency, absl::Duration delay,
+                      int min_ratio) {
+  SCOPED_TRACE(consistency);
   PsRun run;
   run.replicas = 1;
   run.steps = 8;
   run.collective_timeout = absl::Seconds(1);
-  run.worker1_delay = absl::Milliseconds(200);
-  const JobSpec spec = Spec("kind: SGD lr: 0.05 momentum: 0.9", 8, "ASYNC");
-  const std::vector<WorkerOutcome> got = TrainWorkersPs(spec, run);
+  run.worker1_delay = delay;
+  std::vector<ShardStats> shards;
+  const JobSpec spec = Spec("kind: SGD lr: 0.05 momentum: 0.9", 8, consistency);
+  const std::vector<WorkerOutcome> got = TrainWorkersPs(spec, run, &shards);
   ASSERT_EQ(got.size(), 2);
+  EXPECT_EQ(got[0].steps + got[1].steps, 2 * run.steps);
+  EXPECT_GT(got[0].steps, min_ratio * got[1].steps);
   for (int w = 0; w < 2; ++w) {
-    EXPECT_EQ(got[w].steps, run.steps) << "worker " << w;
     // The whole test set, with this worker's own parameters.
     EXPECT_GE(got[w].test_accuracy, 0) << "worker " << w;
     for (float p : got[w].params) ASSERT_TRUE(std::isfinite(p));
   }
+  ASSERT_EQ(shards.size(), kShards);
+  for (const ShardStats& st : shards) {
+    EXPECT_EQ(st.pushes(), 2 * run.steps);
+    EXPECT_EQ(st.min_clock(), run.steps);  // every chunk applied
+    EXPECT_EQ(st.duplicate_pushes(), 0);
+  }
+}
+
+TEST(PsShared, AsyncFastWorkerTakesTheStragglersChunks) {
+  ExpectSharedData("ASYNC", absl::Milliseconds(1500), 4);
+}
+
+TEST(PsShared, SspFastWorkerTakesMoreChunksWithinTheBound) {
+  ExpectSharedData("SSP", absl::Milliseconds(400), 1);
 }
 
 TEST(PsTrainer, RejectsPsModeWithoutCallbacksAndBadSlowdown) {

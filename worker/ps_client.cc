@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/ps/limits.h"
@@ -74,6 +75,76 @@ grpc::Status RetryUnavailable(absl::Time deadline, const Attempt& attempt,
 
 }  // namespace
 
+// One thread per shard after the first, each running its shard's part of
+// the current call. Run() hands every thread the same function and waits
+// for all of them: a call costs two condition-variable hand-offs per
+// shard, not a thread start.
+class PsClient::ShardThreads {
+ public:
+  explicit ShardThreads(int n) : results_(n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { Loop(i); });
+  }
+  ~ShardThreads() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    for (std::thread& t : threads_) t.join();
+  }
+
+  // Runs fn(i) on thread i for every i in `which`, while the caller runs
+  // `own`; returns the statuses by thread.
+  std::vector<absl::Status> Run(const std::vector<bool>& which,
+                                const std::function<absl::Status(int)>& fn,
+                                const std::function<void()>& own) {
+    {
+      absl::MutexLock lock(&mu_);
+      fn_ = &fn;
+      which_ = which;
+      for (size_t i = 0; i < which.size(); ++i) {
+        results_[i] = absl::OkStatus();
+        if (which[i]) ++running_;
+      }
+      ++generation_;
+    }
+    own();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* running) { return *running == 0; }, &running_));
+    return results_;
+  }
+
+ private:
+  void Loop(int i) {
+    uint64_t seen = 0;
+    while (true) {
+      const std::function<absl::Status(int)>* fn;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [&] { return stop_ || generation_ != seen; };
+        mu_.Await(absl::Condition(&ready));
+        if (stop_) return;
+        seen = generation_;
+        if (!which_[i]) continue;
+        fn = fn_;
+      }
+      absl::Status s = (*fn)(i);
+      absl::MutexLock lock(&mu_);
+      results_[i] = std::move(s);
+      --running_;
+    }
+  }
+
+  absl::Mutex mu_;
+  const std::function<absl::Status(int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<bool> which_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Status> results_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
 PsClient::PsClient(const PsClientOptions& options) : options_(options) {}
 PsClient::~PsClient() = default;
 
@@ -114,21 +185,31 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     s.by_id[p.id()] = s.partitions.size();
     s.partitions.push_back(p);
   }
+  if (c->shards_.size() > 1) {
+    c->threads_ = std::make_unique<ShardThreads>(c->shards_.size() - 1);
+  }
   return c;
 }
 
-template <typename Fn>
-absl::Status PsClient::ForEachShard(const Fn& fn) {
-  std::vector<absl::Status> results(shards_.size());
-  std::vector<std::thread> threads;
+absl::Status PsClient::ForEachShard(
+    const std::function<absl::Status(Shard&)>& fn) {
   // Shards with nothing to do (no partitions) are skipped.
-  for (size_t i = 1; i < shards_.size(); ++i) {
-    if (shards_[i]->partitions.empty()) continue;
-    threads.emplace_back([&, i] { results[i] = fn(*shards_[i]); });
+  absl::Status first;
+  auto own = [&] {
+    if (!shards_[0]->partitions.empty()) first = fn(*shards_[0]);
+  };
+  if (threads_ == nullptr) {
+    own();
+    return first;
   }
-  if (!shards_[0]->partitions.empty()) results[0] = fn(*shards_[0]);
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : results) {
+  std::vector<bool> which(shards_.size() - 1);
+  for (size_t i = 1; i < shards_.size(); ++i) {
+    which[i - 1] = !shards_[i]->partitions.empty();
+  }
+  const std::vector<absl::Status> rest = threads_->Run(
+      which, [&](int i) { return fn(*shards_[i + 1]); }, own);
+  if (!first.ok()) return first;
+  for (const absl::Status& s : rest) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -174,8 +255,8 @@ absl::Status PsClient::Init(const float* params, int world_size,
   });
 }
 
-absl::Status PsClient::PushShard(Shard& s, const float* grads, int64_t clock,
-                                 double lr, int weight, uint64_t seq) {
+absl::Status PsClient::PushShard(Shard& s, const float* grads,
+                                 const PsPush& push, uint64_t seq) {
   const absl::Time deadline = absl::Now() + options_.rpc_timeout;
   PushResponse response;
   int64_t bytes = 0;
@@ -188,10 +269,11 @@ absl::Status PsClient::PushShard(Shard& s, const float* grads, int64_t clock,
     h->set_worker_id(options_.worker_id);
     h->set_rank(options_.rank);
     h->set_seq(seq);
-    h->set_clock(clock);
+    h->set_clock(push.clock);
     h->set_based_on_version(s.version);
-    h->set_lr(lr);
-    h->set_weight(weight);
+    h->set_lr(push.lr);
+    h->set_weight(push.weight);
+    h->set_first_chunk(push.first_chunk);
     bool ok = writer->Write(msg);
     bytes = 0;
     TensorChunk* chunk = msg.mutable_chunk();
@@ -215,14 +297,13 @@ absl::Status PsClient::PushShard(Shard& s, const float* grads, int64_t clock,
   return absl::OkStatus();
 }
 
-absl::Status PsClient::Push(const float* grads, int64_t clock, double lr,
-                            int weight) {
+absl::Status PsClient::Push(const float* grads, const PsPush& push) {
   const absl::Time start = absl::Now();
   const uint64_t seq = ++seq_;
   absl::Status st = ForEachShard([&](Shard& s) {
     s.bytes = 0;
     s.lag = 0;
-    return PushShard(s, grads, clock, lr, weight, seq);
+    return PushShard(s, grads, push, seq);
   });
   stats_.push_seconds += absl::ToDoubleSeconds(absl::Now() - start);
   for (const auto& s : shards_) {

@@ -9,12 +9,15 @@
 // applies it once. Errors name the shard: "push to shard 1 at HOST:PORT:
 // UNAVAILABLE: ...".
 //
-// Thread safety: thread-compatible; one thread calls a PsClient at a time
-// (it starts its own threads for the shards of each call).
+// Thread safety: thread-compatible; one thread calls a PsClient at a time.
+// It owns one thread per shard after the first, started by Create and
+// joined by the destructor, which run each call's RPCs to those shards in
+// parallel with the calling thread's (shard 0's).
 #ifndef COHORT_WORKER_PS_CLIENT_H_
 #define COHORT_WORKER_PS_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +37,19 @@ struct PsClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(30);
 };
 
+// What a push carries besides the gradient.
+struct PsPush {
+  // SYNC: the step; SSP and ASYNC: the round (first_chunk / total replicas).
+  int64_t clock = 0;
+  double lr = 0;  // this step's learning rate
+  // Local replicas whose mean gradient this is: SYNC's averaging weight,
+  // and for SSP and ASYNC the number of data chunks.
+  int weight = 1;
+  // SSP and ASYNC: the data chunks the gradient was computed from are
+  // [first_chunk, first_chunk + weight) (proto/ps.proto PushHeader).
+  int64_t first_chunk = 0;
+};
+
 class PsClient {
  public:
   // INVALID_ARGUMENT for no shards or a partition naming a shard that does
@@ -46,9 +62,8 @@ class PsClient {
   // buffer `params`.
   absl::Status Init(const float* params, int world_size, int total_replicas);
 
-  // The flat whole-model gradient of step `clock`, with that step's `lr`
-  // and SYNC averaging `weight` (this worker's replicas).
-  absl::Status Push(const float* grads, int64_t clock, double lr, int weight);
+  // The flat whole-model gradient, described by `push`.
+  absl::Status Push(const float* grads, const PsPush& push);
 
   // The parameters for step `clock` into the flat buffer `params` (each
   // shard's partitions; after the shard's consistency wait).
@@ -67,18 +82,20 @@ class PsClient {
 
  private:
   struct Shard;
+  class ShardThreads;
   explicit PsClient(const PsClientOptions& options);
-  // Runs fn(shard) for every shard, in parallel; the first error.
-  template <typename Fn>
-  absl::Status ForEachShard(const Fn& fn);
+  // Runs fn(shard) for every shard with partitions, in parallel; the first
+  // error.
+  absl::Status ForEachShard(const std::function<absl::Status(Shard&)>& fn);
   absl::Status InitShard(Shard& s, const float* params, int world_size,
                          int total_replicas);
-  absl::Status PushShard(Shard& s, const float* grads, int64_t clock, double lr,
-                         int weight, uint64_t seq);
+  absl::Status PushShard(Shard& s, const float* grads, const PsPush& push,
+                         uint64_t seq);
   absl::Status PullShard(Shard& s, int64_t clock, float* params);
 
   PsClientOptions options_;
   std::vector<std::unique_ptr<Shard>> shards_;
+  std::unique_ptr<ShardThreads> threads_;  // shards 1..n-1
   uint64_t seq_ = 0;
   Stats stats_;
 };

@@ -33,9 +33,10 @@ struct Replica {
   std::unique_ptr<Model<float>> model;
   std::unique_ptr<Loader> loader;
   Batch batch;
-  Tensor grad_out;  // dLoss/dOutput
-  Tensor target;    // one-hot targets for MSE
-  double loss = 0;  // this step
+  Tensor grad_out;             // dLoss/dOutput
+  Tensor target;               // one-hot targets for MSE
+  std::vector<float> scratch;  // ChunkStep's decoding buffer
+  double loss = 0;             // this step
   int64_t correct = 0;
   int64_t seen = 0;
   bool done = false;  // loader exhausted this epoch
@@ -83,9 +84,14 @@ class LocalTrainer : public Trainer {
   absl::Status BuildModels();
   void BuildSlices();
   absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
+  absl::StatusOr<EpochResult> TrainSharedEpoch(int64_t epoch,
+                                               Progress& progress);
   absl::Status StartEpoch(int64_t epoch);
+  absl::Status StartSharedEpoch(int64_t epoch);
   void ReplicaStep(int r);
-  void ReduceLocal(int r);
+  void ChunkStep(int r, int64_t chunk);
+  void ForwardBackward(int r, absl::Time start, absl::Time data_ready);
+  void ReduceLocal(int r, int count);
   void ReduceAndStep(int r, double lr, bool reduce_local);
   void SlowDown();
   absl::Status SynchronizeGradients();
@@ -98,8 +104,19 @@ class LocalTrainer : public Trainer {
     return dist_ != nullptr && dist_->world_size > 1 &&
            !(PsMode() && spec_.ps().consistency() != SYNC);
   }
+  // SSP and ASYNC: workers claim each epoch's chunks as they go (see
+  // DistributedContext::claim_chunks) instead of taking a fixed share.
+  bool SharedData() const {
+    return PsMode() && spec_.ps().consistency() != SYNC;
+  }
   absl::Status PsSetup();
-  absl::Status PsStep(double lr);
+  absl::Status PsPush(int64_t clock, double lr, int weight,
+                      int64_t first_chunk);
+  absl::Status PsPull(int64_t clock);
+  // Adds the step of replicas 0..count-1 to the epoch's and the run's
+  // totals and the progress display; returns its mean loss.
+  double AccountStep(int64_t epoch, int count, EpochResult& er,
+                     Progress& progress);
   absl::Status ReportStep(int64_t epoch, double loss);
   absl::Status Evaluate(EpochResult* result);
   absl::Status AverageBuffersAcrossWorkers();
@@ -112,6 +129,12 @@ class LocalTrainer : public Trainer {
   int64_t ComputeStepsPerEpoch() const;
   int64_t StepsPerEpoch() const { return steps_per_epoch_; }
   int64_t TotalSteps() const;
+  // Whether max_steps is reached: by this worker's steps, or with shared
+  // data by rounds claimed.
+  bool StepLimitReached() const {
+    return max_steps_ > 0 &&
+           (SharedData() ? next_round_ >= max_steps_ : step_ >= max_steps_);
+  }
 
   const JobSpec spec_;
   const TrainOptions options_;
@@ -122,7 +145,15 @@ class LocalTrainer : public Trainer {
   std::vector<Replica> replicas_;
   std::vector<Slice> slices_;
   TrainResult result_;
-  int64_t step_ = 0;
+  int64_t step_ = 0;  // this worker's steps
+  // Shared data: every global replica's samples of the current epoch, and
+  // the round after the newest chunk claimed.
+  std::vector<std::vector<int64_t>> epoch_indices_;
+  int64_t next_round_ = 0;
+  // The current epoch's totals, kept by AccountStep.
+  double epoch_loss_sum_ = 0;
+  int64_t epoch_correct_ = 0;
+  int64_t epoch_seen_ = 0;
   int64_t steps_per_epoch_ = 1;
   int64_t epochs_ = 0;
   int64_t max_steps_ = 0;
@@ -239,7 +270,29 @@ void LocalTrainer::ReplicaStep(int r) {
     rep.done = true;
     return;
   }
-  const absl::Time t1 = absl::Now();
+  ForwardBackward(r, t0, absl::Now());
+}
+
+// Shared data: replica r computes chunk `chunk` of the epoch, decoding it
+// here (a claim is known only just before its step, so nothing prefetches;
+// decoding a batch takes a few percent of its step).
+void LocalTrainer::ChunkStep(int r, int64_t chunk) {
+  const absl::Time t0 = absl::Now();
+  const int64_t step = chunk / TotalReplicas();
+  const std::vector<int64_t>& indices = epoch_indices_[chunk % TotalReplicas()];
+  const int64_t b = spec_.batch_size();
+  const int64_t first = std::min<int64_t>(step * b, indices.size());
+  const int64_t end = std::min<int64_t>(first + b, indices.size());
+  Replica& rep = replicas_[r];
+  FillBatch(*data_.train,
+            absl::MakeConstSpan(indices.data() + first, end - first),
+            BatchLayout::kBatchInner, &rep.batch, &rep.scratch);
+  rep.batch.step_in_epoch = step;
+  ForwardBackward(r, t0, absl::Now());
+}
+
+void LocalTrainer::ForwardBackward(int r, absl::Time t0, absl::Time t1) {
+  Replica& rep = replicas_[r];
   const Tensor& out = rep.model->Forward(rep.batch.features, Mode::kTrain);
   const int64_t n = static_cast<int64_t>(rep.batch.labels.size());
   rep.correct = 0;
@@ -270,24 +323,26 @@ void LocalTrainer::ReplicaStep(int r) {
   }
 }
 
-// Sleeps (slowdown - 1) times this step's forward and backward, counted as
-// compute: the straggler behaves as slower hardware would.
+// Stretches this step's forward and backward to max(their time,
+// min_step_seconds) times slowdown by sleeping, counted as compute: the
+// worker behaves as slower hardware of its own would.
 void LocalTrainer::SlowDown() {
-  if (options_.slowdown <= 1.0) return;
-  const double extra = (options_.slowdown - 1.0) * step_compute_s_;
+  const double base = std::max(step_compute_s_, options_.min_step_seconds);
+  const double extra = base * options_.slowdown - step_compute_s_;
+  if (extra <= 0) return;
   absl::SleepFor(absl::Seconds(extra));
   times_.set_compute_s(times_.compute_s() + extra);
 }
 
-// Replica 0's slice of the gradient becomes the mean over local replicas.
-void LocalTrainer::ReduceLocal(int r) {
+// Replica 0's slice of the gradient becomes the mean over local replicas
+// 0..count-1.
+void LocalTrainer::ReduceLocal(int r, int count) {
   const Slice& s = slices_[r];
   const int64_t len = s.end - s.begin;
-  const int R = options_.replicas;
-  if (len == 0 || R == 1) return;
+  if (len == 0 || count == 1) return;
   float* g0 = replicas_[0].model->grads().data() + s.begin;
-  const float scale = 1.0f / R;
-  for (int q = 1; q < R; ++q) {
+  const float scale = 1.0f / count;
+  for (int q = 1; q < count; ++q) {
     const float* gq = replicas_[q].model->grads().data() + s.begin;
     for (int64_t i = 0; i < len; ++i) g0[i] += gq[i];
   }
@@ -298,7 +353,7 @@ void LocalTrainer::ReduceAndStep(int r, double lr, bool reduce_local) {
   const Slice& s = slices_[r];
   const int64_t len = s.end - s.begin;
   if (len == 0) return;
-  if (reduce_local) ReduceLocal(r);
+  if (reduce_local) ReduceLocal(r, options_.replicas);
   float* g0 = replicas_[0].model->grads().data() + s.begin;
   float* p = replicas_[0].model->params().data() + s.begin;
   s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
@@ -320,14 +375,24 @@ absl::Status LocalTrainer::PsSetup() {
   return dist_->ps_setup(params.data(), sizes);
 }
 
-// The local mean gradient goes to the shards; the next step's parameters
-// come back into the buffer every local replica shares.
-absl::Status LocalTrainer::PsStep(double lr) {
-  pool_.Run([this](int r) { ReduceLocal(r); });
+// The local mean gradient over `weight` replicas goes to the shards.
+absl::Status LocalTrainer::PsPush(int64_t clock, double lr, int weight,
+                                  int64_t first_chunk) {
+  pool_.Run([this, weight](int r) { ReduceLocal(r, weight); });
+  const absl::Time t = absl::Now();
+  absl::StatusOr<int64_t> bytes = dist_->ps_push(
+      replicas_[0].model->grads().data(), clock, lr, weight, first_chunk);
+  times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
+  if (!bytes.ok()) return bytes.status();
+  bytes_reduced_ += *bytes;
+  return absl::OkStatus();
+}
+
+// The parameters for `clock` into the buffer every local replica shares.
+absl::Status LocalTrainer::PsPull(int64_t clock) {
   const absl::Time t = absl::Now();
   absl::StatusOr<int64_t> bytes =
-      dist_->ps_step(replicas_[0].model->grads().data(),
-                     replicas_[0].model->params().data(), step_, lr);
+      dist_->ps_pull(clock, replicas_[0].model->params().data());
   times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
   if (!bytes.ok()) return bytes.status();
   bytes_reduced_ += *bytes;
@@ -348,6 +413,17 @@ absl::Status LocalTrainer::StartEpoch(int64_t epoch) {
         data_.train.get(), sampler.Indices(epoch), spec_.batch_size(),
         spec_.drop_last(), BatchLayout::kBatchInner, threads, prefetch);
     replicas_[r].done = false;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::StartSharedEpoch(int64_t epoch) {
+  ASSIGN_OR_RETURN(const uint64_t seed, dist_->epoch_seed(epoch));
+  epoch_indices_.resize(TotalReplicas());
+  for (int g = 0; g < TotalReplicas(); ++g) {
+    DistributedSampler sampler(data_.train->size(), TotalReplicas(), g, seed,
+                               true, spec_.drop_last());
+    epoch_indices_[g] = sampler.Indices(epoch);
   }
   return absl::OkStatus();
 }
@@ -401,21 +477,40 @@ absl::Status LocalTrainer::ReportStep(int64_t epoch, double loss) {
   return dist_->on_step(p);
 }
 
+double LocalTrainer::AccountStep(int64_t epoch, int count, EpochResult& er,
+                                 Progress& progress) {
+  double loss = 0;
+  for (int r = 0; r < count; ++r) {
+    const Replica& rep = replicas_[r];
+    loss += rep.loss / count;
+    epoch_correct_ += rep.correct;
+    epoch_seen_ += rep.seen;
+    result_.samples += rep.seen;
+    window_samples_ += rep.seen;
+  }
+  epoch_loss_sum_ += loss;
+  recent_losses_.push_back(loss);
+  ++step_;
+  ++er.steps;
+  progress.Step(epoch, er.steps, StepsPerEpoch(), step_, TotalSteps(),
+                result_.samples, loss);
+  return loss;
+}
+
 absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
                                                      Progress& progress) {
+  if (SharedData()) return TrainSharedEpoch(epoch, progress);
   RETURN_IF_ERROR(StartEpoch(epoch));
   const int R = options_.replicas;
   EpochResult er;
   er.epoch = epoch;
-  int64_t correct = 0, seen = 0;
-  double loss_sum = 0;
   const int64_t total = TotalSteps();
   const absl::Time start = absl::Now();
   const std::function<void(int)> step_fn = [this](int r) { ReplicaStep(r); };
   // Every replica has the same number of batches (the sampler pads), so
   // all of them stop together and no step is begun that cannot finish.
   const int64_t batches = replicas_[0].loader->num_batches();
-  while (er.steps < batches && (max_steps_ <= 0 || step_ < max_steps_)) {
+  while (er.steps < batches && !StepLimitReached()) {
     if (sync_ != nullptr) sync_->BeginStep();
     pool_.Run(step_fn);
     CHECK(!replicas_[0].done) << "a loader ended before num_batches()";
@@ -424,33 +519,57 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
     const double lr =
         LearningRate(spec_.optimizer(), spec_.lr_schedule(), step_, total);
     if (PsMode()) {
-      RETURN_IF_ERROR(PsStep(lr));
+      RETURN_IF_ERROR(PsPush(step_, lr, R, 0));
+      RETURN_IF_ERROR(PsPull(step_ + 1));
     } else {
       const absl::Time t = absl::Now();
       const bool reduce_local = sync_ == nullptr;
       pool_.Run([&](int r) { ReduceAndStep(r, lr, reduce_local); });
       times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
     }
-    double loss = 0;
-    for (const Replica& rep : replicas_) {
-      loss += rep.loss / R;
-      correct += rep.correct;
-      seen += rep.seen;
-      result_.samples += rep.seen;
-      window_samples_ += rep.seen;
-    }
-    loss_sum += loss;
-    recent_losses_.push_back(loss);
-    ++step_;
-    ++er.steps;
-    progress.Step(epoch, er.steps, StepsPerEpoch(), step_, total,
-                  result_.samples, loss);
-    RETURN_IF_ERROR(ReportStep(epoch, loss));
+    RETURN_IF_ERROR(ReportStep(epoch, AccountStep(epoch, R, er, progress)));
   }
   er.seconds = Seconds(start);
-  er.train_loss = er.steps > 0 ? loss_sum / er.steps : 0;
-  er.train_accuracy = seen > 0 ? static_cast<double>(correct) / seen : 0;
   for (Replica& rep : replicas_) rep.loader.reset();
+  return er;
+}
+
+// Shared data (SSP and ASYNC): claim up to one chunk per local replica,
+// pull the parameters for their round, compute, push; until the epoch's
+// chunks run out. A fast worker simply claims more often than a slow one.
+absl::StatusOr<EpochResult> LocalTrainer::TrainSharedEpoch(int64_t epoch,
+                                                           Progress& progress) {
+  RETURN_IF_ERROR(StartSharedEpoch(epoch));
+  const int R = options_.replicas;
+  const int64_t TR = TotalReplicas();
+  const int64_t chunks = StepsPerEpoch() * TR;
+  const int64_t total = TotalSteps();
+  EpochResult er;
+  er.epoch = epoch;
+  const absl::Time start = absl::Now();
+  while (!StepLimitReached()) {
+    ASSIGN_OR_RETURN(const int64_t first, dist_->claim_chunks(epoch, R));
+    // The run-wide number of the first chunk, and how many are real.
+    const int64_t global = epoch * chunks + first;
+    int64_t count = std::min<int64_t>(R, chunks - first);
+    if (max_steps_ > 0) count = std::min(count, max_steps_ * TR - global);
+    if (count <= 0) break;
+    const int64_t round = global / TR;
+    next_round_ = (global + count - 1) / TR + 1;
+    RETURN_IF_ERROR(PsPull(round));
+    pool_.Run([&](int r) {
+      if (r < count) ChunkStep(r, first + r);
+    });
+    SlowDown();
+    const double lr =
+        LearningRate(spec_.optimizer(), spec_.lr_schedule(), round, total);
+    RETURN_IF_ERROR(PsPush(round, lr, count, global));
+    RETURN_IF_ERROR(ReportStep(epoch, AccountStep(epoch, count, er, progress)));
+  }
+  // Evaluation and the final parameters are the shards' current ones, not
+  // those this worker's last step began from.
+  RETURN_IF_ERROR(PsPull(next_round_));
+  er.seconds = Seconds(start);
   return er;
 }
 
@@ -521,14 +640,23 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
   }
   const absl::Time training_start = absl::Now();
   for (int64_t epoch = 0; epoch < epochs_; ++epoch) {
-    if (max_steps_ > 0 && step_ >= max_steps_) break;
+    if (StepLimitReached()) break;
+    epoch_loss_sum_ = 0;
+    epoch_correct_ = 0;
+    epoch_seen_ = 0;
     ASSIGN_OR_RETURN(EpochResult er, TrainEpoch(epoch, progress));
+    er.train_loss = er.steps > 0 ? epoch_loss_sum_ / er.steps : 0;
+    er.train_accuracy =
+        epoch_seen_ > 0 ? static_cast<double>(epoch_correct_) / epoch_seen_ : 0;
     result_.train_seconds += er.seconds;
     ++result_.epochs;
-    const bool epoch_complete = er.steps == StepsPerEpoch();
+    // With shared data a worker's share of an epoch varies; the epoch ends
+    // (and is evaluated) when its chunks run out.
+    const bool epoch_complete =
+        SharedData() ? !StepLimitReached() : er.steps == StepsPerEpoch();
     if (!spec_.eval().disable() && data_.test->size() > 0 &&
         spec_.loss() == CROSS_ENTROPY &&
-        (epoch_complete || step_ == max_steps_)) {
+        (epoch_complete || StepLimitReached())) {
       const absl::Time t = absl::Now();
       RETURN_IF_ERROR(Evaluate(&er));
       result_.eval_seconds += Seconds(t);
@@ -571,9 +699,19 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
         "slowdown must be at least 1 (1: full speed), got ", options.slowdown));
   }
   const DistributedContext* d = options.distributed;
-  if (d != nullptr && d->ps_mode && (!d->ps_setup || !d->ps_step)) {
+  if (d != nullptr && d->ps_mode &&
+      (!d->ps_setup || !d->ps_push || !d->ps_pull)) {
     return absl::InvalidArgumentError(
-        "parameter-server mode needs both ps_setup and ps_step");
+        "parameter-server mode needs ps_setup, ps_push and ps_pull");
+  }
+  if (d != nullptr && d->ps_mode && spec.ps().consistency() != SYNC &&
+      !d->claim_chunks) {
+    return absl::InvalidArgumentError(
+        "SSP and ASYNC parameter-server modes need claim_chunks");
+  }
+  if (!(options.min_step_seconds >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_step_seconds must be >= 0, got ", options.min_step_seconds));
   }
   auto trainer = std::make_unique<LocalTrainer>(spec, options);
   RETURN_IF_ERROR(trainer->Setup());

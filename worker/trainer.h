@@ -60,14 +60,25 @@ struct DistributedContext {
   std::function<absl::Status(float* params,
                              const std::vector<int64_t>& param_sizes)>
       ps_setup;
-  // Called once per step after backward: `grads` holds the mean gradient
-  // over this worker's replicas for step `step` (whole flat buffer), `lr`
-  // that step's learning rate. It must push the gradient, write the
-  // parameters of step `step` + 1 into `params`, and return the bytes it
-  // sent and received (reported as bytes_allreduced).
-  std::function<absl::StatusOr<int64_t>(float* grads, float* params,
-                                        int64_t step, double lr)>
-      ps_step;
+  // Pushes the gradient `grads` (whole flat buffer, the mean over
+  // `weight` local replicas) of step or round `clock` with learning rate
+  // `lr`; SSP and ASYNC also name the data chunks it came from,
+  // [first_chunk, first_chunk + weight), numbered over the whole run.
+  // Returns the bytes sent.
+  std::function<absl::StatusOr<int64_t>(const float* grads, int64_t clock,
+                                        double lr, int weight,
+                                        int64_t first_chunk)>
+      ps_push;
+  // Writes the parameters for step or round `clock` into `params` (after
+  // the consistency model's wait); returns the bytes received.
+  std::function<absl::StatusOr<int64_t>(int64_t clock, float* params)> ps_pull;
+  // SSP and ASYNC share each epoch's data: its chunks (one replica batch
+  // each, the batches the distributed sampler gives the job's replicas,
+  // numbered step * total_replicas + replica) are claimed in order by
+  // whichever worker is free. Claims `count` chunks of `epoch` and returns
+  // the first one's number; numbers past the epoch's chunks mean the epoch
+  // is used up.
+  std::function<absl::StatusOr<int64_t>(int64_t epoch, int count)> claim_chunks;
 };
 
 struct TrainOptions {
@@ -89,6 +100,11 @@ struct TrainOptions {
   // times as long as they took, so that this process runs `slowdown` times
   // slower: a straggler, for studying how a job copes with one.
   double slowdown = 1.0;
+  // >= 0. Each step's forward and backward take at least this long (the
+  // step sleeps the rest; slowdown multiplies the result). Makes workers
+  // that share a few cores behave like workers on machines of their own,
+  // whose speed does not change when a peer sleeps.
+  double min_step_seconds = 0;
 };
 
 struct EpochResult {

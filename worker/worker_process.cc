@@ -143,17 +143,9 @@ absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
   return ps->client->Pull(0, params);
 }
 
-// One step's push of the local mean gradient and pull of the next
-// parameters; returns the bytes moved.
-absl::StatusOr<int64_t> PsStep(PsConnection& ps, int weight, float* grads,
-                               float* params, int64_t step, double lr) {
-  absl::Status s = ps.client->Push(grads, step, lr, weight);
-  if (s.ok()) s = ps.client->Pull(step + 1, params);
-  if (!s.ok()) {
-    // The client names the shard; the step tells how far training got.
-    return absl::Status(s.code(), absl::StrCat("parameter server, step ", step,
-                                               ": ", s.message()));
-  }
+// Adds what the client moved since the last call to the run's totals;
+// returns the bytes.
+int64_t TakePsStats(PsConnection& ps) {
   const PsClient::Stats d = ps.client->TakeStats();
   PsClient::Stats& t = ps.totals;
   t.bytes_pushed += d.bytes_pushed;
@@ -162,6 +154,25 @@ absl::StatusOr<int64_t> PsStep(PsConnection& ps, int weight, float* grads,
   t.pull_seconds += d.pull_seconds;
   t.max_version_lag = std::max(t.max_version_lag, d.max_version_lag);
   return d.bytes_pushed + d.bytes_pulled;
+}
+
+// The client names the shard; the clock tells how far training got.
+absl::StatusOr<int64_t> PsResult(PsConnection& ps, const absl::Status& s,
+                                 int64_t clock) {
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("parameter server, clock ",
+                                               clock, ": ", s.message()));
+  }
+  return TakePsStats(ps);
+}
+
+// SSP and ASYNC: claims chunks of an epoch from the coordinator's counter
+// for that epoch (scoped to the generation, like every key).
+absl::StatusOr<int64_t> ClaimChunks(CoordinatorClient& client, int64_t epoch,
+                                    int count) {
+  ASSIGN_OR_RETURN(const int64_t end,
+                   client.Add(absl::StrCat("ps/chunks/", epoch), count));
+  return end - count;
 }
 
 void LogPsTotals(const PsConnection& ps) {
@@ -210,9 +221,20 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
     dist.ps_setup = [&](float* params, const std::vector<int64_t>& sizes) {
       return PsSetup(client, join, worker_id, params, sizes, &ps);
     };
-    dist.ps_step = [&ps, &o](float* grads, float* params, int64_t step,
-                             double lr) {
-      return PsStep(ps, o.replicas, grads, params, step, lr);
+    dist.ps_push = [&ps](const float* grads, int64_t clock, double lr,
+                         int weight, int64_t first_chunk) {
+      PsPush push;
+      push.clock = clock;
+      push.lr = lr;
+      push.weight = weight;
+      push.first_chunk = first_chunk;
+      return PsResult(ps, ps.client->Push(grads, push), clock);
+    };
+    dist.ps_pull = [&ps](int64_t clock, float* params) {
+      return PsResult(ps, ps.client->Pull(clock, params), clock);
+    };
+    dist.claim_chunks = [&client](int64_t epoch, int count) {
+      return ClaimChunks(client, epoch, count);
     };
   }
   TrainOptions t;
@@ -223,6 +245,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   t.live_progress = o.live_progress;
   t.slowdown =
       o.slowdown_rank < 0 || o.slowdown_rank == join.rank() ? o.slowdown : 1.0;
+  t.min_step_seconds = o.min_step_seconds;
   t.distributed = &dist;
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(join.job(), t));
@@ -237,6 +260,11 @@ absl::Status RunWorker(const WorkerOptions& o) {
   if (!(o.slowdown >= 1.0)) {  // NaN too
     return absl::InvalidArgumentError(absl::StrCat(
         "--slowdown must be at least 1 (1: full speed), got ", o.slowdown));
+  }
+  if (!(o.min_step_seconds >= 0) || o.min_step_seconds > 3600) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min-step-ms must be in [0, 3600000], got ",
+                     o.min_step_seconds * 1000));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> client,
                    CoordinatorClient::Create(o.coordinator));

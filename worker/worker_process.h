@@ -26,6 +26,8 @@ struct WorkerOptions {
   double slowdown = 1.0;
   // Only the worker of this rank slows down; -1: every worker.
   int slowdown_rank = -1;
+  // See TrainOptions::min_step_seconds; every worker.
+  double min_step_seconds = 0;
 };
 
 // Runs until the job ends. OK when this worker finished its training; an

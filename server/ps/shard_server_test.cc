@@ -90,7 +90,7 @@ TEST(ShardServerTest, InitPushPullRoundTripOverTwoShards) {
   EXPECT_EQ(params, init);
 
   const std::vector<float> grads = Ramp(c.total, 0.25f);
-  absl::Status s = c.client->Push(grads.data(), 0, 0.1, 1);
+  absl::Status s = c.client->Push(grads.data(), PsPush{0, 0.1, 1, 0});
   ASSERT_TRUE(s.ok()) << s;
   s = c.client->Pull(1, params.data());
   ASSERT_TRUE(s.ok()) << s;
@@ -156,7 +156,7 @@ TEST(ShardServerTest, PullDeadlineNamesTheSlowestRank) {
   const std::vector<float> init(c.total, 1.0f);
   ASSERT_TRUE(c.client->Init(init.data(), /*world_size=*/2, 2).ok());
   std::vector<float> grads(c.total, 1.0f), params(c.total);
-  ASSERT_TRUE(c.client->Push(grads.data(), 0, 0.1, 1).ok());
+  ASSERT_TRUE(c.client->Push(grads.data(), PsPush{0, 0.1, 1, 0}).ok());
   absl::Status s = c.client->Pull(1, params.data());
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(s.message(), HasSubstr("pull from shard 0 at "));
@@ -172,7 +172,7 @@ TEST(ShardServerTest, DeadShardFailsPushAndPullWithinTheDeadline) {
   c.servers[1]->Shutdown();
   std::vector<float> buf(c.total, 1.0f);
   absl::Time start = absl::Now();
-  absl::Status s = c.client->Push(buf.data(), 0, 0.1, 1);
+  absl::Status s = c.client->Push(buf.data(), PsPush{0, 0.1, 1, 0});
   EXPECT_LT(absl::Now() - start, absl::Seconds(3));
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("push to shard 1 at ", dead,
@@ -210,7 +210,7 @@ TEST(ShardServerTest, Throughput64MiB) {
   const int kSteps = 4;
   const absl::Time start = absl::Now();
   for (int t = 0; t < kSteps; ++t) {
-    ASSERT_TRUE(c.client->Push(grads.data(), t, 0.1, 1).ok());
+    ASSERT_TRUE(c.client->Push(grads.data(), PsPush{t, 0.1, 1, t}).ok());
     ASSERT_TRUE(c.client->Pull(t + 1, params.data()).ok());
   }
   const double s = absl::ToDoubleSeconds(absl::Now() - start);

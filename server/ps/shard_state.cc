@@ -270,7 +270,40 @@ absl::Status ShardState::CheckPushLocked(const PushHeader& h) const {
         absl::StrCat(what, ": weight ", h.weight(), " is outside [1, ",
                      total_replicas_, "]"));
   }
+  if (job_.ps().consistency() != SYNC && h.first_chunk() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": first_chunk ", h.first_chunk(), " is negative"));
+  }
   return absl::OkStatus();
+}
+
+absl::Status ShardState::CheckChunksLocked(const PushHeader& h) const {
+  const int64_t first = h.first_chunk();
+  const int64_t end = first + h.weight();
+  auto overlap = [&](int64_t a, int64_t b) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("push from rank ", h.rank(), " (", h.worker_id(),
+                     "): chunks [", first, ", ", end, ") overlap chunks [", a,
+                     ", ", b, ") already applied (seq ", h.seq(), " is new)"));
+  };
+  if (first < watermark_) return overlap(0, watermark_);
+  auto next = applied_ahead_.lower_bound(first);
+  if (next != applied_ahead_.end() && next->first < end) {
+    return overlap(next->first, next->second);
+  }
+  if (next != applied_ahead_.begin() && std::prev(next)->second > first) {
+    return overlap(std::prev(next)->first, std::prev(next)->second);
+  }
+  return absl::OkStatus();
+}
+
+void ShardState::MarkChunksLocked(const PushHeader& h) {
+  applied_ahead_[h.first_chunk()] = h.first_chunk() + h.weight();
+  for (auto it = applied_ahead_.begin();
+       it != applied_ahead_.end() && it->first == watermark_;
+       it = applied_ahead_.erase(it)) {
+    watermark_ = it->second;
+  }
 }
 
 absl::StatusOr<std::vector<Partition>> ShardState::CheckPush(
@@ -399,7 +432,13 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
     if (absl::Status s = AccumulateLocked(h, grads); !s.ok()) return s;
     ++staleness_[0];
   } else {
-    StepLocked(grads, h.lr());
+    if (absl::Status s = CheckChunksLocked(h); !s.ok()) return s;
+    MarkChunksLocked(h);
+    // A push of w chunks is w / total_replicas of a step (as in SYNC, which
+    // averages them): applying every worker's push with the full rate
+    // would take total_replicas / w times larger steps per sample than the
+    // other modes at the same spec.
+    StepLocked(grads, h.lr() * h.weight() / total_replicas_);
     RecycleLocked(std::move(grads));
     const int64_t lag =
         std::max<int64_t>(0, version_before - h.based_on_version());
@@ -416,6 +455,9 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
 }
 
 int64_t ShardState::MinClockLocked() const {
+  if (job_.ps().consistency() != SYNC) {
+    return total_replicas_ > 0 ? watermark_ / total_replicas_ : 0;
+  }
   if (clocks_.empty()) return 0;
   return *std::min_element(clocks_.begin(), clocks_.end());
 }
@@ -427,7 +469,7 @@ bool ShardState::PullReadyLocked(int64_t clock) const {
     case SYNC:
       return MinClockLocked() >= clock;
     case SSP:
-      return MinClockLocked() >= clock - job_.ps().staleness();
+      return watermark_ >= (clock - job_.ps().staleness()) * total_replicas_;
     default:
       return true;
   }
@@ -435,6 +477,10 @@ bool ShardState::PullReadyLocked(int64_t clock) const {
 
 std::string ShardState::SlowestLocked() const {
   if (!initialized_) return "no Init from rank 0 yet";
+  if (job_.ps().consistency() != SYNC) {
+    return absl::StrCat("chunk ", watermark_, " (round ", MinClockLocked(),
+                        ") is not pushed yet");
+  }
   const int64_t min = MinClockLocked();
   std::vector<std::string> ranks;
   for (size_t r = 0; r < clocks_.size(); ++r) {

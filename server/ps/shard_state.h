@@ -164,6 +164,11 @@ class ShardState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecycleLocked(std::vector<std::vector<float>> buffers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SSP and ASYNC: INVALID_ARGUMENT if a pushed chunk was applied before;
+  // then records the push's chunks and advances watermark_.
+  absl::Status CheckChunksLocked(const PushHeader& h) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void MarkChunksLocked(const PushHeader& h) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t MinClockLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   bool PullReadyLocked(int64_t clock) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::string SlowestLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -178,7 +183,11 @@ class ShardState {
   int32_t world_size_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t total_replicas_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);  // per rank
+  std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);  // per rank (SYNC)
+  // SSP and ASYNC: every chunk below watermark_ is applied, and the ranges
+  // [first, end) above it that are applied too.
+  int64_t watermark_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int64_t, int64_t> applied_ahead_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> last_seq_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);  // SYNC, by clock
   int64_t next_sync_clock_ ABSL_GUARDED_BY(mu_) = 0;  // SYNC: steps applied

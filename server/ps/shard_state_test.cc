@@ -69,8 +69,11 @@ absl::StatusOr<PushResponse> TryPush(ShardState& state, const PushHeader& h,
   return state.ApplyPush(h, *std::move(grads));
 }
 
+// SSP and ASYNC pushes name their data chunks; by default chunk `clock`
+// (one chunk per round, as with one replica in all).
 PushHeader Header(int rank, uint64_t seq, int64_t clock, double lr = 0.1,
-                  int weight = 1, int64_t based_on = 0) {
+                  int weight = 1, int64_t based_on = 0,
+                  int64_t first_chunk = -1) {
   PushHeader h;
   h.set_worker_id(absl::StrCat("w", rank));
   h.set_rank(rank);
@@ -79,6 +82,7 @@ PushHeader Header(int rank, uint64_t seq, int64_t clock, double lr = 0.1,
   h.set_lr(lr);
   h.set_weight(weight);
   h.set_based_on_version(based_on);
+  h.set_first_chunk(first_chunk >= 0 ? first_chunk : clock);
   return h;
 }
 
@@ -145,27 +149,69 @@ TEST(ShardStateTest, SyncAveragesWeightedPushesAndAppliesOnce) {
   EXPECT_EQ(stats.staleness_histogram(0), 4);
 }
 
-TEST(ShardStateTest, SspBlocksPullTooFarAheadUntilSlowWorkerPushes) {
+TEST(ShardStateTest, SspBlocksPullUntilOldRoundsAreApplied) {
+  // Two replicas in all, so round r is chunks 2r and 2r + 1. Rank 1 holds
+  // chunk 1 (round 0) and is slow; rank 0 takes chunks 0, 2 and 3.
   ShardState state(Job(SSP, /*staleness=*/1), 0);
   InitState(state, kInit, 2, 2);
   const std::vector<float> g(7, 1.0f);
-  ASSERT_TRUE(TryPush(state, Header(0, 1, 0), Chunks(g)).ok());
-  ASSERT_TRUE(PullNow(state, 0, 1).ok());  // min_clock 0 >= 1 - 1
-  ASSERT_TRUE(TryPush(state, Header(0, 2, 1), Chunks(g)).ok());
+  auto push = [&](int rank, uint64_t seq, int64_t chunk) {
+    return TryPush(state, Header(rank, seq, chunk / 2, 0.1, 1, 0, chunk),
+                   Chunks(g));
+  };
+  ASSERT_TRUE(push(0, 1, 0).ok());
+  ASSERT_TRUE(PullNow(state, 0, 1).ok());  // round 1: needs rounds < 0
+  ASSERT_TRUE(push(0, 2, 2).ok());
+  ASSERT_TRUE(push(0, 3, 3).ok());
   std::atomic<bool> done{false};
   absl::StatusOr<ShardState::Snapshot> pulled;
   std::thread t([&] {
+    // Round 2 with staleness 1 needs all of round 0, and chunk 1 is missing.
     pulled = state.WaitForPull(0, 2, absl::Now() + absl::Seconds(10));
     done = true;
   });
   absl::SleepFor(absl::Milliseconds(200));
-  EXPECT_FALSE(done);  // rank 0 at clock 2, rank 1 at 0: 2 ahead > 1
-  ASSERT_TRUE(TryPush(state, Header(1, 1, 0), Chunks(g)).ok());
+  EXPECT_FALSE(done);
+  auto blocked = PullNow(state, 0, 2);
+  EXPECT_EQ(blocked.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(blocked.status().message(), HasSubstr("chunk 1 (round 0)"));
+  ASSERT_TRUE(push(1, 1, 1).ok());
   t.join();
   ASSERT_TRUE(pulled.ok()) << pulled.status();
-  EXPECT_EQ(pulled->min_clock, 1);
-  EXPECT_EQ(pulled->version, 3);
+  EXPECT_EQ(pulled->min_clock, 2);  // chunks 0..3 applied: rounds 0 and 1
+  EXPECT_EQ(pulled->version, 4);
   EXPECT_GE(state.Stats().wait_s(), 0.15);
+}
+
+TEST(ShardStateTest, ChunkPushedTwiceIsRefusedAndChangesNothing) {
+  ShardState state(Job(ASYNC), 0);
+  InitState(state, kInit, 2, 4);
+  const std::vector<float> g(7, 1.0f);
+  // Chunks [0, 2) and [4, 6) applied; [2, 4) missing.
+  ASSERT_TRUE(TryPush(state, Header(0, 1, 0, 0.1, 2, 0, 0), Chunks(g)).ok());
+  ASSERT_TRUE(TryPush(state, Header(1, 1, 1, 0.1, 2, 0, 4), Chunks(g)).ok());
+  struct Case {
+    int64_t first;
+    int weight;
+  };
+  for (const Case& c : {Case{1, 1}, Case{3, 2}, Case{5, 1}, Case{2, 4}}) {
+    auto r =
+        TryPush(state, Header(0, 10 + c.first, 0, 0.1, c.weight, 0, c.first),
+                Chunks(g));
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << "chunks from " << c.first << ": " << r.status();
+    EXPECT_THAT(r.status().message(), HasSubstr("already applied"));
+  }
+  auto negative = TryPush(state, Header(0, 20, 0, 0.1, 1, 0, 0), Chunks(g));
+  EXPECT_FALSE(negative.ok());  // chunk 0 again
+  PushHeader h = Header(0, 21, 0);
+  h.set_first_chunk(-1);
+  EXPECT_THAT(TryPush(state, h, Chunks(g)).status().message(),
+              HasSubstr("first_chunk -1"));
+  EXPECT_EQ(state.Stats().version(), 2);
+  EXPECT_EQ(state.Stats().min_clock(), 0);  // chunk 2 missing
+  ASSERT_TRUE(TryPush(state, Header(1, 2, 0, 0.1, 2, 0, 2), Chunks(g)).ok());
+  EXPECT_EQ(state.Stats().min_clock(), 1);  // chunks 0..5: round 0 of 4
 }
 
 TEST(ShardStateTest, AsyncNeverBlocksAndCountsStaleness) {
@@ -183,7 +229,7 @@ TEST(ShardStateTest, AsyncNeverBlocksAndCountsStaleness) {
   EXPECT_EQ(stats.version(), 3);
   EXPECT_THAT(stats.staleness_histogram(),
               ElementsAre(2, 1, 0, 0, 0, 0, 0, 0, 0));
-  EXPECT_EQ(stats.min_clock(), 0);  // rank 1 never pushed
+  EXPECT_EQ(stats.min_clock(), 1);  // chunks 0..2 of two-chunk rounds
 }
 
 TEST(ShardStateTest, DuplicateSeqIsAcknowledgedNotApplied) {

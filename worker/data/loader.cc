@@ -124,35 +124,45 @@ void Loader::WorkerLoop() {
   }
 }
 
-void Loader::Fill(int64_t b, Batch* out, std::vector<float>* scratch) const {
-  const Shape& sample = dataset_->sample_shape();
-  const int64_t first = b * batch_size_;
-  const int64_t n = std::min<int64_t>(
-      batch_size_, static_cast<int64_t>(indices_.size()) - first);
-  const bool inner = IsInner(layout_, sample);
+void FillBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
+               BatchLayout layout, Batch* out, std::vector<float>* scratch,
+               const std::atomic<bool>* cancelled) {
+  const Shape& sample = dataset.sample_shape();
+  const int64_t n = indices.size();
+  const int64_t sample_size = NumElements(sample);
+  const bool inner = IsInner(layout, sample);
   if (!HasBatchShape(out->features, sample, n, inner)) {
     out->features.Resize(BatchShape(sample, n, inner));
   }
   out->labels.resize(n);
-  out->step_in_epoch = b;
   float* data = out->features.data();
-  if (inner) scratch->resize(sample_size_);
+  if (inner) scratch->resize(sample_size);
   const int64_t channels = sample[0];
-  const int64_t rest = sample_size_ / channels;
+  const int64_t rest = sample_size / channels;
   for (int64_t k = 0; k < n; ++k) {
-    if (cancelled_.load(std::memory_order_relaxed)) return;
-    const int64_t index = indices_[first + k];
+    if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+      return;
+    }
     if (!inner) {
-      out->labels[k] = dataset_->Get(index, data + k * sample_size_);
+      out->labels[k] = dataset.Get(indices[k], data + k * sample_size);
       continue;
     }
-    out->labels[k] = dataset_->Get(index, scratch->data());
+    out->labels[k] = dataset.Get(indices[k], scratch->data());
     // {C, N, rest}: channel c of sample k is row (c, k).
     for (int64_t c = 0; c < channels; ++c) {
       std::memcpy(data + (c * n + k) * rest, scratch->data() + c * rest,
                   rest * sizeof(float));
     }
   }
+}
+
+void Loader::Fill(int64_t b, Batch* out, std::vector<float>* scratch) const {
+  const int64_t first = b * batch_size_;
+  const int64_t n = std::min<int64_t>(
+      batch_size_, static_cast<int64_t>(indices_.size()) - first);
+  out->step_in_epoch = b;
+  FillBatch(*dataset_, absl::MakeConstSpan(indices_.data() + first, n), layout_,
+            out, scratch, &cancelled_);
 }
 
 }  // namespace cohort

@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "common/tensor.h"
 #include "worker/data/dataset.h"
 
@@ -38,6 +39,14 @@ enum class BatchLayout {
                 // spatial layout, see worker/layers/layer.h), so the model
                 // needs no transpose; same as kBatchOuter for rank 1
 };
+
+// Decodes the samples `indices` of `dataset` into `*batch` (resizing it
+// only when its shape changes), in `layout`. `scratch` is a reusable
+// buffer. Stops early, leaving the batch incomplete, once `*cancelled`
+// (when given) is true.
+void FillBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
+               BatchLayout layout, Batch* batch, std::vector<float>* scratch,
+               const std::atomic<bool>* cancelled = nullptr);
 
 class Loader {
  public:
