@@ -10,17 +10,20 @@
 // alternating so that the rows check (b) compares saw the same load on a
 // shared machine, and the median run is reported. Each run has a child
 // process of its own (--fork, the default), as a real worker and shard
-// with one model size would: in one process, runs after a larger one go up
-// to 2.5x faster at 1 MiB (1.5x at 16 MiB), because glibc malloc has
-// raised its mmap and trim thresholds and the per-step buffers no longer
-// page-fault. The parent never starts gRPC, so forking is safe.
+// with one model size would, so that no run inherits another's heap. The
+// process tunes malloc as the cohort binary does (common/malloc_tuning.h);
+// without that, each step's megabyte buffers page-fault anew and a 1 MiB
+// model moves at about a third of the speed. The parent never starts
+// gRPC, so forking is safe.
 // Prints a markdown table: push GB/s and pull GB/s over the time spent in
 // each call, push+pull GB/s = 2 x size x steps / the whole loop's time.
 // After each row's timed steps the pulled parameters are compared with
 // init - lr x grad x steps (exact in float), so a path that moves bytes
 // but loses updates fails. With --check (the default) it also checks that
 //   (a) 64 MiB on 1 shard reaches >= 1.0 GB/s push+pull, and
-//   (b) for every size >= 16 MiB measured on 1 and 2 shards, 2 are faster;
+//   (b) for every size >= 16 MiB measured on 1 and 2 shards, 2 are faster
+//       (on machines of at least 4 cores; below, the ratio is printed as
+//       INFO and not checked);
 // prints PASS/FAIL per check and exits 1 on any failure (or any error).
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -47,6 +51,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/malloc_tuning.h"
 #include "common/partition.h"
 #include "common/status_macros.h"
 #include "proto/job.pb.h"
@@ -380,8 +385,14 @@ absl::StatusOr<std::vector<Row>> MeasureAll(const Config& config) {
   return rows;
 }
 
+// Check (b) needs a core for each of the client's two shard streams and
+// each of the two shards.
+constexpr int kCoresForB = 4;
+
 // The checks of --check over the measured rows; false if any failed.
 bool RunChecks(const std::vector<Row>& rows) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const bool enough_cores = cores >= kCoresForB;
   std::map<std::pair<int, int64_t>, const Row*> by_key;
   for (const Row& r : rows) by_key[{r.shards, r.size_mib}] = &r;
   bool ok = true;
@@ -404,12 +415,20 @@ bool RunChecks(const std::vector<Row>& rows) {
     any = true;
     const double ratio = two->second->TotalGBps() / r.TotalGBps();
     const bool pass = ratio > 1.0;
-    ok &= pass;
+    // Each shard and each of the client's shard streams keeps a core busy;
+    // with fewer cores a second shard only shares the same ones, and the
+    // ratio is noise around 1 (measured on 2 cores: 0.96-1.08).
+    const char* verdict = !enough_cores ? "INFO" : pass ? "PASS" : "FAIL";
+    if (enough_cores) ok &= pass;
     std::printf(
         "%s (b) %lld MiB: 2 shards %.3f GB/s vs 1 shard %.3f GB/s, ratio "
-        "%.3f (need > 1)\n",
-        pass ? "PASS" : "FAIL", static_cast<long long>(r.size_mib),
-        two->second->TotalGBps(), r.TotalGBps(), ratio);
+        "%.3f (need > 1%s)\n",
+        verdict, static_cast<long long>(r.size_mib), two->second->TotalGBps(),
+        r.TotalGBps(), ratio,
+        enough_cores ? ""
+                     : absl::StrCat("; not checked: ", cores,
+                                    " cores, the check needs ", kCoresForB)
+                           .c_str());
   }
   if (!any) {
     std::printf(
@@ -494,4 +513,8 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace cohort
 
-int main(int argc, char** argv) { return cohort::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // As the cohort binary does for its workers and shards.
+  cohort::KeepLargeBuffersResident();
+  return cohort::Main(argc, argv);
+}

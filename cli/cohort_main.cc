@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "cli/cluster_commands.h"
 #include "cli/train_command.h"
+#include "common/malloc_tuning.h"
 
 namespace {
 
@@ -46,6 +47,7 @@ bool IsUserError(const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cohort::KeepLargeBuffersResident();
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return 2;
