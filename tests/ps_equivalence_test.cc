@@ -114,16 +114,19 @@ void WirePs(const JobSpec& spec, const std::vector<std::string>& shards, int w,
     }
     return (*client)->Pull(0, params);
   };
-  d->ps_push = [=](const float* grads, int64_t clock, double lr, int weight,
-                   int64_t first_chunk) -> absl::StatusOr<int64_t> {
+  d->ps_push_begin = [=](const float* grads, int64_t clock, double lr,
+                         int weight, int64_t first_chunk) {
     PsPush push;
     push.clock = clock;
     push.lr = lr;
     push.weight = weight;
     push.first_chunk = first_chunk;
-    RETURN_IF_ERROR((*client)->Push(grads, push));
-    const PsClient::Stats s = (*client)->TakeStats();
-    return s.bytes_pushed;
+    (*client)->BeginPush(grads, push);
+  };
+  d->ps_push_ready = [=](int64_t from) { (*client)->MarkReady(from); };
+  d->ps_push_finish = [=]() -> absl::StatusOr<int64_t> {
+    RETURN_IF_ERROR((*client)->FinishPush());
+    return (*client)->TakeStats().bytes_pushed;
   };
   d->ps_pull = [=](int64_t clock, float* params) -> absl::StatusOr<int64_t> {
     RETURN_IF_ERROR((*client)->Pull(clock, params));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -75,13 +76,13 @@ grpc::Status RetryUnavailable(absl::Time deadline, const Attempt& attempt,
 
 }  // namespace
 
-// One thread per shard after the first, each running its shard's part of
-// the current call. Run() hands every thread the same function and waits
-// for all of them: a call costs two condition-variable hand-offs per
-// shard, not a thread start.
+// One thread per shard, each running its shard's part of the current call:
+// Start() hands the threads a function and returns, Wait() collects the
+// statuses. A call costs two condition-variable hand-offs per shard, not a
+// thread start.
 class PsClient::ShardThreads {
  public:
-  explicit ShardThreads(int n) : results_(n) {
+  explicit ShardThreads(int n) : which_(n), results_(n) {
     for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { Loop(i); });
   }
   ~ShardThreads() {
@@ -92,22 +93,22 @@ class PsClient::ShardThreads {
     for (std::thread& t : threads_) t.join();
   }
 
-  // Runs fn(i) on thread i for every i in `which`, while the caller runs
-  // `own`; returns the statuses by thread.
-  std::vector<absl::Status> Run(const std::vector<bool>& which,
-                                const std::function<absl::Status(int)>& fn,
-                                const std::function<void()>& own) {
-    {
-      absl::MutexLock lock(&mu_);
-      fn_ = &fn;
-      which_ = which;
-      for (size_t i = 0; i < which.size(); ++i) {
-        results_[i] = absl::OkStatus();
-        if (which[i]) ++running_;
-      }
-      ++generation_;
+  // Runs fn(i) on thread i for every i with which[i]; `fn` must stay valid
+  // until Wait() returns. One call at a time.
+  void Start(const std::vector<bool>& which,
+             std::function<absl::Status(int)> fn) {
+    absl::MutexLock lock(&mu_);
+    fn_ = std::move(fn);
+    which_ = which;
+    for (size_t i = 0; i < which.size(); ++i) {
+      results_[i] = absl::OkStatus();
+      if (which[i]) ++running_;
     }
-    own();
+    ++generation_;
+  }
+
+  // The statuses of the last Start(), by thread, once all are done.
+  std::vector<absl::Status> Wait() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](int* running) { return *running == 0; }, &running_));
@@ -118,7 +119,6 @@ class PsClient::ShardThreads {
   void Loop(int i) {
     uint64_t seen = 0;
     while (true) {
-      const std::function<absl::Status(int)>* fn;
       {
         absl::MutexLock lock(&mu_);
         auto ready = [&] { return stop_ || generation_ != seen; };
@@ -126,9 +126,9 @@ class PsClient::ShardThreads {
         if (stop_) return;
         seen = generation_;
         if (!which_[i]) continue;
-        fn = fn_;
       }
-      absl::Status s = (*fn)(i);
+      // fn_ changes only in Start(), which waits for this call (Wait()).
+      absl::Status s = fn_(i);
       absl::MutexLock lock(&mu_);
       results_[i] = std::move(s);
       --running_;
@@ -136,7 +136,7 @@ class PsClient::ShardThreads {
   }
 
   absl::Mutex mu_;
-  const std::function<absl::Status(int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::function<absl::Status(int)> fn_;
   std::vector<bool> which_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Status> results_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
@@ -185,34 +185,30 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     s.by_id[p.id()] = s.partitions.size();
     s.partitions.push_back(p);
   }
-  if (c->shards_.size() > 1) {
-    c->threads_ = std::make_unique<ShardThreads>(c->shards_.size() - 1);
-  }
+  c->threads_ = std::make_unique<ShardThreads>(c->shards_.size());
   return c;
+}
+
+std::vector<bool> PsClient::Busy() const {
+  // Shards with nothing to do (no partitions) are skipped.
+  std::vector<bool> which(shards_.size());
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    which[i] = !shards_[i]->partitions.empty();
+  }
+  return which;
+}
+
+absl::Status PsClient::FirstError(const std::vector<absl::Status>& results) {
+  for (const absl::Status& s : results) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PsClient::ForEachShard(
     const std::function<absl::Status(Shard&)>& fn) {
-  // Shards with nothing to do (no partitions) are skipped.
-  absl::Status first;
-  auto own = [&] {
-    if (!shards_[0]->partitions.empty()) first = fn(*shards_[0]);
-  };
-  if (threads_ == nullptr) {
-    own();
-    return first;
-  }
-  std::vector<bool> which(shards_.size() - 1);
-  for (size_t i = 1; i < shards_.size(); ++i) {
-    which[i - 1] = !shards_[i]->partitions.empty();
-  }
-  const std::vector<absl::Status> rest = threads_->Run(
-      which, [&](int i) { return fn(*shards_[i + 1]); }, own);
-  if (!first.ok()) return first;
-  for (const absl::Status& s : rest) {
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+  threads_->Start(Busy(), [&](int i) { return fn(*shards_[i]); });
+  return FirstError(threads_->Wait());
 }
 
 absl::Status PsClient::InitShard(Shard& s, const float* params, int world_size,
@@ -255,8 +251,24 @@ absl::Status PsClient::Init(const float* params, int world_size,
   });
 }
 
-absl::Status PsClient::PushShard(Shard& s, const float* grads,
-                                 const PsPush& push, uint64_t seq) {
+void PsClient::AwaitReady(int64_t offset) {
+  absl::MutexLock lock(&ready_mu_);
+  auto ready = [this, offset]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ready_mu_) {
+    return ready_from_ <= offset;
+  };
+  ready_mu_.Await(absl::Condition(&ready));
+}
+
+absl::Status PsClient::PushShard(Shard& s) {
+  // Backward finishes the last parameters first: the partition with the
+  // highest offset is the first to send. The stream opens with it.
+  std::vector<const Partition*> order;
+  for (const Partition& p : s.partitions) order.push_back(&p);
+  std::sort(order.begin(), order.end(),
+            [](const Partition* a, const Partition* b) {
+              return a->offset() > b->offset();
+            });
+  AwaitReady(order.front()->offset() + order.front()->count());
   const absl::Time deadline = absl::Now() + options_.rpc_timeout;
   PushResponse response;
   int64_t bytes = 0;
@@ -268,22 +280,23 @@ absl::Status PsClient::PushShard(Shard& s, const float* grads,
     PushHeader* h = msg.mutable_header();
     h->set_worker_id(options_.worker_id);
     h->set_rank(options_.rank);
-    h->set_seq(seq);
-    h->set_clock(push.clock);
+    h->set_seq(push_seq_);
+    h->set_clock(push_.clock);
     h->set_based_on_version(s.version);
-    h->set_lr(push.lr);
-    h->set_weight(push.weight);
-    h->set_first_chunk(push.first_chunk);
+    h->set_lr(push_.lr);
+    h->set_weight(push_.weight);
+    h->set_first_chunk(push_.first_chunk);
     bool ok = writer->Write(msg);
     bytes = 0;
     TensorChunk* chunk = msg.mutable_chunk();
-    for (const Partition& p : s.partitions) {
-      chunk->set_partition(p.id());
-      for (int64_t off = 0; ok && off < p.count(); off += kPerChunk) {
-        const int64_t len = std::min(kPerChunk, p.count() - off);
+    for (const Partition* p : order) {
+      AwaitReady(p->offset());
+      chunk->set_partition(p->id());
+      const float* g = push_grads_ + p->offset();
+      for (int64_t off = 0; ok && off < p->count(); off += kPerChunk) {
+        const int64_t len = std::min(kPerChunk, p->count() - off);
         chunk->set_offset(off);
-        chunk->set_data(reinterpret_cast<const char*>(grads + p.offset() + off),
-                        len * 4);
+        chunk->set_data(reinterpret_cast<const char*>(g + off), len * 4);
         ok = writer->Write(msg);
         bytes += len * 4;
       }
@@ -297,20 +310,42 @@ absl::Status PsClient::PushShard(Shard& s, const float* grads,
   return absl::OkStatus();
 }
 
-absl::Status PsClient::Push(const float* grads, const PsPush& push) {
+void PsClient::BeginPush(const float* grads, const PsPush& push) {
+  push_grads_ = grads;
+  push_ = push;
+  push_seq_ = ++seq_;
+  {
+    absl::MutexLock lock(&ready_mu_);
+    ready_from_ = std::numeric_limits<int64_t>::max();
+  }
+  for (auto& s : shards_) {
+    s->bytes = 0;
+    s->lag = 0;
+  }
+  threads_->Start(Busy(), [this](int i) { return PushShard(*shards_[i]); });
+}
+
+void PsClient::MarkReady(int64_t from) {
+  absl::MutexLock lock(&ready_mu_);
+  ready_from_ = std::min(ready_from_, from);
+}
+
+absl::Status PsClient::FinishPush() {
   const absl::Time start = absl::Now();
-  const uint64_t seq = ++seq_;
-  absl::Status st = ForEachShard([&](Shard& s) {
-    s.bytes = 0;
-    s.lag = 0;
-    return PushShard(s, grads, push, seq);
-  });
+  MarkReady(0);
+  absl::Status st = FirstError(threads_->Wait());
   stats_.push_seconds += absl::ToDoubleSeconds(absl::Now() - start);
   for (const auto& s : shards_) {
     stats_.bytes_pushed += s->bytes;
     stats_.max_version_lag = std::max(stats_.max_version_lag, s->lag);
   }
+  push_grads_ = nullptr;
   return st;
+}
+
+absl::Status PsClient::Push(const float* grads, const PsPush& push) {
+  BeginPush(grads, push);
+  return FinishPush();
 }
 
 absl::Status PsClient::PullShard(Shard& s, int64_t clock, float* params) {

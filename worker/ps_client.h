@@ -9,10 +9,17 @@
 // applies it once. Errors name the shard: "push to shard 1 at HOST:PORT:
 // UNAVAILABLE: ...".
 //
-// Thread safety: thread-compatible; one thread calls a PsClient at a time.
-// It owns one thread per shard after the first, started by Create and
-// joined by the destructor, which run each call's RPCs to those shards in
-// parallel with the calling thread's (shard 0's).
+// A push can overlap the backward pass that produces it: BeginPush opens
+// the streams, MarkReady says how much of the gradient is final (backward
+// finishes the last parameters first), each shard's stream sends a
+// partition as soon as all of it is final, and FinishPush waits for the
+// acknowledgements.
+//
+// Thread safety: one thread calls Init, Pull, Push, BeginPush and
+// FinishPush, one at a time; MarkReady may be called from any thread
+// between BeginPush and FinishPush. The client owns one thread per shard,
+// started by Create and joined by the destructor, which runs that shard's
+// RPCs.
 #ifndef COHORT_WORKER_PS_CLIENT_H_
 #define COHORT_WORKER_PS_CLIENT_H_
 
@@ -24,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
 
@@ -62,8 +70,19 @@ class PsClient {
   // buffer `params`.
   absl::Status Init(const float* params, int world_size, int total_replicas);
 
-  // The flat whole-model gradient, described by `push`.
+  // The flat whole-model gradient, described by `push`: BeginPush,
+  // everything ready, FinishPush.
   absl::Status Push(const float* grads, const PsPush& push);
+
+  // Starts pushing `grads` (the flat buffer, which must stay valid, and
+  // unchanged where final, until FinishPush returns); nothing is final yet.
+  // A shard's stream opens when its first partition is final, and its
+  // deadline (rpc_timeout) runs from then.
+  void BeginPush(const float* grads, const PsPush& push);
+  // grads[from, end) is final. Offsets only decrease within a push.
+  void MarkReady(int64_t from);
+  // Marks everything final and waits for every shard; the first error.
+  absl::Status FinishPush();
 
   // The parameters for step `clock` into the flat buffer `params` (each
   // shard's partitions; after the shard's consistency wait).
@@ -71,6 +90,8 @@ class PsClient {
 
   struct Stats {
     int64_t bytes_pushed = 0, bytes_pulled = 0;
+    // Time the caller waited: in Pull, and in FinishPush (what backward
+    // did not hide).
     double push_seconds = 0, pull_seconds = 0;
     // The most updates any shard applied between the parameters a pushed
     // gradient was computed on and that push's acknowledgement (the push
@@ -87,15 +108,25 @@ class PsClient {
   // Runs fn(shard) for every shard with partitions, in parallel; the first
   // error.
   absl::Status ForEachShard(const std::function<absl::Status(Shard&)>& fn);
+  // Which shards have partitions (the others are skipped).
+  std::vector<bool> Busy() const;
+  static absl::Status FirstError(const std::vector<absl::Status>& results);
   absl::Status InitShard(Shard& s, const float* params, int world_size,
                          int total_replicas);
-  absl::Status PushShard(Shard& s, const float* grads, const PsPush& push,
-                         uint64_t seq);
+  absl::Status PushShard(Shard& s);
+  // Blocks until grads[offset, end) of the current push is final.
+  void AwaitReady(int64_t offset);
   absl::Status PullShard(Shard& s, int64_t clock, float* params);
 
   PsClientOptions options_;
   std::vector<std::unique_ptr<Shard>> shards_;
-  std::unique_ptr<ShardThreads> threads_;  // shards 1..n-1
+  std::unique_ptr<ShardThreads> threads_;  // one per shard
+  // The push in flight (BeginPush to FinishPush).
+  const float* push_grads_ = nullptr;
+  PsPush push_;
+  uint64_t push_seq_ = 0;
+  absl::Mutex ready_mu_;
+  int64_t ready_from_ ABSL_GUARDED_BY(ready_mu_) = 0;
   uint64_t seq_ = 0;
   Stats stats_;
 };

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -91,7 +92,7 @@ class LocalTrainer : public Trainer {
   void ReplicaStep(int r);
   void ChunkStep(int r, int64_t chunk);
   void ForwardBackward(int r, absl::Time start, absl::Time data_ready);
-  void ReduceLocal(int r, int count);
+  void ReduceLocal(int r);
   void ReduceAndStep(int r, double lr, bool reduce_local);
   void SlowDown();
   absl::Status SynchronizeGradients();
@@ -110,8 +111,11 @@ class LocalTrainer : public Trainer {
     return PsMode() && spec_.ps().consistency() != SYNC;
   }
   absl::Status PsSetup();
-  absl::Status PsPush(int64_t clock, double lr, int weight,
-                      int64_t first_chunk);
+  // A push overlapping backward: begin before it, PsReady from its
+  // callbacks (replica r is final from `offset` on), finish after it.
+  void PsBeginPush(int64_t clock, double lr, int weight, int64_t first_chunk);
+  void PsReady(int r, int64_t offset);
+  absl::Status PsFinishPush();
   absl::Status PsPull(int64_t clock);
   // Adds the step of replicas 0..count-1 to the epoch's and the run's
   // totals and the progress display; returns its mean loss.
@@ -140,7 +144,14 @@ class LocalTrainer : public Trainer {
   const TrainOptions options_;
   const DistributedContext* const dist_;  // null for a single process
   ReplicaPool pool_;
-  std::unique_ptr<GradientSync> sync_;  // multi-worker jobs only
+  std::unique_ptr<GradientSync> sync_;  // multi-worker all-reduce only
+  // PS mode: how far each local replica's backward has come in this step,
+  // the replicas taking part (`weight`), and from where replica 0's buffer
+  // holds their mean (and is final, handed to ps_push_ready).
+  absl::Mutex ps_mu_;
+  std::vector<int64_t> ps_ready_ ABSL_GUARDED_BY(ps_mu_);
+  int ps_active_ ABSL_GUARDED_BY(ps_mu_) = 0;
+  int64_t ps_final_from_ ABSL_GUARDED_BY(ps_mu_) = 0;
   DataSplits data_;
   std::vector<Replica> replicas_;
   std::vector<Slice> slices_;
@@ -313,6 +324,9 @@ void LocalTrainer::ForwardBackward(int r, absl::Time t0, absl::Time t1) {
   if (sync_ != nullptr) {
     rep.model->Backward(rep.grad_out,
                         [this, r](int64_t offset) { sync_->Ready(r, offset); });
+  } else if (PsMode()) {
+    rep.model->Backward(rep.grad_out,
+                        [this, r](int64_t offset) { PsReady(r, offset); });
   } else {
     rep.model->Backward(rep.grad_out);
   }
@@ -334,15 +348,15 @@ void LocalTrainer::SlowDown() {
   times_.set_compute_s(times_.compute_s() + extra);
 }
 
-// Replica 0's slice of the gradient becomes the mean over local replicas
-// 0..count-1.
-void LocalTrainer::ReduceLocal(int r, int count) {
+// Replica 0's slice of the gradient becomes the mean over local replicas.
+void LocalTrainer::ReduceLocal(int r) {
   const Slice& s = slices_[r];
   const int64_t len = s.end - s.begin;
-  if (len == 0 || count == 1) return;
+  const int R = options_.replicas;
+  if (len == 0 || R == 1) return;
   float* g0 = replicas_[0].model->grads().data() + s.begin;
-  const float scale = 1.0f / count;
-  for (int q = 1; q < count; ++q) {
+  const float scale = 1.0f / R;
+  for (int q = 1; q < R; ++q) {
     const float* gq = replicas_[q].model->grads().data() + s.begin;
     for (int64_t i = 0; i < len; ++i) g0[i] += gq[i];
   }
@@ -353,7 +367,7 @@ void LocalTrainer::ReduceAndStep(int r, double lr, bool reduce_local) {
   const Slice& s = slices_[r];
   const int64_t len = s.end - s.begin;
   if (len == 0) return;
-  if (reduce_local) ReduceLocal(r, options_.replicas);
+  if (reduce_local) ReduceLocal(r);
   float* g0 = replicas_[0].model->grads().data() + s.begin;
   float* p = replicas_[0].model->params().data() + s.begin;
   s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
@@ -375,13 +389,45 @@ absl::Status LocalTrainer::PsSetup() {
   return dist_->ps_setup(params.data(), sizes);
 }
 
-// The local mean gradient over `weight` replicas goes to the shards.
-absl::Status LocalTrainer::PsPush(int64_t clock, double lr, int weight,
-                                  int64_t first_chunk) {
-  pool_.Run([this, weight](int r) { ReduceLocal(r, weight); });
+void LocalTrainer::PsBeginPush(int64_t clock, double lr, int weight,
+                               int64_t first_chunk) {
+  const int64_t n = replicas_[0].model->grads().size();
+  {
+    absl::MutexLock lock(&ps_mu_);
+    ps_ready_.assign(options_.replicas, n);
+    ps_active_ = weight;
+    ps_final_from_ = n;
+  }
+  dist_->ps_push_begin(replicas_[0].model->grads().data(), clock, lr, weight,
+                       first_chunk);
+}
+
+// Once every taking part has passed a point, the range behind it becomes
+// their mean in replica 0's buffer and goes out while backward goes on.
+void LocalTrainer::PsReady(int r, int64_t offset) {
+  absl::MutexLock lock(&ps_mu_);
+  ps_ready_[r] = std::min(ps_ready_[r], offset);
+  const int64_t from =
+      *std::max_element(ps_ready_.begin(), ps_ready_.begin() + ps_active_);
+  if (from >= ps_final_from_) return;
+  const int count = ps_active_;
+  if (count > 1) {
+    float* g0 = replicas_[0].model->grads().data();
+    const float scale = 1.0f / count;
+    for (int q = 1; q < count; ++q) {
+      const float* gq = replicas_[q].model->grads().data();
+      for (int64_t i = from; i < ps_final_from_; ++i) g0[i] += gq[i];
+    }
+    for (int64_t i = from; i < ps_final_from_; ++i) g0[i] *= scale;
+  }
+  ps_final_from_ = from;
+  dist_->ps_push_ready(from);
+}
+
+absl::Status LocalTrainer::PsFinishPush() {
+  for (int r = 0; r < options_.replicas; ++r) PsReady(r, 0);
   const absl::Time t = absl::Now();
-  absl::StatusOr<int64_t> bytes = dist_->ps_push(
-      replicas_[0].model->grads().data(), clock, lr, weight, first_chunk);
+  absl::StatusOr<int64_t> bytes = dist_->ps_push_finish();
   times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
   if (!bytes.ok()) return bytes.status();
   bytes_reduced_ += *bytes;
@@ -511,15 +557,16 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
   // all of them stop together and no step is begun that cannot finish.
   const int64_t batches = replicas_[0].loader->num_batches();
   while (er.steps < batches && !StepLimitReached()) {
+    const double lr =
+        LearningRate(spec_.optimizer(), spec_.lr_schedule(), step_, total);
     if (sync_ != nullptr) sync_->BeginStep();
+    if (PsMode()) PsBeginPush(step_, lr, R, 0);
     pool_.Run(step_fn);
     CHECK(!replicas_[0].done) << "a loader ended before num_batches()";
     SlowDown();
     if (sync_ != nullptr) RETURN_IF_ERROR(SynchronizeGradients());
-    const double lr =
-        LearningRate(spec_.optimizer(), spec_.lr_schedule(), step_, total);
     if (PsMode()) {
-      RETURN_IF_ERROR(PsPush(step_, lr, R, 0));
+      RETURN_IF_ERROR(PsFinishPush());
       RETURN_IF_ERROR(PsPull(step_ + 1));
     } else {
       const absl::Time t = absl::Now();
@@ -557,13 +604,14 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainSharedEpoch(int64_t epoch,
     const int64_t round = global / TR;
     next_round_ = (global + count - 1) / TR + 1;
     RETURN_IF_ERROR(PsPull(round));
+    const double lr =
+        LearningRate(spec_.optimizer(), spec_.lr_schedule(), round, total);
+    PsBeginPush(round, lr, static_cast<int>(count), global);
     pool_.Run([&](int r) {
       if (r < count) ChunkStep(r, first + r);
     });
     SlowDown();
-    const double lr =
-        LearningRate(spec_.optimizer(), spec_.lr_schedule(), round, total);
-    RETURN_IF_ERROR(PsPush(round, lr, count, global));
+    RETURN_IF_ERROR(PsFinishPush());
     RETURN_IF_ERROR(ReportStep(epoch, AccountStep(epoch, count, er, progress)));
   }
   // Evaluation and the final parameters are the shards' current ones, not
@@ -700,9 +748,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   }
   const DistributedContext* d = options.distributed;
   if (d != nullptr && d->ps_mode &&
-      (!d->ps_setup || !d->ps_push || !d->ps_pull)) {
+      (!d->ps_setup || !d->ps_push_begin || !d->ps_push_ready ||
+       !d->ps_push_finish || !d->ps_pull)) {
     return absl::InvalidArgumentError(
-        "parameter-server mode needs ps_setup, ps_push and ps_pull");
+        "parameter-server mode needs ps_setup, ps_push_begin, ps_push_ready, "
+        "ps_push_finish and ps_pull");
   }
   if (d != nullptr && d->ps_mode && spec.ps().consistency() != SYNC &&
       !d->claim_chunks) {

@@ -60,15 +60,19 @@ struct DistributedContext {
   std::function<absl::Status(float* params,
                              const std::vector<int64_t>& param_sizes)>
       ps_setup;
-  // Pushes the gradient `grads` (whole flat buffer, the mean over
-  // `weight` local replicas) of step or round `clock` with learning rate
-  // `lr`; SSP and ASYNC also name the data chunks it came from,
-  // [first_chunk, first_chunk + weight), numbered over the whole run.
-  // Returns the bytes sent.
-  std::function<absl::StatusOr<int64_t>(const float* grads, int64_t clock,
-                                        double lr, int weight,
-                                        int64_t first_chunk)>
-      ps_push;
+  // A push overlaps the backward pass that produces it. ps_push_begin
+  // starts pushing the gradient in `grads` (whole flat buffer, which ends
+  // up holding the mean over `weight` local replicas) of step or round
+  // `clock` with learning rate `lr`; SSP and ASYNC also name the data
+  // chunks it came from, [first_chunk, first_chunk + weight), numbered over
+  // the whole run. ps_push_ready(from), called from backward's threads,
+  // says grads[from, end) is final; ps_push_finish (everything final)
+  // waits for the shards and returns the bytes sent.
+  std::function<void(const float* grads, int64_t clock, double lr, int weight,
+                     int64_t first_chunk)>
+      ps_push_begin;
+  std::function<void(int64_t from)> ps_push_ready;
+  std::function<absl::StatusOr<int64_t>()> ps_push_finish;
   // Writes the parameters for step or round `clock` into `params` (after
   // the consistency model's wait); returns the bytes received.
   std::function<absl::StatusOr<int64_t>(int64_t clock, float* params)> ps_pull;

@@ -116,6 +116,7 @@ GlooOptions::Wait GlooWait(CollectiveWait wait) {
 struct PsConnection {
   std::unique_ptr<PsClient> client;
   PsClient::Stats totals{};
+  int64_t clock = 0;  // of the push in flight, for error messages
 };
 
 // Partition plan from the coordinator, a client to the shards, the initial
@@ -221,14 +222,19 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
     dist.ps_setup = [&](float* params, const std::vector<int64_t>& sizes) {
       return PsSetup(client, join, worker_id, params, sizes, &ps);
     };
-    dist.ps_push = [&ps](const float* grads, int64_t clock, double lr,
-                         int weight, int64_t first_chunk) {
+    dist.ps_push_begin = [&ps](const float* grads, int64_t clock, double lr,
+                               int weight, int64_t first_chunk) {
       PsPush push;
       push.clock = clock;
       push.lr = lr;
       push.weight = weight;
       push.first_chunk = first_chunk;
-      return PsResult(ps, ps.client->Push(grads, push), clock);
+      ps.clock = clock;
+      ps.client->BeginPush(grads, push);
+    };
+    dist.ps_push_ready = [&ps](int64_t from) { ps.client->MarkReady(from); };
+    dist.ps_push_finish = [&ps] {
+      return PsResult(ps, ps.client->FinishPush(), ps.clock);
     };
     dist.ps_pull = [&ps](int64_t clock, float* params) {
       return PsResult(ps, ps.client->Pull(clock, params), clock);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -111,6 +112,41 @@ TEST(ShardServerTest, InitPushPullRoundTripOverTwoShards) {
   }
   EXPECT_EQ(pushes, 2);
   EXPECT_EQ(bytes, c.total * 4);
+}
+
+// A push overlapping backward: a "backward" thread writes the gradient
+// from the end, a parameter at a time, marking each final after writing
+// it, while the shard streams send partitions. A partition sent before it
+// was final would carry the buffer's old values (NaN), and the shards
+// would end with wrong parameters.
+TEST(ShardServerTest, PushSendsOnlyFinalPartitionsWhileBackwardRuns) {
+  JobSpec job = Job(ASYNC);
+  const std::vector<int64_t> sizes(24, 3000);
+  Cluster c(job, 2, sizes, 4000);
+  ASSERT_GT(c.plan.size(), 12u);
+  const std::vector<float> init = Ramp(c.total, 1.0f);
+  ASSERT_TRUE(c.client->Init(init.data(), 1, 1).ok());
+  std::vector<float> grads(c.total, std::nanf(""));
+  PsPush push;
+  push.lr = 0.5;
+  c.client->BeginPush(grads.data(), push);
+  std::thread backward([&] {
+    for (int64_t end = c.total; end > 0; end -= 3000) {
+      absl::SleepFor(absl::Milliseconds(5));
+      for (int64_t i = end - 3000; i < end; ++i) grads[i] = 0.001f * i;
+      c.client->MarkReady(end - 3000);
+    }
+  });
+  backward.join();
+  ASSERT_TRUE(c.client->FinishPush().ok());
+  std::vector<float> params(c.total);
+  ASSERT_TRUE(c.client->Pull(1, params.data()).ok());
+  for (int64_t i = 0; i < c.total; ++i) {
+    // NaN from a partition sent early fails any comparison.
+    ASSERT_NEAR(params[i], init[i] - 0.5f * 0.001f * i,
+                1e-6 * (1 + std::abs(init[i])))
+        << "element " << i;
+  }
 }
 
 TEST(ShardServerTest, OversizedMessagesAreRefusedAndChangeNothing) {
