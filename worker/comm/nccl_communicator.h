@@ -1,0 +1,125 @@
+// NCCL all-reduce over every GPU of a job, for GPU workers: one process per
+// node drives all of its GPUs (one communicator rank per GPU, created in one
+// NCCL group), and the NCCL unique ids travel through the coordinator's KV
+// store (the same generation-scoped store that bootstraps Gloo).
+//
+// Two algorithms:
+//   kFlat          one communicator over every GPU of every node; a single
+//                  ncclAllReduce per GPU.
+//   kHierarchical  reduce within the node to its first GPU, all-reduce
+//                  among the nodes' first GPUs, broadcast within the node:
+//                  one cross-node stream per node instead of one per GPU.
+//
+// Failure: communicators are created non-blocking, so nothing NCCL does can
+// block a caller for good. A watchdog thread polls every communicator's
+// asynchronous error and the age of the collective in flight; on an error,
+// on the timeout, or on Abort() (a generation change) it aborts every
+// communicator, which makes the kernels in flight return, and every later
+// call fails with the first reason.
+//
+// Ownership: owns its communicators, CUDA events and watchdog thread;
+// borrows buffers and streams per call. Thread safety: AllReduceSum and
+// Wait from one thread at a time; Abort from any thread.
+#ifndef COHORT_WORKER_COMM_NCCL_COMMUNICATOR_H_
+#define COHORT_WORKER_COMM_NCCL_COMMUNICATOR_H_
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "worker/comm/kv_client.h"
+
+namespace cohort {
+
+// Where this process's GPUs sit in the job.
+struct NcclTopology {
+  int node_rank = 0;  // this process among the job's worker processes
+  int num_nodes = 1;
+  int first_rank = 0;  // global rank of devices[0] (the worker's first replica)
+  int world_ranks = 1;       // GPUs in the whole job
+  std::vector<int> devices;  // this process's CUDA device ordinals
+};
+
+struct NcclOptions {
+  enum class Algorithm { kFlat, kHierarchical };
+  Algorithm algorithm = Algorithm::kFlat;
+  // Bounds creating the communicators and every collective.
+  absl::Duration timeout = absl::Seconds(30);
+  // Prefixes every KV key (the job's generation scope is the client's).
+  std::string key_prefix = "nccl/";
+  // How often the watchdog looks.
+  absl::Duration poll_interval = absl::Milliseconds(20);
+};
+
+// "flat" or "hierarchical"; INVALID_ARGUMENT naming the value otherwise.
+absl::StatusOr<NcclOptions::Algorithm> ParseNcclAlgorithm(
+    const std::string& name);
+
+class NcclCommunicator {
+ public:
+  // Creates the communicators (every process of the job must call this
+  // with the same options). Fails within options.timeout, naming what it
+  // waited for, if a peer never arrives.
+  static absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(
+      KvClient& kv, const NcclTopology& topology, const NcclOptions& options);
+  ~NcclCommunicator();
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  // Enqueues an in-place sum of buffers[i] (count floats on devices[i])
+  // over every GPU of the job, on streams[i]; returns once enqueued.
+  absl::Status AllReduceSum(const std::vector<float*>& buffers, int64_t count,
+                            const std::vector<cudaStream_t>& streams);
+  // Blocks until everything enqueued so far has finished on every local
+  // GPU, or the communicators were aborted (then the reason).
+  absl::Status Wait();
+  // Aborts every communicator; later calls fail with `why`.
+  void Abort(const absl::Status& why);
+
+  const NcclTopology& topology() const { return topology_; }
+
+ private:
+  struct Device;
+  NcclCommunicator(const NcclTopology& topology, const NcclOptions& options);
+  absl::Status Init(KvClient& kv);
+  absl::Status AllReduceFlat(const std::vector<float*>& buffers, int64_t count,
+                             const std::vector<cudaStream_t>& streams);
+  absl::Status AllReduceHierarchical(const std::vector<float*>& buffers,
+                                     int64_t count,
+                                     const std::vector<cudaStream_t>& streams);
+  // Polls until every communicator finished initializing.
+  absl::Status AwaitInit(absl::Time deadline);
+  // The first asynchronous NCCL error of any communicator, if any.
+  absl::Status AsyncError();
+  bool CollectiveDone();
+  void WatchdogLoop();
+  absl::Status Failure() const;
+  // Every communicator of this process (local or world, and the leader's).
+  std::vector<ncclComm_t> Comms() const;
+  void DestroyComms();
+
+  const NcclTopology topology_;
+  const NcclOptions options_;
+  std::vector<Device> devices_;
+  ncclComm_t leader_comm_ = nullptr;  // hierarchical, on devices[0]
+
+  mutable absl::Mutex mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time started_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread watchdog_;
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_COMM_NCCL_COMMUNICATOR_H_
