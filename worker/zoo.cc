@@ -19,52 +19,78 @@
 namespace cohort {
 namespace {
 
-// Appends layers with a terse syntax, so zoo definitions read like a table.
-template <typename T>
+// Appends layer specs with a terse syntax, so zoo definitions read like a
+// table.
 class Builder {
  public:
   Builder& Linear(int64_t out) {
-    return Add(std::make_unique<cohort::Linear<T>>(out));
+    Next().mutable_linear()->set_out_features(out);
+    return *this;
   }
   Builder& Conv2d(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0,
                   bool bias = true) {
-    return Add(std::make_unique<cohort::Conv2d<T>>(
-        ConvOptions{out, k, stride, pad, bias}));
-  }
-  Builder& Conv1d(int64_t out, int64_t k, int64_t pad) {
-    return Add(
-        std::make_unique<cohort::Conv1d<T>>(ConvOptions{out, k, 1, pad, true}));
-  }
-  Builder& ReLU() { return Add(std::make_unique<cohort::ReLU<T>>()); }
-  Builder& MaxPool(int64_t k) {
-    return Add(std::make_unique<MaxPool2d<T>>(PoolOptions{k, k, 0}));
-  }
-  Builder& BN1d() { return Add(std::make_unique<BatchNorm1d<T>>()); }
-  Builder& BN2d() { return Add(std::make_unique<BatchNorm2d<T>>()); }
-  Builder& Flatten() { return Add(std::make_unique<cohort::Flatten<T>>()); }
-  Builder& Block(int64_t out, int64_t stride) {
-    return Add(std::make_unique<BasicBlock<T>>(out, stride));
-  }
-  Builder& GlobalPool() { return Add(std::make_unique<GlobalAvgPool<T>>()); }
-  Builder& Add(std::unique_ptr<Layer<T>> l) {
-    layers_.push_back(std::move(l));
+    Conv(Next().mutable_conv2d(), out, k, stride, pad, bias);
     return *this;
   }
-  typename Model<T>::LayerList Take() { return std::move(layers_); }
+  Builder& Conv1d(int64_t out, int64_t k, int64_t pad) {
+    Conv(Next().mutable_conv1d(), out, k, 1, pad, true);
+    return *this;
+  }
+  Builder& ReLU() {
+    Next().mutable_relu();
+    return *this;
+  }
+  Builder& MaxPool(int64_t k) {
+    PoolSpec* p = Next().mutable_maxpool2d();
+    p->set_kernel(k);
+    p->set_stride(k);
+    return *this;
+  }
+  Builder& BN1d() {
+    Next().mutable_batchnorm1d();
+    return *this;
+  }
+  Builder& BN2d() {
+    Next().mutable_batchnorm2d();
+    return *this;
+  }
+  Builder& Flatten() {
+    Next().mutable_flatten();
+    return *this;
+  }
+  Builder& Block(int64_t out, int64_t stride) {
+    ResidualSpec* r = Next().mutable_residual();
+    r->set_out_channels(out);
+    r->set_stride(stride);
+    return *this;
+  }
+  Builder& GlobalPool() {
+    Next().mutable_global_avgpool();
+    return *this;
+  }
+  std::vector<LayerSpec> Take() { return std::move(layers_); }
 
  private:
-  typename Model<T>::LayerList layers_;
+  LayerSpec& Next() { return layers_.emplace_back(); }
+  static void Conv(ConvSpec* c, int64_t out, int64_t k, int64_t stride,
+                   int64_t pad, bool bias) {
+    c->set_out_channels(out);
+    c->set_kernel(k);
+    c->set_stride(stride);
+    c->set_padding(pad);
+    c->set_no_bias(!bias);
+  }
+
+  std::vector<LayerSpec> layers_;
 };
 
-template <typename T>
-void LeNetBody(Builder<T>& b) {
+void LeNetBody(Builder& b) {
   b.ReLU().MaxPool(2).Conv2d(16, 5).ReLU().MaxPool(2).Flatten();
   b.Linear(120).ReLU().Linear(84).ReLU().Linear(10);
 }
 
-template <typename T>
-typename Model<T>::LayerList MakeZoo(const std::string& name) {
-  Builder<T> b;
+std::vector<LayerSpec> MakeZoo(const std::string& name) {
+  Builder b;
   if (name == "mlp_seed") {
     b.Linear(200).ReLU().Linear(10);
   } else if (name == "mlp_mnist") {
@@ -166,25 +192,30 @@ absl::StatusOr<Shape> ZooInputShape(const std::string& name) {
   return it->second;
 }
 
+absl::StatusOr<std::vector<LayerSpec>> LayerSpecs(const ModelSpec& spec) {
+  if (!spec.zoo().empty()) {
+    RETURN_IF_ERROR(ZooInputShape(spec.zoo()).status());
+    return MakeZoo(spec.zoo());
+  }
+  if (spec.layers().empty()) {
+    return absl::InvalidArgumentError(
+        "the model names neither a zoo model nor any layers");
+  }
+  return std::vector<LayerSpec>(spec.layers().begin(), spec.layers().end());
+}
+
 template <typename T>
 absl::StatusOr<typename Model<T>::LayerList> BuildLayers(
     const ModelSpec& spec) {
-  if (!spec.zoo().empty()) {
-    RETURN_IF_ERROR(ZooInputShape(spec.zoo()).status());
-    return MakeZoo<T>(spec.zoo());
-  }
+  ASSIGN_OR_RETURN(const std::vector<LayerSpec> specs, LayerSpecs(spec));
   typename Model<T>::LayerList layers;
-  for (int i = 0; i < spec.layers_size(); ++i) {
-    std::unique_ptr<Layer<T>> l = MakeLayer<T>(spec.layers(i));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::unique_ptr<Layer<T>> l = MakeLayer<T>(specs[i]);
     if (l == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat("model layer ", i, " names no layer kind"));
     }
     layers.push_back(std::move(l));
-  }
-  if (layers.empty()) {
-    return absl::InvalidArgumentError(
-        "the model names neither a zoo model nor any layers");
   }
   return layers;
 }

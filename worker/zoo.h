@@ -31,6 +31,11 @@ std::vector<std::string> ZooModelNames();
 // The per-sample input shape a zoo model was designed for.
 absl::StatusOr<Shape> ZooInputShape(const std::string& name);
 
+// The layer list of `spec`: a zoo model's definition, or the explicit list.
+// NotFound lists the zoo names when the name is unknown. Every engine (CPU
+// and GPU) builds its layers from these.
+absl::StatusOr<std::vector<LayerSpec>> LayerSpecs(const ModelSpec& spec);
+
 // The layers for `spec` (a zoo name or an explicit list), unconfigured.
 // NotFound lists the zoo names when the name is unknown.
 template <typename T>
