@@ -1,0 +1,210 @@
+// The GPU engine against the CPU engine, its reference: every layer kind
+// alone (float32 within 1e-5 relative, the per-layer bound) and the
+// zoo models end to end (1e-4, as rounding compounds over the layers), for
+// the forward output, every parameter gradient and the BatchNorm running
+// statistics. Runs where a CUDA device exists; skips with the reason
+// elsewhere.
+#include "worker/gpu/gpu_model.h"
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda/device.h"
+#include "worker/zoo.h"
+
+namespace cohort {
+namespace {
+
+#define REQUIRE_GPU()                                                    \
+  do {                                                                   \
+    const CudaDevices d = FindCudaDevices();                             \
+    if (d.names.empty()) GTEST_SKIP() << "no CUDA device: " << d.reason; \
+  } while (0)
+
+int64_t Product(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// NCHW (GPU) <-> batch-inner {C, N, rest} (CPU) for per-sample shape `s`;
+// dense shapes are the same in both.
+std::vector<float> NchwToCpu(const std::vector<float>& x, int64_t n,
+                             const Shape& s) {
+  if (s.size() < 2) return x;
+  const int64_t c = s[0], rest = Product(s) / s[0];
+  std::vector<float> out(x.size());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < c; ++k) {
+      for (int64_t r = 0; r < rest; ++r) {
+        out[(k * n + i) * rest + r] = x[(i * c + k) * rest + r];
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> Random(int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+float* ToDevice(const std::vector<float>& host) {
+  float* p = nullptr;
+  EXPECT_EQ(
+      cudaMalloc(reinterpret_cast<void**>(&p), host.size() * sizeof(float)),
+      cudaSuccess);
+  cudaMemcpy(p, host.data(), host.size() * sizeof(float),
+             cudaMemcpyHostToDevice);
+  return p;
+}
+
+std::vector<float> ToHost(const float* device, int64_t count) {
+  std::vector<float> host(count);
+  cudaMemcpy(host.data(), device, count * sizeof(float),
+             cudaMemcpyDeviceToHost);
+  return host;
+}
+
+// max |a - b| / max(|b|, tiny).
+double RelativeError(const std::vector<float>& a, const float* b,
+                     int64_t count) {
+  double diff = 0, scale = 1e-30;
+  for (int64_t i = 0; i < count; ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return diff / scale;
+}
+
+ModelSpec Spec(const std::string& text) {
+  ModelSpec spec;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &spec))
+      << text;
+  return spec;
+}
+
+void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
+                      double tolerance) {
+  SCOPED_TRACE(spec.ShortDebugString());
+  auto cpu = BuildModel<float>(spec, input, 7);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  auto context = GpuContext::Create(0);
+  ASSERT_TRUE(context.ok()) << context.status();
+  auto gpu = GpuModel::Create(spec, input, **cpu, context->get());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+
+  const std::vector<float> x = Random(n * Product(input), 1);
+  Shape batched = {n};
+  if (input.size() >= 2) batched = {input[0], n};
+  for (size_t i = (input.size() >= 2 ? 1 : 0); i < input.size(); ++i) {
+    batched.push_back(input[i]);
+  }
+  BasicTensor<float> cpu_x(batched);
+  const std::vector<float> x_cpu = NchwToCpu(x, n, input);
+  std::copy(x_cpu.begin(), x_cpu.end(), cpu_x.data());
+  const BasicTensor<float>& cpu_y = (*cpu)->Forward(cpu_x, Mode::kTrain);
+
+  float* gx = ToDevice(x);
+  auto gy = (*gpu)->Forward(gx, n, Mode::kTrain);
+  ASSERT_TRUE(gy.ok()) << gy.status();
+  const Shape& out = (*gpu)->output_shape();
+  const int64_t out_count = n * Product(out);
+  ASSERT_EQ(cpu_y.size(), out_count);
+  const std::vector<float> y = NchwToCpu(ToHost(*gy, out_count), n, out);
+  EXPECT_LT(RelativeError(y, cpu_y.data(), out_count), tolerance) << "output";
+
+  const std::vector<float> dy = Random(out_count, 2);
+  BasicTensor<float> cpu_dy(cpu_y.shape());
+  const std::vector<float> dy_cpu = NchwToCpu(dy, n, out);
+  std::copy(dy_cpu.begin(), dy_cpu.end(), cpu_dy.data());
+  (*cpu)->Backward(cpu_dy);
+  float* gdy = ToDevice(dy);
+  ASSERT_TRUE((*gpu)->Backward(gdy).ok());
+  ASSERT_TRUE((*context)->Synchronize().ok());
+  const int64_t flat = (*gpu)->flat_size();
+  const std::vector<float> grads = ToHost((*gpu)->grads(), flat);
+  if (flat > 0) {
+    EXPECT_LT(RelativeError(grads, (*cpu)->grads().data(), flat), tolerance)
+        << "parameter gradients";
+  }
+  // Running statistics after one training step.
+  auto copy = BuildModel<float>(spec, input, 7);
+  ASSERT_TRUE(copy.ok());
+  ASSERT_TRUE((*gpu)->CopyToCpu(**copy).ok());
+  std::vector<BasicTensor<float>*> want = (*cpu)->Buffers();
+  std::vector<BasicTensor<float>*> got = (*copy)->Buffers();
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<float> g(got[i]->data(), got[i]->data() + got[i]->size());
+    EXPECT_LT(RelativeError(g, want[i]->data(), want[i]->size()), tolerance)
+        << "buffer " << i;
+  }
+  cudaFree(gx);
+  cudaFree(gdy);
+}
+
+struct LayerCase {
+  const char* layers;
+  Shape input;
+};
+
+TEST(GpuModel, EveryLayerKindMatchesTheCpuEngine) {
+  REQUIRE_GPU();
+  const std::vector<LayerCase> cases = {
+      {"layers { linear { out_features: 7 } }", {13}},
+      {"layers { linear { out_features: 5 no_bias: true } }", {9}},
+      {"layers { conv2d { out_channels: 4 kernel: 3 stride: 2 padding: 1 } }",
+       {3, 9, 9}},
+      {"layers { conv2d { out_channels: 6 kernel: 5 no_bias: true } }",
+       {2, 12, 10}},
+      {"layers { conv1d { out_channels: 5 kernel: 3 padding: 1 } }", {3, 20}},
+      {"layers { linear { out_features: 11 } } layers { relu {} }", {6}},
+      {"layers { maxpool2d { kernel: 2 } }", {3, 8, 8}},
+      {"layers { avgpool2d { kernel: 3 stride: 2 padding: 1 } }", {2, 9, 9}},
+      {"layers { global_avgpool {} }", {5, 4, 4}},
+      {"layers { flatten {} } layers { linear { out_features: 3 } }",
+       {2, 3, 4}},
+      {"layers { batchnorm2d {} }", {3, 5, 5}},
+      {"layers { batchnorm1d {} }", {6}},
+      {"layers { batchnorm1d {} }", {3, 10}},
+      {"layers { residual { out_channels: 8 stride: 2 } }", {4, 8, 8}},
+      {"layers { residual { out_channels: 4 } }", {4, 6, 6}},
+  };
+  for (const LayerCase& c : cases) {
+    ExpectMatchesCpu(Spec(c.layers), c.input, 4, 1e-5);
+  }
+}
+
+TEST(GpuModel, ZooModelsMatchTheCpuEngine) {
+  REQUIRE_GPU();
+  for (const char* name :
+       {"mlp_seed", "mlp_mnist", "lenet5", "lenet_cifar", "resnet18_cifar"}) {
+    ModelSpec spec;
+    spec.set_zoo(name);
+    auto shape = ZooInputShape(name);
+    ASSERT_TRUE(shape.ok());
+    ExpectMatchesCpu(spec, *shape, 3, 1e-4);
+  }
+}
+
+TEST(GpuModel, DropoutIsRefusedWithAClearError) {
+  REQUIRE_GPU();
+  const ModelSpec spec = Spec("layers { dropout { p: 0.5 } }");
+  auto cpu = BuildModel<float>(spec, {8}, 1);
+  ASSERT_TRUE(cpu.ok());
+  auto context = GpuContext::Create(0);
+  ASSERT_TRUE(context.ok());
+  auto gpu = GpuModel::Create(spec, {8}, **cpu, context->get());
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace cohort
