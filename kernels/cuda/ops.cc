@@ -1,0 +1,300 @@
+#include "kernels/cuda/ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/dropout_rng.h"
+#include "kernels/cuda/ops_launch.h"
+
+namespace cohort {
+namespace gpu {
+namespace {
+
+namespace internal = ops_internal;
+
+// ops.cu receives the enums as these ints.
+static_assert(static_cast<int>(BiasLayout::kPerColumn) == 0 &&
+              static_cast<int>(BiasLayout::kPerRow) == 1);
+static_assert(static_cast<int>(Activation::kIdentity) == 0 &&
+              static_cast<int>(Activation::kRelu) == 1);
+
+absl::Status CheckCount(absl::string_view op, int64_t n) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": element count ", n, " is negative"));
+  }
+  return absl::OkStatus();
+}
+
+// Every named pointer must be non-null (checked only when there is work).
+absl::Status CheckPointers(
+    absl::string_view op,
+    std::initializer_list<std::pair<absl::string_view, const void*>> ptrs) {
+  for (const auto& [name, ptr] : ptrs) {
+    if (ptr == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(op, ": ", name, " is null"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Checks a {rows, cols} activation shape; sets *n to rows * cols.
+absl::Status CheckShape(absl::string_view op, int64_t rows, int64_t cols,
+                        int64_t* n) {
+  if (rows < 0 || cols < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": shape {", rows, ", ", cols, "} has a negative dimension"));
+  }
+  if (rows > 0 && cols > INT64_MAX / rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": shape {", rows, ", ", cols, "} overflows 64-bit sizes"));
+  }
+  *n = rows * cols;
+  return absl::OkStatus();
+}
+
+absl::Status CheckEnums(absl::string_view op, BiasLayout layout,
+                        Activation act) {
+  if (layout != BiasLayout::kPerColumn && layout != BiasLayout::kPerRow) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": unknown bias layout ", static_cast<int>(layout)));
+  }
+  if (act != Activation::kIdentity && act != Activation::kRelu) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": unknown activation ", static_cast<int>(act)));
+  }
+  return absl::OkStatus();
+}
+
+// Written so that NaN fails too.
+absl::Status CheckDropoutP(absl::string_view op, double p) {
+  if (!(p >= 0.0 && p < 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": probability p must be in [0, 1), got ", p));
+  }
+  return absl::OkStatus();
+}
+
+// The per-step scalars of worker/optim/optimizer.cc's Adam::Step: computed
+// in double, then rounded to float.
+internal::AdamScalars MakeAdamScalars(double lr, int64_t step,
+                                      const AdamOptions& o) {
+  const double t = static_cast<double>(step);
+  internal::AdamScalars s;
+  s.decay = static_cast<float>(o.decoupled ? 1.0 - lr * o.weight_decay : 1.0);
+  s.l2 = static_cast<float>(o.decoupled ? 0.0 : o.weight_decay);
+  s.beta2 = static_cast<float>(o.beta2);
+  s.lerp1 = static_cast<float>(1.0 - o.beta1);
+  s.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
+  s.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, t)));
+  s.eps = static_cast<float>(o.eps);
+  s.step_size = static_cast<float>(lr / (1.0 - std::pow(o.beta1, t)));
+  return s;
+}
+
+// The shared body of the four casts.
+template <typename In, typename Out>
+absl::Status Cast(absl::string_view op, const In* in, Out* out, int64_t n,
+                  void (*launch)(const In*, Out*, int64_t, cudaStream_t),
+                  cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckCount(op, n));
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(op, {{"in", in}, {"out", out}}));
+  launch(in, out, n, stream);
+  return LaunchStatus(op);
+}
+
+}  // namespace
+
+absl::Status SgdStep(float* params, const float* grads, float* momentum_buffer,
+                     int64_t n, double lr, const SgdOptions& options,
+                     cudaStream_t stream) {
+  constexpr absl::string_view kOp = "sgd_step";
+  RETURN_IF_ERROR(CheckCount(kOp, n));
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(kOp, {{"params", params}, {"grads", grads}}));
+  // Rounded to float exactly as Sgd<float> stores them.
+  const float mu = static_cast<float>(options.momentum);
+  if (mu != 0 && momentum_buffer == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": momentum ", options.momentum, " needs a momentum buffer"));
+  }
+  internal::LaunchSgd(params, grads, mu != 0 ? momentum_buffer : nullptr, n,
+                      static_cast<float>(lr),
+                      static_cast<float>(options.weight_decay), mu,
+                      options.nesterov, stream);
+  return LaunchStatus(kOp);
+}
+
+absl::Status AdamStep(float* params, const float* grads, float* m, float* v,
+                      int64_t n, double lr, int64_t step,
+                      const AdamOptions& options, cudaStream_t stream) {
+  constexpr absl::string_view kOp = "adam_step";
+  RETURN_IF_ERROR(CheckCount(kOp, n));
+  if (step < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": step ", step, " must count this step (1 on the first)"));
+  }
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(
+      kOp, {{"params", params}, {"grads", grads}, {"m", m}, {"v", v}}));
+  internal::LaunchAdam(params, grads, m, v, n,
+                       MakeAdamScalars(lr, step, options), stream);
+  return LaunchStatus(kOp);
+}
+
+absl::Status ScaleInPlace(float* y, int64_t n, float scale,
+                          cudaStream_t stream) {
+  constexpr absl::string_view kOp = "scale_in_place";
+  RETURN_IF_ERROR(CheckCount(kOp, n));
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(kOp, {{"y", y}}));
+  internal::LaunchScale(y, n, scale, stream);
+  return LaunchStatus(kOp);
+}
+
+absl::Status SumScaled(const float* const* inputs, int k, int64_t n,
+                       float scale, float* out, cudaStream_t stream) {
+  constexpr absl::string_view kOp = "sum_scaled";
+  RETURN_IF_ERROR(CheckCount(kOp, n));
+  if (k < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": needs at least one input, got ", k));
+  }
+  if (inputs == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kOp, ": the array of inputs is null"));
+  }
+  if (n == 0) return absl::OkStatus();
+  if (out == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(kOp, ": out is null"));
+  }
+  for (int j = 0; j < k; ++j) {
+    if (inputs[j] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kOp, ": input ", j, " of ", k, " is null"));
+    }
+    // A later chunk's input equal to `out` would be read after the first
+    // chunk overwrote it; only inputs[0] is allowed as the destination.
+    if (j > 0 && inputs[j] == out) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kOp, ": out is input ", j, "; only input 0 may be the output"));
+    }
+  }
+  // Chunks of kMaxSumInputs, each adding onto the previous partial sum:
+  // the same left-to-right float additions as one pass, scaled at the end.
+  for (int first = 0; first < k; first += internal::kMaxSumInputs) {
+    internal::SumInputs chunk;
+    chunk.count = std::min(k - first, internal::kMaxSumInputs);
+    for (int j = 0; j < chunk.count; ++j) chunk.ptr[j] = inputs[first + j];
+    const bool last = first + chunk.count == k;
+    internal::LaunchSum(chunk, /*accumulate=*/first > 0, last ? scale : 1.0f,
+                        out, n, stream);
+    RETURN_IF_ERROR(LaunchStatus(kOp));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BiasActivationForward(const float* x, const float* bias,
+                                   int64_t rows, int64_t cols,
+                                   BiasLayout layout, Activation act, float* y,
+                                   cudaStream_t stream) {
+  constexpr absl::string_view kOp = "bias_activation_forward";
+  int64_t n = 0;
+  RETURN_IF_ERROR(CheckShape(kOp, rows, cols, &n));
+  RETURN_IF_ERROR(CheckEnums(kOp, layout, act));
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(kOp, {{"x", x}, {"y", y}}));
+  internal::LaunchBiasActivationForward(x, bias, rows, cols,
+                                        static_cast<int>(layout),
+                                        static_cast<int>(act), y, stream);
+  return LaunchStatus(kOp);
+}
+
+absl::Status BiasActivationBackward(const float* y, const float* dy,
+                                    int64_t rows, int64_t cols,
+                                    BiasLayout layout, Activation act,
+                                    float* dx, float* bias_grad,
+                                    cudaStream_t stream) {
+  constexpr absl::string_view kOp = "bias_activation_backward";
+  int64_t n = 0;
+  RETURN_IF_ERROR(CheckShape(kOp, rows, cols, &n));
+  RETURN_IF_ERROR(CheckEnums(kOp, layout, act));
+  if (n == 0) {
+    // Sums over nothing: the bias gradient is zero (if it has elements).
+    const int64_t bias_size = layout == BiasLayout::kPerRow ? rows : cols;
+    if (bias_grad == nullptr || bias_size == 0) return absl::OkStatus();
+    return CudaStatus(
+        cudaMemsetAsync(bias_grad, 0, bias_size * sizeof(float), stream),
+        absl::StrCat(kOp, ": zeroing the bias gradient"));
+  }
+  RETURN_IF_ERROR(CheckPointers(kOp, {{"y", y}, {"dy", dy}, {"dx", dx}}));
+  internal::LaunchBiasActivationBackward(
+      y, dy, rows, cols, static_cast<int>(layout), static_cast<int>(act), dx,
+      bias_grad, stream);
+  return LaunchStatus(kOp);
+}
+
+absl::Status FloatToBf16(const float* in, uint16_t* out, int64_t n,
+                         cudaStream_t stream) {
+  return Cast("float_to_bf16", in, out, n, &internal::LaunchFloatToBf16,
+              stream);
+}
+
+absl::Status Bf16ToFloat(const uint16_t* in, float* out, int64_t n,
+                         cudaStream_t stream) {
+  return Cast("bf16_to_float", in, out, n, &internal::LaunchBf16ToFloat,
+              stream);
+}
+
+absl::Status FloatToFp16(const float* in, uint16_t* out, int64_t n,
+                         cudaStream_t stream) {
+  return Cast("float_to_fp16", in, out, n, &internal::LaunchFloatToFp16,
+              stream);
+}
+
+absl::Status Fp16ToFloat(const uint16_t* in, float* out, int64_t n,
+                         cudaStream_t stream) {
+  return Cast("fp16_to_float", in, out, n, &internal::LaunchFp16ToFloat,
+              stream);
+}
+
+absl::Status DropoutForward(const float* in, float* out, uint8_t* mask,
+                            int64_t n, double p, uint64_t seed, uint64_t offset,
+                            cudaStream_t stream) {
+  constexpr absl::string_view kOp = "dropout_forward";
+  RETURN_IF_ERROR(CheckCount(kOp, n));
+  RETURN_IF_ERROR(CheckDropoutP(kOp, p));
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(kOp, {{"in", in}, {"out", out}}));
+  internal::LaunchDropout(in, out, mask, n, DropoutThreshold(p),
+                          static_cast<float>(1.0 / (1.0 - p)), seed, offset,
+                          stream);
+  return LaunchStatus(kOp);
+}
+
+absl::Status DropoutBackward(const float* grad_out, float* grad_in, int64_t n,
+                             double p, uint64_t seed, uint64_t offset,
+                             cudaStream_t stream) {
+  constexpr absl::string_view kOp = "dropout_backward";
+  RETURN_IF_ERROR(CheckCount(kOp, n));
+  RETURN_IF_ERROR(CheckDropoutP(kOp, p));
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(
+      CheckPointers(kOp, {{"grad_out", grad_out}, {"grad_in", grad_in}}));
+  internal::LaunchDropout(
+      grad_out, grad_in, /*mask=*/nullptr, n, DropoutThreshold(p),
+      static_cast<float>(1.0 / (1.0 - p)), seed, offset, stream);
+  return LaunchStatus(kOp);
+}
+
+}  // namespace gpu
+}  // namespace cohort
