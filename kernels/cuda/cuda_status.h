@@ -17,9 +17,8 @@ namespace cohort {
 // "sgd_momentum launch: invalid configuration argument".
 inline absl::Status CudaStatus(cudaError_t e, absl::string_view what) {
   if (e == cudaSuccess) return absl::OkStatus();
-  const std::string message =
-      absl::StrCat(what, ": ", cudaGetErrorString(e), " (", cudaGetErrorName(e),
-                   ")");
+  const std::string message = absl::StrCat(what, ": ", cudaGetErrorString(e),
+                                           " (", cudaGetErrorName(e), ")");
   if (e == cudaErrorMemoryAllocation) {
     return absl::ResourceExhaustedError(message);
   }
