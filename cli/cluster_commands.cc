@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/train_command.h"
 #include "common/status_macros.h"
@@ -59,12 +60,15 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
 absl::Status RunWorkerCommand(const std::vector<std::string>& args,
                               bool* help) {
   WorkerOptions o;
-  std::string replicas = "cpu:1";
+  std::string devices, replicas;
   int64_t threads = 0, connect_timeout_s = 60;
   FlagSet flags("worker");
   flags.String("coordinator", &o.coordinator,
                "the coordinator's HOST:PORT; required");
-  flags.String("replicas", &replicas, "local replicas, cpu:N (default cpu:1)");
+  flags.String("devices", &devices,
+               "cpu:N, gpu:all or gpu:I,J,... (default: every GPU if there "
+               "is one, else cpu:1)");
+  flags.String("replicas", &replicas, "older name of --devices");
   flags.Int("threads", &threads,
             "compute threads in all (default: one per replica)", 1, 1024);
   flags.String("data-dir", &o.data_dir,
@@ -100,7 +104,9 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
     o.slowdown_rank = s.rank;
     o.slowdown = s.factor;
   }
-  ASSIGN_OR_RETURN(o.replicas, ParseReplicas(replicas));
+  ASSIGN_OR_RETURN(const Devices d, ResolveDevices(devices, replicas));
+  o.replicas = d.replicas();
+  o.gpus = d.gpus;
   o.threads = static_cast<int>(threads);
   o.min_step_seconds = min_step_ms / 1000.0;
   o.connect_timeout = absl::Seconds(connect_timeout_s);

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/cluster_commands.h"
+#include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/train_command.h"
 #include "common/files.h"
@@ -156,14 +157,16 @@ void PrintResult(const std::string& report) {
 
 absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
                       int* exit_code, const char* self_path) {
-  std::string job, replicas = "cpu:1", listen = "127.0.0.1:0", data_dir, report;
+  std::string job, devices, replicas, listen = "127.0.0.1:0", data_dir, report;
   std::string straggler;
   int64_t workers = 2, threads = 0, shards = 0, min_step_ms = 0;
   FlagSet flags("local");
   flags.String("job", &job, "job spec (.textproto); required");
   flags.Int("workers", &workers, "worker processes (default 2)", 1, 64);
-  flags.String("replicas", &replicas,
-               "replicas per worker, cpu:N (default cpu:1)");
+  flags.String("devices", &devices,
+               "cpu:N (per worker), gpu:all or gpu:I,J,... (dealt out to the "
+               "workers; default: every GPU if there is one, else cpu:1)");
+  flags.String("replicas", &replicas, "older name of --devices");
   flags.Int("threads", &threads, "compute threads per worker", 1, 1024);
   flags.String("listen", &listen,
                "coordinator HOST:PORT (default 127.0.0.1:0)");
@@ -189,7 +192,10 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
     return absl::OkStatus();
   }
   if (job.empty()) return absl::InvalidArgumentError("--job=FILE is required");
-  RETURN_IF_ERROR(ParseReplicas(replicas).status());
+  ASSIGN_OR_RETURN(const Devices all_devices,
+                   ResolveDevices(devices, replicas));
+  ASSIGN_OR_RETURN(const std::vector<Devices> worker_devices,
+                   SplitDevices(all_devices, static_cast<int>(workers)));
   CoordinatorOptions o;
   ASSIGN_OR_RETURN(o.job, LoadJobSpec(job));
   if (!straggler.empty()) RETURN_IF_ERROR(ParseStraggler(straggler).status());
@@ -232,7 +238,7 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
     c.name = absl::StrCat("worker process ", i);
     std::vector<std::string> a = {
         "worker", absl::StrCat("--coordinator=", coordinator->address()),
-        absl::StrCat("--replicas=", replicas), "--quiet"};
+        absl::StrCat("--devices=", worker_devices[i].ToString()), "--quiet"};
     if (!data_dir.empty()) a.push_back(absl::StrCat("--data-dir=", data_dir));
     if (threads > 0) a.push_back(absl::StrCat("--threads=", threads));
     if (!straggler.empty())

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/devices.h"
 #include "cli/flags.h"
 #include "common/status_macros.h"
 #include "worker/spec.h"
@@ -22,30 +23,14 @@ struct TrainFlags {
   std::string data_dir;
   int64_t epochs = -1;
   int64_t max_steps = -1;
-  std::string replicas = "cpu:1";
+  std::string devices;
+  std::string replicas;  // the older name of --devices
   int64_t threads = 0;
   std::string report;
   bool quiet = false;
 };
 
 }  // namespace
-
-absl::StatusOr<int> ParseReplicas(const std::string& value) {
-  int n = 0;
-  if (value.rfind("cpu:", 0) == 0 && absl::SimpleAtoi(value.substr(4), &n) &&
-      n >= 1 && n <= 256) {
-    return n;
-  }
-  if (value.rfind("gpu", 0) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--replicas=", value,
-        ": GPU replicas are not supported by this build of cohort train; "
-        "use cpu:N"));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--replicas must look like cpu:N with N in [1, 256], got \"",
-                   value, "\""));
-}
 
 absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   TrainFlags f;
@@ -56,8 +41,10 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   flags.Int("epochs", &f.epochs, "epochs (overrides the spec)");
   flags.Int("max-steps", &f.max_steps,
             "stop after N steps (overrides the spec)");
-  flags.String("replicas", &f.replicas,
-               "local replicas, cpu:N (default cpu:1)");
+  flags.String("devices", &f.devices,
+               "cpu:N, gpu:all or gpu:I,J,... (default: every GPU if there "
+               "is one, else cpu:1)");
+  flags.String("replicas", &f.replicas, "older name of --devices");
   flags.Int("threads", &f.threads,
             "compute threads in all (default: one per replica)", 1, 1024);
   flags.String("report", &f.report, "write a JSON report to this file");
@@ -71,7 +58,9 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   if (f.job.empty()) {
     return absl::InvalidArgumentError("--job=FILE is required");
   }
-  ASSIGN_OR_RETURN(const int replicas, ParseReplicas(f.replicas));
+  ASSIGN_OR_RETURN(const Devices devices,
+                   ResolveDevices(f.devices, f.replicas));
+  const int replicas = devices.replicas();
   ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
 
   TrainOptions options;
@@ -79,14 +68,16 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   options.epochs = f.epochs;
   options.max_steps = f.max_steps;
   options.replicas = replicas;
+  options.gpus = devices.gpus;
   options.threads = f.threads > 0 ? static_cast<int>(f.threads) : replicas;
   options.quiet = f.quiet;
   options.live_progress = isatty(STDERR_FILENO);
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(spec, options));
   if (!options.quiet) {
-    std::fprintf(stderr, "cohort train: %s | replicas cpu:%d | threads %d\n",
-                 DescribeJobSpec(spec).c_str(), replicas, options.threads);
+    std::fprintf(stderr, "cohort train: %s | devices %s | threads %d\n",
+                 DescribeJobSpec(spec).c_str(), devices.ToString().c_str(),
+                 options.threads);
   }
   ASSIGN_OR_RETURN(TrainResult r, trainer->Run());
   std::printf(

@@ -13,9 +13,6 @@ namespace cohort {
 // when --help was asked for (and printed).
 absl::Status RunTrain(const std::vector<std::string>& args, bool* help);
 
-// "cpu:N" -> N.
-absl::StatusOr<int> ParseReplicas(const std::string& value);
-
 }  // namespace cohort
 
 #endif  // COHORT_CLI_TRAIN_COMMAND_H_

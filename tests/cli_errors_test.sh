@@ -41,8 +41,10 @@ expect_error 'unknown command "trian"' trian
 expect_error '--job=FILE is required' train
 expect_error 'unknown flag --epoch' train --job="$good" --epoch=3
 expect_error '--epochs must be an integer' train --job="$good" --epochs=x
-expect_error '--replicas must look like cpu:N' train --job="$good" --replicas=4
-expect_error '--replicas must look like cpu:N' train --job="$good" --replicas=cpu:0
+expect_error '--devices must be cpu:N' train --job="$good" --replicas=4
+expect_error '--devices must be cpu:N' train --job="$good" --devices=cpu:0
+expect_error 'no CUDA device' train --job="$good" --devices=gpu:all
+expect_error 'not both' train --job="$good" --devices=cpu:1 --replicas=cpu:2
 expect_error '--threads must be an integer' train --job="$good" --threads=0
 
 # Spec files.

@@ -387,6 +387,10 @@ absl::Status CheckCluster(const ClusterSpec& c, const Scope& s) {
                           s, c, "allreduce_algorithm",
                           "one of ring, ring_chunked, halving_doubling, bcube",
                           absl::StrCat("\"", a, "\"")));
+  const std::string& n = c.nccl_algorithm();
+  RETURN_IF_ERROR(Require(n.empty() || n == "flat" || n == "hierarchical", s, c,
+                          "nccl_algorithm", "flat or hierarchical",
+                          absl::StrCat("\"", n, "\"")));
   return absl::OkStatus();
 }
 
@@ -477,6 +481,7 @@ void FillClusterDefaults(ClusterSpec* c) {
     c->set_allreduce_algorithm("halving_doubling");
   }
   if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
+  if (c->nccl_algorithm().empty()) c->set_nccl_algorithm("flat");
 }
 
 void FillPsDefaults(PsSpec* p) {

@@ -408,6 +408,9 @@ TEST(ParseJobSpec, ChecksCluster) {
   EXPECT_EQ(ErrorOf(Valid("cluster { allreduce_algorithm: \"tree\" }")),
             "jobs/x.textproto:6:11: cluster.allreduce_algorithm must be one "
             "of ring, ring_chunked, halving_doubling, bcube, got \"tree\"");
+  EXPECT_EQ(ErrorOf(Valid("cluster { nccl_algorithm: \"ring\" }")),
+            "jobs/x.textproto:6:11: cluster.nccl_algorithm must be flat or "
+            "hierarchical, got \"ring\"");
 }
 
 TEST(ParseJobSpec, FillsClusterDefaults) {
@@ -421,6 +424,7 @@ TEST(ParseJobSpec, FillsClusterDefaults) {
   EXPECT_EQ(c.heartbeat_misses(), 3);
   EXPECT_EQ(c.bucket_bytes(), 25 << 20);
   EXPECT_EQ(c.allreduce_algorithm(), "halving_doubling");
+  EXPECT_EQ(c.nccl_algorithm(), "flat");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/data/sampler.h"
+#include "worker/gpu/gpu_trainer.h"
 #include "worker/gradient_sync.h"
 #include "worker/loss.h"
 #include "worker/optim/lr_schedule.h"
@@ -736,6 +737,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const JobSpec& spec, const TrainOptions& options) {
+  if (!options.gpus.empty()) return CreateGpuTrainer(spec, options);
   if (options.replicas < 1) {
     return absl::InvalidArgumentError("replicas must be at least 1");
   }

@@ -28,6 +28,7 @@
 namespace cohort {
 
 class Communicator;
+class NcclCommunicator;
 class WorkerProgress;
 
 // What a worker of a multi-worker job adds to local training. The trainer
@@ -38,7 +39,10 @@ struct DistributedContext {
   int world_size = 1;
   int replica_offset = 0;        // global index of this worker's first replica
   int total_replicas = 1;        // over all workers
-  Communicator* comm = nullptr;  // cross-worker all-reduce
+  Communicator* comm = nullptr;  // cross-worker all-reduce (CPU workers)
+  // GPU workers: communicators over every GPU of the job (see
+  // worker/comm/nccl_communicator.h); replaces `comm`.
+  NcclCommunicator* nccl = nullptr;
   int64_t bucket_bytes = 25 << 20;
   // The sampler seed of `epoch` (the coordinator's).
   std::function<absl::StatusOr<uint64_t>(int64_t epoch)> epoch_seed;
@@ -90,7 +94,10 @@ struct TrainOptions {
   int64_t epochs = -1;     // >= 0 overrides the spec
   int64_t max_steps = -1;  // >= 0 overrides the spec
   int replicas = 1;        // local CPU replicas
-  int threads = 1;         // compute threads in all (BLAS), >= replicas
+  // CUDA devices to train on, one replica each (worker/gpu/gpu_trainer.h);
+  // empty: CPU replicas.
+  std::vector<int> gpus;
+  int threads = 1;  // compute threads in all (BLAS), >= replicas
   // Progress: a live single line (terminal) or a log line every
   // `log_every_seconds` (otherwise). Nothing when quiet.
   bool live_progress = false;

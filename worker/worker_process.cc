@@ -15,6 +15,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
 #include "worker/coordinator_client.h"
+#include "worker/gpu/gpu_trainer.h"
 #include "worker/heartbeat.h"
 #include "worker/ps_client.h"
 #include "worker/trainer.h"
@@ -185,9 +186,52 @@ void LogPsTotals(const PsConnection& ps) {
                t.pull_seconds, static_cast<long long>(t.max_version_lag));
 }
 
+// GPU workers: NCCL over every GPU of the job, instead of Gloo.
+absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
+                         const JoinResponse& join, HeartbeatSender& heartbeat,
+                         TrainResult* result) {
+  const ClusterSpec& cluster = join.job().cluster();
+  GpuWorkerPlacement placement;
+  placement.rank = join.rank();
+  placement.world_size = join.world_size();
+  placement.replica_offset = join.replica_offset();
+  placement.total_replicas = join.total_replicas();
+  placement.gpus = o.gpus;
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<NcclCommunicator> nccl,
+      CreateWorkerNccl(client, absl::StrCat(join.kv_prefix(), "nccl/"),
+                       placement, cluster.nccl_algorithm(),
+                       absl::Milliseconds(cluster.collective_timeout_ms())));
+  DistributedContext dist;
+  dist.rank = join.rank();
+  dist.world_size = join.world_size();
+  dist.replica_offset = join.replica_offset();
+  dist.total_replicas = join.total_replicas();
+  dist.nccl = nccl.get();
+  dist.epoch_seed = [&client](int64_t epoch) {
+    return client.BeginEpoch(epoch);
+  };
+  dist.on_step = [&heartbeat](const WorkerProgress& p) {
+    heartbeat.Update(p);
+    return heartbeat.StopReason();
+  };
+  TrainOptions t;
+  t.data_dir = o.data_dir;
+  t.replicas = o.replicas;
+  t.gpus = o.gpus;
+  t.quiet = o.quiet || join.rank() != 0;
+  t.live_progress = o.live_progress;
+  t.distributed = &dist;
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                   Trainer::Create(join.job(), t));
+  ASSIGN_OR_RETURN(*result, trainer->Run());
+  return absl::OkStatus();
+}
+
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    const JoinResponse& join, const std::string& worker_id,
                    HeartbeatSender& heartbeat, TrainResult* result) {
+  if (!o.gpus.empty()) return TrainOnGpus(o, client, join, heartbeat, result);
   const ClusterSpec& cluster = join.job().cluster();
   KvGlooStore store(&client, join.kv_prefix(),
                     absl::Milliseconds(cluster.collective_timeout_ms()));

@@ -4,6 +4,7 @@
 #define COHORT_WORKER_WORKER_PROCESS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -12,9 +13,12 @@ namespace cohort {
 
 struct WorkerOptions {
   std::string coordinator;  // HOST:PORT
-  int replicas = 1;         // local CPU replicas
-  int threads = 0;          // 0: one per replica
-  std::string data_dir;     // overrides the spec's
+  int replicas = 1;         // local replicas (CPU replicas or GPUs)
+  // CUDA devices, one replica each; empty: CPU replicas. GPU workers
+  // all-reduce with NCCL across every GPU of the job.
+  std::vector<int> gpus;
+  int threads = 0;       // 0: one per replica
+  std::string data_dir;  // overrides the spec's
   // The address peers reach this worker's collectives on. Empty: 127.0.0.1
   // when the coordinator is on loopback, else this machine's host name.
   std::string host;

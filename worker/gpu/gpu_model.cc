@@ -102,7 +102,16 @@ absl::StatusOr<const float*> GpuModel::Forward(const float* input, int64_t n,
         layers_[i]->Forward(*context_, x, acts_[i].data(), n, mode));
     x = acts_[i].data();
   }
+  output_ = x;
   return x;
+}
+
+std::vector<std::pair<float*, int64_t>> GpuModel::buffers() const {
+  std::vector<std::pair<float*, int64_t>> all;
+  for (const auto& layer : layers_) {
+    for (auto b : layer->Buffers()) all.push_back(b);
+  }
+  return all;
 }
 
 absl::Status GpuModel::Backward(const float* grad_output,

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,12 @@ class GpuModel {
   absl::Status Backward(const float* grad_output,
                         const std::function<void(int64_t)>& ready = nullptr);
 
+  // The last Forward's output.
+  const float* output() const { return output_; }
+  // Every layer's running statistics (BatchNorm), in the CPU model's
+  // Buffers() order: device pointer and element count.
+  std::vector<std::pair<float*, int64_t>> buffers() const;
+
   float* params() const { return params_.data(); }
   float* grads() const { return grads_.data(); }
   int64_t flat_size() const { return flat_size_; }
@@ -72,6 +79,7 @@ class GpuModel {
   std::vector<DeviceFloats> acts_;  // acts_[i]: output of layer i
   DeviceFloats grad_a_, grad_b_;    // ping-pong input gradients
   int64_t n_ = 0;
+  const float* output_ = nullptr;
 };
 
 }  // namespace cohort

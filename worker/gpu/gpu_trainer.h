@@ -1,0 +1,57 @@
+// Training on CUDA devices: one model replica per GPU of this process, data
+// parallel, with the same mathematics as the CPU trainer (each GPU reads
+// its own shard of every epoch through the distributed sampler, the
+// gradients are averaged over every GPU of the job with NCCL, and every GPU
+// applies the same optimizer step to its copy of the parameters).
+//
+// A single process (cohort train) all-reduces over its own GPUs; a worker
+// of a multi-worker job passes DistributedContext::nccl, whose
+// communicators span every GPU of every worker.
+//
+// This header needs no CUDA headers, so the CPU trainer can dispatch to it
+// in every build; without CUDA, CreateGpuTrainer says so.
+#ifndef COHORT_WORKER_GPU_GPU_TRAINER_H_
+#define COHORT_WORKER_GPU_GPU_TRAINER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/job.pb.h"
+#include "worker/trainer.h"
+
+namespace cohort {
+
+class KvClient;
+
+// For options.gpus (non-empty). FAILED_PRECONDITION when this build has no
+// CUDA, INVALID_ARGUMENT for a device that does not exist, UNIMPLEMENTED
+// for what the GPU engine does not do yet (parameter-server mode, MSE loss,
+// dropout).
+absl::StatusOr<std::unique_ptr<Trainer>> CreateGpuTrainer(
+    const JobSpec& spec, const TrainOptions& options);
+
+// Where a GPU worker's devices sit in its job.
+struct GpuWorkerPlacement {
+  int rank = 0;            // the worker's rank
+  int world_size = 1;      // workers
+  int replica_offset = 0;  // global rank of its first GPU
+  int total_replicas = 1;  // GPUs in the job
+  std::vector<int> gpus;   // its CUDA devices
+};
+
+// A GPU worker's NCCL communicators over every GPU of the job, bootstrapped
+// through `kv` (the coordinator's store, scoped to the generation) under
+// `key_prefix`; `algorithm` is "flat" or "hierarchical". The shared_ptr
+// carries its own deleter, so callers need no CUDA headers.
+// FAILED_PRECONDITION without CUDA.
+absl::StatusOr<std::shared_ptr<NcclCommunicator>> CreateWorkerNccl(
+    KvClient& kv, const std::string& key_prefix,
+    const GpuWorkerPlacement& placement, const std::string& algorithm,
+    absl::Duration timeout);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_GPU_GPU_TRAINER_H_
