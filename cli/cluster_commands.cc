@@ -31,6 +31,12 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   flags.Bool("serve-after-done", &serve_after_done,
              "keep answering status and metrics after the job ends, until "
              "cohort stop");
+  SecurityOptions security;
+  AddSecurityFlags(flags, &security);
+  std::string health_listen;
+  flags.String("health-listen", &health_listen,
+               "HOST:PORT of a second, plaintext server with only the health "
+               "service (for probes without the token or TLS)");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -43,6 +49,8 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   o.listen = listen;
   o.report_path = report;
   o.serve_after_done = serve_after_done;
+  o.security = security;
+  o.health_listen = health_listen;
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> c,
                    CoordinatorServer::Start(o));
   std::fprintf(stderr, "cohort coordinator: job \"%s\" serving on %s\n",
@@ -90,6 +98,7 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
             "(sleeping the rest): models workers on machines of their own "
             "when several share a few cores (default 0)",
             0, 3600000);
+  AddSecurityFlags(flags, &o.security);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -129,6 +138,36 @@ absl::StatusOr<Straggler> ParseStraggler(const std::string& value) {
   return s;
 }
 
+void AddSecurityFlags(FlagSet& flags, SecurityOptions* o) {
+  flags.String("token-file", &o->token_file,
+               "file holding the job token, a shared secret: servers refuse "
+               "calls without it (health checks excepted), clients send it");
+  flags.String("tls-cert", &o->tls_cert,
+               "PEM certificate: a server's own (turns TLS on); a client "
+               "presents it when a server asks (--tls-client-auth)");
+  flags.String("tls-key", &o->tls_key, "PEM private key of --tls-cert");
+  flags.String("tls-ca", &o->tls_ca,
+               "PEM CA certificate: clients accept only servers it signed "
+               "(turns TLS on); with --tls-client-auth, servers accept only "
+               "clients it signed");
+  flags.Bool("tls-client-auth", &o->tls_client_auth,
+             "servers require a client certificate signed by --tls-ca "
+             "(mutual TLS)");
+}
+
+std::vector<std::string> SecurityArgs(const SecurityOptions& o) {
+  std::vector<std::string> args;
+  auto add = [&](const char* flag, const std::string& value) {
+    if (!value.empty()) args.push_back(absl::StrCat("--", flag, "=", value));
+  };
+  add("token-file", o.token_file);
+  add("tls-cert", o.tls_cert);
+  add("tls-key", o.tls_key);
+  add("tls-ca", o.tls_ca);
+  if (o.tls_client_auth) args.push_back("--tls-client-auth");
+  return args;
+}
+
 absl::Status RunPsCommand(const std::vector<std::string>& args, bool* help) {
   ShardProcessOptions o;
   int64_t connect_timeout_s = 60;
@@ -145,6 +184,7 @@ absl::Status RunPsCommand(const std::vector<std::string>& args, bool* help) {
             "seconds to keep trying to reach the coordinator (default 60)", 1,
             86400);
   flags.Bool("quiet", &quiet, "no log lines");
+  AddSecurityFlags(flags, &o.security);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);

@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "cli/flags.h"
+#include "server/security.h"
 
 namespace cohort {
 
@@ -30,6 +32,12 @@ struct Straggler {
   double factor = 1.0;
 };
 absl::StatusOr<Straggler> ParseStraggler(const std::string& value);
+
+// --token-file, --tls-cert, --tls-key, --tls-ca and --tls-client-auth, the
+// same on every command, into *o (server/security.h).
+void AddSecurityFlags(FlagSet& flags, SecurityOptions* o);
+// Those flags as arguments, for a child process (cohort local).
+std::vector<std::string> SecurityArgs(const SecurityOptions& o);
 
 }  // namespace cohort
 

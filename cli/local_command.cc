@@ -185,6 +185,8 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
             "(sleeping the rest): models workers on machines of their own "
             "when they share this machine's cores (default 0)",
             0, 3600000);
+  SecurityOptions security;
+  AddSecurityFlags(flags, &security);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -211,6 +213,7 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
   o.job.mutable_cluster()->set_min_workers(static_cast<int>(workers));
   o.job.mutable_cluster()->set_max_workers(static_cast<int>(workers));
   o.listen = listen;
+  o.security = security;
   o.report_path = !report.empty()
                       ? report
                       : absl::StrCat("/tmp/cohort-local-", getpid(), ".json");
@@ -226,11 +229,11 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
   for (int64_t i = 0; i < shards; ++i) {
     Child c;
     c.name = absl::StrCat("shard process ", i);
-    ASSIGN_OR_RETURN(
-        c.pid,
-        Spawn(self_path,
-              {"ps", absl::StrCat("--coordinator=", coordinator->address()),
-               "--listen=127.0.0.1:0", "--quiet"}));
+    std::vector<std::string> a = {
+        "ps", absl::StrCat("--coordinator=", coordinator->address()),
+        "--listen=127.0.0.1:0", "--quiet"};
+    for (std::string& s : SecurityArgs(security)) a.push_back(std::move(s));
+    ASSIGN_OR_RETURN(c.pid, Spawn(self_path, a));
     children.push_back(c);
   }
   for (int64_t i = 0; i < workers; ++i) {
@@ -246,6 +249,7 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
     if (min_step_ms > 0) {
       a.push_back(absl::StrCat("--min-step-ms=", min_step_ms));
     }
+    for (std::string& s : SecurityArgs(security)) a.push_back(std::move(s));
     ASSIGN_OR_RETURN(c.pid, Spawn(self_path, a));
     children.push_back(c);
   }

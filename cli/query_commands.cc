@@ -17,6 +17,7 @@ struct QueryFlags {
   bool json = false;
   int64_t timeout_s = 10;
   std::string reason = "stopped by cohort stop";
+  SecurityOptions security;
 };
 
 // Parses the flags every query shares; false when only help was asked for.
@@ -32,6 +33,7 @@ absl::StatusOr<bool> ParseQuery(const std::string& command,
   } else {
     flags.Bool("json", &f->json, "print JSON instead of a table");
   }
+  AddSecurityFlags(flags, &f->security);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -103,7 +105,8 @@ absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
   QueryFlags f;
   ASSIGN_OR_RETURN(bool go, ParseQuery("status", args, &f, help));
   if (!go) return absl::OkStatus();
-  ASSIGN_OR_RETURN(auto client, CoordinatorClient::Create(f.coordinator));
+  ASSIGN_OR_RETURN(auto client,
+                   CoordinatorClient::Create(f.coordinator, f.security));
   ASSIGN_OR_RETURN(StatusResponse s,
                    client->GetStatus(absl::Seconds(f.timeout_s)));
   if (f.json) return PrintJson(s);
@@ -116,6 +119,9 @@ absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
       static_cast<long long>(s.epoch()), static_cast<long long>(s.step()),
       s.world_size(), s.uptime_s());
   PrintWorkers(s.workers());
+  for (const std::string& line : s.stragglers()) {
+    std::printf("straggler: %s\n", line.c_str());
+  }
   PrintShards(s.shards());
   return absl::OkStatus();
 }
@@ -124,7 +130,8 @@ absl::Status RunMetrics(const std::vector<std::string>& args, bool* help) {
   QueryFlags f;
   ASSIGN_OR_RETURN(bool go, ParseQuery("metrics", args, &f, help));
   if (!go) return absl::OkStatus();
-  ASSIGN_OR_RETURN(auto client, CoordinatorClient::Create(f.coordinator));
+  ASSIGN_OR_RETURN(auto client,
+                   CoordinatorClient::Create(f.coordinator, f.security));
   ASSIGN_OR_RETURN(MetricsResponse m,
                    client->GetMetrics(absl::Seconds(f.timeout_s)));
   if (f.json) return PrintJson(m);
@@ -150,7 +157,8 @@ absl::Status RunStop(const std::vector<std::string>& args, bool* help) {
   QueryFlags f;
   ASSIGN_OR_RETURN(bool go, ParseQuery("stop", args, &f, help));
   if (!go) return absl::OkStatus();
-  ASSIGN_OR_RETURN(auto client, CoordinatorClient::Create(f.coordinator));
+  ASSIGN_OR_RETURN(auto client,
+                   CoordinatorClient::Create(f.coordinator, f.security));
   RETURN_IF_ERROR(client->Stop(f.reason, absl::Seconds(f.timeout_s)));
   std::printf("stop requested\n");
   return absl::OkStatus();

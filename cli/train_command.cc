@@ -27,6 +27,7 @@ struct TrainFlags {
   std::string replicas;  // the older name of --devices
   int64_t threads = 0;
   std::string report;
+  std::string checkpoint_dir;
   bool quiet = false;
 };
 
@@ -48,6 +49,9 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   flags.Int("threads", &f.threads,
             "compute threads in all (default: one per replica)", 1, 1024);
   flags.String("report", &f.report, "write a JSON report to this file");
+  flags.String("checkpoint-dir", &f.checkpoint_dir,
+               "write checkpoints here and resume from the newest (overrides "
+               "the spec's checkpoint.dir)");
   flags.Bool("quiet", &f.quiet, "no progress output");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
@@ -71,6 +75,7 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   options.gpus = devices.gpus;
   options.threads = f.threads > 0 ? static_cast<int>(f.threads) : replicas;
   options.quiet = f.quiet;
+  options.checkpoint_dir = f.checkpoint_dir;
   options.live_progress = isatty(STDERR_FILENO);
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(spec, options));

@@ -38,28 +38,36 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 
 // The RPC boundary: checks fields, calls the tracker or its KV store, and
 // converts absl::Status to grpc::Status. Thread-safe (the tracker is).
+// Every method checks the job token first (server/security.h says why
+// there and not in an interceptor); the health service needs none.
 class CoordinatorServer::Service final : public Coordinator::Service {
  public:
-  explicit Service(JobTracker* tracker) : t_(tracker) {}
+  Service(JobTracker* tracker, TokenCheck token_check)
+      : t_(tracker), token_check_(std::move(token_check)) {}
 
   grpc::Status Join(grpc::ServerContext* context, const JoinRequest* request,
                     JoinResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(
         t_->Join(*request, [context] { return context->IsCancelled(); }),
         response);
   }
-  grpc::Status Heartbeat(grpc::ServerContext*, const HeartbeatRequest* request,
+  grpc::Status Heartbeat(grpc::ServerContext* context,
+                         const HeartbeatRequest* request,
                          HeartbeatResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(t_->Heartbeat(*request), response);
   }
-  grpc::Status KvSet(grpc::ServerContext*, const KvSetRequest* request,
+  grpc::Status KvSet(grpc::ServerContext* context, const KvSetRequest* request,
                      KvSetResponse*) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckKvSetRequest(*request); !s.ok()) return ToGrpc(s);
     return ToGrpc(
         t_->kv().Set(request->generation(), request->key(), request->value()));
   }
-  grpc::Status KvGet(grpc::ServerContext*, const KvGetRequest* request,
+  grpc::Status KvGet(grpc::ServerContext* context, const KvGetRequest* request,
                      KvGetResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckKvGetRequest(*request); !s.ok()) return ToGrpc(s);
     absl::StatusOr<std::optional<std::string>> value =
         t_->kv().Get(request->generation(), request->key());
@@ -70,6 +78,7 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   }
   grpc::Status KvWait(grpc::ServerContext* context,
                       const KvWaitRequest* request, KvWaitResponse*) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckKvWaitRequest(*request); !s.ok())
       return ToGrpc(s);
     const std::vector<std::string> keys(request->keys().begin(),
@@ -78,8 +87,9 @@ class CoordinatorServer::Service final : public Coordinator::Service {
                                 absl::Milliseconds(request->timeout_ms()),
                                 [context] { return context->IsCancelled(); }));
   }
-  grpc::Status KvAdd(grpc::ServerContext*, const KvAddRequest* request,
+  grpc::Status KvAdd(grpc::ServerContext* context, const KvAddRequest* request,
                      KvAddResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckKvAddRequest(*request); !s.ok()) return ToGrpc(s);
     absl::StatusOr<int64_t> value =
         t_->kv().Add(request->generation(), request->key(), request->delta());
@@ -87,45 +97,53 @@ class CoordinatorServer::Service final : public Coordinator::Service {
     response->set_value(*value);
     return grpc::Status::OK;
   }
-  grpc::Status BeginEpoch(grpc::ServerContext*,
+  grpc::Status BeginEpoch(grpc::ServerContext* context,
                           const BeginEpochRequest* request,
                           BeginEpochResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     absl::StatusOr<uint64_t> seed = t_->BeginEpoch(*request);
     if (!seed.ok()) return ToGrpc(seed.status());
     response->set_sampler_seed(*seed);
     return grpc::Status::OK;
   }
-  grpc::Status Finish(grpc::ServerContext*, const FinishRequest* request,
-                      FinishResponse*) override {
+  grpc::Status Finish(grpc::ServerContext* context,
+                      const FinishRequest* request, FinishResponse*) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return ToGrpc(t_->Finish(*request));
   }
-  grpc::Status GetStatus(grpc::ServerContext*, const StatusRequest*,
+  grpc::Status GetStatus(grpc::ServerContext* context, const StatusRequest*,
                          StatusResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     *response = t_->Status();
     return grpc::Status::OK;
   }
-  grpc::Status GetMetrics(grpc::ServerContext*, const MetricsRequest*,
+  grpc::Status GetMetrics(grpc::ServerContext* context, const MetricsRequest*,
                           MetricsResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     *response = t_->Metrics();
     return grpc::Status::OK;
   }
-  grpc::Status RegisterShard(grpc::ServerContext*,
+  grpc::Status RegisterShard(grpc::ServerContext* context,
                              const RegisterShardRequest* request,
                              RegisterShardResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(t_->RegisterShard(*request), response);
   }
-  grpc::Status ShardHeartbeat(grpc::ServerContext*,
+  grpc::Status ShardHeartbeat(grpc::ServerContext* context,
                               const ShardHeartbeatRequest* request,
                               ShardHeartbeatResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(t_->ShardHeartbeat(*request), response);
   }
-  grpc::Status PlanPartitions(grpc::ServerContext*,
+  grpc::Status PlanPartitions(grpc::ServerContext* context,
                               const PlanPartitionsRequest* request,
                               PlanPartitionsResponse* response) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(t_->PlanPartitions(*request), response);
   }
-  grpc::Status Stop(grpc::ServerContext*, const StopRequest* request,
+  grpc::Status Stop(grpc::ServerContext* context, const StopRequest* request,
                     StopResponse*) override {
+    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckStopRequest(*request); !s.ok()) return ToGrpc(s);
     t_->Stop(request->reason());
     return grpc::Status::OK;
@@ -133,6 +151,7 @@ class CoordinatorServer::Service final : public Coordinator::Service {
 
  private:
   JobTracker* const t_;
+  const TokenCheck token_check_;
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
@@ -143,27 +162,40 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   ASSIGN_OR_RETURN(const ListenAddress where,
                    ParseListenAddress(options.listen));
   RETURN_IF_ERROR(ProbeListen(where));
-  std::unique_ptr<CoordinatorServer> server(
-      new CoordinatorServer(std::move(options), where.host));
-  RETURN_IF_ERROR(server->Serve());
+  if (!options.health_listen.empty()) {
+    ASSIGN_OR_RETURN(const ListenAddress health,
+                     ParseListenAddress(options.health_listen));
+    RETURN_IF_ERROR(ProbeListen(health));
+  }
+  ASSIGN_OR_RETURN(TokenCheck token_check,
+                   TokenCheck::FromOptions(options.security));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   ServerCredentials(options.security));
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(
+      std::move(options), where.host, std::move(token_check)));
+  RETURN_IF_ERROR(server->Serve(std::move(credentials)));
+  if (!server->options_.health_listen.empty()) {
+    RETURN_IF_ERROR(server->ServeHealth());
+  }
   return server;
 }
 
 CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
-                                     std::string host)
+                                     std::string host, TokenCheck token_check)
     : options_(std::move(options)),
       host_(std::move(host)),
       tracker_(std::make_unique<JobTracker>(options_.job)),
-      service_(std::make_unique<Service>(tracker_.get())) {}
+      service_(
+          std::make_unique<Service>(tracker_.get(), std::move(token_check))) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
-absl::Status CoordinatorServer::Serve() {
+absl::Status CoordinatorServer::Serve(
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(),
-                           &port_);
+  builder.AddListeningPort(options_.listen, std::move(credentials), &port_);
   builder.RegisterService(service_.get());
   // A KV value may be 64 MiB; gRPC's default limit is 4 MiB.
   builder.SetMaxReceiveMessageSize(kMaxValueBytes + (1 << 20));
@@ -184,7 +216,30 @@ absl::Status CoordinatorServer::Serve() {
   const ClusterSpec& c = options_.job.cluster();
   LOG(INFO) << "coordinator of job " << options_.job.name() << " listening on "
             << address() << " (" << c.min_workers() << ".." << c.max_workers()
-            << " workers)";
+            << " workers; " << SecuritySummary(options_.security) << ")";
+  return absl::OkStatus();
+}
+
+// The health service alone (gRPC adds it to every server once enabled, as
+// it adds reflection), in plaintext and without the token.
+absl::Status CoordinatorServer::ServeHealth() {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.health_listen,
+                           grpc::InsecureServerCredentials(), &health_port_);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  health_server_ = builder.BuildAndStart();
+  if (health_server_ == nullptr || health_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.health_listen,
+                     " (--health-listen): gRPC could not start a server "
+                     "there"));
+  }
+  grpc::HealthCheckServiceInterface* health =
+      health_server_->GetHealthCheckService();
+  health->SetServingStatus(Coordinator::service_full_name(), true);
+  health->SetServingStatus(true);
+  LOG(INFO) << "health service also on " << options_.health_listen
+            << " (plaintext, port " << health_port_ << ")";
   return absl::OkStatus();
 }
 
@@ -216,11 +271,19 @@ void CoordinatorServer::Shutdown() {
     shut_down_ = true;
   }
   if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
+  if (health_server_) {
+    health_server_->GetHealthCheckService()->SetServingStatus(false);
+  }
   tracker_->Shutdown();  // blocked Join/KvWait calls return now
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(1));
     server_->Wait();
+  }
+  if (health_server_) {
+    health_server_->Shutdown(std::chrono::system_clock::now() +
+                             std::chrono::seconds(1));
+    health_server_->Wait();
   }
 }
 

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
+#include "server/security.h"
 
 namespace grpc {
 class Server;
@@ -43,14 +44,21 @@ struct CoordinatorOptions {
   std::string report_path;
   // Keep answering (status, metrics) after the job ends, until Stop.
   bool serve_after_done = false;
+  // Job token and TLS (server/security.h): every method but the health
+  // service's needs the token when security.token_file is set.
+  SecurityOptions security;
+  // HOST:PORT of a second, plaintext server with only the health service
+  // (and reflection), for probes that cannot speak TLS or carry the token
+  // (e.g. a kubelet). Empty: none.
+  std::string health_listen;
 };
 
 class CoordinatorServer {
  public:
-  // Binds and starts serving. A bad cluster field or listen address is
-  // INVALID_ARGUMENT; an address that cannot be bound fails at once with
-  // UNAVAILABLE "cannot listen on HOST:PORT: address already in use" (or
-  // the reason the system gave).
+  // Binds and starts serving. A bad cluster field or listen address, or an
+  // unreadable token or TLS file, is INVALID_ARGUMENT; an address that
+  // cannot be bound fails at once with UNAVAILABLE "cannot listen on
+  // HOST:PORT: address already in use" (or the reason the system gave).
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       CoordinatorOptions options);
   ~CoordinatorServer();  // Shutdown
@@ -59,6 +67,8 @@ class CoordinatorServer {
 
   int port() const { return port_; }
   std::string address() const;  // HOST:PORT with the bound port
+  // The health-only server's bound port; 0 without health_listen.
+  int health_port() const { return health_port_; }
 
   // Blocks until the job ends (SUCCEEDED, FAILED or STOPPED) and its
   // surviving workers have heard so (at most two heartbeat intervals plus a
@@ -78,8 +88,10 @@ class CoordinatorServer {
 
  private:
   class Service;
-  CoordinatorServer(CoordinatorOptions options, std::string host);
-  absl::Status Serve();
+  CoordinatorServer(CoordinatorOptions options, std::string host,
+                    TokenCheck token_check);
+  absl::Status Serve(std::shared_ptr<grpc::ServerCredentials> credentials);
+  absl::Status ServeHealth();
   void WriteReportOnce();
 
   const CoordinatorOptions options_;
@@ -88,6 +100,8 @@ class CoordinatorServer {
   std::unique_ptr<JobTracker> tracker_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
+  int health_port_ = 0;
+  std::unique_ptr<grpc::Server> health_server_;  // health_listen's
 
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -93,6 +93,76 @@ TEST(Heartbeat, BeatingWorkersKeepTheJobRunningAndReportProgress) {
   EXPECT_DOUBLE_EQ(m.samples_per_s(), 109);
 }
 
+// Worker `rank` reports step `step` with `busy` seconds of its own work
+// per step (and waiting on top, which must not count).
+void Beat(Coordinator::Stub& stub, int rank, int64_t step, double busy) {
+  grpc::ClientContext context;
+  HeartbeatRequest r;
+  r.set_generation(1);
+  r.set_worker_id(absl::StrCat("w", rank));
+  r.set_rank(rank);
+  r.mutable_progress()->set_step(step);
+  StepTimes* t = r.mutable_progress()->mutable_times();
+  t->set_data_s(busy * 0.1);
+  t->set_compute_s(busy * 0.8);
+  t->set_optimizer_s(busy * 0.1);
+  t->set_comm_wait_s(0.5);
+  HeartbeatResponse response;
+  ASSERT_TRUE(stub.Heartbeat(&context, r, &response).ok());
+}
+
+TEST(Stragglers, ThreeTimesSlowerFor20StepsIsFlaggedAndClearedWhenItRecovers) {
+  auto server = testing::StartCoordinator(Workers(4));
+  auto stub = testing::NewStub(server->address());
+  testing::JoinAll(*stub, 4);
+  // Rank 3 is 3x slower, rank 2 1.4x (below the 1.5x bar); 5 steps a beat.
+  const double busy[] = {0.010, 0.011, 0.014, 0.030};
+  for (int beat = 1; beat <= 5; ++beat) {
+    for (int rank = 0; rank < 4; ++rank)
+      Beat(*stub, rank, 5 * beat, busy[rank]);
+    const StatusResponse s = testing::GetStatus(*stub);
+    // 5 slow steps a beat: the 20th comes with the 4th beat.
+    EXPECT_EQ(s.workers(3).straggler(), beat >= 4) << "beat " << beat;
+    EXPECT_FALSE(s.workers(2).straggler());
+  }
+  StatusResponse s = testing::GetStatus(*stub);
+  EXPECT_NEAR(s.workers(3).busy_vs_median(), 0.030 / 0.011, 1e-9);
+  EXPECT_NEAR(s.workers(3).step_busy_s(), 0.030, 1e-9);
+  ASSERT_EQ(s.stragglers_size(), 1);
+  EXPECT_EQ(s.stragglers(0), "rank 3 on host-w3: 2.7x the median step");
+  grpc::ClientContext context;
+  MetricsResponse m;
+  ASSERT_TRUE(stub->GetMetrics(&context, MetricsRequest(), &m).ok());
+  EXPECT_EQ(m.stragglers_size(), 1);
+  EXPECT_TRUE(m.workers(3).straggler());
+  // Back to normal speed: no longer flagged.
+  for (int rank = 0; rank < 4; ++rank) Beat(*stub, rank, 30, 0.010);
+  s = testing::GetStatus(*stub);
+  EXPECT_FALSE(s.workers(3).straggler());
+  EXPECT_EQ(s.stragglers_size(), 0);
+}
+
+TEST(Join, AFloodOfJoinsIsRateLimitedWithUnavailable) {
+  auto server = testing::StartCoordinator(Workers(2));
+  auto stub = testing::NewStub(server->address());
+  testing::JoinAll(*stub, 2);
+  int full = 0, limited = 0;
+  for (int i = 0; i < 100; ++i) {
+    const auto r =
+        testing::Join(*stub, testing::MakeJoin(absl::StrCat("x", i)));
+    if (r.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) ++full;
+    if (r.status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      ++limited;
+      EXPECT_TRUE(Contains(r.status.error_message(), "too many join attempts"))
+          << r.status.error_message();
+    }
+  }
+  // 64 tokens less the 2 real joins, plus what refills meanwhile.
+  EXPECT_GE(full, 60);
+  EXPECT_GE(limited, 20);
+  EXPECT_EQ(full + limited, 100);
+}
+
 TEST(Heartbeat, FinishedWorkersAreNoLongerWatched) {
   ClusterSpec c = Workers(2);
   c.set_heartbeat_interval_ms(50);

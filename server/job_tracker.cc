@@ -58,6 +58,7 @@ absl::StatusOr<JoinResponse> JobTracker::Join(
     const JoinRequest& request, const std::function<bool()>& cancelled) {
   RETURN_IF_ERROR(CheckJoinRequest(request));
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(TakeJoinToken());
   auto known = rank_of_.find(request.worker_id());
   if (known != rank_of_.end()) {
     // A retried Join whose first answer was lost: same place again.
@@ -398,12 +399,88 @@ absl::StatusOr<HeartbeatResponse> JobTracker::Heartbeat(
                               request.worker_id(), request.rank()));
   m->last_seen = Clock::now();
   m->progress = request.progress();
+  UpdateStraggler(*m);
   HeartbeatResponse response;
   response.set_state(state_);
   response.set_stop(state_ == FAILED || state_ == STOPPED);
   response.set_reason(reason_);
   if (IsTerminal(state_)) m->knows_end = true;
   return response;
+}
+
+namespace {
+
+// Joins: a burst of kJoinBurst, then kJoinsPerSecond. A flood of joins (a
+// crash-looping pod, a scan) is answered at once with UNAVAILABLE, which
+// well-behaved workers retry with backoff, instead of piling up blocked
+// calls.
+constexpr double kJoinBurst = 64;
+constexpr double kJoinsPerSecond = 32;
+
+// A worker slower than this many times the others' median step ...
+constexpr double kStragglerRatio = 1.5;
+// ... for this many consecutive steps is a straggler.
+constexpr int64_t kStragglerSteps = 20;
+
+double BusySeconds(const WorkerProgress& p) {
+  const StepTimes& t = p.times();
+  return t.data_s() + t.compute_s() + t.optimizer_s();
+}
+
+}  // namespace
+
+// Waiting for peers is left out of the step time: in a synchronous job
+// everyone's wall time per step is the straggler's, and only the time a
+// worker spends on its own work tells who holds the others up.
+void JobTracker::UpdateStraggler(Member& m) {
+  m.busy_s = BusySeconds(m.progress);
+  const int64_t steps = std::max<int64_t>(0, m.progress.step() - m.last_step);
+  m.last_step = std::max(m.last_step, m.progress.step());
+  std::vector<double> others;
+  for (const Member& o : members_) {
+    if (&o != &m && !o.finished && o.busy_s > 0) others.push_back(o.busy_s);
+  }
+  if (others.empty() || m.busy_s <= 0) {
+    m.busy_vs_median = 0;
+    return;
+  }
+  std::sort(others.begin(), others.end());
+  const size_t k = others.size();
+  const double median =
+      k % 2 == 1 ? others[k / 2] : (others[k / 2 - 1] + others[k / 2]) / 2;
+  m.busy_vs_median = median > 0 ? m.busy_s / median : 0;
+  m.slow_steps = m.busy_vs_median > kStragglerRatio ? m.slow_steps + steps : 0;
+  m.straggler = m.slow_steps >= kStragglerSteps;
+}
+
+absl::Status JobTracker::TakeJoinToken() {
+  const Clock::time_point now = Clock::now();
+  if (join_tokens_refilled_ == Clock::time_point()) {
+    join_tokens_ = kJoinBurst;
+  } else {
+    const double elapsed =
+        std::chrono::duration<double>(now - join_tokens_refilled_).count();
+    join_tokens_ =
+        std::min(kJoinBurst, join_tokens_ + elapsed * kJoinsPerSecond);
+  }
+  join_tokens_refilled_ = now;
+  if (join_tokens_ < 1) {
+    return absl::UnavailableError(
+        absl::StrCat("too many join attempts (more than ", kJoinsPerSecond,
+                     " a second); retry later"));
+  }
+  join_tokens_ -= 1;
+  return absl::OkStatus();
+}
+
+std::vector<std::string> JobTracker::Stragglers() const {
+  std::vector<std::string> out;
+  for (const Member& m : members_) {
+    if (!m.straggler) continue;
+    out.push_back(absl::StrFormat("rank %d on %s: %.1fx the median step",
+                                  m.rank, m.request.host(), m.busy_vs_median));
+  }
+  return out;
 }
 
 absl::StatusOr<uint64_t> JobTracker::BeginEpoch(

@@ -110,6 +110,12 @@ class JobTracker {
     bool finished = false;
     std::optional<WorkerResult> result;
     bool knows_end = false;  // no need to wait for it to learn the end
+    // Straggler detection (UpdateStraggler).
+    int64_t last_step = 0;
+    int64_t slow_steps = 0;  // consecutive steps above the threshold
+    double busy_s = 0;       // own time per step, last window
+    double busy_vs_median = 0;
+    bool straggler = false;
   };
 
   // A registered parameter-server shard.
@@ -158,6 +164,13 @@ class JobTracker {
   void End(JobState state, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckHeartbeats() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After `m`'s heartbeat: compares its own step time with the median of
+  // the other live workers' and counts the steps it stays above
+  // kStragglerRatio; kStragglerSteps of them make it a straggler.
+  void UpdateStraggler(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rate limit for Join (a token bucket); UNAVAILABLE when empty.
+  absl::Status TakeJoinToken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<std::string> Stragglers() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void WatchdogLoop();
   bool AllKnowEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   WorkerStatus Describe(const Member& m, Clock::time_point now) const
@@ -170,6 +183,8 @@ class JobTracker {
 
   mutable absl::Mutex mu_;
   JobState state_ ABSL_GUARDED_BY(mu_) = FORMING;
+  double join_tokens_ ABSL_GUARDED_BY(mu_) = 0;
+  Clock::time_point join_tokens_refilled_ ABSL_GUARDED_BY(mu_);
   std::string reason_ ABSL_GUARDED_BY(mu_);
   Clock::time_point ended_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

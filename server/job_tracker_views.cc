@@ -24,6 +24,9 @@ WorkerStatus JobTracker::Describe(const Member& m,
   w.set_heartbeat_age_s(Seconds(now - m.last_seen));
   *w.mutable_progress() = m.progress;
   w.set_finished(m.finished);
+  w.set_step_busy_s(m.busy_s);
+  w.set_busy_vs_median(m.busy_vs_median);
+  w.set_straggler(m.straggler);
   return w;
 }
 
@@ -81,6 +84,7 @@ StatusResponse JobTracker::Status() const {
     *s.add_shards() = DescribeShard(i, now);
   }
   for (const Partition& p : plan_) *s.add_partitions() = p;
+  for (const std::string& line : Stragglers()) s.add_stragglers(line);
   return s;
 }
 
@@ -93,6 +97,7 @@ MetricsResponse JobTracker::Metrics() const {
     *m.add_workers() = std::move(w);
   }
   m.set_samples_per_s(samples_per_s);
+  for (const std::string& line : Stragglers()) m.add_stragglers(line);
   const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < shards_.size(); ++i) {
     *m.add_shards() = DescribeShard(i, now);

@@ -34,33 +34,41 @@ bool ValidAddress(const std::string& a) {
 
 }  // namespace
 
-CoordinatorClient::CoordinatorClient(std::string address)
-    : address_(std::move(address)) {
+CoordinatorClient::CoordinatorClient(std::string address,
+                                     const SecurityOptions& security,
+                                     std::shared_ptr<grpc::Channel> channel)
+    : address_(std::move(address)),
+      security_(security),
+      channel_(std::move(channel)),
+      stub_(Coordinator::NewStub(channel_)) {}
+
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
+    const std::string& address, const SecurityOptions& security) {
+  if (!ValidAddress(address)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "coordinator address must be HOST:PORT, got \"", address, "\""));
+  }
   grpc::ChannelArguments args;
   // Reconnect promptly while Join retries; gRPC's default backoff grows to
   // two minutes.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 128 << 20);
-  channel_ = grpc::CreateCustomChannel(
-      address_, grpc::InsecureChannelCredentials(), args);
-  stub_ = Coordinator::NewStub(channel_);
-}
-
-absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
-    const std::string& address) {
-  if (!ValidAddress(address)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "coordinator address must be HOST:PORT, got \"", address, "\""));
-  }
-  return std::unique_ptr<CoordinatorClient>(new CoordinatorClient(address));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      CreateChannel(address, security, args);
+  if (!channel.ok()) return channel.status();
+  return std::unique_ptr<CoordinatorClient>(
+      new CoordinatorClient(address, security, *std::move(channel)));
 }
 
 absl::Status CoordinatorClient::FromGrpc(const grpc::Status& s,
                                          const char* what) const {
   if (s.ok()) return absl::OkStatus();
+  const std::string hint = s.error_code() == grpc::StatusCode::UNAVAILABLE
+                               ? TlsHint(security_, s.error_message())
+                               : "";
   return absl::Status(ToAbsl(s.error_code()),
                       absl::StrCat(what, " at coordinator ", address_, ": ",
-                                   s.error_message()));
+                                   s.error_message(), hint));
 }
 
 template <typename Call>
@@ -73,13 +81,19 @@ absl::Status CoordinatorClient::RetryWhileUnavailable(
     ++attempts;
     grpc::Status s = call();
     if (s.ok()) return absl::OkStatus();
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        absl::Now() + backoff > give_up) {
-      if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    const bool unavailable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
+    if (unavailable && IsTlsHandshakeFailure(s.error_message())) {
+      // A certificate nobody vouches for stays so: no point retrying.
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach the coordinator at ", address_, ": ", s.error_message(),
+          TlsHint(security_, s.error_message())));
+    }
+    if (!unavailable || absl::Now() + backoff > give_up) {
+      if (unavailable) {
         return absl::UnavailableError(absl::StrCat(
             "cannot reach the coordinator at ", address_, " after ", attempts,
             " attempts in ", absl::FormatDuration(connect_timeout), ": ",
-            s.error_message()));
+            s.error_message(), TlsHint(security_, s.error_message())));
       }
       return FromGrpc(s, what);
     }

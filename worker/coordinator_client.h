@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/security.h"
 #include "worker/comm/kv_client.h"
 
 namespace cohort {
@@ -26,9 +27,10 @@ namespace cohort {
 class CoordinatorClient : public KvClient {
  public:
   // Does not connect yet (gRPC connects lazily). InvalidArgument for an
-  // address that is not HOST:PORT.
+  // address that is not HOST:PORT, or an unreadable token or TLS file.
+  // `security`: the job token to send and TLS (server/security.h).
   static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Create(
-      const std::string& address);
+      const std::string& address, const SecurityOptions& security = {});
 
   const std::string& address() const { return address_; }
 
@@ -67,7 +69,8 @@ class CoordinatorClient : public KvClient {
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override;
 
  private:
-  explicit CoordinatorClient(std::string address);
+  CoordinatorClient(std::string address, const SecurityOptions& security,
+                    std::shared_ptr<grpc::Channel> channel);
   absl::Status FromGrpc(const grpc::Status& s, const char* what) const;
   // Runs `call` (returning grpc::Status) until it succeeds, fails with
   // anything but UNAVAILABLE, or `connect_timeout` has passed.
@@ -76,6 +79,7 @@ class CoordinatorClient : public KvClient {
                                      const char* what, const Call& call);
 
   const std::string address_;
+  const SecurityOptions security_;  // file names only, for error hints
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Coordinator::Stub> stub_;
   // Set by Join.

@@ -32,6 +32,7 @@ std::chrono::system_clock::time_point ToChrono(absl::Time t) {
 struct PsClient::Shard {
   int index = 0;
   std::string address;
+  const SecurityOptions* security = nullptr;  // for TLS hints
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<ParameterServer::Stub> stub;
   std::vector<Partition> partitions;
@@ -43,9 +44,13 @@ struct PsClient::Shard {
 
   absl::Status Error(const char* op, absl::StatusCode code,
                      absl::string_view message) const {
+    const std::string hint = code == absl::StatusCode::kUnavailable
+                                 ? TlsHint(*security, message)
+                                 : "";
     return absl::Status(
-        code, absl::StrCat(op, " shard ", index, " at ", address, ": ",
-                           absl::StatusCodeToString(code), ": ", message));
+        code,
+        absl::StrCat(op, " shard ", index, " at ", address, ": ",
+                     absl::StatusCodeToString(code), ": ", message, hint));
   }
   absl::Status Error(const char* op, const grpc::Status& s) const {
     return Error(op, static_cast<absl::StatusCode>(s.error_code()),
@@ -56,7 +61,8 @@ struct PsClient::Shard {
 namespace {
 
 // Runs `attempt(deadline)` (returning grpc::Status) until it succeeds, fails
-// with anything but UNAVAILABLE, or the deadline is near.
+// with anything but UNAVAILABLE (or a failed TLS handshake, which would
+// fail again), or the deadline is near.
 // `retry_until` (default: the deadline) bounds the retries alone.
 template <typename Attempt>
 grpc::Status RetryUnavailable(absl::Time deadline, const Attempt& attempt,
@@ -66,6 +72,7 @@ grpc::Status RetryUnavailable(absl::Time deadline, const Attempt& attempt,
   while (true) {
     grpc::Status s = attempt(deadline);
     if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        IsTlsHandshakeFailure(s.error_message()) ||
         absl::Now() + backoff >= retry_until) {
       return s;
     }
@@ -162,11 +169,14 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     auto s = std::make_unique<Shard>();
     s->index = i;
     s->address = options.shard_addresses[i];
+    s->security = &c->options_.security;
     // A channel per shard, and a distinct one per client, so that each
     // shard's stream has its own connection.
     args.SetInt("cohort.ps_shard", i);
-    s->channel = grpc::CreateCustomChannel(
-        s->address, grpc::InsecureChannelCredentials(), args);
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        CreateChannel(s->address, options.security, args);
+    if (!channel.ok()) return channel.status();
+    s->channel = *std::move(channel);
     s->stub = ParameterServer::NewStub(s->channel);
     c->shards_.push_back(std::move(s));
   }

@@ -34,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
+#include "server/security.h"
 
 namespace cohort {
 
@@ -43,6 +44,8 @@ struct PsClientOptions {
   std::string worker_id;
   int rank = 0;
   absl::Duration rpc_timeout = absl::Seconds(30);
+  // The job token to send and TLS (server/security.h).
+  SecurityOptions security;
 };
 
 // What a push carries besides the gradient.
@@ -60,8 +63,8 @@ struct PsPush {
 
 class PsClient {
  public:
-  // INVALID_ARGUMENT for no shards or a partition naming a shard that does
-  // not exist. Does not connect yet.
+  // INVALID_ARGUMENT for no shards, a partition naming a shard that does
+  // not exist, or an unreadable token or TLS file. Does not connect yet.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(
       const PsClientOptions& options);
   ~PsClient();

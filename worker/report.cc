@@ -31,6 +31,7 @@ std::string ReportJson(const TrainResult& r) {
   absl::StrAppend(&s, "  \"test_accuracy\": ", JsonOptional(r.test_accuracy),
                   ",\n");
   absl::StrAppend(&s, "  \"test_loss\": ", JsonOptional(r.test_loss), ",\n");
+  absl::StrAppend(&s, "  \"skipped_steps\": ", r.skipped_steps, ",\n");
   s += "  \"epoch_results\": [";
   for (size_t i = 0; i < r.epoch_results.size(); ++i) {
     const EpochResult& e = r.epoch_results[i];

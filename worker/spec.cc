@@ -15,7 +15,9 @@
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
 
 namespace cohort {
@@ -410,6 +412,17 @@ absl::Status CheckPs(const PsSpec& p, const Scope& s) {
   return NonNegative(s, p, "rpc_timeout_ms", p.rpc_timeout_ms());
 }
 
+absl::Status CheckCheckpoint(const CheckpointSpec& c, const Scope& s) {
+  RETURN_IF_ERROR(NonNegative(s, c, "every_steps", c.every_steps()));
+  RETURN_IF_ERROR(Require(c.every_seconds() >= 0 && c.every_seconds() < 1e9, s,
+                          c, "every_seconds", "in [0, 1e9)",
+                          c.every_seconds()));
+  RETURN_IF_ERROR(NonNegative(s, c, "keep", c.keep()));
+  return Require(
+      c.dir().empty() || c.every_steps() > 0 || c.every_seconds() > 0, s, c,
+      "every_steps", "> 0 (or every_seconds > 0) with a dir", c.every_steps());
+}
+
 absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckScalars(j, s));
   RETURN_IF_ERROR(Positive(s, j, "batch_size", j.batch_size()));
@@ -421,6 +434,8 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
                                 s.Nested(j, "lr_schedule", -1)));
   RETURN_IF_ERROR(CheckCluster(j.cluster(), s.Nested(j, "cluster", -1)));
   RETURN_IF_ERROR(CheckPs(j.ps(), s.Nested(j, "ps", -1)));
+  RETURN_IF_ERROR(
+      CheckCheckpoint(j.checkpoint(), s.Nested(j, "checkpoint", -1)));
   Scope e = s.Nested(j, "eval", -1);
   RETURN_IF_ERROR(
       NonNegative(e, j.eval(), "every_steps", j.eval().every_steps()));
@@ -493,6 +508,7 @@ void FillPsDefaults(PsSpec* p) {
 
 void FillDefaults(JobSpec* j) {
   FillClusterDefaults(j->mutable_cluster());
+  if (j->checkpoint().keep() == 0) j->mutable_checkpoint()->set_keep(3);
   FillPsDefaults(j->mutable_ps());
   if (j->name().empty()) j->set_name("job");
   for (LayerSpec& l : *j->mutable_model()->mutable_layers()) {
@@ -599,6 +615,34 @@ std::string DescribeJobSpec(const JobSpec& j) {
       "job \"", j.name(), "\": model ", DescribeModel(j.model()), ", data ",
       DescribeData(j.data()), ", batch ", j.batch_size(), ", ", stop, ", ",
       DescribeOptimizer(j.optimizer(), j.lr_schedule()));
+}
+
+uint64_t TrainingHash(const JobSpec& spec) {
+  JobSpec math = spec;
+  math.clear_name();
+  math.clear_epochs();
+  math.clear_max_steps();
+  math.clear_eval();
+  math.clear_cluster();
+  math.clear_checkpoint();
+  math.mutable_data()->clear_dir();
+  math.mutable_data()->clear_loader_threads();
+  math.mutable_data()->clear_prefetch();
+  math.mutable_ps()->clear_shards();
+  math.mutable_ps()->clear_rpc_timeout_ms();
+  std::string bytes;
+  google::protobuf::io::StringOutputStream out(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&out);
+  coded.SetSerializationDeterministic(true);
+  math.SerializeToCodedStream(&coded);
+  coded.Trim();
+  // FNV-1a: stable across builds and platforms, unlike std::hash.
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
 }
 
 }  // namespace cohort

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/checkpoint.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
@@ -25,6 +27,7 @@
 #include "worker/optim/optimizer.h"
 #include "worker/progress.h"
 #include "worker/replica_pool.h"
+#include "worker/spec.h"
 #include "worker/zoo.h"
 
 namespace cohort {
@@ -94,7 +97,13 @@ class LocalTrainer : public Trainer {
   void ChunkStep(int r, int64_t chunk);
   void ForwardBackward(int r, absl::Time start, absl::Time data_ready);
   void ReduceLocal(int r);
-  void ReduceAndStep(int r, double lr, bool reduce_local);
+  // Replica r's slice: the local mean (when `reduce_local`), and whether
+  // the slice's gradient is finite (into slice_finite_[r]).
+  void ReduceAndCheck(int r, bool reduce_local);
+  void OptimizerStep(int r, double lr);
+  // The optimizer step over all slices, unless the gradient holds a NaN or
+  // an infinity (then the job's nonfinite_gradients policy decides).
+  absl::Status ReduceAndStep(double lr, bool reduce_local);
   void SlowDown();
   absl::Status SynchronizeGradients();
   bool PsMode() const { return dist_ != nullptr && dist_->ps_mode; }
@@ -123,6 +132,20 @@ class LocalTrainer : public Trainer {
   double AccountStep(int64_t epoch, int count, EpochResult& er,
                      Progress& progress);
   absl::Status ReportStep(int64_t epoch, double loss);
+  // Checkpoints (common/checkpoint.h): rank 0 of an all-reduce job, or a
+  // single process, writes them; PS jobs' state lives on the shards.
+  bool Checkpoints() const {
+    return !checkpoint_dir_.empty() && !PsMode() &&
+           (dist_ == nullptr || dist_->rank == 0);
+  }
+  absl::Status MaybeResume();
+  absl::Status MaybeCheckpoint(int64_t epoch, int64_t steps_in_epoch,
+                               int64_t batches);
+  Checkpoint Capture(int64_t epoch, int64_t epoch_offset);
+  absl::Status Restore(const Checkpoint& c);
+  // Dropout draws from a generator seeded by (seed, replica, step), so a
+  // resumed run draws what an uninterrupted one would.
+  void SeedStep();
   absl::Status Evaluate(EpochResult* result);
   absl::Status AverageBuffersAcrossWorkers();
   int TotalReplicas() const {
@@ -156,8 +179,15 @@ class LocalTrainer : public Trainer {
   DataSplits data_;
   std::vector<Replica> replicas_;
   std::vector<Slice> slices_;
+  std::vector<char> slice_finite_;  // per slice, this step
   TrainResult result_;
   int64_t step_ = 0;  // this worker's steps
+  // Checkpointing and where a resumed run starts.
+  std::string checkpoint_dir_;
+  absl::Time last_checkpoint_;
+  int64_t start_epoch_ = 0;
+  int64_t start_offset_ = 0;  // batches of start_epoch_ already done
+  int64_t steps_this_run_ = 0;
   // Shared data: every global replica's samples of the current epoch, and
   // the round after the newest chunk claimed.
   std::vector<std::vector<int64_t>> epoch_indices_;
@@ -252,6 +282,16 @@ absl::Status LocalTrainer::Setup() {
   if (epochs_ <= 0) {
     epochs_ = (max_steps_ + StepsPerEpoch() - 1) / StepsPerEpoch();
   }
+  checkpoint_dir_ = !options_.checkpoint_dir.empty() ? options_.checkpoint_dir
+                                                     : spec_.checkpoint().dir();
+  if (!checkpoint_dir_.empty() && spec_.checkpoint().every_steps() <= 0 &&
+      spec_.checkpoint().every_seconds() <= 0) {
+    return absl::InvalidArgumentError(
+        "checkpoints to " + checkpoint_dir_ +
+        " need checkpoint.every_steps or checkpoint.every_seconds in the spec");
+  }
+  RETURN_IF_ERROR(MaybeResume());
+  last_checkpoint_ = absl::Now();
   result_.job_name = spec_.name();
   result_.model = spec_.model().zoo().empty() ? "custom" : spec_.model().zoo();
   result_.parameters = replicas_[0].model->num_parameters();
@@ -364,14 +404,43 @@ void LocalTrainer::ReduceLocal(int r) {
   for (int64_t i = 0; i < len; ++i) g0[i] *= scale;
 }
 
-void LocalTrainer::ReduceAndStep(int r, double lr, bool reduce_local) {
+void LocalTrainer::ReduceAndCheck(int r, bool reduce_local) {
+  const Slice& s = slices_[r];
+  if (reduce_local) ReduceLocal(r);
+  const float* g = replicas_[0].model->grads().data();
+  // x * 0 is 0 for finite x and NaN otherwise; the sum vectorizes.
+  float probe = 0;
+  for (int64_t i = s.begin; i < s.end; ++i) probe += g[i] * 0.0f;
+  slice_finite_[r] = probe == 0;
+}
+
+void LocalTrainer::OptimizerStep(int r, double lr) {
   const Slice& s = slices_[r];
   const int64_t len = s.end - s.begin;
   if (len == 0) return;
-  if (reduce_local) ReduceLocal(r);
   float* g0 = replicas_[0].model->grads().data() + s.begin;
   float* p = replicas_[0].model->params().data() + s.begin;
   s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
+}
+
+absl::Status LocalTrainer::ReduceAndStep(double lr, bool reduce_local) {
+  slice_finite_.assign(options_.replicas, 1);
+  pool_.Run([&](int r) { ReduceAndCheck(r, reduce_local); });
+  const bool finite = std::all_of(slice_finite_.begin(), slice_finite_.end(),
+                                  [](char f) { return f != 0; });
+  if (finite) {
+    pool_.Run([&](int r) { OptimizerStep(r, lr); });
+    return absl::OkStatus();
+  }
+  if (spec_.nonfinite_gradients() == NONFINITE_SKIP) {
+    ++result_.skipped_steps;
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "step ", step_ + 1,
+      ": the gradient holds NaN or infinite values (has training diverged? "
+      "a lower learning rate may help); nonfinite_gradients: NONFINITE_SKIP "
+      "skips such steps instead"));
 }
 
 // Hands the initial parameters to the worker process, which takes the
@@ -453,11 +522,17 @@ absl::Status LocalTrainer::StartEpoch(int64_t epoch) {
   }
   const int threads = std::max(1, spec_.data().loader_threads());
   const int prefetch = std::max(1, spec_.data().prefetch());
+  // A resumed epoch skips the batches its checkpoint had done.
+  const int64_t skip =
+      epoch == start_epoch_ ? start_offset_ * spec_.batch_size() : 0;
   for (int r = 0; r < options_.replicas; ++r) {
     DistributedSampler sampler(data_.train->size(), TotalReplicas(),
                                GlobalReplica(r), seed, true, spec_.drop_last());
+    std::vector<int64_t> indices = sampler.Indices(epoch);
+    indices.erase(indices.begin(),
+                  indices.begin() + std::min<int64_t>(skip, indices.size()));
     replicas_[r].loader = std::make_unique<Loader>(
-        data_.train.get(), sampler.Indices(epoch), spec_.batch_size(),
+        data_.train.get(), std::move(indices), spec_.batch_size(),
         spec_.drop_last(), BatchLayout::kBatchInner, threads, prefetch);
     replicas_[r].done = false;
   }
@@ -556,8 +631,14 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
   const std::function<void(int)> step_fn = [this](int r) { ReplicaStep(r); };
   // Every replica has the same number of batches (the sampler pads), so
   // all of them stop together and no step is begun that cannot finish.
-  const int64_t batches = replicas_[0].loader->num_batches();
+  if (epoch == start_epoch_) er.steps = start_offset_;
+  const int64_t batches = er.steps + replicas_[0].loader->num_batches();
   while (er.steps < batches && !StepLimitReached()) {
+    if (options_.stop_after_steps > 0 &&
+        steps_this_run_ >= options_.stop_after_steps) {
+      return absl::CancelledError("stopped as asked (stop_after_steps)");
+    }
+    SeedStep();
     const double lr =
         LearningRate(spec_.optimizer(), spec_.lr_schedule(), step_, total);
     if (sync_ != nullptr) sync_->BeginStep();
@@ -572,10 +653,12 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
     } else {
       const absl::Time t = absl::Now();
       const bool reduce_local = sync_ == nullptr;
-      pool_.Run([&](int r) { ReduceAndStep(r, lr, reduce_local); });
+      RETURN_IF_ERROR(ReduceAndStep(lr, reduce_local));
       times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
     }
     RETURN_IF_ERROR(ReportStep(epoch, AccountStep(epoch, R, er, progress)));
+    ++steps_this_run_;
+    RETURN_IF_ERROR(MaybeCheckpoint(epoch, er.steps, batches));
   }
   er.seconds = Seconds(start);
   for (Replica& rep : replicas_) rep.loader.reset();
@@ -620,6 +703,143 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainSharedEpoch(int64_t epoch,
   RETURN_IF_ERROR(PsPull(next_round_));
   er.seconds = Seconds(start);
   return er;
+}
+
+void LocalTrainer::SeedStep() {
+  for (int r = 0; r < options_.replicas; ++r) {
+    replicas_[r].model->SeedRandom(spec_.seed() * 1000003 +
+                                   GlobalReplica(r) * 7919 + step_);
+  }
+}
+
+// The flat parameters, every optimizer state tensor as one flat tensor
+// (slices concatenated, so a checkpoint does not depend on the number of
+// replicas; Adam's step counter once), and the BatchNorm statistics.
+Checkpoint LocalTrainer::Capture(int64_t epoch, int64_t epoch_offset) {
+  Checkpoint c;
+  c.step = step_;
+  c.epoch = epoch;
+  c.epoch_offset = epoch_offset;
+  c.spec_hash = TrainingHash(spec_);
+  c.metadata["job"] = spec_.name();
+  const Tensor& p = replicas_[0].model->params();
+  c.tensors.push_back({"params", {p.size()}, {p.data(), p.data() + p.size()}});
+  const size_t states = slices_[0].optimizer->State().size();
+  for (size_t k = 0; k < states; ++k) {
+    CheckpointTensor t;
+    t.name = absl::StrCat("optimizer.", k);
+    for (Slice& s : slices_) {
+      const Tensor* state = s.optimizer->State()[k];
+      const bool per_element = state->size() == s.end - s.begin;
+      if (!per_element && !t.values.empty()) continue;  // a counter, once
+      t.values.insert(t.values.end(), state->data(),
+                      state->data() + state->size());
+    }
+    t.shape = {static_cast<int64_t>(t.values.size())};
+    c.tensors.push_back(std::move(t));
+  }
+  std::vector<Tensor*> buffers = replicas_[0].model->Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor& b = *buffers[i];
+    c.tensors.push_back({absl::StrCat("buffer.", i),
+                         {b.size()},
+                         {b.data(), b.data() + b.size()}});
+  }
+  return c;
+}
+
+absl::Status LocalTrainer::Restore(const Checkpoint& c) {
+  auto find = [&](const std::string& name,
+                  int64_t size) -> absl::StatusOr<const CheckpointTensor*> {
+    for (const CheckpointTensor& t : c.tensors) {
+      if (t.name != name) continue;
+      if (static_cast<int64_t>(t.values.size()) != size) {
+        return absl::DataLossError(
+            absl::StrCat("checkpoint tensor ", name, " has ", t.values.size(),
+                         " values, the model needs ", size));
+      }
+      return &t;
+    }
+    return absl::DataLossError(absl::StrCat("checkpoint has no tensor ", name));
+  };
+  Tensor& p = replicas_[0].model->params();
+  ASSIGN_OR_RETURN(const CheckpointTensor* params, find("params", p.size()));
+  std::copy(params->values.begin(), params->values.end(), p.data());
+  const size_t states = slices_[0].optimizer->State().size();
+  for (size_t k = 0; k < states; ++k) {
+    const bool per_element = slices_[0].optimizer->State()[k]->size() ==
+                             slices_[0].end - slices_[0].begin;
+    const int64_t want =
+        per_element ? p.size() : slices_[0].optimizer->State()[k]->size();
+    ASSIGN_OR_RETURN(const CheckpointTensor* t,
+                     find(absl::StrCat("optimizer.", k), want));
+    for (Slice& s : slices_) {
+      Tensor* state = s.optimizer->State()[k];
+      const float* from = t->values.data() + (per_element ? s.begin : 0);
+      std::copy(from, from + state->size(), state->data());
+    }
+  }
+  std::vector<Tensor*> buffers = replicas_[0].model->Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    ASSIGN_OR_RETURN(const CheckpointTensor* t,
+                     find(absl::StrCat("buffer.", i), buffers[i]->size()));
+    std::copy(t->values.begin(), t->values.end(), buffers[i]->data());
+  }
+  step_ = c.step;
+  start_epoch_ = c.epoch;
+  start_offset_ = c.epoch_offset;
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::MaybeResume() {
+  if (checkpoint_dir_.empty() || PsMode()) return absl::OkStatus();
+  std::vector<std::string> rejected;
+  absl::StatusOr<Checkpoint> c =
+      LoadLatestCheckpoint(checkpoint_dir_, &rejected);
+  for (const std::string& why : rejected) {
+    std::fprintf(stderr, "cohort: skipping a bad checkpoint: %s\n",
+                 why.c_str());
+  }
+  if (absl::IsNotFound(c.status())) return absl::OkStatus();  // a fresh run
+  if (!c.ok()) return c.status();
+  if (c->spec_hash != TrainingHash(spec_)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the checkpoints in ", checkpoint_dir_,
+        " were written by a job with another model, data, optimizer, batch "
+        "size, loss or seed; use another checkpoint directory"));
+  }
+  RETURN_IF_ERROR(Restore(*c));
+  if (!options_.quiet) {
+    std::fprintf(
+        stderr,
+        "cohort: resuming from step %lld (epoch %lld, batch %lld) "
+        "of %s\n",
+        static_cast<long long>(step_), static_cast<long long>(start_epoch_ + 1),
+        static_cast<long long>(start_offset_), checkpoint_dir_.c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::MaybeCheckpoint(int64_t epoch,
+                                           int64_t steps_in_epoch,
+                                           int64_t batches) {
+  if (!Checkpoints()) return absl::OkStatus();
+  const CheckpointSpec& cs = spec_.checkpoint();
+  const bool by_steps = cs.every_steps() > 0 && step_ % cs.every_steps() == 0;
+  const bool by_time =
+      cs.every_seconds() > 0 &&
+      absl::Now() - last_checkpoint_ >= absl::Seconds(cs.every_seconds());
+  if (!by_steps && !by_time) return absl::OkStatus();
+  // A finished epoch resumes at the start of the next one.
+  const bool epoch_done = steps_in_epoch >= batches;
+  CheckpointWriteOptions o;
+  o.keep = cs.keep();
+  RETURN_IF_ERROR(WriteCheckpoint(
+      checkpoint_dir_,
+      Capture(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : steps_in_epoch),
+      o));
+  last_checkpoint_ = absl::Now();
+  return absl::OkStatus();
 }
 
 // Averages BatchNorm statistics over workers, so that every worker
@@ -688,7 +908,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     result_.setup_seconds += Seconds(t);
   }
   const absl::Time training_start = absl::Now();
-  for (int64_t epoch = 0; epoch < epochs_; ++epoch) {
+  for (int64_t epoch = start_epoch_; epoch < epochs_; ++epoch) {
     if (StepLimitReached()) break;
     epoch_loss_sum_ = 0;
     epoch_correct_ = 0;

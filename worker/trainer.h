@@ -111,6 +111,12 @@ struct TrainOptions {
   // times as long as they took, so that this process runs `slowdown` times
   // slower: a straggler, for studying how a job copes with one.
   double slowdown = 1.0;
+  // Overrides the spec's checkpoint.dir (which then needs an interval).
+  std::string checkpoint_dir;
+  // > 0: stop once this many steps have run in this call, as an
+  // interruption would (no final evaluation): for resume tests and chaos
+  // tools.
+  int64_t stop_after_steps = 0;
   // >= 0. Each step's forward and backward take at least this long (the
   // step sleeps the rest; slowdown multiplies the result). Makes workers
   // that share a few cores behave like workers on machines of their own,
@@ -146,6 +152,9 @@ struct TrainResult {
   double final_loss = 0;      // mean training loss of the last steps
   double test_accuracy = -1;  // last evaluation; -1 if none
   double test_loss = -1;
+  // Steps whose gradient was not finite and were skipped
+  // (nonfinite_gradients: NONFINITE_SKIP).
+  int64_t skipped_steps = 0;
   std::vector<EpochResult> epoch_results;
 };
 

@@ -125,7 +125,7 @@ struct PsConnection {
 absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
                      const std::string& worker_id, float* params,
                      const std::vector<int64_t>& param_sizes,
-                     PsConnection* ps) {
+                     const SecurityOptions& security, PsConnection* ps) {
   ASSIGN_OR_RETURN(PlanPartitionsResponse plan,
                    coordinator.PlanPartitions(param_sizes));
   PsClientOptions po;
@@ -134,6 +134,7 @@ absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
   po.partitions.assign(plan.partitions().begin(), plan.partitions().end());
   po.worker_id = worker_id;
   po.rank = join.rank();
+  po.security = security;
   if (join.job().ps().rpc_timeout_ms() > 0) {
     po.rpc_timeout = absl::Milliseconds(join.job().ps().rpc_timeout_ms());
   }
@@ -264,7 +265,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   if (join.job().mode() == PS) {
     dist.ps_mode = true;
     dist.ps_setup = [&](float* params, const std::vector<int64_t>& sizes) {
-      return PsSetup(client, join, worker_id, params, sizes, &ps);
+      return PsSetup(client, join, worker_id, params, sizes, o.security, &ps);
     };
     dist.ps_push_begin = [&ps](const float* grads, int64_t clock, double lr,
                                int weight, int64_t first_chunk) {
@@ -317,7 +318,7 @@ absl::Status RunWorker(const WorkerOptions& o) {
                      o.min_step_seconds * 1000));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> client,
-                   CoordinatorClient::Create(o.coordinator));
+                   CoordinatorClient::Create(o.coordinator, o.security));
   const JoinRequest request = MakeJoin(o);
   ASSIGN_OR_RETURN(JoinResponse join, client->Join(request, o.connect_timeout));
   if (!o.quiet) {

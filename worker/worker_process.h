@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/security.h"
 
 namespace cohort {
 
@@ -32,6 +33,9 @@ struct WorkerOptions {
   int slowdown_rank = -1;
   // See TrainOptions::min_step_seconds; every worker.
   double min_step_seconds = 0;
+  // The job token and TLS for the coordinator and the shards
+  // (server/security.h).
+  SecurityOptions security;
 };
 
 // Runs until the job ends. OK when this worker finished its training; an

@@ -76,8 +76,9 @@ absl::Status HeartbeatLoop(CoordinatorClient& coordinator, ShardServer& server,
 
 absl::Status RegisterAndServe(const ShardProcessOptions& options,
                               ShardServer& server) {
-  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> coordinator,
-                   CoordinatorClient::Create(options.coordinator));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<CoordinatorClient> coordinator,
+      CoordinatorClient::Create(options.coordinator, options.security));
   std::string host = options.advertise_host;
   if (host.empty()) {
     host = IsLoopback(options.coordinator) ? "127.0.0.1" : Hostname();
@@ -92,7 +93,8 @@ absl::Status RegisterAndServe(const ShardProcessOptions& options,
                    coordinator->RegisterShard(req, options.connect_timeout));
   RETURN_IF_ERROR(server.Configure(reg.job(), reg.shard_index()));
   LOG(INFO) << "shard " << reg.shard_index() << " of " << reg.num_shards()
-            << " (" << req.shard_id() << ") serving at " << req.address();
+            << " (" << req.shard_id() << ") serving at " << req.address()
+            << " (" << SecuritySummary(options.security) << ")";
   return HeartbeatLoop(*coordinator, server, reg.job().cluster());
 }
 
@@ -101,6 +103,7 @@ absl::Status RegisterAndServe(const ShardProcessOptions& options,
 absl::Status RunShardProcess(const ShardProcessOptions& options) {
   ShardServerOptions so;
   so.listen = options.listen;
+  so.security = options.security;
   ASSIGN_OR_RETURN(std::unique_ptr<ShardServer> server, ShardServer::Start(so));
   const absl::Status s = RegisterAndServe(options, *server);
   server->Shutdown();

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/security.h"
 
 namespace cohort {
 
@@ -22,6 +23,9 @@ struct ShardProcessOptions {
   std::string advertise_host;
   // How long registration retries an unreachable coordinator.
   absl::Duration connect_timeout = absl::Seconds(60);
+  // The job token and TLS, for both the shard's server and its client to
+  // the coordinator (server/security.h).
+  SecurityOptions security;
 };
 
 // Runs until the job ends: OK when the coordinator says stop with the job

@@ -12,6 +12,7 @@
 #include "server/listen.h"
 #include "server/ps/limits.h"
 #include "server/ps/shard_state.h"
+#include "server/security.h"
 
 namespace cohort {
 namespace {
@@ -40,13 +41,17 @@ void Drain(Reader* reader, Message* scratch) {
 
 }  // namespace
 
+// Every method checks the job token first (server/security.h says why
+// there and not in an interceptor).
 class ShardServer::Service final : public ParameterServer::Service {
  public:
-  explicit Service(ShardState* state) : state_(state) {}
+  Service(ShardState* state, TokenCheck token_check)
+      : state_(state), token_check_(std::move(token_check)) {}
 
-  grpc::Status Init(grpc::ServerContext*,
+  grpc::Status Init(grpc::ServerContext* ctx,
                     grpc::ServerReader<InitRequest>* reader,
                     InitResponse* response) override {
+    if (grpc::Status a = token_check_.Check(ctx); !a.ok()) return a;
     InitRequest req;
     if (!reader->Read(&req) || !req.has_header()) {
       return ToGrpc(absl::InvalidArgumentError(
@@ -71,9 +76,10 @@ class ShardServer::Service final : public ParameterServer::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Push(grpc::ServerContext*,
+  grpc::Status Push(grpc::ServerContext* ctx,
                     grpc::ServerReader<PushRequest>* reader,
                     PushResponse* response) override {
+    if (grpc::Status a = token_check_.Check(ctx); !a.ok()) return a;
     PushRequest req;
     if (!reader->Read(&req) || !req.has_header()) {
       return ToGrpc(absl::InvalidArgumentError(
@@ -95,6 +101,7 @@ class ShardServer::Service final : public ParameterServer::Service {
 
   grpc::Status Pull(grpc::ServerContext* ctx, const PullRequest* request,
                     grpc::ServerWriter<PullResponse>* writer) override {
+    if (grpc::Status a = token_check_.Check(ctx); !a.ok()) return a;
     // The shard's own bound, tighter than the client's deadline, so the
     // client hears which rank is slow rather than a bare deadline.
     const absl::Time deadline =
@@ -140,6 +147,7 @@ class ShardServer::Service final : public ParameterServer::Service {
   }
 
   ShardState* const state_;
+  const TokenCheck token_check_;
 };
 
 absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
@@ -147,21 +155,30 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(
   ASSIGN_OR_RETURN(const ListenAddress where,
                    ParseListenAddress(options.listen));
   RETURN_IF_ERROR(ProbeListen(where));
-  std::unique_ptr<ShardServer> server(new ShardServer(options, where.host));
-  RETURN_IF_ERROR(server->Serve(options.listen));
+  ASSIGN_OR_RETURN(TokenCheck token_check,
+                   TokenCheck::FromOptions(options.security));
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   ServerCredentials(options.security));
+  std::unique_ptr<ShardServer> server(
+      new ShardServer(options, where.host, std::move(token_check)));
+  RETURN_IF_ERROR(server->Serve(options.listen, std::move(credentials)));
   return server;
 }
 
-ShardServer::ShardServer(const ShardServerOptions& options, std::string host)
+ShardServer::ShardServer(const ShardServerOptions& options, std::string host,
+                         TokenCheck token_check)
     : host_(std::move(host)),
       state_(std::make_unique<ShardState>(options.job, options.shard_index)),
-      service_(std::make_unique<Service>(state_.get())) {}
+      service_(
+          std::make_unique<Service>(state_.get(), std::move(token_check))) {}
 
 ShardServer::~ShardServer() { Shutdown(); }
 
-absl::Status ShardServer::Serve(const std::string& listen) {
+absl::Status ShardServer::Serve(
+    const std::string& listen,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(listen, std::move(credentials), &port_);
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   // As the coordinator: no silent port sharing with a second shard.

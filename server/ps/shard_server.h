@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
+#include "server/security.h"
 
 namespace grpc {
 class Server;
@@ -29,12 +30,16 @@ struct ShardServerOptions {
   std::string listen = "127.0.0.1:0";
   JobSpec job;
   int shard_index = 0;
+  // Job token and TLS (server/security.h): every method needs the token
+  // when security.token_file is set.
+  SecurityOptions security;
 };
 
 class ShardServer {
  public:
   // Binds and starts serving. UNAVAILABLE "cannot listen on HOST:PORT: ..."
-  // when the address is in use; INVALID_ARGUMENT for a bad address.
+  // when the address is in use; INVALID_ARGUMENT for a bad address or an
+  // unreadable token or TLS file.
   static absl::StatusOr<std::unique_ptr<ShardServer>> Start(
       const ShardServerOptions& options);
   ~ShardServer();
@@ -56,8 +61,10 @@ class ShardServer {
 
  private:
   class Service;
-  ShardServer(const ShardServerOptions& options, std::string host);
-  absl::Status Serve(const std::string& listen);
+  ShardServer(const ShardServerOptions& options, std::string host,
+              TokenCheck token_check);
+  absl::Status Serve(const std::string& listen,
+                     std::shared_ptr<grpc::ServerCredentials> credentials);
 
   std::string host_;
   int port_ = 0;

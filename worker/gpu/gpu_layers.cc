@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/ops.h"
 
 namespace cohort {
 namespace {
@@ -490,6 +491,50 @@ class GpuFlatten : public GpuLayer {
   int64_t size_ = 0, n_ = 0;
 };
 
+// --------------------------------------------------------------- Dropout
+
+// Inverted dropout with a counter-based mask (kernels/cuda/dropout_rng.h):
+// each training forward takes the next range of counters, and backward
+// regenerates the same mask instead of storing it. The masks are not the
+// CPU layer's (its generator is a Mersenne twister), so GPU and CPU runs
+// with dropout agree in distribution, not element by element.
+class GpuDropout : public GpuLayer {
+ public:
+  explicit GpuDropout(double p) : p_(p) {}
+  std::string Name() const override { return absl::StrCat("dropout(", p_, ")"); }
+  absl::StatusOr<Shape> Configure(const Shape& in) override {
+    if (!(p_ >= 0.0 && p_ < 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Name(), ": p must be in [0, 1)"));
+    }
+    size_ = Product(in);
+    return in;
+  }
+  void SeedRandom(uint64_t seed) override { seed_ = seed; }
+  absl::Status Forward(GpuContext& c, const float* in, float* out, int64_t n,
+                       Mode mode) override {
+    count_ = n * size_;
+    train_ = mode == Mode::kTrain && p_ > 0;
+    if (!train_) return CopyOnDevice(c, out, in, count_);
+    offset_ = next_offset_;
+    next_offset_ += count_;
+    return gpu::DropoutForward(in, out, nullptr, count_, p_, seed_, offset_,
+                               c.stream());
+  }
+  absl::Status Backward(GpuContext& c, const float* dy, float* dx) override {
+    if (dx == nullptr) return absl::OkStatus();
+    if (!train_) return CopyOnDevice(c, dx, dy, count_);
+    return gpu::DropoutBackward(dy, dx, count_, p_, seed_, offset_,
+                                c.stream());
+  }
+
+ private:
+  const double p_;
+  int64_t size_ = 0, count_ = 0;
+  bool train_ = false;
+  uint64_t seed_ = 0, offset_ = 0, next_offset_ = 0;
+};
+
 // ------------------------------------------------------------- BatchNorm
 
 // Per-channel statistics over the batch and the spatial positions (cuDNN's
@@ -772,9 +817,7 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l) {
           l.residual().out_channels(),
           l.residual().stride() > 0 ? l.residual().stride() : 1);
     case LayerSpec::kDropout:
-      return absl::UnimplementedError(
-          "dropout has no GPU implementation yet; train this model on CPU "
-          "devices");
+      return std::make_unique<GpuDropout>(l.dropout().p());
     case LayerSpec::KIND_NOT_SET:
       break;
   }

@@ -46,6 +46,8 @@ class GpuLayer {
   // Running statistics (BatchNorm), in the CPU layer's Buffers() order:
   // device pointer and element count.
   virtual std::vector<std::pair<float*, int64_t>> Buffers() { return {}; }
+  // Seeds the layer's randomness (dropout); replicas pass different seeds.
+  virtual void SeedRandom(uint64_t seed) {}
   // `in` and `out` hold `n` samples.
   virtual absl::Status Forward(GpuContext& c, const float* in, float* out,
                                int64_t n, Mode mode) = 0;

@@ -106,6 +106,13 @@ absl::StatusOr<const float*> GpuModel::Forward(const float* input, int64_t n,
   return x;
 }
 
+void GpuModel::SeedRandom(uint64_t seed) {
+  // Each layer its own stream of masks, as the CPU model seeds its layers.
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->SeedRandom(seed * 1000003 + i);
+  }
+}
+
 std::vector<std::pair<float*, int64_t>> GpuModel::buffers() const {
   std::vector<std::pair<float*, int64_t>> all;
   for (const auto& layer : layers_) {

@@ -36,6 +36,9 @@ class GpuModel {
       const ModelSpec& spec, const Shape& input_shape, Model<float>& cpu,
       GpuContext* context);
 
+  // Seeds dropout; replicas pass different seeds.
+  void SeedRandom(uint64_t seed);
+
   // Runs every layer on `input` (n samples, NCHW, on the device); returns
   // the device output [n, outputs], valid until the next Forward. In kTrain
   // mode `input` must stay unchanged until Backward.

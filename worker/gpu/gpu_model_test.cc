@@ -195,15 +195,43 @@ TEST(GpuModel, ZooModelsMatchTheCpuEngine) {
   }
 }
 
-TEST(GpuModel, DropoutIsRefusedWithAClearError) {
+// Dropout masks come from a different generator than the CPU layer's, so
+// the check is the mathematics: in evaluation the identity; in training,
+// every output either 0 or the input / (1 - p), and about p of them 0.
+TEST(GpuModel, DropoutDropsAboutPAndScalesTheRest) {
   REQUIRE_GPU();
-  const ModelSpec spec = Spec("layers { dropout { p: 0.5 } }");
-  auto cpu = BuildModel<float>(spec, {8}, 1);
+  const ModelSpec spec = Spec("layers { dropout { p: 0.25 } }");
+  const Shape input = {1000};
+  const int64_t n = 64, count = n * 1000;
+  auto cpu = BuildModel<float>(spec, input, 1);
   ASSERT_TRUE(cpu.ok());
   auto context = GpuContext::Create(0);
   ASSERT_TRUE(context.ok());
-  auto gpu = GpuModel::Create(spec, {8}, **cpu, context->get());
-  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnimplemented);
+  auto gpu = GpuModel::Create(spec, input, **cpu, context->get());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  (*gpu)->SeedRandom(5);
+  std::vector<float> x = Random(count, 3);
+  for (float& v : x) v = std::abs(v) + 0.5f;  // never 0
+  float* gx = ToDevice(x);
+  auto eval = (*gpu)->Forward(gx, n, Mode::kEval);
+  ASSERT_TRUE(eval.ok());
+  EXPECT_EQ(ToHost(*eval, count), x);
+  auto train = (*gpu)->Forward(gx, n, Mode::kTrain);
+  ASSERT_TRUE(train.ok());
+  const std::vector<float> y = ToHost(*train, count);
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (y[i] == 0) {
+      ++dropped;
+    } else {
+      ASSERT_FLOAT_EQ(y[i], x[i] * (1.0f / 0.75f)) << i;
+    }
+  }
+  EXPECT_NEAR(dropped / static_cast<double>(count), 0.25, 0.01);
+  float* gdy = ToDevice(std::vector<float>(count, 1.0f));
+  ASSERT_TRUE((*gpu)->Backward(gdy).ok());
+  cudaFree(gx);
+  cudaFree(gdy);
 }
 
 }  // namespace

@@ -205,6 +205,7 @@ absl::Status GpuTrainer::SetupDevice(int i) {
   ASSIGN_OR_RETURN(d.model,
                    GpuModel::Create(spec_.model(), data_.train->sample_shape(),
                                     *host_model_, d.context.get()));
+  d.model->SeedRandom(spec_.seed() + GlobalReplica(i));
   const int64_t flat = d.model->flat_size();
   auto zeroed = [&](DeviceFloats& buffer) -> absl::Status {
     RETURN_IF_ERROR(buffer.Reserve(std::max<int64_t>(1, flat)));

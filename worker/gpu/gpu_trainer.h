@@ -28,8 +28,7 @@ class KvClient;
 
 // For options.gpus (non-empty). FAILED_PRECONDITION when this build has no
 // CUDA, INVALID_ARGUMENT for a device that does not exist, UNIMPLEMENTED
-// for what the GPU engine does not do yet (parameter-server mode, MSE loss,
-// dropout).
+// for what the GPU engine does not do yet (parameter-server mode, MSE loss).
 absl::StatusOr<std::unique_ptr<Trainer>> CreateGpuTrainer(
     const JobSpec& spec, const TrainOptions& options);
 

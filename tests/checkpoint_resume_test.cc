@@ -1,0 +1,115 @@
+// Resume is exact: a run interrupted after K steps and resumed from its
+// newest checkpoint ends with bit-identical parameters to a run of the same
+// job straight through, whether the checkpoint is the newest or (after the
+// newest is corrupted) the one before, with momentum or Adam, BatchNorm
+// statistics and dropout. Checkpoints from another job are refused.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/spec.h"
+#include "worker/trainer.h"
+
+namespace cohort {
+namespace {
+
+using ::testing::HasSubstr;
+
+JobSpec Spec(const std::string& optimizer, uint64_t seed = 3) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      absl::StrCat(
+          "model { layers { linear { out_features: 32 } }\n"
+          "        layers { batchnorm1d {} } layers { relu {} }\n"
+          "        layers { dropout { p: 0.2 } }\n"
+          "        layers { linear { out_features: 10 } } }\n"
+          "data { kind: SYNTHETIC synthetic { shape: 20 train_samples: 512 "
+          "test_samples: 64 } }\n"
+          "batch_size: 16\nepochs: 2\n"
+          "optimizer { ",
+          optimizer,
+          " }\nlr_schedule { kind: COSINE }\n"
+          "checkpoint { every_steps: 5 keep: 2 }\n"
+          "seed: ",
+          seed, "\n"),
+      "resume.textproto");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+// Trains with 2 replicas; `stop` > 0 interrupts after that many steps.
+absl::StatusOr<std::vector<float>> TrainFor(const JobSpec& spec,
+                                            const std::string& dir,
+                                            int64_t stop) {
+  TrainOptions o;
+  o.quiet = true;
+  o.replicas = 2;
+  o.threads = 2;
+  o.checkpoint_dir = dir;
+  o.stop_after_steps = stop;
+  std::vector<float> params;
+  o.final_parameters = &params;
+  absl::StatusOr<TrainResult> r = Train(spec, o);
+  if (!r.ok()) return r.status();
+  return params;
+}
+
+void ExpectExactResume(const std::string& optimizer, bool corrupt_newest) {
+  const JobSpec spec = Spec(optimizer);
+  auto straight = TrainFor(spec, FreshDir("straight"), 0);
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  const std::string dir = FreshDir("resumed");
+  // 32 steps in all (16 per epoch); checkpoints at 5 and 10, then stopped
+  // at 13: the resumed run redoes 11-13, mid-epoch.
+  auto first = TrainFor(spec, dir, 13);
+  ASSERT_EQ(first.status().code(), absl::StatusCode::kCancelled)
+      << first.status();
+  if (corrupt_newest) {
+    const std::string newest = dir + "/ckpt-000000000010.cohort";
+    ASSERT_TRUE(std::filesystem::exists(newest));
+    FILE* f = std::fopen(newest.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, 300, SEEK_SET);
+    const int c = std::fgetc(f);
+    std::fseek(f, 300, SEEK_SET);
+    std::fputc(c ^ 0x10, f);
+    std::fclose(f);
+  }
+  auto resumed = TrainFor(spec, dir, 0);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  ASSERT_EQ(resumed->size(), straight->size());
+  EXPECT_EQ(*resumed, *straight);
+}
+
+TEST(CheckpointResume, SgdMomentumIsExact) {
+  ExpectExactResume("kind: SGD lr: 0.05 momentum: 0.9", false);
+}
+
+TEST(CheckpointResume, AdamIsExact) {
+  ExpectExactResume("kind: ADAM lr: 0.003", false);
+}
+
+TEST(CheckpointResume, CorruptNewestFallsBackToThePreviousAndIsExact) {
+  ExpectExactResume("kind: SGD lr: 0.05 momentum: 0.9", true);
+}
+
+TEST(CheckpointResume, AnotherJobsCheckpointsAreRefused) {
+  const std::string dir = FreshDir("other");
+  ASSERT_EQ(TrainFor(Spec("kind: SGD lr: 0.05", 3), dir, 7).status().code(),
+            absl::StatusCode::kCancelled);
+  auto other = TrainFor(Spec("kind: SGD lr: 0.05", 4), dir, 0);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other.status().message(), HasSubstr(dir));
+}
+
+}  // namespace
+}  // namespace cohort
