@@ -501,7 +501,9 @@ class GpuFlatten : public GpuLayer {
 class GpuDropout : public GpuLayer {
  public:
   explicit GpuDropout(double p) : p_(p) {}
-  std::string Name() const override { return absl::StrCat("dropout(", p_, ")"); }
+  std::string Name() const override {
+    return absl::StrCat("dropout(", p_, ")");
+  }
   absl::StatusOr<Shape> Configure(const Shape& in) override {
     if (!(p_ >= 0.0 && p_ < 1.0)) {
       return absl::InvalidArgumentError(
@@ -524,8 +526,7 @@ class GpuDropout : public GpuLayer {
   absl::Status Backward(GpuContext& c, const float* dy, float* dx) override {
     if (dx == nullptr) return absl::OkStatus();
     if (!train_) return CopyOnDevice(c, dx, dy, count_);
-    return gpu::DropoutBackward(dy, dx, count_, p_, seed_, offset_,
-                                c.stream());
+    return gpu::DropoutBackward(dy, dx, count_, p_, seed_, offset_, c.stream());
   }
 
  private:
