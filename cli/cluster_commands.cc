@@ -37,6 +37,10 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   flags.String("health-listen", &health_listen,
                "HOST:PORT of a second, plaintext server with only the health "
                "service (for probes without the token or TLS)");
+  std::string state_dir;
+  flags.String("state-dir", &state_dir,
+               "keep the job's state here, so that a coordinator restarted "
+               "on it carries on (all-reduce jobs)");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -48,6 +52,7 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   ASSIGN_OR_RETURN(o.job, LoadJobSpec(job));
   o.listen = listen;
   o.report_path = report;
+  o.state_dir = state_dir;
   o.serve_after_done = serve_after_done;
   o.security = security;
   o.health_listen = health_listen;

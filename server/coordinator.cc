@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -167,12 +168,26 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                      ParseListenAddress(options.health_listen));
     RETURN_IF_ERROR(ProbeListen(health));
   }
+  if (!options.state_dir.empty()) {
+    if (options.job.mode() == PS) {
+      return absl::FailedPreconditionError(
+          "--state-dir: coordinator restarts are supported for all-reduce "
+          "jobs only, not yet for parameter-server jobs");
+    }
+    std::error_code error;
+    std::filesystem::create_directories(options.state_dir, error);
+    if (error) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--state-dir ", options.state_dir, ": ", error.message()));
+    }
+  }
   ASSIGN_OR_RETURN(TokenCheck token_check,
                    TokenCheck::FromOptions(options.security));
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    ServerCredentials(options.security));
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(
       std::move(options), where.host, std::move(token_check)));
+  RETURN_IF_ERROR(server->tracker_->Restore());
   RETURN_IF_ERROR(server->Serve(std::move(credentials)));
   if (!server->options_.health_listen.empty()) {
     RETURN_IF_ERROR(server->ServeHealth());
@@ -184,7 +199,10 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
                                      std::string host, TokenCheck token_check)
     : options_(std::move(options)),
       host_(std::move(host)),
-      tracker_(std::make_unique<JobTracker>(options_.job)),
+      tracker_(std::make_unique<JobTracker>(
+          options_.job, options_.state_dir.empty()
+                            ? ""
+                            : options_.state_dir + "/coordinator.state")),
       service_(
           std::make_unique<Service>(tracker_.get(), std::move(token_check))) {}
 

@@ -51,6 +51,12 @@ struct CoordinatorOptions {
   // (and reflection), for probes that cannot speak TLS or carry the token
   // (e.g. a kubelet). Empty: none.
   std::string health_listen;
+  // A directory for the coordinator's durable state (created if missing):
+  // restarted on the same one, the coordinator carries on with the same
+  // generation, workers and epoch numbers, and its workers keep training
+  // through its absence (cluster.coordinator_grace_ms). Empty: none.
+  // All-reduce jobs only, for now.
+  std::string state_dir;
 };
 
 class CoordinatorServer {

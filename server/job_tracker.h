@@ -48,8 +48,16 @@ class JobTracker {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `job`'s cluster defaults must be filled and checked.
-  explicit JobTracker(JobSpec job);
+  // `job`'s cluster defaults must be filled and checked. With a
+  // `state_path`, the tracker keeps its durable state there (Restore).
+  explicit JobTracker(JobSpec job, std::string state_path = "");
+
+  // Loads the state a previous coordinator left at state_path, if any: the
+  // same generation, members, epoch and finished workers' results, with
+  // every member's heartbeat clock restarted. FAILED_PRECONDITION when the
+  // state belongs to another job (or a PS job: not restartable yet),
+  // DATA_LOSS when it cannot be parsed. Call before serving.
+  absl::Status Restore();
   ~JobTracker();
   JobTracker(const JobTracker&) = delete;
   JobTracker& operator=(const JobTracker&) = delete;
@@ -171,6 +179,9 @@ class JobTracker {
   // Rate limit for Join (a token bucket); UNAVAILABLE when empty.
   absl::Status TakeJoinToken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> Stragglers() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Writes the durable state (after each change of it); failures are
+  // logged, since the job itself can go on.
+  void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WatchdogLoop();
   bool AllKnowEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   WorkerStatus Describe(const Member& m, Clock::time_point now) const
@@ -178,6 +189,7 @@ class JobTracker {
   std::vector<WorkerStatus> Workers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec job_;
+  const std::string state_path_;  // empty: not durable
   const Clock::time_point started_;
   KvStore kv_;
 

@@ -21,7 +21,8 @@ WorkerStatus JobTracker::Describe(const Member& m,
   w.set_pid(m.request.pid());
   w.set_rank(m.rank);
   w.set_replicas(m.request.replicas());
-  w.set_heartbeat_age_s(Seconds(now - m.last_seen));
+  // A restored coordinator dates heartbeats ahead (its grace period).
+  w.set_heartbeat_age_s(std::max(0.0, Seconds(now - m.last_seen)));
   *w.mutable_progress() = m.progress;
   w.set_finished(m.finished);
   w.set_step_busy_s(m.busy_s);

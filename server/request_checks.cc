@@ -139,6 +139,7 @@ void FillClusterDefaults(ClusterSpec* c) {
     c->set_allreduce_algorithm("halving_doubling");
   }
   if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
+  if (c->coordinator_grace_ms() == 0) c->set_coordinator_grace_ms(60000);
 }
 
 absl::Status CheckClusterSpec(const ClusterSpec& c) {
@@ -155,7 +156,9 @@ absl::Status CheckClusterSpec(const ClusterSpec& c) {
       PositiveCluster("heartbeat_interval_ms", c.heartbeat_interval_ms()));
   RETURN_IF_ERROR(PositiveCluster("heartbeat_misses", c.heartbeat_misses()));
   RETURN_IF_ERROR(PositiveCluster("bucket_bytes", c.bucket_bytes()));
-  return PositiveCluster("collective_timeout_ms", c.collective_timeout_ms());
+  RETURN_IF_ERROR(
+      PositiveCluster("collective_timeout_ms", c.collective_timeout_ms()));
+  return PositiveCluster("coordinator_grace_ms", c.coordinator_grace_ms());
 }
 
 absl::Status CheckJoinRequest(const JoinRequest& r) {

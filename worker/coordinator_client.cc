@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace {
@@ -152,16 +153,16 @@ absl::StatusOr<ShardHeartbeatResponse> CoordinatorClient::ShardHeartbeat(
 
 absl::StatusOr<PlanPartitionsResponse> CoordinatorClient::PlanPartitions(
     const std::vector<int64_t>& param_sizes) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, kRpcTimeout);
   PlanPartitionsRequest req;
   req.set_generation(generation_);
   req.set_rank(rank_);
   for (int64_t n : param_sizes) req.add_param_sizes(n);
   PlanPartitionsResponse resp;
-  absl::Status s =
-      FromGrpc(stub_->PlanPartitions(&ctx, req, &resp), "plan partitions");
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(RetryWhileUnavailable(retry_window_, "plan partitions", [&] {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, kRpcTimeout);
+    return stub_->PlanPartitions(&ctx, req, &resp);
+  }));
   return resp;
 }
 
@@ -181,22 +182,21 @@ absl::StatusOr<HeartbeatResponse> CoordinatorClient::Heartbeat(
 }
 
 absl::StatusOr<uint64_t> CoordinatorClient::BeginEpoch(int64_t epoch) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, kRpcTimeout);
   BeginEpochRequest req;
   req.set_generation(generation_);
   req.set_rank(rank_);
   req.set_epoch(epoch);
   BeginEpochResponse resp;
-  absl::Status s = FromGrpc(stub_->BeginEpoch(&ctx, req, &resp), "begin epoch");
-  if (!s.ok()) return s;
+  RETURN_IF_ERROR(RetryWhileUnavailable(retry_window_, "begin epoch", [&] {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, kRpcTimeout);
+    return stub_->BeginEpoch(&ctx, req, &resp);
+  }));
   return resp.sampler_seed();
 }
 
 absl::Status CoordinatorClient::Finish(bool ok, const std::string& error,
                                        const WorkerResult& result) {
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, kRpcTimeout);
   FinishRequest req;
   req.set_generation(generation_);
   req.set_worker_id(worker_id_);
@@ -205,7 +205,11 @@ absl::Status CoordinatorClient::Finish(bool ok, const std::string& error,
   req.set_error(error);
   *req.mutable_result() = result;
   FinishResponse resp;
-  return FromGrpc(stub_->Finish(&ctx, req, &resp), "finish");
+  return RetryWhileUnavailable(retry_window_, "finish", [&] {
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx, kRpcTimeout);
+    return stub_->Finish(&ctx, req, &resp);
+  });
 }
 
 absl::StatusOr<StatusResponse> CoordinatorClient::GetStatus(

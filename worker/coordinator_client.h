@@ -39,6 +39,11 @@ class CoordinatorClient : public KvClient {
   absl::StatusOr<JoinResponse> Join(const JoinRequest& request,
                                     absl::Duration connect_timeout);
 
+  // How long BeginEpoch, Finish and PlanPartitions keep retrying while the
+  // coordinator is unreachable (a durable coordinator restarting). Default
+  // zero: they fail at once.
+  void set_retry_window(absl::Duration window) { retry_window_ = window; }
+
   absl::StatusOr<HeartbeatResponse> Heartbeat(const WorkerProgress& progress);
   absl::StatusOr<uint64_t> BeginEpoch(int64_t epoch);
   absl::Status Finish(bool ok, const std::string& error,
@@ -82,6 +87,7 @@ class CoordinatorClient : public KvClient {
   const SecurityOptions security_;  // file names only, for error hints
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Coordinator::Stub> stub_;
+  absl::Duration retry_window_ = absl::ZeroDuration();
   // Set by Join.
   uint64_t generation_ = 0;
   std::string worker_id_;

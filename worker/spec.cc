@@ -497,6 +497,7 @@ void FillClusterDefaults(ClusterSpec* c) {
   }
   if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
   if (c->nccl_algorithm().empty()) c->set_nccl_algorithm("flat");
+  if (c->coordinator_grace_ms() == 0) c->set_coordinator_grace_ms(60000);
 }
 
 void FillPsDefaults(PsSpec* p) {

@@ -328,9 +328,26 @@ absl::Status RunWorker(const WorkerOptions& o) {
         static_cast<unsigned long long>(join.generation()));
   }
   const ClusterSpec& cluster = join.job().cluster();
+  // A durable coordinator may be restarting: keep training through its
+  // absence for the grace period instead of the usual heartbeat bound.
+  int misses = cluster.heartbeat_misses();
+  if (join.coordinator_durable()) {
+    const int64_t interval =
+        std::max<int64_t>(1, cluster.heartbeat_interval_ms());
+    misses = std::max<int64_t>(
+        misses, (cluster.coordinator_grace_ms() + interval - 1) / interval);
+    client->set_retry_window(
+        absl::Milliseconds(cluster.coordinator_grace_ms()));
+    if (!o.quiet) {
+      std::fprintf(stderr,
+                   "cohort worker: the coordinator is durable: training goes "
+                   "on for up to %.0f s without it\n",
+                   cluster.coordinator_grace_ms() / 1000.0);
+    }
+  }
   HeartbeatSender heartbeat(client.get(),
                             absl::Milliseconds(cluster.heartbeat_interval_ms()),
-                            cluster.heartbeat_misses(), ExitAfterGrace);
+                            misses, ExitAfterGrace);
   TrainResult result;
   absl::Status s =
       Train(o, *client, join, request.worker_id(), heartbeat, &result);
