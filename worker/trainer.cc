@@ -936,16 +936,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     progress.EpochDone(er.epoch, er.train_loss, er.test_accuracy, er.seconds);
     result_.epoch_results.push_back(er);
   }
-  result_.steps = step_;
-  result_.samples_per_s =
-      result_.train_seconds > 0 ? result_.samples / result_.train_seconds : 0;
-  const size_t tail = std::min<size_t>(recent_losses_.size(), 100);
-  double sum = 0;
-  for (size_t i = recent_losses_.size() - tail; i < recent_losses_.size();
-       ++i) {
-    sum += recent_losses_[i];
-  }
-  result_.final_loss = tail > 0 ? sum / tail : 0;
+  FinishResult(step_, recent_losses_, &result_);
   if (options_.final_parameters != nullptr) {
     const Tensor& p = replicas_[0].model->params();
     options_.final_parameters->assign(p.data(), p.data() + p.size());

@@ -16,6 +16,7 @@
 #ifndef COHORT_WORKER_TRAINER_H_
 #define COHORT_WORKER_TRAINER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -157,6 +158,22 @@ struct TrainResult {
   int64_t skipped_steps = 0;
   std::vector<EpochResult> epoch_results;
 };
+
+// Fills the totals every trainer reports the same way at the end of Run():
+// steps, samples/s over the training time, and the final loss as the mean
+// of the last (up to) 100 step losses.
+inline void FinishResult(int64_t steps, const std::vector<double>& losses,
+                         TrainResult* result) {
+  result->steps = steps;
+  result->samples_per_s =
+      result->train_seconds > 0 ? result->samples / result->train_seconds : 0;
+  const size_t tail = std::min<size_t>(losses.size(), 100);
+  double sum = 0;
+  for (size_t i = losses.size() - tail; i < losses.size(); ++i) {
+    sum += losses[i];
+  }
+  result->final_loss = tail > 0 ? sum / tail : 0;
+}
 
 // A prepared training run: data loaded, models built and checked against
 // the data. Create() does everything that can fail because of the user's
