@@ -4,31 +4,12 @@
 # (status, health and reflection checked from outside while it runs), a
 # worker killed with SIGKILL, and the bad-input cases of a cluster.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
 probe="$2"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 data="${COHORT_DATA_DIR:-}"
-failures=0
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
 py() { /usr/bin/python3 "$probe" "$@"; }
-
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# wait_for SECONDS COMMAND...: polls until COMMAND succeeds.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    [[ $SECONDS -ge $deadline ]] && return 1
-    sleep 0.2
-  done
-}
 
 synthetic="$tmp/synthetic.textproto"
 cat > "$synthetic" <<'SPEC'
@@ -179,5 +160,4 @@ if wait_for 30 running; then
 fi
 kill -9 $oc $ow 2>/dev/null
 
-echo "$failures failures"
-[[ $failures -eq 0 ]]
+finish

@@ -5,25 +5,9 @@
 # coordinator kept the generation, the workers and the epoch numbers.
 # Also: a state dir of another job is refused, naming it.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
 
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    [[ $SECONDS -ge $deadline ]] && return 1
-    sleep 0.2
-  done
-}
 status_json() { "$cohort" status --coordinator="$addr" --json --timeout=2; }
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin).get('$1', 0))"; }
 
@@ -107,5 +91,4 @@ else
   fail "unexpected refusal: $out"
 fi
 
-echo "failures: $failures"
-[[ $failures -eq 0 ]]
+finish

@@ -5,27 +5,8 @@
 # SIGKILL (the workers must fail within their RPC deadline naming the shard,
 # and the job must end FAILED with the reason).
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { echo "ok: $*"; }
-
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    [[ $SECONDS -ge $deadline ]] && return 1
-    sleep 0.2
-  done
-}
 
 spec() {  # spec CONSISTENCY EPOCHS
   cat <<SPEC
@@ -118,5 +99,4 @@ else
   fail "staleness with SYNC: $out"
 fi
 
-echo "$failures failure(s)"
-[[ $failures -eq 0 ]]
+finish

@@ -13,32 +13,12 @@
 #  3. bad token and certificate files stop a command naming the file;
 #  4. the token appears in no output of any of it.
 set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
 probe="$2"
 make_certs="$3"
 coordinator_proto="$4"
 ps_proto="$5"
-tmp="${TEST_TMPDIR:-$(mktemp -d)}"
-failures=0
-pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
-
-# Messages go to a file too, for the check that the token is in no output.
-fail() { echo "FAIL: $*" | tee -a "$tmp/messages.out"; failures=$((failures + 1)); }
-ok() { echo "ok: $*" | tee -a "$tmp/messages.out"; }
-
-free_port() {
-  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    [[ $SECONDS -ge $deadline ]] && return 1
-    sleep 0.2
-  done
-}
 
 pki="$tmp/pki"
 bash "$make_certs" "$pki" || { echo "FAIL: cannot make certificates"; exit 1; }
@@ -207,5 +187,4 @@ case $? in
   *) fail "cannot search the outputs for the token" ;;
 esac
 
-echo "$failures failure(s)"
-[[ $failures -eq 0 ]]
+finish
