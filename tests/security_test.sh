@@ -45,11 +45,25 @@ SPEC
 }
 
 # Every method of a service (PROTO) at ADDR refused without the token.
+# The Python client, bounded: grpcio has been seen (once in many runs) to
+# hang after its calls returned, so a run past 30 s is retried, twice at
+# most, and said so.
+run_probe() {
+  local out rc attempt
+  for attempt in 1 2 3; do
+    out=$(timeout 30 /usr/bin/python3 "$probe" "$@" 2>&1)
+    rc=$?
+    [[ $rc -ne 124 ]] && break
+    echo "note: the probe hung (attempt $attempt): $*" >&2
+  done
+  echo "$out"
+}
+
 all_refused() {  # all_refused WHAT ADDR PROTO PROBE_ARGS...
   local what="$1" addr="$2" proto="$3"
   shift 3
   local out
-  out=$(/usr/bin/python3 "$probe" methods "$addr" "$proto" "$@" 2>&1)
+  out=$(run_probe methods "$addr" "$proto" "$@")
   local n bad
   n=$(echo "$out" | grep -c .)
   bad=$(echo "$out" | grep -v ' UNAUTHENTICATED missing or wrong job token$')
@@ -83,12 +97,12 @@ if wait_for 20 has_shard; then
   all_refused "shard, wrong token" "$shard_addr" "$ps_proto" "${tls[@]}" \
     --token-file "$pki/wrong_token"
 
-  h=$(/usr/bin/python3 "$probe" health "$addr" "${tls[@]}" 2>&1)
+  h=$(run_probe health "$addr" "${tls[@]}")
   [[ "$h" == SERVING ]] && ok "health without the token: $h" || fail "health without the token: $h"
-  h=$(/usr/bin/python3 "$probe" health "$health_addr" 2>&1)
+  h=$(run_probe health "$health_addr")
   [[ "$h" == SERVING ]] && ok "plaintext --health-listen: $h" || fail "plaintext --health-listen: $h"
-  out=$(/usr/bin/python3 "$probe" methods "$health_addr" "$coordinator_proto" \
-    --token-file "$pki/token" 2>&1)
+  out=$(run_probe methods "$health_addr" "$coordinator_proto" \
+    --token-file "$pki/token")
   if [[ $(echo "$out" | grep -vc ' UNIMPLEMENTED') -eq 0 ]]; then
     ok "--health-listen serves no coordinator method"
   else
@@ -123,7 +137,7 @@ if wait_for 20 has_shard; then
   expect_refused "status with a wrong token" "missing or wrong job token" \
     --token-file="$pki/wrong_token" --tls-ca="$pki/ca.pem" \
     --tls-cert="$pki/client.pem" --tls-key="$pki/client.key"
-  out=$(/usr/bin/python3 "$probe" health "$addr" --ca "$pki/ca.pem" 2>&1)
+  out=$(run_probe health "$addr" --ca "$pki/ca.pem")
   [[ "$out" == UNAVAILABLE* ]] && ok "mutual TLS refuses a Python client without a certificate: $out" \
     || fail "a Python client without a certificate: $out"
 

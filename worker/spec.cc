@@ -18,6 +18,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/stubs/common.h"
 #include "google/protobuf/text_format.h"
 
 namespace cohort {
@@ -412,6 +413,40 @@ absl::Status CheckPs(const PsSpec& p, const Scope& s) {
   return NonNegative(s, p, "rpc_timeout_ms", p.rpc_timeout_ms());
 }
 
+// Protobuf's own test, the one its serializer applies.
+bool ValidUtf8(const std::string& text) {
+  return google::protobuf::internal::IsStructurallyValidUTF8(
+      text.data(), static_cast<int>(text.size()));
+}
+
+// Protobuf refuses to serialize string fields that are not UTF-8, so a spec
+// holding one could never reach a worker or the coordinator's state file
+// (found by fuzz/spec_fuzzer.cc): refuse it here, naming the field.
+absl::Status CheckUtf8(const Message& m, const Scope& s) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const FieldDescriptor* fd : fields) {
+    const int n = fd->is_repeated() ? r->FieldSize(m, fd) : 1;
+    for (int i = 0; i < n; ++i) {
+      const int index = fd->is_repeated() ? i : -1;
+      if (fd->type() == FieldDescriptor::TYPE_STRING) {
+        const std::string v = fd->is_repeated() ? r->GetRepeatedString(m, fd, i)
+                                                : r->GetString(m, fd);
+        if (!ValidUtf8(v)) {
+          return s.Error(fd, index, "is not valid UTF-8 text");
+        }
+      } else if (fd->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const Message& child = fd->is_repeated()
+                                   ? r->GetRepeatedMessage(m, fd, i)
+                                   : r->GetMessage(m, fd);
+        RETURN_IF_ERROR(CheckUtf8(child, s.Nested(fd, index)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckCheckpoint(const CheckpointSpec& c, const Scope& s) {
   RETURN_IF_ERROR(NonNegative(s, c, "every_steps", c.every_steps()));
   RETURN_IF_ERROR(Require(c.every_seconds() >= 0 && c.every_seconds() < 1e9, s,
@@ -586,6 +621,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
         errors.error().empty() ? filename + ": cannot parse the job spec"
                                : errors.error());
   }
+  RETURN_IF_ERROR(CheckUtf8(spec, Scope(&filename, &tree, "", Loc())));
   RETURN_IF_ERROR(CheckJob(spec, Scope(&filename, &tree, "", Loc())));
   FillDefaults(&spec);
   return spec;

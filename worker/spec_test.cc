@@ -413,6 +413,14 @@ TEST(ParseJobSpec, ChecksCluster) {
             "hierarchical, got \"ring\"");
 }
 
+// Protobuf would refuse to serialize such a spec for the workers.
+TEST(ParseJobSpec, RefusesTextThatIsNotUtf8) {
+  const std::string error = ErrorOf(Valid("data { dir: \"d\\377\" }"));
+  EXPECT_NE(error.find("jobs/x.textproto:6:"), std::string::npos) << error;
+  EXPECT_NE(error.find("data.dir is not valid UTF-8 text"), std::string::npos)
+      << error;
+}
+
 TEST(ParseJobSpec, FillsClusterDefaults) {
   absl::StatusOr<JobSpec> spec =
       ParseJobSpec(Valid("cluster { min_workers: 2 }"), kFile);

@@ -16,6 +16,19 @@ inline constexpr int64_t kMaxChunkBytes = 1 << 20;
 // (RESOURCE_EXHAUSTED) before it is buffered.
 inline constexpr int kMaxMessageBytes = kMaxChunkBytes + (64 << 10);
 
+// Bounds on what a request may declare, so that no arithmetic on it can
+// overflow and no declared size can make a shard allocate without limit
+// (found by fuzz/shard_fuzzer.cc).
+// Workers in a job (the coordinator's own limit) and replicas in all.
+inline constexpr int32_t kMaxWorldSize = 4096;
+inline constexpr int32_t kMaxTotalReplicas = kMaxWorldSize * 256;
+// Parameters one shard may hold: 2^31 floats (8 GiB).
+inline constexpr int64_t kMaxShardElements = int64_t{1} << 31;
+// Steps (clocks) and data chunks a job may count to: far beyond any real
+// run, and small enough that clock * kMaxTotalReplicas fits in 63 bits.
+inline constexpr int64_t kMaxClock = int64_t{1} << 40;
+inline constexpr int64_t kMaxChunk = kMaxClock * kMaxTotalReplicas;
+
 }  // namespace cohort
 
 #endif  // COHORT_SERVER_PS_LIMITS_H_

@@ -67,11 +67,12 @@ absl::Status ChunkAssembler::Add(const TensorChunk& chunk) {
   }
   Slot& s = slots_[it->second];
   const int64_t n = data.size() / 4;
-  if (chunk.offset() < 0 || chunk.offset() + n > s.partition.count()) {
+  // Compared without adding, so that no offset can overflow.
+  if (chunk.offset() < 0 || chunk.offset() > s.partition.count() - n) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what_, ": partition ", chunk.partition(), " chunk [", chunk.offset(),
-        ", ", chunk.offset() + n, ") lies outside the partition's ",
-        s.partition.count(), " elements"));
+        what_, ": partition ", chunk.partition(), " chunk of ", n,
+        " elements at offset ", chunk.offset(),
+        " lies outside the partition's ", s.partition.count(), " elements"));
   }
   std::memcpy(s.values.data() + chunk.offset(), data.data(), data.size());
   s.covered.emplace_back(chunk.offset(), chunk.offset() + n);
@@ -142,30 +143,41 @@ absl::Duration ShardState::rpc_timeout() const {
 
 absl::Status ShardState::CheckInitHeaderLocked(const InitHeader& h) const {
   const std::string what = absl::StrCat("init from ", h.worker_id());
-  if (h.world_size() < 1) {
+  if (h.world_size() < 1 || h.world_size() > kMaxWorldSize) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": world_size ", h.world_size(), " is below 1"));
+        absl::StrCat(what, ": world_size ", h.world_size(), " is outside [1, ",
+                     kMaxWorldSize, "]"));
   }
-  if (h.total_replicas() < h.world_size()) {
+  if (h.total_replicas() < h.world_size() ||
+      h.total_replicas() > kMaxTotalReplicas) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": total_replicas ", h.total_replicas(),
-                     " is below world_size ", h.world_size()));
+                     " is outside [world_size ", h.world_size(), ", ",
+                     kMaxTotalReplicas, "]"));
   }
   if (h.partitions().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": no partitions for shard ", shard_index_));
   }
   std::set<int32_t> ids;
+  int64_t elements = 0;
   for (const Partition& p : h.partitions()) {
     if (p.shard() != shard_index_) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": partition ", p.id(), " belongs to shard ",
                        p.shard(), ", not to this shard ", shard_index_));
     }
-    if (p.count() < 1 || p.offset() < 0) {
+    if (p.count() < 1 || p.offset() < 0 || p.count() > kMaxShardElements ||
+        p.offset() > kMaxShardElements * 1024) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": partition ", p.id(), " has offset ", p.offset(),
                        " and count ", p.count()));
+    }
+    elements += p.count();
+    if (elements > kMaxShardElements) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          what, ": the partitions add up to more than ", kMaxShardElements,
+          " elements, the most one shard holds"));
     }
     if (!ids.insert(p.id()).second) {
       return absl::InvalidArgumentError(
@@ -257,9 +269,13 @@ absl::Status ShardState::CheckPushLocked(const PushHeader& h) const {
   if (h.seq() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": seq is 0"));
   }
-  if (h.clock() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": clock ", h.clock(), " is negative"));
+  if (h.clock() < 0 || h.clock() > kMaxClock) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": clock ", h.clock(), " is outside [0, ", kMaxClock, "]"));
+  }
+  if (h.based_on_version() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": based_on_version ", h.based_on_version(), " is negative"));
   }
   if (!std::isfinite(h.lr()) || h.lr() < 0) {
     return absl::InvalidArgumentError(
@@ -270,9 +286,11 @@ absl::Status ShardState::CheckPushLocked(const PushHeader& h) const {
         absl::StrCat(what, ": weight ", h.weight(), " is outside [1, ",
                      total_replicas_, "]"));
   }
-  if (job_.ps().consistency() != SYNC && h.first_chunk() < 0) {
+  if (job_.ps().consistency() != SYNC &&
+      (h.first_chunk() < 0 || h.first_chunk() > kMaxChunk)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": first_chunk ", h.first_chunk(), " is negative"));
+        absl::StrCat(what, ": first_chunk ", h.first_chunk(),
+                     " is outside [0, ", kMaxChunk, "]"));
   }
   return absl::OkStatus();
 }
@@ -495,8 +513,9 @@ absl::StatusOr<ShardState::Snapshot> ShardState::WaitForPull(
   absl::MutexLock lock(&mu_);
   const std::string what = absl::StrCat("pull from rank ", rank, " for clock ",
                                         clock, " on shard ", shard_index_);
-  if (clock < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": clock < 0"));
+  if (clock < 0 || clock > kMaxClock) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": clock is outside [0, ", kMaxClock, "]"));
   }
   const absl::Time start = absl::Now();
   bool waited = false;

@@ -323,6 +323,54 @@ TEST(ShardStateTest, MalformedPushesChangeNothing) {
   for (int i = 0; i < 7; ++i) EXPECT_FLOAT_EQ(got[i], kInit[i] - 0.5f);
 }
 
+// Wire fields at the edges of their types are refused before any
+// arithmetic or allocation uses them (each of these once overflowed or
+// allocated without bound, found by fuzz/shard_fuzzer.cc).
+TEST(ShardStateTest, ExtremeFieldsAreRefusedNotComputedWith) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  ShardState state(Job(ASYNC), 0);
+  InitState(state, kInit, 2, 2);
+  const std::vector<float> g(7, 1.0f);
+  struct Case {
+    const char* name;
+    PushHeader header;
+    std::vector<TensorChunk> chunks;
+  };
+  std::vector<TensorChunk> far = Chunks(g);
+  far[0].set_offset(kMax - 1);
+  PushHeader old_version = Header(0, 1, 0);
+  old_version.set_based_on_version(-kMax);
+  const std::vector<Case> cases = {
+      {"chunk offset", Header(0, 1, 0), far},
+      {"based_on_version", old_version, Chunks(g)},
+      {"first_chunk", Header(0, 1, 0, 0.1, 1, 0, kMax - 1), Chunks(g)},
+      {"clock", Header(0, 1, kMax), Chunks(g)},
+  };
+  for (const Case& c : cases) {
+    auto r = TryPush(state, c.header, c.chunks);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.name << ": " << r.status();
+  }
+  EXPECT_EQ(PullNow(state, 0, kMax).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state.Stats().version(), 0);
+
+  ShardState fresh(Job(ASYNC), 0);
+  InitHeader big;
+  big.set_world_size(2);
+  big.set_total_replicas(2);
+  Partition* p = big.add_partitions();
+  p->set_id(0);
+  p->set_count(int64_t{1} << 40);  // 4 TiB, refused before allocating
+  EXPECT_FALSE(fresh.CheckInit(big).ok());
+  InitHeader many = big;
+  many.mutable_partitions(0)->set_count(10);
+  many.set_world_size(std::numeric_limits<int32_t>::max());
+  many.set_total_replicas(std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(fresh.CheckInit(many).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ShardStateTest, SecondInitSameLayoutIsAcknowledgedDifferentRefused) {
   ShardState state(Job(ASYNC), 0);
   InitState(state, kInit, 2, 2);

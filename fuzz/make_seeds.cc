@@ -1,0 +1,302 @@
+// Writes the binary seed inputs of a fuzz target into a directory:
+//   make_seeds TARGET DIR
+// TARGET is one of mnist, cifar10, checkpoint, request_checks, shard (the
+// spec target's seeds are text, in fuzz/corpus/spec). The seeds are valid
+// inputs in the format each fuzzer's header comment describes, so fuzzing
+// starts from the readers' success paths. Exit status 2 on bad usage, 1 when
+// a seed cannot be made or written.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/checkpoint.h"
+#include "common/status_macros.h"
+#include "fuzz/dataset_checks.h"
+#include "fuzz/fuzz_util.h"
+#include "fuzz/shard_fuzz.pb.h"
+#include "proto/coordinator.pb.h"
+#include "proto/job.pb.h"
+#include "proto/ps.pb.h"
+
+namespace cohort {
+namespace fuzz {
+namespace {
+
+using Seeds = std::map<std::string, std::string>;  // file name -> bytes
+
+std::string BigEndian32(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+          static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+
+// An IDX file of `count` records of `record` bytes with the given header.
+std::string Idx(uint32_t magic, const std::vector<uint32_t>& dims,
+                size_t record) {
+  std::string out = BigEndian32(magic);
+  for (uint32_t d : dims) out += BigEndian32(d);
+  for (size_t i = 0; i < dims[0] * record; ++i) {
+    out.push_back(static_cast<char>(dims.size() == 1 ? i % 10 : i * 7 % 251));
+  }
+  return out;
+}
+
+std::string MnistFiles(uint32_t train, uint32_t test) {
+  return absl::StrJoin(
+      {Idx(0x803, {train, 28, 28}, 784), Idx(0x801, {train}, 1),
+       Idx(0x803, {test, 28, 28}, 784), Idx(0x801, {test}, 1)},
+      kSplit);
+}
+
+Seeds Mnist() {
+  const std::string files = MnistFiles(2, 1);
+  std::vector<std::string> gzipped;
+  for (absl::string_view part : SplitInput(files)) {
+    gzipped.push_back(Gzip(part));
+  }
+  return {
+      {"raw", std::string(1, '\0') + files},
+      {"raw_normalized_limit", absl::StrCat("\x0c", files)},
+      {"gz_compressed_by_fuzzer", absl::StrCat("\x03", files)},
+      {"gz", absl::StrCat("\x01", absl::StrJoin(gzipped, kSplit))},
+  };
+}
+
+std::string CifarRecords(int n, int first_label) {
+  std::string out;
+  for (int r = 0; r < n; ++r) {
+    out.push_back(static_cast<char>((first_label + r) % 10));
+    for (int i = 0; i < 3 * 32 * 32; ++i) {
+      out.push_back(static_cast<char>((i * 13 + r) % 251));
+    }
+  }
+  return out;
+}
+
+Seeds Cifar10() {
+  const std::string files = absl::StrJoin(
+      {CifarRecords(1, 0), CifarRecords(1, 3), CifarRecords(1, 9)}, kSplit);
+  return {
+      {"two_train_files", absl::StrCat(std::string(1, '\0'), files)},
+      {"archive_layout_normalized", absl::StrCat("\x05", files)},
+  };
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+absl::StatusOr<Seeds> CheckpointSeeds() {
+  Checkpoint c;
+  c.step = 7;  // the name checkpoint_fuzzer gives the file
+  c.epoch = 1;
+  c.epoch_offset = 3;
+  c.generation = 2;
+  c.spec_hash = 0x1234abcd;
+  c.metadata = {{"model", "lenet5"}, {"optimizer", "sgd"}};
+  c.tensors.push_back({"conv1.weight", {2, 3}, {1, 2, 3, 4, 5, 6}});
+  c.tensors.push_back({"step", {}, {42}});
+  c.tensors.push_back({"empty", {0, 4}, {}});
+  ScratchDir dir;
+  RETURN_IF_ERROR(WriteCheckpoint(dir.path(), c));
+  ASSIGN_OR_RETURN(std::string file,
+                   ReadFile(dir.path() + "/" + CheckpointFileName(c.step)));
+  return Seeds{{"valid", std::string(1, '\0') + file},
+               {"valid_fixups", "\x03" + file}};
+}
+
+template <typename Message>
+std::string Request(char selector, const Message& m) {
+  return std::string(1, selector) + m.SerializeAsString();
+}
+
+Seeds RequestChecks() {
+  Seeds seeds;
+  JoinRequest join;
+  join.set_protocol_version(Protocol::CURRENT);
+  join.set_worker_id("host:123:abc");
+  join.set_host("host");
+  join.set_pid(123);
+  join.set_replicas(2);
+  seeds["join"] = Request(0, join);
+  HeartbeatRequest hb;
+  hb.set_generation(1);
+  hb.set_worker_id("host:123:abc");
+  hb.set_rank(1);
+  hb.mutable_progress()->set_step(10);
+  hb.mutable_progress()->set_loss(0.5);
+  hb.mutable_progress()->mutable_times()->set_compute_s(0.01);
+  seeds["heartbeat"] = Request(1, hb);
+  KvSetRequest set;
+  set.set_key("nccl/id");
+  set.set_value("value");
+  seeds["kv_set"] = Request(2, set);
+  KvGetRequest get;
+  get.set_key("nccl/id");
+  seeds["kv_get"] = Request(3, get);
+  KvWaitRequest wait;
+  wait.add_keys("a");
+  wait.add_keys("b");
+  wait.set_timeout_ms(1000);
+  seeds["kv_wait"] = Request(4, wait);
+  KvAddRequest add;
+  add.set_key("counter");
+  add.set_delta(1);
+  seeds["kv_add"] = Request(5, add);
+  BeginEpochRequest epoch;
+  epoch.set_rank(1);
+  epoch.set_epoch(3);
+  seeds["begin_epoch"] = Request(6, epoch);
+  FinishRequest finish;
+  finish.set_worker_id("host:123:abc");
+  finish.set_error("");
+  WorkerResult* r = finish.mutable_result();
+  r->set_steps(100);
+  r->set_test_accuracy(0.9);
+  r->set_model("lenet5");
+  r->add_epoch_results()->set_test_accuracy(-1);
+  seeds["finish"] = Request(7, finish);
+  StopRequest stop;
+  stop.set_reason("user asked");
+  seeds["stop"] = Request(8, stop);
+  RegisterShardRequest reg;
+  reg.set_protocol_version(Protocol::CURRENT);
+  reg.set_shard_id("host:9:xyz");
+  reg.set_address("10.0.0.1:5000");
+  reg.set_host("host");
+  reg.set_pid(9);
+  seeds["register_shard"] = Request(9, reg);
+  ShardHeartbeatRequest shb;
+  shb.set_shard_id("host:9:xyz");
+  shb.set_shard_index(1);
+  shb.mutable_stats()->set_pushes(5);
+  for (int i = 0; i < 9; ++i) shb.mutable_stats()->add_staleness_histogram(i);
+  seeds["shard_heartbeat"] = Request(10, shb);
+  PlanPartitionsRequest plan;
+  plan.set_rank(0);
+  plan.add_param_sizes(100);
+  plan.add_param_sizes(10);
+  seeds["plan_partitions"] = Request(11, plan);
+  ClusterSpec cluster;
+  cluster.set_min_workers(2);
+  cluster.set_max_workers(4);
+  seeds["cluster"] = Request(12, cluster);
+  seeds["misc"] = std::string("\x0d", 1) + std::string(24, '\x01');
+  return seeds;
+}
+
+// A shard case: Init of two partitions (5 and 3 elements, shard 0) by two
+// workers of one replica each, then a round of pushes and pulls.
+fuzz::ShardFuzzCase ShardCase(Consistency consistency, int optimizer) {
+  fuzz::ShardFuzzCase c;
+  c.set_consistency(consistency);
+  c.set_optimizer(optimizer);
+  auto chunk = [](TensorChunk* t, int partition, int64_t offset, int n) {
+    t->set_partition(partition);
+    t->set_offset(offset);
+    std::string data;
+    for (int i = 0; i < n; ++i) {
+      const float v = 0.25f * (i + 1);
+      data.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    t->set_data(data);
+  };
+  fuzz::ShardFuzzCall* init = c.add_calls();
+  InitHeader* h = init->add_init()->mutable_header();
+  h->set_worker_id("w0");
+  h->set_world_size(2);
+  h->set_total_replicas(2);
+  for (int id : {0, 1}) {
+    Partition* p = h->add_partitions();
+    p->set_id(id);
+    p->set_shard(0);
+    p->set_offset(id == 0 ? 0 : 5);
+    p->set_count(id == 0 ? 5 : 3);
+  }
+  chunk(init->add_init()->mutable_chunk(), 0, 0, 2);
+  chunk(init->add_init()->mutable_chunk(), 0, 2, 3);
+  chunk(init->add_init()->mutable_chunk(), 1, 0, 3);
+  for (int round = 0; round < 2; ++round) {
+    for (int rank : {0, 1}) {
+      fuzz::ShardFuzzCall* push = c.add_calls();
+      PushHeader* ph = push->add_push()->mutable_header();
+      ph->set_worker_id(absl::StrCat("w", rank));
+      ph->set_rank(rank);
+      ph->set_seq(round + 1);
+      ph->set_clock(round);
+      ph->set_based_on_version(round);
+      ph->set_lr(0.1);
+      ph->set_weight(1);
+      ph->set_first_chunk(2 * round + rank);
+      chunk(push->add_push()->mutable_chunk(), 0, 0, 5);
+      chunk(push->add_push()->mutable_chunk(), 1, 0, 3);
+      PullRequest* pull = c.add_calls()->mutable_pull();
+      pull->set_worker_id(ph->worker_id());
+      pull->set_rank(rank);
+      pull->set_clock(round + 1);
+    }
+  }
+  // A retried push (duplicate seq) and the statistics.
+  *c.add_calls() = c.calls(1);
+  c.add_calls()->set_stats(true);
+  return c;
+}
+
+Seeds Shard() {
+  Seeds seeds;
+  seeds["sync_sgd"] = ShardCase(SYNC, 0).SerializeAsString();
+  seeds["ssp_adam"] = ShardCase(SSP, 1).SerializeAsString();
+  seeds["async_adamw"] = ShardCase(ASYNC, 2).SerializeAsString();
+  return seeds;
+}
+
+absl::StatusOr<Seeds> SeedsFor(const std::string& target) {
+  if (target == "mnist") return Mnist();
+  if (target == "cifar10") return Cifar10();
+  if (target == "checkpoint") return CheckpointSeeds();
+  if (target == "request_checks") return RequestChecks();
+  if (target == "shard") return Shard();
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown target \"", target,
+                   "\"; expected mnist, cifar10, checkpoint, request_checks "
+                   "or shard"));
+}
+
+int Main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: make_seeds TARGET DIR\n");
+    return 2;
+  }
+  absl::StatusOr<Seeds> seeds = SeedsFor(argv[1]);
+  if (!seeds.ok()) {
+    std::fprintf(stderr, "make_seeds: %s\n",
+                 std::string(seeds.status().message()).c_str());
+    return seeds.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  for (const auto& [name, bytes] : *seeds) {
+    const std::string path = absl::StrCat(argv[2], "/", name);
+    std::ofstream out(path, std::ios::binary);
+    out.write(bytes.data(), bytes.size());
+    if (!out.flush()) {
+      std::fprintf(stderr, "make_seeds: cannot write %s\n", path.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace fuzz
+}  // namespace cohort
+
+int main(int argc, char** argv) { return cohort::fuzz::Main(argc, argv); }
