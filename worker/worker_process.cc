@@ -187,6 +187,44 @@ void LogPsTotals(const PsConnection& ps) {
                t.pull_seconds, static_cast<long long>(t.max_version_lag));
 }
 
+// What every worker's trainer gets from its coordinator: its place in the
+// job, the epochs' sampler seeds, and a way to report progress (and learn
+// that it must stop).
+DistributedContext JobContext(const JoinResponse& join,
+                              CoordinatorClient& client,
+                              HeartbeatSender& heartbeat) {
+  DistributedContext dist;
+  dist.rank = join.rank();
+  dist.world_size = join.world_size();
+  dist.replica_offset = join.replica_offset();
+  dist.total_replicas = join.total_replicas();
+  dist.epoch_seed = [&client](int64_t epoch) {
+    return client.BeginEpoch(epoch);
+  };
+  dist.on_step = [&heartbeat](const WorkerProgress& p) {
+    heartbeat.Update(p);
+    return heartbeat.StopReason();
+  };
+  return dist;
+}
+
+TrainOptions WorkerTrainOptions(const WorkerOptions& o,
+                                const JoinResponse& join,
+                                const DistributedContext* dist) {
+  TrainOptions t;
+  t.data_dir = o.data_dir;
+  t.replicas = o.replicas;
+  t.threads = o.threads > 0 ? o.threads : o.replicas;
+  t.gpus = o.gpus;
+  t.quiet = o.quiet || join.rank() != 0;
+  t.live_progress = o.live_progress;
+  t.slowdown =
+      o.slowdown_rank < 0 || o.slowdown_rank == join.rank() ? o.slowdown : 1.0;
+  t.min_step_seconds = o.min_step_seconds;
+  t.distributed = dist;
+  return t;
+}
+
 // GPU workers: NCCL over every GPU of the job, instead of Gloo.
 absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
                          const JoinResponse& join, HeartbeatSender& heartbeat,
@@ -203,26 +241,9 @@ absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
       CreateWorkerNccl(client, absl::StrCat(join.kv_prefix(), "nccl/"),
                        placement, cluster.nccl_algorithm(),
                        absl::Milliseconds(cluster.collective_timeout_ms())));
-  DistributedContext dist;
-  dist.rank = join.rank();
-  dist.world_size = join.world_size();
-  dist.replica_offset = join.replica_offset();
-  dist.total_replicas = join.total_replicas();
+  DistributedContext dist = JobContext(join, client, heartbeat);
   dist.nccl = nccl.get();
-  dist.epoch_seed = [&client](int64_t epoch) {
-    return client.BeginEpoch(epoch);
-  };
-  dist.on_step = [&heartbeat](const WorkerProgress& p) {
-    heartbeat.Update(p);
-    return heartbeat.StopReason();
-  };
-  TrainOptions t;
-  t.data_dir = o.data_dir;
-  t.replicas = o.replicas;
-  t.gpus = o.gpus;
-  t.quiet = o.quiet || join.rank() != 0;
-  t.live_progress = o.live_progress;
-  t.distributed = &dist;
+  TrainOptions t = WorkerTrainOptions(o, join, &dist);
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(join.job(), t));
   ASSIGN_OR_RETURN(*result, trainer->Run());
@@ -247,20 +268,9 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> comm,
       CreateGlooCommunicator(store, join.rank(), join.world_size(), gloo));
-  DistributedContext dist;
-  dist.rank = join.rank();
-  dist.world_size = join.world_size();
-  dist.replica_offset = join.replica_offset();
-  dist.total_replicas = join.total_replicas();
+  DistributedContext dist = JobContext(join, client, heartbeat);
   dist.comm = comm.get();
   dist.bucket_bytes = cluster.bucket_bytes();
-  dist.epoch_seed = [&client](int64_t epoch) {
-    return client.BeginEpoch(epoch);
-  };
-  dist.on_step = [&heartbeat](const WorkerProgress& p) {
-    heartbeat.Update(p);
-    return heartbeat.StopReason();
-  };
   PsConnection ps;
   if (join.job().mode() == PS) {
     dist.ps_mode = true;
@@ -288,16 +298,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
       return ClaimChunks(client, epoch, count);
     };
   }
-  TrainOptions t;
-  t.data_dir = o.data_dir;
-  t.replicas = o.replicas;
-  t.threads = o.threads > 0 ? o.threads : o.replicas;
-  t.quiet = o.quiet || join.rank() != 0;
-  t.live_progress = o.live_progress;
-  t.slowdown =
-      o.slowdown_rank < 0 || o.slowdown_rank == join.rank() ? o.slowdown : 1.0;
-  t.min_step_seconds = o.min_step_seconds;
-  t.distributed = &dist;
+  TrainOptions t = WorkerTrainOptions(o, join, &dist);
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(join.job(), t));
   ASSIGN_OR_RETURN(*result, trainer->Run());
