@@ -16,7 +16,7 @@
 //         16   header body (H bytes):
 //                int64   step          global step
 //                int64   epoch
-//                int64   epoch_offset  batches of `epoch` already done
+//                int64   epoch_offset  samples of `epoch`'s order done
 //                uint64  generation
 //                uint64  spec_hash
 //                uint32  M, then M x (str key, str value)   metadata, sorted
@@ -61,7 +61,9 @@ struct CheckpointTensor {
 struct Checkpoint {
   int64_t step = 0;  // global step; names the file (must be >= 0)
   int64_t epoch = 0;
-  int64_t epoch_offset = 0;  // batches of `epoch` already done
+  // The sampler's position: samples of `epoch`'s order already trained
+  // (worker/data/sampler.h, IndicesFrom).
+  int64_t epoch_offset = 0;
   uint64_t generation = 0;
   uint64_t spec_hash = 0;
   std::map<std::string, std::string> metadata;

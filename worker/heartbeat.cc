@@ -29,6 +29,11 @@ absl::Status HeartbeatSender::StopReason() {
   return stop_;
 }
 
+bool HeartbeatSender::Regroup() {
+  absl::MutexLock lock(&mu_);
+  return regroup_;
+}
+
 void HeartbeatSender::Loop() {
   absl::Time last_answer = absl::Now();
   bool signalled = false;
@@ -40,17 +45,25 @@ void HeartbeatSender::Loop() {
     }
     absl::StatusOr<HeartbeatResponse> r = client_->Heartbeat(p);
     absl::Status stop;
+    bool regroup = false;
     if (r.ok()) {
       last_answer = absl::Now();
       if (r->stop()) {
         stop = absl::AbortedError(
             absl::StrCat("the coordinator stopped the job (",
                          JobState_Name(r->state()), "): ", r->reason()));
+      } else if (r->regroup()) {
+        regroup = true;
+        stop = absl::AbortedError(
+            "this generation is over: the coordinator regroups the job");
       }
-    } else if (r.status().code() == absl::StatusCode::kFailedPrecondition ||
-               absl::Now() - last_answer > interval_ * misses_) {
-      // A refused heartbeat means this worker is no longer part of the
-      // job; silence as long as the coordinator's own bound means the
+    } else if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
+      // A refused heartbeat means this worker is no longer part of the job
+      // (fenced out after it was declared dead).
+      stop = absl::FailedPreconditionError(absl::StrCat(
+          "dropped from the job by the coordinator: ", r.status().message()));
+    } else if (absl::Now() - last_answer > interval_ * misses_) {
+      // Silence as long as the coordinator's own bound means the
       // coordinator is gone.
       stop = absl::UnavailableError(
           absl::StrCat("lost the coordinator: ", r.status().message()));
@@ -60,8 +73,9 @@ void HeartbeatSender::Loop() {
       {
         absl::MutexLock lock(&mu_);
         stop_ = stop;
+        regroup_ = regroup;
       }
-      if (on_stop_) on_stop_(stop);
+      if (on_stop_ && !regroup) on_stop_(stop);
     }
   }
 }

@@ -2,8 +2,12 @@
 // own, and turns the coordinator's answers into a stop signal.
 //
 // The worker learns that it must stop when the coordinator says so (the job
-// failed or was stopped) or when the coordinator has not answered for as
-// long as it would take the coordinator to declare this worker dead.
+// failed or was stopped), when the coordinator refuses its heartbeats (it
+// was dropped from the job: fenced out), or when the coordinator has not
+// answered for as long as it would take the coordinator to declare this
+// worker dead. An elastic job's coordinator may instead answer that the
+// worker's generation is over (Regroup): the worker then leaves it and joins
+// the next one.
 //
 // Thread safety: Update() and StopReason() may be called from any thread.
 #ifndef COHORT_WORKER_HEARTBEAT_H_
@@ -30,8 +34,12 @@ class HeartbeatSender {
   ~HeartbeatSender();  // stops the thread
 
   void Update(const WorkerProgress& progress);
-  // OK while the worker may go on; otherwise why it must stop.
+  // OK while the worker may go on; otherwise why it must stop (or leave
+  // its generation, when Regroup()).
   absl::Status StopReason();
+  // Whether the coordinator said this generation is over. on_stop is not
+  // called for a regroup.
+  bool Regroup();
 
  private:
   void Loop();
@@ -43,6 +51,7 @@ class HeartbeatSender {
   absl::Mutex mu_;
   WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
   absl::Status stop_ ABSL_GUARDED_BY(mu_);
+  bool regroup_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification done_;
   std::thread thread_;
 };

@@ -384,6 +384,9 @@ absl::Status CheckCluster(const ClusterSpec& c, const Scope& s) {
             : c.GetReflection()->GetInt64(c, fd);
     RETURN_IF_ERROR(NonNegative(s, c, f, v));
   }
+  RETURN_IF_ERROR(Require(c.max_restarts() >= 0 && c.max_restarts() <= 10000, s,
+                          c, "max_restarts", "in [0, 10000]",
+                          c.max_restarts()));
   const std::string& a = c.allreduce_algorithm();
   RETURN_IF_ERROR(Require(a.empty() || a == "ring" || a == "ring_chunked" ||
                               a == "halving_doubling" || a == "bcube",
@@ -533,6 +536,7 @@ void FillClusterDefaults(ClusterSpec* c) {
   if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
   if (c->nccl_algorithm().empty()) c->set_nccl_algorithm("flat");
   if (c->coordinator_grace_ms() == 0) c->set_coordinator_grace_ms(60000);
+  if (!c->has_max_restarts()) c->set_max_restarts(3);
 }
 
 void FillPsDefaults(PsSpec* p) {

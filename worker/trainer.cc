@@ -4,8 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -86,6 +90,7 @@ class LocalTrainer : public Trainer {
   absl::StatusOr<TrainResult> Run() override;
 
  private:
+  absl::StatusOr<TrainResult> RunEpochs();
   absl::Status BuildModels();
   void BuildSlices();
   absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
@@ -138,11 +143,28 @@ class LocalTrainer : public Trainer {
     return !checkpoint_dir_.empty() && !PsMode() &&
            (dist_ == nullptr || dist_->rank == 0);
   }
-  absl::Status MaybeResume();
+  // The newest state this worker can start from: the checkpoint directory's
+  // newest valid checkpoint or the elastic snapshot, whichever is newer.
+  absl::StatusOr<std::optional<Checkpoint>> ResumeCandidate();
+  // Single process: restores the candidate. All-reduce workers: every rank
+  // tells its candidate's step, and the rank with the newest one gives its
+  // state to all (AgreeOnState).
+  absl::Status Resume();
+  absl::Status AgreeOnState(const std::optional<Checkpoint>& mine);
   absl::Status MaybeCheckpoint(int64_t epoch, int64_t steps_in_epoch,
                                int64_t batches);
-  Checkpoint Capture(int64_t epoch, int64_t epoch_offset);
+  Checkpoint Capture(int64_t epoch, int64_t position, int64_t epoch_steps);
+  // The state's tensors, in order: name and element count for this model.
+  std::vector<std::pair<std::string, int64_t>> StateLayout() const;
+  // `c`'s tensors laid out by StateLayout, back to back; DATA_LOSS naming
+  // the tensor when one is missing or has another size.
+  absl::Status FlattenState(const Checkpoint& c, std::vector<float>* out) const;
   absl::Status Restore(const Checkpoint& c);
+  // An elastic worker whose generation ended: keeps the state after the
+  // last completed step, and what this generation trained, for the next.
+  void SaveForNextGeneration();
+  // Adds what earlier generations trained to this one's result.
+  void AddCarried();
   // Dropout draws from a generator seeded by (seed, replica, step), so a
   // resumed run draws what an uninterrupted one would.
   void SeedStep();
@@ -186,8 +208,18 @@ class LocalTrainer : public Trainer {
   std::string checkpoint_dir_;
   absl::Time last_checkpoint_;
   int64_t start_epoch_ = 0;
-  int64_t start_offset_ = 0;  // batches of start_epoch_ already done
+  int64_t start_position_ = 0;     // samples of start_epoch_'s order done
+  int64_t start_epoch_steps_ = 0;  // and its steps done
+  int64_t restored_step_ = 0;      // the step the state was restored from
   int64_t steps_this_run_ = 0;
+  // Where training stands after the last completed step: epoch, sampler
+  // position and steps of the epoch; and the position the current epoch's
+  // loaders started from.
+  int64_t cur_epoch_ = 0;
+  int64_t cur_position_ = 0;
+  int64_t cur_epoch_steps_ = 0;
+  int64_t segment_start_ = 0;
+  bool epoch_complete_ = false;  // the last TrainEpoch ran out of data
   // Shared data: every global replica's samples of the current epoch, and
   // the round after the newest chunk claimed.
   std::vector<std::vector<int64_t>> epoch_indices_;
@@ -290,7 +322,10 @@ absl::Status LocalTrainer::Setup() {
         "checkpoints to " + checkpoint_dir_ +
         " need checkpoint.every_steps or checkpoint.every_seconds in the spec");
   }
-  RETURN_IF_ERROR(MaybeResume());
+  RETURN_IF_ERROR(Resume());
+  cur_epoch_ = start_epoch_;
+  cur_position_ = start_position_;
+  cur_epoch_steps_ = start_epoch_steps_;
   last_checkpoint_ = absl::Now();
   result_.job_name = spec_.name();
   result_.model = spec_.model().zoo().empty() ? "custom" : spec_.model().zoo();
@@ -530,15 +565,12 @@ absl::Status LocalTrainer::StartEpoch(int64_t epoch) {
   }
   const int threads = std::max(1, spec_.data().loader_threads());
   const int prefetch = std::max(1, spec_.data().prefetch());
-  // A resumed epoch skips the batches its checkpoint had done.
-  const int64_t skip =
-      epoch == start_epoch_ ? start_offset_ * spec_.batch_size() : 0;
+  // A resumed epoch deals out the rest of its order over this world.
+  segment_start_ = epoch == start_epoch_ ? start_position_ : 0;
   for (int r = 0; r < options_.replicas; ++r) {
     DistributedSampler sampler(data_.train->size(), TotalReplicas(),
                                GlobalReplica(r), seed, true, spec_.drop_last());
-    std::vector<int64_t> indices = sampler.Indices(epoch);
-    indices.erase(indices.begin(),
-                  indices.begin() + std::min<int64_t>(skip, indices.size()));
+    std::vector<int64_t> indices = sampler.IndicesFrom(epoch, segment_start_);
     replicas_[r].loader = std::make_unique<Loader>(
         data_.train.get(), std::move(indices), spec_.batch_size(),
         spec_.drop_last(), BatchLayout::kBatchInner, threads, prefetch);
@@ -591,6 +623,7 @@ absl::Status LocalTrainer::ReportStep(int64_t epoch, double loss) {
   t->set_comm_wait_s(times_.comm_wait_s() / window_steps_);
   t->set_optimizer_s(times_.optimizer_s() / window_steps_);
   p.set_bytes_allreduced(bytes_reduced_);
+  p.set_restored_step(restored_step_);
   if (window_comm_s_ > 0) {
     // nccl-tests' bus bandwidth: what each link carried in a ring.
     const double w = dist_->world_size;
@@ -639,8 +672,13 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
   const std::function<void(int)> step_fn = [this](int r) { ReplicaStep(r); };
   // Every replica has the same number of batches (the sampler pads), so
   // all of them stop together and no step is begun that cannot finish.
-  if (epoch == start_epoch_) er.steps = start_offset_;
+  if (epoch == start_epoch_) er.steps = start_epoch_steps_;
+  const int64_t first = er.steps;
   const int64_t batches = er.steps + replicas_[0].loader->num_batches();
+  const int64_t per_step = spec_.batch_size() * TotalReplicas();
+  cur_epoch_ = epoch;
+  cur_position_ = segment_start_;
+  cur_epoch_steps_ = er.steps;
   while (er.steps < batches && !StepLimitReached()) {
     if (options_.stop_after_steps > 0 &&
         steps_this_run_ >= options_.stop_after_steps) {
@@ -664,9 +702,19 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
       RETURN_IF_ERROR(ReduceAndStep(lr, reduce_local));
       times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
     }
-    RETURN_IF_ERROR(ReportStep(epoch, AccountStep(epoch, R, er, progress)));
+    const double loss = AccountStep(epoch, R, er, progress);
+    cur_epoch_steps_ = er.steps;
+    cur_position_ = std::min(data_.train->size(),
+                             segment_start_ + (er.steps - first) * per_step);
     ++steps_this_run_;
     RETURN_IF_ERROR(MaybeCheckpoint(epoch, er.steps, batches));
+    RETURN_IF_ERROR(ReportStep(epoch, loss));
+  }
+  epoch_complete_ = er.steps >= batches;
+  if (epoch_complete_) {
+    cur_epoch_ = epoch + 1;
+    cur_position_ = 0;
+    cur_epoch_steps_ = 0;
   }
   er.seconds = Seconds(start);
   for (Replica& rep : replicas_) rep.loader.reset();
@@ -723,13 +771,33 @@ void LocalTrainer::SeedStep() {
 // The flat parameters, every optimizer state tensor as one flat tensor
 // (slices concatenated, so a checkpoint does not depend on the number of
 // replicas; Adam's step counter once), and the BatchNorm statistics.
-Checkpoint LocalTrainer::Capture(int64_t epoch, int64_t epoch_offset) {
+std::vector<std::pair<std::string, int64_t>> LocalTrainer::StateLayout() const {
+  std::vector<std::pair<std::string, int64_t>> layout;
+  const int64_t n = replicas_[0].model->params().size();
+  layout.emplace_back("params", n);
+  const Slice& s0 = slices_[0];
+  const std::vector<Tensor*> states = s0.optimizer->State();
+  for (size_t k = 0; k < states.size(); ++k) {
+    const bool per_element = states[k]->size() == s0.end - s0.begin;
+    layout.emplace_back(absl::StrCat("optimizer.", k),
+                        per_element ? n : states[k]->size());
+  }
+  const std::vector<Tensor*> buffers = replicas_[0].model->Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    layout.emplace_back(absl::StrCat("buffer.", i), buffers[i]->size());
+  }
+  return layout;
+}
+
+Checkpoint LocalTrainer::Capture(int64_t epoch, int64_t position,
+                                 int64_t epoch_steps) {
   Checkpoint c;
   c.step = step_;
   c.epoch = epoch;
-  c.epoch_offset = epoch_offset;
+  c.epoch_offset = position;
   c.spec_hash = TrainingHash(spec_);
   c.metadata["job"] = spec_.name();
+  c.metadata["epoch_steps"] = absl::StrCat(epoch_steps);
   const Tensor& p = replicas_[0].model->params();
   c.tensors.push_back({"params", {p.size()}, {p.data(), p.data() + p.size()}});
   const size_t states = slices_[0].optimizer->State().size();
@@ -756,76 +824,233 @@ Checkpoint LocalTrainer::Capture(int64_t epoch, int64_t epoch_offset) {
   return c;
 }
 
-absl::Status LocalTrainer::Restore(const Checkpoint& c) {
-  auto find = [&](const std::string& name,
-                  int64_t size) -> absl::StatusOr<const CheckpointTensor*> {
-    for (const CheckpointTensor& t : c.tensors) {
-      if (t.name != name) continue;
-      if (static_cast<int64_t>(t.values.size()) != size) {
-        return absl::DataLossError(
-            absl::StrCat("checkpoint tensor ", name, " has ", t.values.size(),
-                         " values, the model needs ", size));
-      }
-      return &t;
+absl::Status LocalTrainer::FlattenState(const Checkpoint& c,
+                                        std::vector<float>* out) const {
+  out->clear();
+  for (const auto& [name, size] : StateLayout()) {
+    auto t = std::find_if(
+        c.tensors.begin(), c.tensors.end(),
+        [&name = name](const CheckpointTensor& t) { return t.name == name; });
+    if (t == c.tensors.end()) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint has no tensor ", name));
     }
-    return absl::DataLossError(absl::StrCat("checkpoint has no tensor ", name));
-  };
+    if (static_cast<int64_t>(t->values.size()) != size) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint tensor ", name, " has ", t->values.size(),
+                       " values, the model needs ", size));
+    }
+    out->insert(out->end(), t->values.begin(), t->values.end());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::Restore(const Checkpoint& c) {
+  std::vector<float> flat;
+  RETURN_IF_ERROR(FlattenState(c, &flat));
+  int64_t epoch_steps = 0;
+  auto it = c.metadata.find("epoch_steps");
+  if (it != c.metadata.end() && !absl::SimpleAtoi(it->second, &epoch_steps)) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint metadata epoch_steps is not a number: ", it->second));
+  }
+  if (c.epoch < 0 || c.epoch_offset < 0 ||
+      c.epoch_offset > data_.train->size() || epoch_steps < 0) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint's sampler position (epoch ", c.epoch, ", sample ",
+        c.epoch_offset, ", step ", epoch_steps, ") does not fit the ",
+        data_.train->size(), " training samples"));
+  }
+  const float* from = flat.data();
   Tensor& p = replicas_[0].model->params();
-  ASSIGN_OR_RETURN(const CheckpointTensor* params, find("params", p.size()));
-  std::copy(params->values.begin(), params->values.end(), p.data());
+  std::copy(from, from + p.size(), p.data());
+  from += p.size();
   const size_t states = slices_[0].optimizer->State().size();
   for (size_t k = 0; k < states; ++k) {
     const bool per_element = slices_[0].optimizer->State()[k]->size() ==
                              slices_[0].end - slices_[0].begin;
-    const int64_t want =
-        per_element ? p.size() : slices_[0].optimizer->State()[k]->size();
-    ASSIGN_OR_RETURN(const CheckpointTensor* t,
-                     find(absl::StrCat("optimizer.", k), want));
     for (Slice& s : slices_) {
       Tensor* state = s.optimizer->State()[k];
-      const float* from = t->values.data() + (per_element ? s.begin : 0);
-      std::copy(from, from + state->size(), state->data());
+      const float* src = from + (per_element ? s.begin : 0);
+      std::copy(src, src + state->size(), state->data());
     }
+    from += per_element ? p.size() : slices_[0].optimizer->State()[k]->size();
   }
-  std::vector<Tensor*> buffers = replicas_[0].model->Buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    ASSIGN_OR_RETURN(const CheckpointTensor* t,
-                     find(absl::StrCat("buffer.", i), buffers[i]->size()));
-    std::copy(t->values.begin(), t->values.end(), buffers[i]->data());
+  for (Tensor* b : replicas_[0].model->Buffers()) {
+    std::copy(from, from + b->size(), b->data());
+    from += b->size();
   }
   step_ = c.step;
+  restored_step_ = c.step;
   start_epoch_ = c.epoch;
-  start_offset_ = c.epoch_offset;
+  start_position_ = c.epoch_offset;
+  start_epoch_steps_ = epoch_steps;
   return absl::OkStatus();
 }
 
-absl::Status LocalTrainer::MaybeResume() {
-  if (checkpoint_dir_.empty() || PsMode()) return absl::OkStatus();
-  std::vector<std::string> rejected;
-  absl::StatusOr<Checkpoint> c =
-      LoadLatestCheckpoint(checkpoint_dir_, &rejected);
-  for (const std::string& why : rejected) {
-    std::fprintf(stderr, "cohort: skipping a bad checkpoint: %s\n",
-                 why.c_str());
+absl::StatusOr<std::optional<Checkpoint>> LocalTrainer::ResumeCandidate() {
+  std::optional<Checkpoint> best;
+  if (!checkpoint_dir_.empty() && !PsMode()) {
+    std::vector<std::string> rejected;
+    absl::StatusOr<Checkpoint> c =
+        LoadLatestCheckpoint(checkpoint_dir_, &rejected);
+    for (const std::string& why : rejected) {
+      std::fprintf(stderr, "cohort: skipping a bad checkpoint: %s\n",
+                   why.c_str());
+    }
+    if (!c.ok() && !absl::IsNotFound(c.status())) return c.status();
+    if (c.ok()) {
+      if (c->spec_hash != TrainingHash(spec_)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the checkpoints in ", checkpoint_dir_,
+            " were written by a job with another model, data, optimizer, "
+            "batch size, loss or seed; use another checkpoint directory"));
+      }
+      best = *std::move(c);
+    }
   }
-  if (absl::IsNotFound(c.status())) return absl::OkStatus();  // a fresh run
-  if (!c.ok()) return c.status();
-  if (c->spec_hash != TrainingHash(spec_)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the checkpoints in ", checkpoint_dir_,
-        " were written by a job with another model, data, optimizer, batch "
-        "size, loss or seed; use another checkpoint directory"));
+  const ElasticState* e = options_.elastic;
+  if (e != nullptr && e->snapshot &&
+      (!best || e->snapshot->step > best->step)) {
+    best = e->snapshot;
   }
-  RETURN_IF_ERROR(Restore(*c));
+  if (best) {
+    // A state this model cannot take is refused here, before any peer
+    // waits for it.
+    std::vector<float> flat;
+    RETURN_IF_ERROR(FlattenState(*best, &flat));
+  }
+  return best;
+}
+
+absl::Status LocalTrainer::Resume() {
+  ASSIGN_OR_RETURN(std::optional<Checkpoint> mine, ResumeCandidate());
+  if (dist_ != nullptr && !PsMode() && dist_->comm != nullptr) {
+    return AgreeOnState(mine);
+  }
+  if (!mine) return absl::OkStatus();  // a fresh run
+  RETURN_IF_ERROR(Restore(*mine));
   if (!options_.quiet) {
     std::fprintf(
         stderr,
-        "cohort: resuming from step %lld (epoch %lld, batch %lld) "
+        "cohort: resuming from step %lld (epoch %lld, sample %lld) "
         "of %s\n",
         static_cast<long long>(step_), static_cast<long long>(start_epoch_ + 1),
-        static_cast<long long>(start_offset_), checkpoint_dir_.c_str());
+        static_cast<long long>(start_position_), checkpoint_dir_.c_str());
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// Non-negative integers travel through a float sum as four 16-bit pieces,
+// each exact in a float; a sum with zeros from every other rank is exact.
+constexpr int kIntFloats = 4;
+
+void PutInt(int64_t v, float* out) {
+  for (int i = 0; i < kIntFloats; ++i) {
+    out[i] =
+        static_cast<float>((static_cast<uint64_t>(v) >> (16 * i)) & 0xffff);
+  }
+}
+
+int64_t GetInt(const float* in) {
+  uint64_t v = 0;
+  for (int i = 0; i < kIntFloats; ++i) {
+    v |= static_cast<uint64_t>(in[i]) << (16 * i);
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+// Every rank holds the same state after the same step in a synchronous
+// job, so whichever rank holds the newest one can give it to the others.
+// Both collectives are sums in which only one rank adds non-zero values,
+// which is a broadcast the Communicator interface already has.
+absl::Status LocalTrainer::AgreeOnState(const std::optional<Checkpoint>& mine) {
+  const int world = dist_->world_size;
+  std::vector<float> steps(world * kIntFloats, 0.0f);
+  if (mine) PutInt(mine->step + 1, &steps[dist_->rank * kIntFloats]);
+  RETURN_IF_ERROR(dist_->comm->AllReduceSum(steps.data(), steps.size()));
+  int source = -1;
+  int64_t newest = 0;
+  for (int w = 0; w < world; ++w) {
+    const int64_t v = GetInt(&steps[w * kIntFloats]);
+    if (v > newest) {
+      newest = v;
+      source = w;
+    }
+  }
+  if (source < 0) return absl::OkStatus();  // nobody has trained yet
+  constexpr int kHeader = 4 * kIntFloats;
+  std::vector<float> flat;
+  if (dist_->rank == source) {
+    RETURN_IF_ERROR(FlattenState(*mine, &flat));
+    int64_t epoch_steps = 0;
+    auto it = mine->metadata.find("epoch_steps");
+    if (it != mine->metadata.end()) {
+      (void)absl::SimpleAtoi(it->second, &epoch_steps);
+    }
+    flat.insert(flat.begin(), kHeader, 0.0f);
+    PutInt(mine->step, &flat[0]);
+    PutInt(mine->epoch, &flat[kIntFloats]);
+    PutInt(mine->epoch_offset, &flat[2 * kIntFloats]);
+    PutInt(std::max<int64_t>(0, epoch_steps), &flat[3 * kIntFloats]);
+  } else {
+    int64_t n = kHeader;
+    for (const auto& entry : StateLayout()) n += entry.second;
+    flat.assign(n, 0.0f);
+  }
+  RETURN_IF_ERROR(dist_->comm->AllReduceSum(flat.data(), flat.size()));
+  Checkpoint c;
+  c.step = GetInt(&flat[0]);
+  c.epoch = GetInt(&flat[kIntFloats]);
+  c.epoch_offset = GetInt(&flat[2 * kIntFloats]);
+  c.metadata["epoch_steps"] = absl::StrCat(GetInt(&flat[3 * kIntFloats]));
+  const float* from = flat.data() + kHeader;
+  for (const auto& [name, size] : StateLayout()) {
+    c.tensors.push_back({name, {size}, {from, from + size}});
+    from += size;
+  }
+  RETURN_IF_ERROR(Restore(c));
+  if (!options_.quiet) {
+    std::fprintf(stderr,
+                 "cohort: starting from step %lld (epoch %lld, sample %lld), "
+                 "the newest state in the job, held by rank %d\n",
+                 static_cast<long long>(step_),
+                 static_cast<long long>(start_epoch_ + 1),
+                 static_cast<long long>(start_position_), source);
+  }
+  return absl::OkStatus();
+}
+
+void LocalTrainer::SaveForNextGeneration() {
+  ElasticState* e = options_.elastic;
+  if (e == nullptr || PsMode()) return;
+  e->snapshot = Capture(cur_epoch_, cur_position_, cur_epoch_steps_);
+  TrainResult& c = e->carried;
+  c.samples += result_.samples;
+  c.train_seconds += result_.train_seconds;
+  c.eval_seconds += result_.eval_seconds;
+  c.skipped_steps += result_.skipped_steps;
+  c.epoch_results.insert(c.epoch_results.end(), result_.epoch_results.begin(),
+                         result_.epoch_results.end());
+}
+
+void LocalTrainer::AddCarried() {
+  const ElasticState* e = options_.elastic;
+  if (e == nullptr) return;
+  const TrainResult& c = e->carried;
+  result_.samples += c.samples;
+  result_.train_seconds += c.train_seconds;
+  result_.eval_seconds += c.eval_seconds;
+  result_.skipped_steps += c.skipped_steps;
+  result_.epoch_results.insert(result_.epoch_results.begin(),
+                               c.epoch_results.begin(), c.epoch_results.end());
+  // Epochs begun over all generations.
+  result_.epochs = std::max<int64_t>(
+      result_.epochs, cur_epoch_ + (cur_epoch_steps_ > 0 ? 1 : 0));
 }
 
 absl::Status LocalTrainer::MaybeCheckpoint(int64_t epoch,
@@ -844,7 +1069,8 @@ absl::Status LocalTrainer::MaybeCheckpoint(int64_t epoch,
   o.keep = cs.keep();
   RETURN_IF_ERROR(WriteCheckpoint(
       checkpoint_dir_,
-      Capture(epoch_done ? epoch + 1 : epoch, epoch_done ? 0 : steps_in_epoch),
+      epoch_done ? Capture(epoch + 1, 0, 0)
+                 : Capture(epoch, cur_position_, steps_in_epoch),
       o));
   last_checkpoint_ = absl::Now();
   return absl::OkStatus();
@@ -908,6 +1134,12 @@ absl::Status LocalTrainer::Evaluate(EpochResult* result) {
 }
 
 absl::StatusOr<TrainResult> LocalTrainer::Run() {
+  absl::StatusOr<TrainResult> result = RunEpochs();
+  if (!result.ok()) SaveForNextGeneration();
+  return result;
+}
+
+absl::StatusOr<TrainResult> LocalTrainer::RunEpochs() {
   Progress progress(options_.live_progress, options_.quiet,
                     options_.log_every_seconds, spec_.batch_size());
   if (PsMode()) {
@@ -930,7 +1162,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     // With shared data a worker's share of an epoch varies; the epoch ends
     // (and is evaluated) when its chunks run out.
     const bool epoch_complete =
-        SharedData() ? !StepLimitReached() : er.steps == StepsPerEpoch();
+        SharedData() ? !StepLimitReached() : epoch_complete_;
     if (!spec_.eval().disable() && data_.test->size() > 0 &&
         spec_.loss() == CROSS_ENTROPY &&
         (epoch_complete || StepLimitReached())) {
@@ -944,6 +1176,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Run() {
     progress.EpochDone(er.epoch, er.train_loss, er.test_accuracy, er.seconds);
     result_.epoch_results.push_back(er);
   }
+  AddCarried();
   FinishResult(step_, recent_losses_, &result_);
   if (options_.final_parameters != nullptr) {
     const Tensor& p = replicas_[0].model->params();

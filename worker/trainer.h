@@ -20,10 +20,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/checkpoint.h"
 #include "proto/job.pb.h"
 
 namespace cohort {
@@ -90,6 +92,8 @@ struct DistributedContext {
   std::function<absl::StatusOr<int64_t>(int64_t epoch, int count)> claim_chunks;
 };
 
+struct ElasticState;
+
 struct TrainOptions {
   std::string data_dir;    // overrides the spec's data directory
   int64_t epochs = -1;     // >= 0 overrides the spec
@@ -123,6 +127,9 @@ struct TrainOptions {
   // that share a few cores behave like workers on machines of their own,
   // whose speed does not change when a peer sleeps.
   double min_step_seconds = 0;
+  // A worker of an elastic job (all-reduce, CPU): what it carries from one
+  // generation to the next (ElasticState). Borrowed; null otherwise.
+  ElasticState* elastic = nullptr;
 };
 
 struct EpochResult {
@@ -157,6 +164,21 @@ struct TrainResult {
   // (nonfinite_gradients: NONFINITE_SKIP).
   int64_t skipped_steps = 0;
   std::vector<EpochResult> epoch_results;
+};
+
+// What an elastic worker keeps across generations. When a generation ends
+// under it (a peer failed, or the world changes), the trainer saves its
+// state after its last completed step here. The next generation's trainer
+// agrees with its peers on the newest state any of them holds (this, or a
+// checkpoint file), takes it from the rank that holds it, and trains the
+// rest of the epoch over the new world (DistributedSampler::IndicesFrom).
+struct ElasticState {
+  // The parameters, optimizer state and sampler position after
+  // snapshot->step; empty until a generation ended under this worker.
+  std::optional<Checkpoint> snapshot;
+  // Training done in earlier generations (samples, training time, epoch
+  // results), added to the last generation's result.
+  TrainResult carried;
 };
 
 // Fills the totals every trainer reports the same way at the end of Run():

@@ -250,9 +250,16 @@ absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
   return absl::OkStatus();
 }
 
+// Whether this worker regroups with its peers when its generation ends,
+// instead of failing: all-reduce jobs on CPU workers with restarts allowed.
+bool Elastic(const WorkerOptions& o, const JobSpec& job) {
+  return job.mode() != PS && o.gpus.empty() && job.cluster().max_restarts() > 0;
+}
+
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    const JoinResponse& join, const std::string& worker_id,
-                   HeartbeatSender& heartbeat, TrainResult* result) {
+                   HeartbeatSender& heartbeat, ElasticState* elastic,
+                   TrainResult* result) {
   if (!o.gpus.empty()) return TrainOnGpus(o, client, join, heartbeat, result);
   const ClusterSpec& cluster = join.job().cluster();
   KvGlooStore store(&client, join.kv_prefix(),
@@ -299,11 +306,61 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
     };
   }
   TrainOptions t = WorkerTrainOptions(o, join, &dist);
-  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
-                   Trainer::Create(join.job(), t));
-  ASSIGN_OR_RETURN(*result, trainer->Run());
+  if (Elastic(o, join.job())) t.elastic = elastic;
+  absl::Status s = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                     Trainer::Create(join.job(), t));
+    ASSIGN_OR_RETURN(*result, trainer->Run());
+    return absl::OkStatus();
+  }();
+  if (!s.ok()) {
+    // Peers still inside a collective with this rank fail now, not at
+    // their timeout, and the communicator hangs up without a barrier.
+    comm->Abort(s);
+    return s;
+  }
   if (ps.client != nullptr && !o.quiet) LogPsTotals(ps);
   return absl::OkStatus();
+}
+
+// How long a worker whose collective failed waits for the coordinator's
+// verdict: as long as declaring the dead peer dead can take.
+absl::Duration VerdictWait(const ClusterSpec& c) {
+  return absl::Milliseconds(c.heartbeat_interval_ms()) *
+             (c.heartbeat_misses() + 1) +
+         absl::Seconds(1);
+}
+
+// A durable coordinator may be restarting: keep training through its
+// absence for the grace period instead of the usual heartbeat bound.
+// Returns the heartbeat misses to tolerate.
+int TolerateCoordinatorOutage(const WorkerOptions& o, const JoinResponse& join,
+                              CoordinatorClient& client) {
+  const ClusterSpec& cluster = join.job().cluster();
+  int misses = cluster.heartbeat_misses();
+  if (!join.coordinator_durable()) return misses;
+  const int64_t interval =
+      std::max<int64_t>(1, cluster.heartbeat_interval_ms());
+  misses = std::max<int64_t>(
+      misses, (cluster.coordinator_grace_ms() + interval - 1) / interval);
+  client.set_retry_window(absl::Milliseconds(cluster.coordinator_grace_ms()));
+  if (!o.quiet && join.generation() == 1) {
+    std::fprintf(stderr,
+                 "cohort worker: the coordinator is durable: training goes "
+                 "on for up to %.0f s without it\n",
+                 cluster.coordinator_grace_ms() / 1000.0);
+  }
+  return misses;
+}
+
+void LogJoined(const WorkerOptions& o, const JoinResponse& join, bool rejoin) {
+  if (o.quiet) return;
+  std::fprintf(
+      stderr, "cohort worker: %s %s as rank %d of %d (generation %llu%s)\n",
+      rejoin ? "rejoined" : "joined", o.coordinator.c_str(), join.rank(),
+      join.world_size(), static_cast<unsigned long long>(join.generation()),
+      join.restarts() > 0 ? absl::StrCat(", restart ", join.restarts()).c_str()
+                          : "");
 }
 
 }  // namespace
@@ -320,48 +377,41 @@ absl::Status RunWorker(const WorkerOptions& o) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> client,
                    CoordinatorClient::Create(o.coordinator, o.security));
-  const JoinRequest request = MakeJoin(o);
-  ASSIGN_OR_RETURN(JoinResponse join, client->Join(request, o.connect_timeout));
-  if (!o.quiet) {
-    std::fprintf(
-        stderr, "cohort worker: joined %s as rank %d of %d (generation %llu)\n",
-        o.coordinator.c_str(), join.rank(), join.world_size(),
-        static_cast<unsigned long long>(join.generation()));
-  }
-  const ClusterSpec& cluster = join.job().cluster();
-  // A durable coordinator may be restarting: keep training through its
-  // absence for the grace period instead of the usual heartbeat bound.
-  int misses = cluster.heartbeat_misses();
-  if (join.coordinator_durable()) {
-    const int64_t interval =
-        std::max<int64_t>(1, cluster.heartbeat_interval_ms());
-    misses = std::max<int64_t>(
-        misses, (cluster.coordinator_grace_ms() + interval - 1) / interval);
-    client->set_retry_window(
-        absl::Milliseconds(cluster.coordinator_grace_ms()));
-    if (!o.quiet) {
-      std::fprintf(stderr,
-                   "cohort worker: the coordinator is durable: training goes "
-                   "on for up to %.0f s without it\n",
-                   cluster.coordinator_grace_ms() / 1000.0);
+  JoinRequest request = MakeJoin(o);
+  ElasticState elastic;
+  // Each pass is one generation of the job; an elastic worker whose
+  // generation ends (a peer failed, or the world grows) joins the next.
+  while (true) {
+    ASSIGN_OR_RETURN(JoinResponse join,
+                     client->Join(request, o.connect_timeout));
+    LogJoined(o, join, request.leaving_generation() > 0);
+    const ClusterSpec& cluster = join.job().cluster();
+    HeartbeatSender heartbeat(
+        client.get(), absl::Milliseconds(cluster.heartbeat_interval_ms()),
+        TolerateCoordinatorOutage(o, join, *client), ExitAfterGrace);
+    TrainResult result;
+    absl::Status s = Train(o, *client, join, request.worker_id(), heartbeat,
+                           &elastic, &result);
+    if (s.ok()) return client->Finish(true, "", ToWorkerResult(result));
+    const bool elastic_job = Elastic(o, join.job());
+    if (elastic_job && (heartbeat.Regroup() || (IsCommunicationError(s) &&
+                                                heartbeat.StopReason().ok()))) {
+      // Rejoining at once tells the coordinator that this generation is
+      // broken, which is quicker than waiting for it to notice.
+      if (!o.quiet) {
+        std::fprintf(stderr,
+                     "cohort worker: generation %llu is over (%s); rejoining\n",
+                     static_cast<unsigned long long>(join.generation()),
+                     std::string(s.message()).c_str());
+      }
+      request.set_leaving_generation(join.generation());
+      continue;
     }
-  }
-  HeartbeatSender heartbeat(client.get(),
-                            absl::Milliseconds(cluster.heartbeat_interval_ms()),
-                            misses, ExitAfterGrace);
-  TrainResult result;
-  absl::Status s =
-      Train(o, *client, join, request.worker_id(), heartbeat, &result);
-  if (!s.ok()) {
     // A collective fails the moment a peer dies, before the coordinator has
     // declared that peer dead. Its verdict names the root cause (the dead
     // worker's rank and host), so wait for it as long as it can take.
     if (IsCommunicationError(s)) {
-      const absl::Time until =
-          absl::Now() +
-          absl::Milliseconds(cluster.heartbeat_interval_ms()) *
-              (cluster.heartbeat_misses() + 1) +
-          absl::Seconds(1);
+      const absl::Time until = absl::Now() + VerdictWait(cluster);
       while (heartbeat.StopReason().ok() && absl::Now() < until) {
         absl::SleepFor(absl::Milliseconds(50));
       }
@@ -372,7 +422,6 @@ absl::Status RunWorker(const WorkerOptions& o) {
         .IgnoreError();
     return s;
   }
-  return client->Finish(true, "", ToWorkerResult(result));
 }
 
 }  // namespace cohort

@@ -44,6 +44,13 @@ class Communicator {
   virtual int size() const = 0;
   virtual int lanes() const { return 1; }
 
+  // Breaks the communicator for good with `why`: every later call returns
+  // it, and peers blocked on this rank fail at once instead of at their
+  // timeout. For a rank that leaves its generation between collectives
+  // (from the thread that issues them); the destructor then hangs up
+  // without waiting for the peers.
+  virtual void Abort(const absl::Status& why) {}
+
   // In-place sum across all ranks. Blocks. Fails (never hangs) within the
   // collective timeout when a peer dies or stalls; the message names the peer
   // rank if known.

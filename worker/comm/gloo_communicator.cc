@@ -131,6 +131,7 @@ class GlooCommunicator : public Communicator {
       float* data, int64_t count, int lane) override;
 
   absl::Status RunOps(const Ops& ops, int64_t count);
+  void Abort(const absl::Status& why) override;
 
  private:
   std::unique_ptr<gloo::Algorithm> MakeOp(
@@ -141,6 +142,7 @@ class GlooCommunicator : public Communicator {
   }
   // Marks the communicator broken with a status describing `e`.
   absl::Status Fail(const std::exception& e, int64_t count);
+  void CloseConnections();
 
   const std::vector<std::shared_ptr<Context>> lanes_;
   // Synchronous pairs for small all-reduces, one context per lane (empty
@@ -233,6 +235,26 @@ absl::Status GlooCommunicator::RunOps(const Ops& ops, int64_t count) {
   return absl::OkStatus();
 }
 
+void GlooCommunicator::Abort(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return;
+    broken_ = why.ok() ? absl::AbortedError("aborted") : why;
+  }
+  CloseConnections();
+}
+
+void GlooCommunicator::CloseConnections() {
+  for (const auto* contexts : {&lanes_, &sync_lanes_}) {
+    for (const auto& lane : *contexts) {
+      try {
+        lane->closeConnections();
+      } catch (const std::exception&) {
+      }
+    }
+  }
+}
+
 absl::Status GlooCommunicator::Fail(const std::exception& e, int64_t count) {
   CollectiveInfo info;
   info.algorithm = options_.algorithm;
@@ -251,14 +273,7 @@ absl::Status GlooCommunicator::Fail(const std::exception& e, int64_t count) {
   }
   // Peers (and our other lanes) blocked on this rank now fail at once
   // instead of at their timeout.
-  for (const auto* contexts : {&lanes_, &sync_lanes_}) {
-    for (const auto& lane : *contexts) {
-      try {
-        lane->closeConnections();
-      } catch (const std::exception&) {
-      }
-    }
-  }
+  CloseConnections();
   return status;
 }
 

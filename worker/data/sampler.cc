@@ -1,5 +1,6 @@
 #include "worker/data/sampler.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -66,13 +67,27 @@ std::vector<int64_t> DistributedSampler::Permutation(int64_t epoch) const {
 }
 
 std::vector<int64_t> DistributedSampler::Indices(int64_t epoch) const {
-  const std::vector<int64_t> order = Permutation(epoch);
+  return IndicesFrom(epoch, 0);
+}
+
+int64_t DistributedSampler::NumSamplesFrom(int64_t position) const {
+  const int64_t rest = std::max<int64_t>(0, dataset_size_ - position);
+  return drop_last_ ? rest / num_replicas_
+                    : (rest + num_replicas_ - 1) / num_replicas_;
+}
+
+std::vector<int64_t> DistributedSampler::IndicesFrom(int64_t epoch,
+                                                     int64_t position) const {
+  CHECK_GE(position, 0);
+  const int64_t n = NumSamplesFrom(position);
   std::vector<int64_t> mine;
-  mine.reserve(num_samples_);
+  if (n == 0) return mine;
+  const std::vector<int64_t> order = Permutation(epoch);
+  mine.reserve(n);
   // Position p of the padded (or truncated) list is order[p % size]: the
   // padding repeats the permutation from its start, as many times as needed.
-  for (int64_t k = 0; k < num_samples_; ++k) {
-    const int64_t p = rank_ + k * num_replicas_;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t p = position + rank_ + k * num_replicas_;
     mine.push_back(order[p % dataset_size_]);
   }
   return mine;

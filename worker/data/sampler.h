@@ -9,6 +9,15 @@
 // computed with cohort's own generator, so it is identical on every
 // platform, but it is not torch.randperm's.
 //
+// Elastic jobs change their replica count mid-epoch. The epoch's progress
+// is then a position in its order: after s steps of batch b over R
+// replicas, positions [0, s * b * R) are done. The rest of the epoch,
+// [position, size), is dealt out over the new replica count the same way
+// (padded from the epoch's start, or truncated), so the epoch still covers
+// every sample once plus the padding. With position 0, or a position that
+// is a whole number of steps of the same replica count, this is exactly
+// the uninterrupted epoch.
+//
 // Ownership: a value type. Thread safety: immutable; Indices() is const and
 // thread-safe.
 #ifndef COHORT_WORKER_DATA_SAMPLER_H_
@@ -30,9 +39,15 @@ class DistributedSampler {
   // order to visit them.
   std::vector<int64_t> Indices(int64_t epoch) const;
 
+  // The rest of `epoch` from `position` of its order (0 <= position):
+  // NumSamplesFrom(position) indices.
+  std::vector<int64_t> IndicesFrom(int64_t epoch, int64_t position) const;
+
   // Samples per replica per epoch: ceil(size / replicas), or
   // floor(size / replicas) with drop_last.
   int64_t num_samples() const { return num_samples_; }
+  // Samples per replica in the rest of an epoch from `position`.
+  int64_t NumSamplesFrom(int64_t position) const;
 
  private:
   // The epoch's order of [0, size), the same on every replica.

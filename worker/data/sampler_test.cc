@@ -117,5 +117,92 @@ TEST(DistributedSampler, PermutationIsRoughlyUniform) {
   for (int count : position_count) EXPECT_NEAR(count, 500, 100);
 }
 
+// An elastic epoch: `worlds[i]` replicas train `steps[i]` steps of batch
+// `batch` each, then the world changes; the last world finishes the epoch.
+// Returns how often each sample was trained, and the padding positions
+// (samples trained past the epoch's end) in `padding`.
+std::map<int64_t, int> ElasticEpoch(int64_t size, int64_t batch,
+                                    const std::vector<int64_t>& worlds,
+                                    const std::vector<int64_t>& steps,
+                                    int64_t* padding) {
+  std::map<int64_t, int> seen;
+  int64_t position = 0;
+  *padding = 0;
+  for (size_t w = 0; w < worlds.size(); ++w) {
+    const int64_t R = worlds[w];
+    const bool last = w + 1 == worlds.size();
+    int64_t done = 0;  // per replica
+    for (int64_t r = 0; r < R; ++r) {
+      DistributedSampler s(size, R, r, 99);
+      std::vector<int64_t> idx = s.IndicesFrom(3, position);
+      EXPECT_EQ(static_cast<int64_t>(idx.size()), s.NumSamplesFrom(position));
+      const int64_t take =
+          last ? static_cast<int64_t>(idx.size())
+               : std::min<int64_t>(idx.size(), steps[w] * batch);
+      for (int64_t k = 0; k < take; ++k) ++seen[idx[k]];
+      done = take;
+    }
+    const int64_t advanced = done * R;
+    if (last) *padding = position + advanced - size;
+    position = std::min(size, position + advanced);
+  }
+  return seen;
+}
+
+TEST(DistributedSampler, FromZeroIsTheWholeEpoch) {
+  for (int64_t r = 0; r < 3; ++r) {
+    DistributedSampler s(1001, 3, r, 5);
+    EXPECT_EQ(s.IndicesFrom(2, 0), s.Indices(2));
+    EXPECT_EQ(s.NumSamplesFrom(0), s.num_samples());
+  }
+}
+
+TEST(DistributedSampler, ResumingAtAStepOfTheSameWorldIsTheSameEpoch) {
+  const int64_t batch = 8, R = 3;
+  for (int64_t r = 0; r < R; ++r) {
+    DistributedSampler s(1001, R, r, 5);
+    const std::vector<int64_t> whole = s.Indices(4);
+    const std::vector<int64_t> rest = s.IndicesFrom(4, 10 * batch * R);
+    ASSERT_EQ(rest.size(), whole.size() - 10 * batch);
+    EXPECT_TRUE(std::equal(rest.begin(), rest.end(), whole.begin() + 80));
+  }
+}
+
+TEST(DistributedSampler, ElasticEpochCoversEverySampleOnce) {
+  // 3 workers, one dies after 7 steps; 2 train 5 steps; a replacement
+  // brings the world back to 3 for the rest of the epoch.
+  const int64_t size = 1000, batch = 8;
+  int64_t padding = 0;
+  std::map<int64_t, int> seen =
+      ElasticEpoch(size, batch, {3, 2, 3}, {7, 5, 0}, &padding);
+  ASSERT_EQ(static_cast<int64_t>(seen.size()), size);  // nothing skipped
+  int64_t extra = 0;
+  for (const auto& [index, count] : seen) extra += count - 1;
+  // Only the last world's padding repeats samples: fewer than its replicas.
+  EXPECT_EQ(extra, padding);
+  EXPECT_GE(padding, 0);
+  EXPECT_LT(padding, 3);
+}
+
+TEST(DistributedSampler, ElasticEpochWithoutPaddingRepeatsNothing) {
+  // 168 + 96 samples in the first two worlds; 696 left divide by 4.
+  const int64_t size = 960, batch = 8;
+  int64_t padding = 0;
+  std::map<int64_t, int> seen =
+      ElasticEpoch(size, batch, {3, 2, 4}, {7, 6, 0}, &padding);
+  EXPECT_EQ(padding, 0);
+  ASSERT_EQ(static_cast<int64_t>(seen.size()), size);
+  for (const auto& [index, count] : seen) EXPECT_EQ(count, 1) << index;
+}
+
+TEST(DistributedSampler, PositionPastTheEndLeavesNothing) {
+  DistributedSampler s(100, 4, 1, 5);
+  EXPECT_EQ(s.NumSamplesFrom(100), 0);
+  EXPECT_TRUE(s.IndicesFrom(0, 150).empty());
+  DistributedSampler d(100, 3, 2, 5, true, /*drop_last=*/true);
+  EXPECT_EQ(d.NumSamplesFrom(97), 1);
+  EXPECT_EQ(d.NumSamplesFrom(98), 0);
+}
+
 }  // namespace
 }  // namespace cohort
