@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "cli/checkpoint_command.h"
 #include "cli/cluster_commands.h"
 #include "cli/train_command.h"
 #include "common/malloc_tuning.h"
@@ -24,11 +25,13 @@ constexpr char kUsage[] =
     "  status       a running job's state and workers\n"
     "  metrics      per-worker step-time breakdown and throughput\n"
     "  stop         stop a running job\n"
+    "  checkpoint   verify a checkpoint directory (verify DIR)\n"
     "  help         this text\n"
     "Run 'cohort COMMAND --help' for a command's flags.\n";
 
 constexpr char kCommands[] =
-    "train, local, coordinator, worker, ps, status, metrics, stop, help";
+    "train, local, coordinator, worker, ps, status, metrics, stop, checkpoint, "
+    "help";
 
 bool IsUserError(const absl::Status& s) {
   switch (s.code()) {
@@ -77,6 +80,8 @@ int main(int argc, char** argv) {
     status = cohort::RunMetrics(args, &help);
   } else if (command == "stop") {
     status = cohort::RunStop(args, &help);
+  } else if (command == "checkpoint") {
+    status = cohort::RunCheckpoint(args, &help);
   } else {
     std::fprintf(stderr, "cohort: unknown command \"%s\" (commands: %s)\n",
                  command.c_str(), kCommands);

@@ -99,6 +99,27 @@ void PrintShards(const google::protobuf::RepeatedPtrField<ShardStatus>& ss) {
   }
 }
 
+// The generations after the first: why each was opened and how long the
+// job took to get going again.
+void PrintGenerations(const StatusResponse& s) {
+  if (s.generations_size() <= 1) return;
+  std::printf("\nrestarts: %d\n%-4s %-6s %-10s %-10s %-11s %s\n", s.restarts(),
+              "GEN", "WORLD", "RESTORED", "FORMED IN", "TRAINING IN", "CAUSE");
+  for (const GenerationRecord& g : s.generations()) {
+    if (g.generation() <= 1) continue;
+    auto since = [&g](double t) {
+      return t > 0 && g.regroup_started_unix_s() > 0
+                 ? absl::StrFormat("%.1fs", t - g.regroup_started_unix_s())
+                 : std::string("-");
+    };
+    std::printf("%-4llu %-6d %-10lld %-10s %-11s %s\n",
+                static_cast<unsigned long long>(g.generation()), g.world_size(),
+                static_cast<long long>(g.restored_step()),
+                since(g.formed_unix_s()).c_str(),
+                since(g.first_step_unix_s()).c_str(), g.cause().c_str());
+  }
+}
+
 }  // namespace
 
 absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
@@ -118,11 +139,15 @@ absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
       static_cast<unsigned long long>(s.generation()),
       static_cast<long long>(s.epoch()), static_cast<long long>(s.step()),
       s.world_size(), s.uptime_s());
+  if (s.regrouping()) {
+    std::printf("regrouping: %s\n", s.regroup_reason().c_str());
+  }
   PrintWorkers(s.workers());
   for (const std::string& line : s.stragglers()) {
     std::printf("straggler: %s\n", line.c_str());
   }
   PrintShards(s.shards());
+  PrintGenerations(s);
   return absl::OkStatus();
 }
 

@@ -73,6 +73,8 @@ void JobTracker::Persist() {
       *out->mutable_result() = *m.result;
     }
   }
+  st.set_restarts(restarts_);
+  for (const GenerationRecord& r : generations_) *st.add_generations() = r;
   absl::Status s = WriteFileAtomically(state_path_, st.SerializeAsString());
   if (!s.ok()) {
     LOG(ERROR) << "cannot save the coordinator's state to " << state_path_
@@ -102,6 +104,8 @@ absl::Status JobTracker::Restore() {
   reason_ = st.reason();
   generation_ = st.generation();
   epoch_ = st.epoch();
+  restarts_ = st.restarts();
+  generations_.assign(st.generations().begin(), st.generations().end());
   const Clock::time_point now = Clock::now();
   const ClusterSpec& c = job_.cluster();
   const Clock::duration grace = Millis(c.coordinator_grace_ms());
@@ -146,10 +150,18 @@ absl::StatusOr<JoinResponse> JobTracker::Join(
   RETURN_IF_ERROR(TakeJoinToken());
   auto known = rank_of_.find(request.worker_id());
   if (known != rank_of_.end()) {
+    Member& m = members_[known->second];
     // A retried Join whose first answer was lost: same place again.
-    return Assignment(members_[known->second]);
+    if (!Rejoins(request, m)) return Assignment(m);
+    RETURN_IF_ERROR(Rejoin(m));
   }
   RETURN_IF_ERROR(CheckCanJoin(request));
+  if (state_ == RUNNING && !regroup_) {
+    StartRegroup(
+        false,
+        absl::StrCat("worker ", request.host(), ":", request.pid(), " joined"),
+        0);
+  }
   // Taken before AddJoiner, which completes the round when it is full.
   const uint64_t generation = generation_ + 1;
   const Clock::time_point deadline =
@@ -163,6 +175,38 @@ absl::StatusOr<JoinResponse> JobTracker::Join(
   return Assignment(members_[rank_of_.at(request.worker_id())]);
 }
 
+bool JobTracker::Rejoins(const JoinRequest& r, const Member& m) const {
+  if (!Elastic() || state_ != RUNNING) return false;
+  // Declared dead, it is fenced: whatever it asks, it may only join anew.
+  return m.dead || r.leaving_generation() == generation_;
+}
+
+absl::Status JobTracker::Rejoin(Member& m) {
+  if (m.rejoined || m.dead) return absl::OkStatus();  // already out of g
+  if (m.finished) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker rank ", m.rank, " (host ", m.request.host(),
+        ") already finished generation ", generation_, "; it cannot rejoin"));
+  }
+  m.rejoined = true;
+  m.knows_end = true;  // blocked in Join, it hears the end from there
+  if (!regroup_) {
+    const bool running = Failure(
+        absl::StrFormat("worker rank %d (host %s, pid %d) left generation "
+                        "%d (its collectives failed)",
+                        m.rank, m.request.host(), m.request.pid(), generation_),
+        0);
+    if (!running) {
+      return absl::AbortedError(absl::StrCat("job ", job_.name(), " ended (",
+                                             JobState_Name(state_), ": ",
+                                             reason_, ")"));
+    }
+  }
+  LOG(INFO) << "worker rank " << m.rank << " (host " << m.request.host()
+            << ") rejoins after generation " << generation_;
+  return absl::OkStatus();
+}
+
 absl::Status JobTracker::CheckCanJoin(const JoinRequest& r) const {
   if (IsTerminal(state_)) {
     return absl::FailedPreconditionError(
@@ -172,23 +216,29 @@ absl::Status JobTracker::CheckCanJoin(const JoinRequest& r) const {
   if (shutting_down_) {
     return absl::UnavailableError("the coordinator is shutting down");
   }
-  const bool forming_full =
-      state_ == FORMING && static_cast<int>(joiners_.size()) >= MaxWorkers() &&
-      std::none_of(joiners_.begin(), joiners_.end(), [&](const Joiner& j) {
-        return j.request.worker_id() == r.worker_id();
-      });
-  if (forming_full || (state_ == RUNNING &&
-                       static_cast<int>(members_.size()) >= MaxWorkers())) {
+  // The forming round (first or regroup) is bounded by max_workers, and
+  // so is a running generation that a new worker would grow.
+  const bool round_full =
+      state_ != RUNNING || regroup_
+          ? static_cast<int>(joiners_.size()) >= MaxWorkers() &&
+                std::none_of(joiners_.begin(), joiners_.end(),
+                             [&](const Joiner& j) {
+                               return j.request.worker_id() == r.worker_id();
+                             })
+          : static_cast<int>(members_.size()) >= MaxWorkers();
+  if (round_full) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the job already has its maximum of ", MaxWorkers(),
                      " workers (cluster.max_workers); worker ", r.host(), ":",
                      r.pid(), " cannot join"));
   }
-  if (state_ == RUNNING) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("job ", job_.name(), " is already running generation ",
-                     generation_, " with ", members_.size(),
-                     " workers; joining a running job is not supported"));
+  if (state_ == RUNNING && !regroup_ && !CanGrow()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_.name(), " is already running generation ", generation_,
+        " with ", members_.size(), " workers; joining a running job needs ",
+        PsMode() ? "an all-reduce job (parameter-server jobs keep their "
+                   "workers)"
+                 : "elastic recovery (cluster.max_restarts > 0; it is 0)"));
   }
   return absl::OkStatus();
 }
@@ -207,7 +257,10 @@ void JobTracker::AddJoiner(const JoinRequest& r) {
   LOG(INFO) << "worker " << r.host() << ":" << r.pid() << " joined (" << n
             << " of " << MinWorkers() << ".." << MaxWorkers() << ")";
   if (n == MinWorkers()) min_reached_ = Clock::now();
-  if (n == MaxWorkers() && ShardsReady()) CompleteRound();
+  // The last-call window is AwaitRound's business.
+  if ((n == MaxWorkers() && ShardsReady()) || (regroup_ && RegroupReady())) {
+    CompleteRound();
+  }
 }
 
 std::optional<Clock::time_point> JobTracker::LastCallEnd() const {
@@ -232,18 +285,21 @@ absl::Status JobTracker::AwaitRound(uint64_t generation,
       return absl::UnavailableError("the coordinator is shutting down");
     }
     const Clock::time_point now = Clock::now();
-    const std::optional<Clock::time_point> last_call = LastCallEnd();
-    const bool full = static_cast<int>(joiners_.size()) >= MaxWorkers();
-    if ((full || (last_call && now >= *last_call)) && ShardsReady()) {
+    if (RoundReady(now)) {
       CompleteRound();
       continue;
     }
-    if (now >= deadline) return JoinTimeout(now - start);
+    // A regroup has its own deadline, which the watchdog enforces.
+    if (!regroup_ && now >= deadline) return JoinTimeout(now - start);
     if (cancelled && cancelled()) {
       return absl::CancelledError("the client cancelled the join");
     }
-    Clock::time_point wake = std::min(deadline, now + kPoll);
-    if (last_call) wake = std::min(wake, *last_call);
+    Clock::time_point wake = now + kPoll;
+    if (!regroup_) {
+      wake = std::min(wake, deadline);
+      const std::optional<Clock::time_point> last_call = LastCallEnd();
+      if (last_call && *last_call > now) wake = std::min(wake, *last_call);
+    }
     const uint64_t seen = round_changes_;
     auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return generation_ >= generation || round_changes_ != seen ||
@@ -281,6 +337,25 @@ void JobTracker::LeaveRound(const std::string& worker_id) {
   joiners_.erase(it);
   ++round_changes_;
   if (static_cast<int>(joiners_.size()) < MinWorkers()) min_reached_.reset();
+  // A member of the generation that is over whose rejoin was cancelled is
+  // awaited again (it will retry, or the watchdog declares it dead).
+  auto member = rank_of_.find(worker_id);
+  if (regroup_ && member != rank_of_.end()) {
+    Member& m = members_[member->second];
+    if (m.rejoined && !m.dead) {
+      m.rejoined = false;
+      m.knows_end = false;
+      m.last_seen = Clock::now();
+    }
+  }
+}
+
+bool JobTracker::RoundReady(Clock::time_point now) const {
+  if (regroup_) return RegroupReady();
+  if (state_ != FORMING || !ShardsReady()) return false;
+  const std::optional<Clock::time_point> last_call = LastCallEnd();
+  return static_cast<int>(joiners_.size()) >= MaxWorkers() ||
+         (last_call && now >= *last_call);
 }
 
 std::vector<int> JobTracker::AssignRanks() const {
@@ -307,6 +382,10 @@ std::vector<int> JobTracker::AssignRanks() const {
 void JobTracker::CompleteRound() {
   const std::vector<int> ranks = AssignRanks();
   const Clock::time_point now = Clock::now();
+  int64_t previous_step = 0;
+  for (const Member& m : members_) {
+    previous_step = std::max(previous_step, m.progress.step());
+  }
   members_.assign(joiners_.size(), Member());
   rank_of_.clear();
   for (size_t i = 0; i < joiners_.size(); ++i) {
@@ -329,7 +408,11 @@ void JobTracker::CompleteRound() {
   state_ = RUNNING;
   kv_.StartGeneration(generation_);
   LOG(INFO) << "generation " << generation_ << " formed: " << members_.size()
-            << " workers, " << offset << " replicas";
+            << " workers, " << offset << " replicas"
+            << (regroup_ ? absl::StrCat(" (after ", regroup_->Cause(), ")")
+                         : "");
+  RecordGeneration(previous_step);
+  regroup_.reset();
   Persist();
 }
 
@@ -347,6 +430,7 @@ JoinResponse JobTracker::Assignment(const Member& m) const {
   r.set_step(0);
   r.set_kv_prefix(absl::StrCat("g", generation_, "/"));
   r.set_coordinator_durable(!state_path_.empty());
+  r.set_restarts(restarts_);
   for (const Shard& shard : shards_) {
     r.add_shard_addresses(shard.request.address());
   }
@@ -426,9 +510,7 @@ absl::StatusOr<PlanPartitionsResponse> JobTracker::PlanPartitions(
   RETURN_IF_ERROR(CheckPlanPartitionsRequest(request));
   RETURN_IF_ERROR(RequirePsMode("partition plan refused"));
   absl::MutexLock lock(&mu_);
-  if (request.generation() != generation_ || generation_ == 0) {
-    return StaleGeneration(request.generation(), generation_);
-  }
+  RETURN_IF_ERROR(WrongGeneration(request.generation()));
   RETURN_IF_ERROR(
       CheckRank("PlanPartitionsRequest.rank", request.rank(), members_.size()));
   const std::vector<int64_t> sizes(request.param_sizes().begin(),
@@ -458,9 +540,7 @@ absl::StatusOr<PlanPartitionsResponse> JobTracker::PlanPartitions(
 absl::StatusOr<JobTracker::Member*> JobTracker::FindCaller(
     absl::string_view request_name, uint64_t generation,
     const std::string& worker_id, int32_t rank) {
-  if (generation != generation_ || generation_ == 0) {
-    return StaleGeneration(generation, generation_);
-  }
+  RETURN_IF_ERROR(WrongGeneration(generation));
   RETURN_IF_ERROR(
       CheckRank(absl::StrCat(request_name, ".rank"), rank, members_.size()));
   auto it = rank_of_.find(worker_id);
@@ -484,10 +564,23 @@ absl::StatusOr<HeartbeatResponse> JobTracker::Heartbeat(
   ASSIGN_OR_RETURN(Member * m,
                    FindCaller("HeartbeatRequest", request.generation(),
                               request.worker_id(), request.rank()));
+  HeartbeatResponse response;
+  if (regroup_) {
+    // Generation g is over: tell its members to rejoin. Only those the
+    // round still waits for are kept alive by their heartbeats.
+    if (!m->rejoined && !m->dead && !m->finished) {
+      m->last_seen = Clock::now();
+      m->progress = request.progress();
+    }
+    response.set_state(state_);
+    response.set_regroup(true);
+    response.set_reason(regroup_->Cause());
+    return response;
+  }
   m->last_seen = Clock::now();
   m->progress = request.progress();
   UpdateStraggler(*m);
-  HeartbeatResponse response;
+  NoteProgress(request.progress());
   response.set_state(state_);
   response.set_stop(state_ == FAILED || state_ == STOPPED);
   response.set_reason(reason_);
@@ -574,11 +667,10 @@ absl::StatusOr<uint64_t> JobTracker::BeginEpoch(
     const BeginEpochRequest& request) {
   RETURN_IF_ERROR(CheckBeginEpochRequest(request));
   absl::MutexLock lock(&mu_);
-  if (request.generation() != generation_ || generation_ == 0) {
-    return StaleGeneration(request.generation(), generation_);
-  }
+  RETURN_IF_ERROR(WrongGeneration(request.generation()));
   RETURN_IF_ERROR(
       CheckRank("BeginEpochRequest.rank", request.rank(), members_.size()));
+  if (regroup_) return RegroupAborted("BeginEpoch");
   if (request.epoch() > epoch_) {
     epoch_ = request.epoch();
     Persist();
@@ -592,6 +684,8 @@ absl::Status JobTracker::Finish(const FinishRequest& request) {
   ASSIGN_OR_RETURN(Member * m, FindCaller("FinishRequest", request.generation(),
                                           request.worker_id(), request.rank()));
   if (m->finished) return absl::OkStatus();  // a retried Finish
+  // Its generation's results are void: the worker goes on in the next one.
+  if (regroup_) return RegroupAborted("Finish");
   m->finished = true;
   m->knows_end = true;
   m->result = request.result();
@@ -623,6 +717,7 @@ void JobTracker::End(JobState state, std::string reason) {
   state_ = state;
   reason_ = std::move(reason);
   ended_ = Clock::now();
+  regroup_.reset();
   Persist();
   if (state != SUCCEEDED) {
     kv_.Abort(absl::AbortedError(
@@ -641,15 +736,16 @@ void JobTracker::CheckHeartbeats() {
   const Clock::time_point now = Clock::now();
   const Clock::duration limit = Millis(job_.cluster().heartbeat_interval_ms() *
                                        job_.cluster().heartbeat_misses());
+  // Members that rejoined wait in Join and no longer heartbeat.
   for (Member& m : members_) {
-    if (m.finished || now - m.last_seen <= limit) continue;
-    m.knows_end = true;  // it is gone; nobody waits for it to hear the news
-    End(FAILED, absl::StrFormat(
-                    "worker rank %d (host %s, pid %d) missed heartbeats for "
-                    "%.1fs",
-                    m.rank, m.request.host(), m.request.pid(),
-                    Seconds(now - m.last_seen)));
-    return;
+    if (m.finished || m.rejoined || m.dead || now - m.last_seen <= limit) {
+      continue;
+    }
+    const double silent = Seconds(now - m.last_seen);
+    const std::string what = absl::StrFormat(
+        "worker rank %d (host %s, pid %d) missed heartbeats for %.1fs", m.rank,
+        m.request.host(), m.request.pid(), silent);
+    if (!MemberLost(m, what, silent)) return;
   }
   for (size_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = shards_[i];
@@ -662,6 +758,165 @@ void JobTracker::CheckHeartbeats() {
                         shard.request.pid(), Seconds(now - shard.last_seen)));
     return;
   }
+  // A member declared dead may have been the last one the round awaited.
+  if (regroup_) CheckRegroup(now);
+}
+
+bool JobTracker::MemberLost(Member& m, const std::string& what,
+                            double silent_s) {
+  m.knows_end = true;  // it is gone; nobody waits for it to hear the news
+  if (!Elastic()) {
+    End(FAILED, what);
+    return false;
+  }
+  m.dead = true;
+  LOG(WARNING) << "generation " << generation_ << ": " << what;
+  return Failure(what, silent_s);
+}
+
+std::string JobTracker::Regroup::Cause() const {
+  return absl::StrCat(failure ? "failure: " : "growth: ", what);
+}
+
+bool JobTracker::Failure(const std::string& what, double silent_s) {
+  if (regroup_ && regroup_->failure) {
+    // Counted once per regroup; the first heartbeat death gives silent_s.
+    if (regroup_->silent_s == 0) regroup_->silent_s = silent_s;
+    return true;
+  }
+  const int budget = job_.cluster().max_restarts();
+  if (restarts_ >= budget) {
+    End(FAILED,
+        absl::StrCat(
+            what, "; no restarts left (cluster.max_restarts = ", budget, ")"));
+    return false;
+  }
+  ++restarts_;
+  if (regroup_) {
+    // A growth regroup that lost a member is a recovery after all.
+    regroup_->failure = true;
+    regroup_->what =
+        absl::StrCat(what, " (while regrouping after ", regroup_->what, ")");
+    regroup_->silent_s = silent_s;
+    ++round_changes_;
+  } else {
+    StartRegroup(true, what, silent_s);
+  }
+  LOG(WARNING) << "restart " << restarts_ << " of " << budget
+               << " (cluster.max_restarts): " << what;
+  Persist();
+  return true;
+}
+
+void JobTracker::StartRegroup(bool failure, std::string what, double silent_s) {
+  regroup_ = Regroup();
+  regroup_->failure = failure;
+  regroup_->what = std::move(what);
+  regroup_->started = Clock::now();
+  regroup_->started_wall = absl::Now();
+  regroup_->silent_s = silent_s;
+  ++round_changes_;
+  min_reached_.reset();
+  // Collectives bootstrapping through the store must not outlive g.
+  kv_.Abort(RegroupAborted(""));
+  LOG(INFO) << "generation " << generation_
+            << " is over, regrouping: " << regroup_->Cause();
+}
+
+absl::Status JobTracker::RegroupAborted(absl::string_view what) const {
+  return absl::AbortedError(absl::StrCat(
+      what, what.empty() ? "" : " refused: ", "generation ", generation_,
+      " is over: the job is regrouping (", regroup_->Cause(),
+      "); join again with leaving_generation = ", generation_));
+}
+
+absl::Status JobTracker::WrongGeneration(uint64_t got) const {
+  if (got == generation_ && generation_ != 0) return absl::OkStatus();
+  if (got == 0 || got > generation_) return StaleGeneration(got, generation_);
+  return absl::FailedPreconditionError(
+      absl::StrCat("generation ", got, " is over (the job is at generation ",
+                   generation_, "); this worker was dropped from the job"));
+}
+
+int JobTracker::Awaited() const {
+  return std::count_if(members_.begin(), members_.end(), [](const Member& m) {
+    return !m.finished && !m.rejoined && !m.dead;
+  });
+}
+
+bool JobTracker::RegroupReady() const {
+  const int n = joiners_.size();
+  return n >= MaxWorkers() || (Awaited() == 0 && n >= MinWorkers());
+}
+
+void JobTracker::CheckRegroup(Clock::time_point now) {
+  if (RegroupReady()) {
+    CompleteRound();
+    return;
+  }
+  const Clock::duration timeout = Millis(job_.cluster().join_timeout_ms());
+  if (now - regroup_->started < timeout) return;
+  const int n = joiners_.size();
+  if (n < MinWorkers()) {
+    End(FAILED,
+        absl::StrFormat("after %s: only %d of cluster.min_workers = %d "
+                        "workers rejoined within cluster.join_timeout_ms "
+                        "(%d ms)",
+                        regroup_->what, n, MinWorkers(),
+                        job_.cluster().join_timeout_ms()));
+    return;
+  }
+  // Enough joined: members still training in g after the timeout are left
+  // out (their next request is fenced).
+  for (Member& m : members_) {
+    if (m.finished || m.rejoined || m.dead) continue;
+    const std::string what = absl::StrFormat(
+        "worker rank %d (host %s, pid %d) did not rejoin within "
+        "cluster.join_timeout_ms (%d ms)",
+        m.rank, m.request.host(), m.request.pid(),
+        job_.cluster().join_timeout_ms());
+    if (!MemberLost(m, what, 0)) return;
+  }
+  CompleteRound();
+}
+
+void JobTracker::RecordGeneration(int64_t previous_step) {
+  GenerationRecord r;
+  r.set_generation(generation_);
+  r.set_world_size(members_.size());
+  r.set_formed_unix_s(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+  r.set_previous_step(previous_step);
+  if (regroup_) {
+    r.set_cause(regroup_->Cause());
+    r.set_after_failure(regroup_->failure);
+    r.set_regroup_started_unix_s(
+        absl::ToDoubleSeconds(regroup_->started_wall - absl::UnixEpoch()));
+    r.set_silent_s(regroup_->silent_s);
+  } else {
+    r.set_cause("start");
+  }
+  generations_.push_back(std::move(r));
+  if (generations_.size() > kMaxRecords) {
+    generations_.erase(generations_.begin(), generations_.end() - kMaxRecords);
+  }
+}
+
+void JobTracker::NoteProgress(const WorkerProgress& p) {
+  if (generations_.empty() || generations_.back().generation() != generation_) {
+    return;
+  }
+  GenerationRecord& r = generations_.back();
+  bool changed = false;
+  if (r.restored_step() == 0 && p.restored_step() > 0) {
+    r.set_restored_step(p.restored_step());
+    changed = true;
+  }
+  if (r.first_step_unix_s() == 0 && p.step() > p.restored_step()) {
+    r.set_first_step_unix_s(
+        absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+    changed = true;
+  }
+  if (changed) Persist();
 }
 
 void JobTracker::WatchdogLoop() {

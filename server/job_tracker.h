@@ -1,14 +1,28 @@
 // The coordinator's state machine, free of gRPC: rendezvous rounds and
-// generations, heartbeats and the watchdog that fails a job whose worker
-// went silent, per-epoch sampler seeds, Finish/Stop, and the status,
-// metrics and report views of the job.
+// generations, heartbeats and the watchdog that notices a worker went
+// silent, elastic recovery (regroups), per-epoch sampler seeds,
+// Finish/Stop, and the status, metrics and report views of the job.
 //
 // A job is FORMING until a rendezvous round completes (max_workers joined,
 // or min_workers joined and the last-call window passed), then RUNNING in
 // generation 1; it ends SUCCEEDED (every worker finished ok), FAILED (a
-// worker failed or missed heartbeats) or STOPPED (Stop, Shutdown). Time is
-// measured on receipt with std::chrono::steady_clock; worker clocks are
-// never compared.
+// worker failed, or missed heartbeats past the restarts budget) or STOPPED
+// (Stop, Shutdown). Time is measured on receipt with
+// std::chrono::steady_clock; worker clocks are never compared.
+//
+// Elastic recovery (ALLREDUCE jobs only; PS jobs never regroup): while
+// RUNNING, generation g may be declared over and a round for g+1 opened
+// (a "regroup"): on a failure (a member missed heartbeats, or rejoined with
+// leaving_generation == g because its collectives failed), which uses one
+// of cluster.max_restarts, or on growth (a new worker joined a job below
+// max_workers, allowed when max_restarts > 0). A failure with no restart
+// left ends the job FAILED, so max_restarts 0 keeps the fixed world of a
+// job without elastic recovery. During a regroup the state stays RUNNING;
+// g's heartbeats are answered with `regroup`, its other requests (KV,
+// BeginEpoch, Finish) with ABORTED. The round completes when every live
+// member of g rejoined and at least min_workers joined, or max_workers
+// joined; join_timeout_ms after the regroup began, the job fails if fewer
+// than min_workers joined.
 //
 // Ownership and threads: the tracker owns the job spec, the KV store and a
 // watchdog thread (started by the constructor, joined by Shutdown or the
@@ -32,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "server/kv_store.h"
@@ -53,8 +68,10 @@ class JobTracker {
   explicit JobTracker(JobSpec job, std::string state_path = "");
 
   // Loads the state a previous coordinator left at state_path, if any: the
-  // same generation, members, epoch and finished workers' results, with
-  // every member's heartbeat clock restarted. FAILED_PRECONDITION when the
+  // same generation, members, epoch, finished workers' results, restarts
+  // and generation records, with every member's heartbeat clock restarted
+  // (a regroup in progress is not kept: its members rejoin and start one
+  // again). FAILED_PRECONDITION when the
   // state belongs to another job (or a PS job: not restartable yet),
   // DATA_LOSS when it cannot be parsed. Call before serving.
   absl::Status Restore();
@@ -62,7 +79,11 @@ class JobTracker {
   JobTracker(const JobTracker&) = delete;
   JobTracker& operator=(const JobTracker&) = delete;
 
-  // Blocks until this worker's round completes, then returns its place.
+  // Blocks until this worker's round completes, then returns its place. A
+  // member of the current generation g asking again gets the same place,
+  // unless it leaves g (leaving_generation == g): then it joins the round
+  // for g+1, opening one (a failure) if no regroup is under way. A new
+  // worker joining a RUNNING all-reduce job opens a growth regroup.
   // `cancelled` (polled, may be empty) tells that the caller went away.
   absl::StatusOr<JoinResponse> Join(const JoinRequest& request,
                                     const std::function<bool()>& cancelled);
@@ -108,6 +129,17 @@ class JobTracker {
     Clock::time_point joined;
     int waiters = 0;  // Join calls blocked for it (retries share the entry)
   };
+  // The regroup in progress: the current generation is over and the round
+  // for the next one is forming.
+  struct Regroup {
+    bool failure = false;  // else growth (no restart used)
+    std::string what;      // "worker rank 1 (host h, pid 7) missed ..."
+    Clock::time_point started;
+    absl::Time started_wall;
+    double silent_s = 0;  // of the first member declared dead in it
+    // "failure: <what>" or "growth: <what>": the status and record cause.
+    std::string Cause() const;
+  };
   // A worker of the current generation.
   struct Member {
     JoinRequest request;
@@ -118,6 +150,10 @@ class JobTracker {
     bool finished = false;
     std::optional<WorkerResult> result;
     bool knows_end = false;  // no need to wait for it to learn the end
+    // During a regroup: it joined the round (waits in Join, no heartbeats
+    // expected), or it was declared dead (out of the round's expectations).
+    bool rejoined = false;
+    bool dead = false;
     // Straggler detection (UpdateStraggler).
     int64_t last_step = 0;
     int64_t slow_steps = 0;  // consecutive steps above the threshold
@@ -147,8 +183,58 @@ class JobTracker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int MinWorkers() const { return job_.cluster().min_workers(); }
   int MaxWorkers() const { return job_.cluster().max_workers(); }
+  // Elastic recovery applies (and costs restarts) in all-reduce jobs;
+  // growth needs a budget, so max_restarts 0 keeps today's fixed world.
+  bool Elastic() const { return !PsMode(); }
+  bool CanGrow() const {
+    return Elastic() && job_.cluster().max_restarts() > 0;
+  }
   absl::Status CheckCanJoin(const JoinRequest& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `r` from member `m` of the current generation leaves it (a
+  // rejoin) rather than retrying its first Join.
+  bool Rejoins(const JoinRequest& r, const Member& m) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Member `m` joins the round for the next generation, opening a failure
+  // regroup if none is under way; an error when that ended the job.
+  absl::Status Rejoin(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens a regroup of the current generation (no restart counted here).
+  void StartRegroup(bool failure, std::string what, double silent_s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A failure of the current generation (`what` says which): opens a
+  // failure regroup or turns a growth one into one, using a restart; ends
+  // the job FAILED when none is left. Several failures during one regroup
+  // count once. Returns false when the job ended.
+  bool Failure(const std::string& what, double silent_s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Member `m` is gone (`what`): in PS mode the job fails, in all-reduce
+  // mode it is dropped and Failure() decides. Returns false when the job
+  // ended.
+  bool MemberLost(Member& m, const std::string& what, double silent_s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Members of the current generation a regroup still waits for: neither
+  // rejoined, dead nor finished.
+  int Awaited() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RegroupReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the forming round may complete now (first round or regroup).
+  bool RoundReady(Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Watchdog: completes a ready regroup, or at its deadline drops the
+  // members that did not rejoin and completes it, or fails the job.
+  void CheckRegroup(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ABORTED for a request of generation g (`what`) during a regroup.
+  absl::Status RegroupAborted(absl::string_view what) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION for a request naming generation `got`, not the
+  // current one.
+  absl::Status WrongGeneration(uint64_t got) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends the record of the generation just formed (keeps the last
+  // kMaxRecords).
+  void RecordGeneration(int64_t previous_step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fills the current generation's record from a heartbeat's progress.
+  void NoteProgress(const WorkerProgress& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddJoiner(const JoinRequest& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AwaitRound(uint64_t generation, Clock::time_point deadline,
                           const std::function<bool()>& cancelled)
@@ -206,6 +292,12 @@ class JobTracker {
   std::vector<Joiner> joiners_ ABSL_GUARDED_BY(mu_);
   std::optional<Clock::time_point> min_reached_ ABSL_GUARDED_BY(mu_);
   uint64_t round_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Elastic recovery: the regroup under way, generations opened after a
+  // failure, and a record per generation (the last kMaxRecords).
+  static constexpr size_t kMaxRecords = 100;
+  std::optional<Regroup> regroup_ ABSL_GUARDED_BY(mu_);
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<GenerationRecord> generations_ ABSL_GUARDED_BY(mu_);
   // The current generation, indexed by rank.
   std::vector<Member> members_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> rank_of_ ABSL_GUARDED_BY(mu_);

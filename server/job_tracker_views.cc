@@ -31,8 +31,9 @@ WorkerStatus JobTracker::Describe(const Member& m,
   return w;
 }
 
-// The members of the current generation or, while the first round forms,
-// the workers waiting in Join (rank -1; the age counts from their join).
+// The members of the current generation (during a regroup, of the one that
+// is over) or, while the first round forms, the workers waiting in Join
+// (rank -1; the age counts from their join).
 std::vector<WorkerStatus> JobTracker::Workers() const {
   const Clock::time_point now = Clock::now();
   std::vector<WorkerStatus> out;
@@ -86,6 +87,10 @@ StatusResponse JobTracker::Status() const {
   }
   for (const Partition& p : plan_) *s.add_partitions() = p;
   for (const std::string& line : Stragglers()) s.add_stragglers(line);
+  s.set_restarts(restarts_);
+  s.set_regrouping(regroup_.has_value());
+  if (regroup_) s.set_regroup_reason(regroup_->Cause());
+  for (const GenerationRecord& r : generations_) *s.add_generations() = r;
   return s;
 }
 
@@ -103,6 +108,8 @@ MetricsResponse JobTracker::Metrics() const {
   for (size_t i = 0; i < shards_.size(); ++i) {
     *m.add_shards() = DescribeShard(i, now);
   }
+  m.set_restarts(restarts_);
+  m.set_generation(generation_);
   return m;
 }
 

@@ -78,7 +78,10 @@ TEST(Rendezvous, TwoWorkersGetRanksOffsetsAndGenerationOne) {
 }
 
 TEST(Rendezvous, LastCallWindowStartsAtTheMinimum) {
-  auto server = testing::StartCoordinator(Cluster(2, 3, 300));
+  // Without restarts a running job keeps its world (no growth).
+  ClusterSpec fixed = Cluster(2, 3, 300);
+  fixed.set_max_restarts(0);
+  auto server = testing::StartCoordinator(fixed);
   auto stub = testing::NewStub(server->address());
   const Clock::time_point start = Clock::now();
   const std::vector<JoinResponse> joined = testing::JoinAll(*stub, 2);
@@ -122,6 +125,55 @@ TEST(Rendezvous, JoinTimeoutSaysWhoJoinedAndHowManyAreMissing) {
   EXPECT_NE(m.find("missing"), std::string::npos) << m;
   // Workers that gave up are no longer counted.
   EXPECT_EQ(testing::GetStatus(*stub).workers_size(), 0);
+}
+
+TEST(Rendezvous, LateWorkerGrowsAnElasticJobAndMembersRejoin) {
+  ClusterSpec elastic = Cluster(1, 2, 100);
+  elastic.set_max_restarts(1);
+  auto server = testing::StartCoordinator(elastic);
+  auto stub = testing::NewStub(server->address());
+  const std::vector<JoinResponse> first = testing::JoinAll(*stub, 1);
+  ASSERT_EQ(first[0].world_size(), 1);
+  Reply<JoinResponse> late;
+  std::thread w1([&] { late = Join(*stub, MakeJoin("w1")); });
+  // w0 learns from its heartbeat that generation 1 is over.
+  Reply<HeartbeatResponse> beat;
+  const Clock::time_point start = Clock::now();
+  do {
+    beat = testing::Heartbeat(*stub, first[0], "w0");
+    ASSERT_TRUE(beat.status.ok()) << beat.status.error_message();
+    ASSERT_LT(SecondsSince(start), 5) << "never told to regroup";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  } while (!beat.response.regroup());
+  EXPECT_FALSE(beat.response.stop());
+  EXPECT_EQ(beat.response.state(), RUNNING);
+  StatusResponse s = testing::GetStatus(*stub);
+  EXPECT_TRUE(s.regrouping());
+  EXPECT_EQ(s.regroup_reason(), "growth: worker host-w1:1001 joined");
+  JoinRequest rejoin = MakeJoin("w0");
+  rejoin.set_leaving_generation(1);
+  const Reply<JoinResponse> again = Join(*stub, rejoin);
+  w1.join();
+  ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+  ASSERT_TRUE(late.status.ok()) << late.status.error_message();
+  EXPECT_EQ(again.response.generation(), 2u);
+  EXPECT_EQ(again.response.rank(), 0);
+  EXPECT_EQ(late.response.rank(), 1);
+  EXPECT_EQ(late.response.world_size(), 2);
+  EXPECT_EQ(late.response.kv_prefix(), "g2/");
+  EXPECT_EQ(late.response.restarts(), 0);
+  // The old generation is fenced.
+  const Reply<HeartbeatResponse> stale =
+      testing::Heartbeat(*stub, first[0], "w0");
+  EXPECT_EQ(stale.status.error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_NE(stale.status.error_message().find("generation 1 is over"),
+            std::string::npos)
+      << stale.status.error_message();
+  s = testing::GetStatus(*stub);
+  EXPECT_FALSE(s.regrouping());
+  EXPECT_EQ(s.world_size(), 2);
+  ASSERT_EQ(s.generations_size(), 2);
+  EXPECT_EQ(s.generations(1).cause(), "growth: worker host-w1:1001 joined");
 }
 
 TEST(Rendezvous, ExtraWorkerIsRefusedClearly) {

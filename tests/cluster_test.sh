@@ -79,12 +79,13 @@ else
   fail "coordinator + 2 workers: exits $rcc/$rc0/$rc1, accuracy '$acc': $(cat "$tmp/coord.err" "$tmp/w0.err" "$tmp/w1.err")"
 fi
 
-# 3. kill -9 of a worker: the job fails naming it, the survivor exits.
-# Heartbeats every 300 ms, dead after 3 misses: detection is due within
-# 0.9 s + 1 s.
+# 3. kill -9 of a worker of a job without restarts (max_restarts: 0; see
+# tests/elastic_test.sh for recovery): the job fails naming it, the
+# survivor exits. Heartbeats every 300 ms, dead after 3 misses: detection
+# is due within 0.9 s + 1 s.
 long="$tmp/long.textproto"
 sed 's/^epochs: 2/epochs: 1000/' "$synthetic" > "$long"
-printf 'cluster { min_workers: 2 heartbeat_interval_ms: 300 heartbeat_misses: 3 collective_timeout_ms: 5000 }\n' >> "$long"
+printf 'cluster { min_workers: 2 heartbeat_interval_ms: 300 heartbeat_misses: 3 collective_timeout_ms: 5000 max_restarts: 0 }\n' >> "$long"
 port=$(free_port); addr="127.0.0.1:$port"
 "$cohort" coordinator --job="$long" --listen="$addr" 2>"$tmp/kc.err" & kc=$!; pids+=($kc)
 "$cohort" worker --coordinator="$addr" --quiet 2>"$tmp/k0.err" & k0=$!; pids+=($k0)

@@ -1,0 +1,180 @@
+// `cohort checkpoint verify DIR`: is every checkpoint in DIR intact?
+//
+// An operator runs it before trusting a directory (after a crash, a copy
+// between machines, a chaos test): each ckpt-*.cohort file is read and
+// verified in full with ReadCheckpointFile, the same code a resuming job
+// uses, so "OK" here means a job could restore that file.
+#include "cli/checkpoint_command.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/string_view.h"
+#include "cli/flags.h"
+#include "common/checkpoint.h"
+#include "common/status_macros.h"
+
+namespace cohort {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: cohort checkpoint verify DIR\n"
+    "  Reads and verifies every ckpt-*.cohort file in DIR (checksums, "
+    "lengths,\n"
+    "  the step in the name against the header) and prints one line per "
+    "file.\n"
+    "  Exit status 0 only when every file verifies.\n";
+
+constexpr absl::string_view kPrefix = "ckpt-";
+constexpr absl::string_view kSuffix = ".cohort";
+
+// The ckpt-*.cohort names in `dir`, sorted (zero-padded steps sort by step).
+// Temp files ("....cohort.tmp-PID") are not checkpoints and are skipped.
+absl::StatusOr<std::vector<std::string>> CheckpointNames(
+    const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("checkpoint directory ", dir, " does not exist"));
+    }
+    return absl::UnavailableError(
+        absl::StrCat("cannot stat ", dir, ": ", std::strerror(err)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, " is not a directory (give the checkpoint dir)"));
+  }
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot list ", dir, ": ", std::strerror(errno)));
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = readdir(d)) {
+    const absl::string_view name = e->d_name;
+    if (absl::StartsWith(name, kPrefix) && absl::EndsWith(name, kSuffix)) {
+      names.emplace_back(name);
+    }
+  }
+  closedir(d);
+  if (names.empty()) {
+    return absl::NotFoundError(absl::StrCat("no ckpt-*.cohort files in ", dir));
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The step a file name carries, or -1 when the middle is not digits.
+int64_t StepOfName(absl::string_view name) {
+  name.remove_prefix(kPrefix.size());
+  name.remove_suffix(kSuffix.size());
+  int64_t step = -1;
+  if (name.empty() || name.size() > 18 ||
+      !std::all_of(name.begin(), name.end(),
+                   [](char c) { return c >= '0' && c <= '9'; }) ||
+      !absl::SimpleAtoi(name, &step)) {
+    return -1;
+  }
+  return step;
+}
+
+// Verifies one file and prints its line; returns the failure reason ("" when
+// the file verifies).
+std::string VerifyOne(const std::string& dir, const std::string& name) {
+  const std::string path =
+      absl::StrCat(dir, dir.back() == '/' ? "" : "/", name);
+  struct stat st;
+  const std::string bytes =
+      stat(path.c_str(), &st) == 0 ? absl::StrCat(st.st_size) : "-";
+  std::string failure;
+  absl::StatusOr<Checkpoint> c = ReadCheckpointFile(path);
+  if (!c.ok()) {
+    // The message starts with the path, which the line already names.
+    absl::string_view reason = c.status().message();
+    absl::ConsumePrefix(&reason, absl::StrCat(path, ": "));
+    failure =
+        absl::StrCat(absl::StatusCodeToString(c.status().code()), ": ", reason);
+  } else if (StepOfName(name) != c->step) {
+    failure = absl::StrCat("DATA_LOSS: the header says step ", c->step,
+                           " but the file name does not");
+  }
+  if (!c.ok()) {
+    std::printf("%-26s %8s %6s %9s %7s %10s  %s\n", name.c_str(), "-", "-", "-",
+                "-", bytes.c_str(), failure.c_str());
+  } else {
+    std::printf("%-26s %8lld %6lld %9lld %7zu %10s  %s\n", name.c_str(),
+                static_cast<long long>(c->step),
+                static_cast<long long>(c->epoch),
+                static_cast<long long>(c->epoch_offset), c->tensors.size(),
+                bytes.c_str(), failure.empty() ? "OK" : failure.c_str());
+  }
+  return failure;
+}
+
+absl::Status Verify(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, CheckpointNames(dir));
+  std::printf("%-26s %8s %6s %9s %7s %10s  %s\n", "FILE", "STEP", "EPOCH",
+              "SAMPLE", "TENSORS", "BYTES", "RESULT");
+  std::vector<std::string> bad;
+  for (const std::string& name : names) {
+    if (!VerifyOne(dir, name).empty()) bad.push_back(name);
+  }
+  std::fflush(stdout);
+  if (!bad.empty()) {
+    return absl::DataLossError(
+        absl::StrCat(bad.size(), " of ", names.size(), " checkpoint files in ",
+                     dir, " fail verification: ", absl::StrJoin(bad, ", ")));
+  }
+  std::printf("%zu checkpoint files in %s: all OK\n", names.size(),
+              dir.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunCheckpoint(const std::vector<std::string>& args, bool* help) {
+  // Words not starting with "--" are the action and its directory; the rest
+  // are flags (only --help today).
+  std::vector<std::string> words, flag_args;
+  for (const std::string& a : args) {
+    (absl::StartsWith(a, "-") ? flag_args : words).push_back(a);
+  }
+  FlagSet flags("checkpoint");
+  RETURN_IF_ERROR(flags.Parse(flag_args));
+  if (flags.help_requested()) {
+    std::fputs(kUsage, stdout);
+    *help = true;
+    return absl::OkStatus();
+  }
+  if (words.empty()) {
+    return absl::InvalidArgumentError(
+        "an action is required: cohort checkpoint verify DIR");
+  }
+  if (words[0] != "verify") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown action \"", words[0], "\" (actions: verify)"));
+  }
+  if (words.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("verify takes one directory, got ", words.size() - 1,
+                     " arguments: cohort checkpoint verify DIR"));
+  }
+  if (words[1].empty()) {
+    return absl::InvalidArgumentError("the directory name is empty");
+  }
+  return Verify(words[1]);
+}
+
+}  // namespace cohort
