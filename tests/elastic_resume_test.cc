@@ -1,0 +1,148 @@
+// Elastic recovery inside the trainer: a generation ends under the workers
+// (here: after a given number of steps, as if a peer had died), and the next
+// generation, of the same or another size, agrees on the newest state any
+// member holds and trains the rest of the epoch. Workers are threads, each
+// with its own trainer and a real Gloo communicator over loopback TCP.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/comm/communicator.h"
+#include "worker/comm/gloo_store.h"
+#include "worker/comm/kv_client.h"
+#include "worker/spec.h"
+#include "worker/trainer.h"
+
+namespace cohort {
+namespace {
+
+constexpr int kBatch = 16;
+constexpr int kSamples = 512;
+
+JobSpec Spec() {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      "model { zoo: \"mlp_seed\" }\n"
+      "data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 512 "
+      "test_samples: 64 } }\n"
+      "batch_size: 16\nepochs: 1\n"
+      "optimizer { kind: SGD lr: 0.05 momentum: 0.9 }\nseed: 5\n",
+      "elastic.textproto");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+struct RankResult {
+  absl::Status status;
+  TrainResult result;
+  std::vector<float> params;
+};
+
+// One generation of `states.size()` workers; worker w carries states[w].
+// With stop_after > 0 every worker leaves after that many steps (the
+// generation ends under them) and keeps its state for the next one.
+std::vector<RankResult> Generation(const JobSpec& spec,
+                                   std::vector<ElasticState>& states,
+                                   int64_t stop_after, const std::string& key) {
+  const int workers = states.size();
+  InMemoryKv kv;
+  std::vector<RankResult> out(workers);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      KvGlooStore store(&kv, key, absl::Seconds(20));
+      GlooOptions g;
+      g.timeout = absl::Seconds(20);
+      auto comm = CreateGlooCommunicator(store, w, workers, g);
+      ASSERT_TRUE(comm.ok()) << comm.status();
+      DistributedContext d;
+      d.rank = w;
+      d.world_size = workers;
+      d.replica_offset = w;
+      d.total_replicas = workers;
+      d.comm = comm->get();
+      d.epoch_seed = [&spec](int64_t) -> absl::StatusOr<uint64_t> {
+        return spec.seed();
+      };
+      TrainOptions o;
+      o.quiet = true;
+      o.distributed = &d;
+      o.elastic = &states[w];
+      o.stop_after_steps = stop_after;
+      o.final_parameters = &out[w].params;
+      absl::StatusOr<TrainResult> r = Train(spec, o);
+      out[w].status = r.status();
+      if (r.ok()) out[w].result = *r;
+      // A generation that ends leaves the communicator broken, as the
+      // worker process does, so no rank waits for another on destruction.
+      if (!r.ok()) (*comm)->Abort(r.status());
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(ElasticResume, SameWorldResumesExactlyFromOneHolder) {
+  const JobSpec spec = Spec();
+  std::vector<ElasticState> straight(3);
+  const std::vector<RankResult> reference = Generation(spec, straight, 0, "s/");
+  for (const RankResult& r : reference) ASSERT_TRUE(r.status.ok()) << r.status;
+
+  std::vector<ElasticState> states(3);
+  const std::vector<RankResult> first = Generation(spec, states, 5, "a/");
+  for (const RankResult& r : first) {
+    EXPECT_TRUE(absl::IsCancelled(r.status)) << r.status;
+  }
+  ASSERT_TRUE(states[0].snapshot.has_value());
+  EXPECT_EQ(states[0].snapshot->step, 5);
+  // Only rank 0 kept its state (ranks 1 and 2 are replacements): it gives
+  // it to both.
+  states[1] = ElasticState();
+  states[2] = ElasticState();
+  const std::vector<RankResult> second = Generation(spec, states, 0, "b/");
+  for (int w = 0; w < 3; ++w) {
+    ASSERT_TRUE(second[w].status.ok()) << second[w].status;
+    EXPECT_EQ(second[w].result.steps, reference[w].result.steps);
+    EXPECT_EQ(second[w].params, reference[w].params)
+        << "worker " << w << ": the resumed run differs from the straight one";
+  }
+  // And the comparison can fail: without the state, the last steps alone
+  // give other parameters.
+  std::vector<ElasticState> fresh(3);
+  for (ElasticState& s : fresh) {
+    s.snapshot = states[0].snapshot;
+    s.snapshot->tensors[0].values[0] += 1.0f;
+  }
+  const std::vector<RankResult> other = Generation(spec, fresh, 0, "c/");
+  ASSERT_TRUE(other[0].status.ok()) << other[0].status;
+  EXPECT_NE(other[0].params, reference[0].params);
+}
+
+TEST(ElasticResume, SmallerWorldTrainsExactlyTheRestOfTheEpoch) {
+  const JobSpec spec = Spec();
+  std::vector<ElasticState> states(3);
+  const int64_t before = 4;  // steps of the 3-worker generation
+  Generation(spec, states, before, "d/");
+  // Rank 2 died; ranks 0 and 1 regroup as a world of 2.
+  states.pop_back();
+  const std::vector<RankResult> second = Generation(spec, states, 0, "e/");
+  const int64_t done = before * kBatch * 3;  // samples of the epoch's order
+  const int64_t rest = kSamples - done;      // 320: 10 steps of 2 x 16
+  int64_t trained = 0;
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(second[w].status.ok()) << second[w].status;
+    const TrainResult& r = second[w].result;
+    EXPECT_EQ(r.steps, before + rest / (2 * kBatch));
+    // Each rank's result includes its 4 steps of the first generation.
+    trained += r.samples - before * kBatch;
+  }
+  EXPECT_EQ(trained, rest) << "samples trained after the regroup";
+  EXPECT_EQ(second[0].params, second[1].params);
+  ASSERT_EQ(second[0].result.epoch_results.size(), 1u);
+  EXPECT_EQ(second[0].result.epoch_results[0].steps, before + 10);
+  EXPECT_GE(second[0].result.test_accuracy, 0.0);  // the epoch was evaluated
+}
+
+}  // namespace
+}  // namespace cohort
