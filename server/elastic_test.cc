@@ -639,6 +639,29 @@ TEST(Elastic, RequestsOfTheOverGenerationAreAborted) {
   EXPECT_FALSE(s.workers(0).finished());
 }
 
+TEST(Elastic, FinishNotOkDuringARegroupFailsTheJobNamingTheCause) {
+  // A worker that cannot rejoin (a GPU worker) reports its failure while
+  // the job regroups: the job fails now, with the regroup's cause.
+  JobTracker t(Spec(2, 3, 2));
+  std::vector<JoinResponse> first = FormFirst(t, 3);
+  Beater b0(t, first[0], "w0"), b1(t, first[1], "w1");
+  // w2 never beats: declared dead, the job regroups.
+  ASSERT_TRUE(WaitFor([&] { return b0.regroup(); }));
+  FinishRequest finish;
+  finish.set_generation(1);
+  finish.set_worker_id("w0");
+  finish.set_rank(0);
+  finish.set_ok(false);
+  finish.set_error("NCCL: remote process exited");
+  ASSERT_TRUE(t.Finish(finish).ok());
+  const StatusResponse s = t.Status();
+  EXPECT_EQ(s.state(), FAILED);
+  EXPECT_TRUE(Contains(s.reason(),
+                       "NCCL: remote process exited (while "
+                       "regrouping after worker rank 2"))
+      << s.reason();
+}
+
 TEST(Elastic, PersistAndRestoreKeepRestartsAndRecords) {
   const char* dir = std::getenv("TEST_TMPDIR");
   const std::string path =

@@ -685,7 +685,12 @@ absl::Status JobTracker::Finish(const FinishRequest& request) {
                                           request.worker_id(), request.rank()));
   if (m->finished) return absl::OkStatus();  // a retried Finish
   // Its generation's results are void: the worker goes on in the next one.
-  if (regroup_) return RegroupAborted("Finish");
+  if (regroup_ && request.ok()) return RegroupAborted("Finish");
+  // A worker that cannot rejoin (a GPU worker, an error that would recur)
+  // ends the job now rather than at the regroup's deadline.
+  const std::string during =
+      regroup_ ? absl::StrCat(" (while regrouping after ", regroup_->what, ")")
+               : "";
   m->finished = true;
   m->knows_end = true;
   m->result = request.result();
@@ -696,7 +701,8 @@ absl::Status JobTracker::Finish(const FinishRequest& request) {
         absl::StrCat("worker rank ", m->rank, " (host ", m->request.host(),
                      "): ",
                      request.error().empty() ? "failed without a message"
-                                             : request.error()));
+                                             : request.error(),
+                     during));
   } else if (std::all_of(members_.begin(), members_.end(),
                          [](const Member& w) { return w.finished; })) {
     End(SUCCEEDED, "");
