@@ -1,8 +1,11 @@
 // `cohort status`, `cohort metrics`, `cohort stop`: operator queries.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "cli/cluster_commands.h"
 #include "cli/flags.h"
 #include "common/status_macros.h"
@@ -15,6 +18,8 @@ namespace {
 struct QueryFlags {
   std::string coordinator;
   bool json = false;
+  bool watch = false;
+  int64_t interval_s = 2;
   int64_t timeout_s = 10;
   std::string reason = "stopped by cohort stop";
   SecurityOptions security;
@@ -32,6 +37,12 @@ absl::StatusOr<bool> ParseQuery(const std::string& command,
     flags.String("reason", &f->reason, "why (shown in status and the report)");
   } else {
     flags.Bool("json", &f->json, "print JSON instead of a table");
+  }
+  if (command == "status") {
+    flags.Bool("watch", &f->watch,
+               "redraw the view every --interval seconds until the job ends");
+    flags.Int("interval", &f->interval_s, "seconds between redraws (--watch)",
+              1, 3600);
   }
   AddSecurityFlags(flags, &f->security);
   RETURN_IF_ERROR(flags.Parse(args));
@@ -122,15 +133,9 @@ void PrintGenerations(const StatusResponse& s) {
 
 }  // namespace
 
-absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
-  QueryFlags f;
-  ASSIGN_OR_RETURN(bool go, ParseQuery("status", args, &f, help));
-  if (!go) return absl::OkStatus();
-  ASSIGN_OR_RETURN(auto client,
-                   CoordinatorClient::Create(f.coordinator, f.security));
-  ASSIGN_OR_RETURN(StatusResponse s,
-                   client->GetStatus(absl::Seconds(f.timeout_s)));
-  if (f.json) return PrintJson(s);
+namespace {
+
+void PrintStatus(const StatusResponse& s) {
   std::printf(
       "job %s: %s%s\n", s.job_name().c_str(), JobState_Name(s.state()).c_str(),
       s.reason().empty() ? "" : absl::StrCat(" (", s.reason(), ")").c_str());
@@ -148,6 +153,65 @@ absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
   }
   PrintShards(s.shards());
   PrintGenerations(s);
+}
+
+// `cohort status --watch`: the same view, redrawn in place on a terminal
+// (appended, with a separator line, when stdout is a pipe or a file) until
+// the job ends or the coordinator goes away.
+absl::Status WatchStatus(CoordinatorClient& client, const QueryFlags& f) {
+  const bool tty = isatty(STDOUT_FILENO);
+  bool seen = false;
+  JobState last = FORMING;
+  while (true) {
+    absl::StatusOr<StatusResponse> s =
+        client.GetStatus(absl::Seconds(f.timeout_s));
+    if (!s.ok()) {
+      if (!seen) return s.status();
+      // A coordinator whose job ended exits once everyone knows.
+      std::printf("the coordinator at %s no longer answers: %s\n",
+                  f.coordinator.c_str(),
+                  std::string(s.status().message()).c_str());
+      return last == SUCCEEDED || last == STOPPED
+                 ? absl::OkStatus()
+                 : absl::UnavailableError(
+                       absl::StrCat("lost the coordinator at ", f.coordinator));
+    }
+    seen = true;
+    last = s->state();
+    std::fputs(tty ? "\x1b[H\x1b[2J" : "----\n", stdout);
+    PrintStatus(*s);
+    const bool ended = s->state() == SUCCEEDED || s->state() == FAILED ||
+                       s->state() == STOPPED;
+    std::printf("\n%s (every %llds; Ctrl-C to quit)\n",
+                ended ? "the job has ended" : "watching",
+                static_cast<long long>(f.interval_s));
+    std::fflush(stdout);
+    if (ended) {
+      return s->state() == FAILED
+                 ? absl::AbortedError(absl::StrCat("job FAILED: ", s->reason()))
+                 : absl::OkStatus();
+    }
+    absl::SleepFor(absl::Seconds(f.interval_s));
+  }
+}
+
+}  // namespace
+
+absl::Status RunStatus(const std::vector<std::string>& args, bool* help) {
+  QueryFlags f;
+  ASSIGN_OR_RETURN(bool go, ParseQuery("status", args, &f, help));
+  if (!go) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto client,
+                   CoordinatorClient::Create(f.coordinator, f.security));
+  if (f.watch && f.json) {
+    return absl::InvalidArgumentError(
+        "--watch redraws a table; for scripts, poll --json instead");
+  }
+  if (f.watch) return WatchStatus(*client, f);
+  ASSIGN_OR_RETURN(StatusResponse s,
+                   client->GetStatus(absl::Seconds(f.timeout_s)));
+  if (f.json) return PrintJson(s);
+  PrintStatus(s);
   return absl::OkStatus();
 }
 
