@@ -12,11 +12,25 @@
 #include "cli/train_command.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
+#include "server/metrics_exporter.h"
 #include "server/ps/shard_process.h"
 #include "worker/spec.h"
 #include "worker/worker_process.h"
 
 namespace cohort {
+namespace {
+
+// --metrics-listen=HOST:PORT into *listen; `what` says what it serves.
+void AddMetricsListenFlag(FlagSet& flags, std::string* listen,
+                          const std::string& what) {
+  flags.String("metrics-listen", listen,
+               absl::StrCat("HOST:PORT of a plaintext HTTP server with ", what,
+                            "; it needs no token and has no TLS, so bind it "
+                            "where only trusted readers reach, e.g. "
+                            "127.0.0.1:9400 (default: none)"));
+}
+
+}  // namespace
 
 absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
                             int* exit_code) {
@@ -41,6 +55,10 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   flags.String("state-dir", &state_dir,
                "keep the job's state here, so that a coordinator restarted "
                "on it carries on (all-reduce jobs)");
+  std::string metrics_listen;
+  AddMetricsListenFlag(flags, &metrics_listen,
+                       "Prometheus metrics at /metrics, a dashboard at /, "
+                       "the status as JSON at /api/status");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -56,10 +74,19 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   o.serve_after_done = serve_after_done;
   o.security = security;
   o.health_listen = health_listen;
+  o.metrics_listen = metrics_listen;
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> c,
                    CoordinatorServer::Start(o));
   std::fprintf(stderr, "cohort coordinator: job \"%s\" serving on %s\n",
                o.job.name().c_str(), c->address().c_str());
+  if (c->metrics_port() != 0) {
+    const std::string host =
+        metrics_listen.substr(0, metrics_listen.rfind(':'));
+    std::fprintf(stderr,
+                 "cohort coordinator: dashboard on http://%s:%d/, metrics at "
+                 "/metrics\n",
+                 host.c_str(), c->metrics_port());
+  }
   const JobState state = c->Wait();
   const StatusResponse s = c->Status();
   c->Shutdown();
@@ -103,7 +130,12 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
             "(sleeping the rest): models workers on machines of their own "
             "when several share a few cores (default 0)",
             0, 3600000);
+  flags.String("timeline", &o.timeline_path,
+               "write a Chrome trace of every step's phases to this file");
   AddSecurityFlags(flags, &o.security);
+  std::string metrics_listen;
+  AddMetricsListenFlag(flags, &metrics_listen,
+                       "this worker's Prometheus metrics at /metrics");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -112,6 +144,14 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   }
   if (o.coordinator.empty()) {
     return absl::InvalidArgumentError("--coordinator=HOST:PORT is required");
+  }
+  WorkerMetrics metrics;
+  std::unique_ptr<HttpServer> metrics_server;  // stops before `metrics` goes
+  if (!metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(metrics_server,
+                     ServeMetrics(metrics_listen, "--metrics-listen",
+                                  [&metrics] { return metrics.Text(); }));
+    o.metrics = &metrics;
   }
   if (!straggler.empty()) {
     ASSIGN_OR_RETURN(const Straggler s, ParseStraggler(straggler));
@@ -190,6 +230,8 @@ absl::Status RunPsCommand(const std::vector<std::string>& args, bool* help) {
             86400);
   flags.Bool("quiet", &quiet, "no log lines");
   AddSecurityFlags(flags, &o.security);
+  AddMetricsListenFlag(flags, &o.metrics_listen,
+                       "this shard's Prometheus metrics at /metrics");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);

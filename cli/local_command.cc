@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -153,12 +154,20 @@ void PrintResult(const std::string& report) {
   std::fflush(stdout);
 }
 
+// Worker i's --timeline file: FILE.w<i>.json (a .json ending on FILE is
+// moved after the worker's number).
+std::string LocalTimelinePath(const std::string& file, int64_t worker) {
+  std::string stem = file;
+  if (absl::EndsWith(stem, ".json")) stem.resize(stem.size() - 5);
+  return absl::StrCat(stem, ".w", worker, ".json");
+}
+
 }  // namespace
 
 absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
                       int* exit_code, const char* self_path) {
   std::string job, devices, replicas, listen = "127.0.0.1:0", data_dir, report;
-  std::string straggler;
+  std::string straggler, timeline;
   int64_t workers = 2, threads = 0, shards = 0, min_step_ms = 0;
   FlagSet flags("local");
   flags.String("job", &job, "job spec (.textproto); required");
@@ -185,6 +194,9 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
             "(sleeping the rest): models workers on machines of their own "
             "when they share this machine's cores (default 0)",
             0, 3600000);
+  flags.String("timeline", &timeline,
+               "write each worker's Chrome trace of its steps' phases to "
+               "FILE.w<i>.json (FILE without a .json ending)");
   SecurityOptions security;
   AddSecurityFlags(flags, &security);
   RETURN_IF_ERROR(flags.Parse(args));
@@ -248,6 +260,9 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
       a.push_back(absl::StrCat("--straggler=", straggler));
     if (min_step_ms > 0) {
       a.push_back(absl::StrCat("--min-step-ms=", min_step_ms));
+    }
+    if (!timeline.empty()) {
+      a.push_back(absl::StrCat("--timeline=", LocalTimelinePath(timeline, i)));
     }
     for (std::string& s : SecurityArgs(security)) a.push_back(std::move(s));
     ASSIGN_OR_RETURN(c.pid, Spawn(self_path, a));

@@ -162,10 +162,16 @@ absl::Status WatchStatus(CoordinatorClient& client, const QueryFlags& f) {
   const bool tty = isatty(STDOUT_FILENO);
   bool seen = false;
   JobState last = FORMING;
+  const absl::Time first_try = absl::Now();
   while (true) {
     absl::StatusOr<StatusResponse> s =
         client.GetStatus(absl::Seconds(f.timeout_s));
     if (!s.ok()) {
+      // A coordinator still starting gets --timeout seconds to answer.
+      if (!seen && absl::Now() < first_try + absl::Seconds(f.timeout_s)) {
+        absl::SleepFor(absl::Milliseconds(200));
+        continue;
+      }
       if (!seen) return s.status();
       // A coordinator whose job ended exits once everyone knows.
       std::printf("the coordinator at %s no longer answers: %s\n",

@@ -13,6 +13,7 @@
 #include "cli/flags.h"
 #include "common/status_macros.h"
 #include "worker/spec.h"
+#include "worker/timeline.h"
 #include "worker/trainer.h"
 
 namespace cohort {
@@ -28,6 +29,7 @@ struct TrainFlags {
   int64_t threads = 0;
   std::string report;
   std::string checkpoint_dir;
+  std::string timeline;
   bool quiet = false;
 };
 
@@ -52,6 +54,8 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   flags.String("checkpoint-dir", &f.checkpoint_dir,
                "write checkpoints here and resume from the newest (overrides "
                "the spec's checkpoint.dir)");
+  flags.String("timeline", &f.timeline,
+               "write a Chrome trace of every step's phases to this file");
   flags.Bool("quiet", &f.quiet, "no progress output");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
@@ -77,6 +81,17 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   options.quiet = f.quiet;
   options.checkpoint_dir = f.checkpoint_dir;
   options.live_progress = isatty(STDERR_FILENO);
+  std::unique_ptr<Timeline> timeline;
+  if (!f.timeline.empty()) {
+    timeline = std::make_unique<Timeline>(0, "cohort train");
+    // An empty trace first: a path that cannot be written is refused now,
+    // not after the training it was to record.
+    absl::Status s = timeline->Write(f.timeline);
+    if (!s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--timeline: ", s.message()));
+    }
+    options.timeline = timeline.get();
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(spec, options));
   if (!options.quiet) {
@@ -84,7 +99,15 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
                  DescribeJobSpec(spec).c_str(), devices.ToString().c_str(),
                  options.threads);
   }
-  ASSIGN_OR_RETURN(TrainResult r, trainer->Run());
+  absl::StatusOr<TrainResult> run = trainer->Run();
+  if (timeline != nullptr) {
+    absl::Status s = timeline->Write(f.timeline);
+    if (!s.ok() && run.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--timeline: ", s.message()));
+    }
+  }
+  if (!run.ok()) return run.status();
+  const TrainResult& r = *run;
   std::printf(
       "result: steps %lld | epochs %lld | %.0f samples/s | train %.2fs | "
       "final loss %.4f",

@@ -11,11 +11,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
+#include "common/http_server.h"
 #include "common/logging.h"
+#include "common/prometheus.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/dashboard.h"
 #include "server/job_tracker.h"
 #include "server/listen.h"
+#include "server/metrics_exporter.h"
+#include "server/metrics_history.h"
 #include "server/request_checks.h"
 
 namespace cohort {
@@ -35,6 +41,30 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
   return grpc::Status::OK;
 }
 
+HttpResponse Page(std::string content_type, std::string body) {
+  HttpResponse r;
+  r.content_type = std::move(content_type);
+  r.body = std::move(body);
+  return r;
+}
+
+// The status as JSON for the dashboard and scripts: proto field names,
+// enums by name, zeros included (rank 0, step 0 are data, not absence).
+HttpResponse StatusJson(const StatusResponse& status) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.always_print_primitive_fields = true;
+  o.preserve_proto_field_names = true;
+  std::string json;
+  const auto s = google::protobuf::util::MessageToJsonString(status, &json, o);
+  if (!s.ok()) {
+    HttpResponse r = Page("text/plain; charset=utf-8",
+                          "cannot write the status as JSON: " + s.ToString());
+    r.status = 500;
+    return r;
+  }
+  return Page("application/json", json + "\n");
+}
+
 }  // namespace
 
 // The RPC boundary: checks fields, calls the tracker or its KV store, and
@@ -43,8 +73,9 @@ grpc::Status Reply(absl::StatusOr<T> result, T* response) {
 // there and not in an interceptor); the health service needs none.
 class CoordinatorServer::Service final : public Coordinator::Service {
  public:
-  Service(JobTracker* tracker, TokenCheck token_check)
-      : t_(tracker), token_check_(std::move(token_check)) {}
+  // `history` receives finished workers' epoch results.
+  Service(JobTracker* tracker, MetricsHistory* history, TokenCheck token_check)
+      : t_(tracker), history_(history), token_check_(std::move(token_check)) {}
 
   grpc::Status Join(grpc::ServerContext* context, const JoinRequest* request,
                     JoinResponse* response) override {
@@ -110,7 +141,11 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   grpc::Status Finish(grpc::ServerContext* context,
                       const FinishRequest* request, FinishResponse*) override {
     if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
-    return ToGrpc(t_->Finish(*request));
+    const absl::Status s = t_->Finish(*request);
+    if (s.ok() && request->ok()) {
+      history_->RecordResult(request->rank(), request->result());
+    }
+    return ToGrpc(s);
   }
   grpc::Status GetStatus(grpc::ServerContext* context, const StatusRequest*,
                          StatusResponse* response) override {
@@ -152,6 +187,7 @@ class CoordinatorServer::Service final : public Coordinator::Service {
 
  private:
   JobTracker* const t_;
+  MetricsHistory* const history_;
   const TokenCheck token_check_;
 };
 
@@ -188,6 +224,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(
       std::move(options), where.host, std::move(token_check)));
   RETURN_IF_ERROR(server->tracker_->Restore());
+  // Before gRPC, so that a busy metrics port fails the start cleanly.
+  RETURN_IF_ERROR(server->ServeMetrics());
   RETURN_IF_ERROR(server->Serve(std::move(credentials)));
   if (!server->options_.health_listen.empty()) {
     RETURN_IF_ERROR(server->ServeHealth());
@@ -203,8 +241,9 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
           options_.job, options_.state_dir.empty()
                             ? ""
                             : options_.state_dir + "/coordinator.state")),
-      service_(
-          std::make_unique<Service>(tracker_.get(), std::move(token_check))) {}
+      history_(std::make_unique<MetricsHistory>()),
+      service_(std::make_unique<Service>(tracker_.get(), history_.get(),
+                                         std::move(token_check))) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
@@ -261,6 +300,48 @@ absl::Status CoordinatorServer::ServeHealth() {
   return absl::OkStatus();
 }
 
+absl::Status CoordinatorServer::ServeMetrics() {
+  if (options_.metrics_listen.empty()) return absl::OkStatus();
+  HttpServerOptions o;
+  o.listen = options_.metrics_listen;
+  o.what = "--metrics-listen";
+  o.routes["/metrics"] = [this](const HttpRequest&) {
+    return Page(kPrometheusContentType,
+                CoordinatorMetricsText(tracker_->Status()));
+  };
+  o.routes["/"] = [](const HttpRequest&) {
+    return Page("text/html; charset=utf-8", std::string(DashboardHtml()));
+  };
+  o.routes["/api/status"] = [this](const HttpRequest&) {
+    return StatusJson(tracker_->Status());
+  };
+  o.routes["/api/history"] = [this](const HttpRequest&) {
+    return Page("application/json", history_->Json());
+  };
+  ASSIGN_OR_RETURN(metrics_server_, HttpServer::Start(std::move(o)));
+  history_thread_ = std::thread([this] { SampleHistory(); });
+  LOG(INFO) << "metrics at http://" << metrics_server_->address()
+            << "/metrics, dashboard at http://" << metrics_server_->address()
+            << "/ (plaintext)";
+  return absl::OkStatus();
+}
+
+// Once a second until Shutdown (MetricsHistory says why a second).
+void CoordinatorServer::SampleHistory() {
+  while (true) {
+    history_->Record(tracker_->Status());
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stop_sampling_),
+                             absl::Seconds(1))) {
+      return;
+    }
+  }
+}
+
+int CoordinatorServer::metrics_port() const {
+  return metrics_server_ != nullptr ? metrics_server_->port() : 0;
+}
+
 std::string CoordinatorServer::address() const {
   return absl::StrCat(host_, ":", port_);
 }
@@ -303,6 +384,12 @@ void CoordinatorServer::Shutdown() {
                              std::chrono::seconds(1));
     health_server_->Wait();
   }
+  {
+    absl::MutexLock lock(&mu_);
+    stop_sampling_ = true;
+  }
+  if (history_thread_.joinable()) history_thread_.join();
+  if (metrics_server_ != nullptr) metrics_server_->Shutdown();
 }
 
 StatusResponse CoordinatorServer::Status() const { return tracker_->Status(); }

@@ -3,7 +3,9 @@
 // out per-epoch sampler seeds, watches heartbeats, answers status and
 // metrics, and writes the job's report when it ends. It also serves
 // grpc.health.v1.Health (SERVING while it can serve, NOT_SERVING from the
-// start of Shutdown) and gRPC server reflection, so stock tools work.
+// start of Shutdown) and gRPC server reflection, so stock tools work. With
+// metrics_listen, a plaintext HTTP server also gives Prometheus metrics and
+// a dashboard (server/metrics_exporter.h, server/dashboard.h).
 //
 // The class is CoordinatorServer, not Coordinator: the generated service in
 // proto/coordinator.grpc.pb.h already owns the name cohort::Coordinator.
@@ -16,6 +18,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -31,7 +34,9 @@ class Server;
 
 namespace cohort {
 
+class HttpServer;
 class JobTracker;
+class MetricsHistory;
 
 struct CoordinatorOptions {
   // A validated spec; Start fills the ClusterSpec defaults (proto/job.proto)
@@ -57,6 +62,11 @@ struct CoordinatorOptions {
   // through its absence (cluster.coordinator_grace_ms). Empty: none.
   // All-reduce jobs only, for now.
   std::string state_dir;
+  // HOST:PORT of a plaintext HTTP server (no token, no TLS: bind it where
+  // only trusted readers reach) with Prometheus metrics at /metrics, the
+  // dashboard at /, the status as JSON at /api/status and the dashboard's
+  // history at /api/history (server/metrics_history.h). Empty: none.
+  std::string metrics_listen;
 };
 
 class CoordinatorServer {
@@ -75,6 +85,8 @@ class CoordinatorServer {
   std::string address() const;  // HOST:PORT with the bound port
   // The health-only server's bound port; 0 without health_listen.
   int health_port() const { return health_port_; }
+  // The metrics server's bound port; 0 without metrics_listen.
+  int metrics_port() const;
 
   // Blocks until the job ends (SUCCEEDED, FAILED or STOPPED) and its
   // surviving workers have heard so (at most two heartbeat intervals plus a
@@ -98,20 +110,29 @@ class CoordinatorServer {
                     TokenCheck token_check);
   absl::Status Serve(std::shared_ptr<grpc::ServerCredentials> credentials);
   absl::Status ServeHealth();
+  absl::Status ServeMetrics();
+  void SampleHistory();
   void WriteReportOnce();
 
   const CoordinatorOptions options_;
   const std::string host_;
   int port_ = 0;
   std::unique_ptr<JobTracker> tracker_;
+  // What the dashboard draws; also fed by finished workers' results.
+  std::unique_ptr<MetricsHistory> history_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int health_port_ = 0;
   std::unique_ptr<grpc::Server> health_server_;  // health_listen's
+  // metrics_listen's HTTP server, and the thread that samples history_
+  // once a second.
+  std::unique_ptr<HttpServer> metrics_server_;
+  std::thread history_thread_;
 
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   bool report_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_sampling_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status report_status_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -411,8 +411,67 @@ TEST(Elastic, RejoinStartsTheRegroupAndTheDeadOneCompletesIt) {
   EXPECT_EQ(s.restarts(), 1) << "two failures of one regroup count once";
   ASSERT_EQ(s.generations_size(), 2);
   EXPECT_TRUE(s.generations(1).after_failure());
-  EXPECT_TRUE(Contains(s.generations(1).cause(), "left generation 1"));
+  // Once w2 was declared dead, the cause names it instead of w0.
+  EXPECT_TRUE(Contains(s.generations(1).cause(),
+                       "failure: worker rank 2 (host host-w2, pid 1002) missed "
+                       "heartbeats"))
+      << s.generations(1).cause();
+  EXPECT_TRUE(Contains(s.generations(1).cause(),
+                       "(its peers' collectives failed first)"));
   EXPECT_GE(s.generations(1).silent_s(), kBoundS);
+}
+
+TEST(Elastic, PastTheBudgetTheFailureNamesTheDeadPeerNotTheReporter) {
+  JobTracker t(Spec(1, 3, 1));
+  const std::vector<JoinResponse> first = FormFirst(t, 3);
+  Beater b0(t, first[0], "w0"), b1(t, first[1], "w1"), b2(t, first[2], "w2");
+  b2.Stop();  // the first failure uses the only restart
+  ASSERT_TRUE(WaitFor([&] { return b0.regroup() && b1.regroup(); }));
+  PendingJoin j0(t, Request("w0", 1)), j1(t, Request("w1", 1));
+  absl::StatusOr<JoinResponse> r0 = j0.Get(), r1 = j1.Get();
+  ASSERT_TRUE(r0.ok() && r1.ok()) << r0.status() << r1.status();
+  Beater c0(t, *r0, "w0"), c1(t, *r1, "w1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  // w1 dies; w0's collective fails at once and it reports first.
+  c1.Stop();
+  c0.Stop();
+  absl::StatusOr<JoinResponse> third = t.Join(Request("w0", 2), nullptr);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kAborted);
+  const StatusResponse s = t.Status();
+  EXPECT_EQ(s.state(), FAILED);
+  EXPECT_TRUE(Contains(s.reason(),
+                       "worker rank 1 (host host-w1, pid 1001) missed "
+                       "heartbeats"))
+      << s.reason();
+  EXPECT_TRUE(
+      Contains(s.reason(), "; no restarts left (cluster.max_restarts = 1)"))
+      << s.reason();
+  EXPECT_EQ(s.restarts(), 1);
+}
+
+TEST(Elastic, ReplacementStartedBeforeTheDeathIsNoticedWaitsForRoom) {
+  JobTracker t(Spec(2, 3, 3));
+  const std::vector<JoinResponse> first = FormFirst(t, 3);
+  Beater b0(t, first[0], "w0"), b1(t, first[1], "w1"), b2(t, first[2], "w2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  b2.Stop();
+  // The job still looks full: the replacement's join waits instead of
+  // being refused, and joins the round the death opens.
+  PendingJoin j3(t, Request("w3"));
+  ASSERT_TRUE(WaitFor([&] { return b0.regroup() && b1.regroup(); }));
+  PendingJoin j0(t, Request("w0", 1)), j1(t, Request("w1", 1));
+  absl::StatusOr<JoinResponse> r3 = j3.Get();
+  ASSERT_TRUE(r3.ok()) << r3.status();
+  EXPECT_EQ(r3->generation(), 2u);
+  EXPECT_EQ(r3->world_size(), 3);
+  EXPECT_EQ(r3->restarts(), 1);
+  ASSERT_TRUE(j0.Get().ok());
+  ASSERT_TRUE(j1.Get().ok());
+  const StatusResponse s = t.Status();
+  ASSERT_EQ(s.generations_size(), 2);
+  EXPECT_TRUE(s.generations(1).after_failure());
+  EXPECT_TRUE(Contains(s.generations(1).cause(), "worker rank 2"))
+      << s.generations(1).cause();
 }
 
 TEST(Elastic, NewWorkerGrowsARunningJobWithoutUsingARestart) {
@@ -451,9 +510,13 @@ TEST(Elastic, NewWorkerGrowsARunningJobWithoutUsingARestart) {
 
 TEST(Elastic, GrowthNeedsRoomAndARestartsBudget) {
   JobTracker full(Spec(1, 1, 3));
-  FormFirst(full, 1);
+  const std::vector<JoinResponse> only = FormFirst(full, 1);
+  Beater alive(full, only[0], "w0");
+  // Refused once the heartbeat bound has shown that nobody died.
+  const Clock::time_point asked = Clock::now();
   absl::StatusOr<JoinResponse> extra = full.Join(Request("w1"), nullptr);
   EXPECT_EQ(extra.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_GE(SecondsSince(asked), kBoundS);
   EXPECT_FALSE(full.Status().regrouping());
 
   JobTracker fixed(Spec(1, 2, 0));
@@ -490,7 +553,8 @@ TEST(Elastic, FailurePastTheBudgetFailsTheJob) {
   EXPECT_EQ(s.state(), FAILED);
   EXPECT_EQ(s.reason(),
             "worker rank 0 (host host-w0, pid 1000) left generation 2 (its "
-            "collectives failed); no restarts left (cluster.max_restarts = "
+            "collectives failed: a peer died or stalled); no restarts left "
+            "(cluster.max_restarts = "
             "1)");
   EXPECT_TRUE(Contains(std::string(third.status().message()), s.reason()))
       << third.status();

@@ -3,6 +3,7 @@
 #include "server/job_tracker.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,14 @@ double Seconds(Clock::duration d) {
 // The poll period of blocked calls for their client's cancellation.
 constexpr Clock::duration kPoll = std::chrono::milliseconds(100);
 
+// The most of a shard's failure text kept in the job's reason.
+constexpr size_t kMaxShardFailureBytes = 2048;
+
+std::string NewRunId() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x", rd(), rd());
+}
+
 }  // namespace
 
 uint64_t SamplerSeed(uint64_t job_seed, int64_t epoch) {
@@ -51,7 +60,8 @@ bool IsTerminal(JobState state) {
 JobTracker::JobTracker(JobSpec job, std::string state_path)
     : job_(std::move(job)),
       state_path_(std::move(state_path)),
-      started_(Clock::now()) {
+      started_(Clock::now()),
+      run_id_(NewRunId()) {
   watchdog_ = std::thread([this] { WatchdogLoop(); });
 }
 
@@ -155,6 +165,7 @@ absl::StatusOr<JoinResponse> JobTracker::Join(
     if (!Rejoins(request, m)) return Assignment(m);
     RETURN_IF_ERROR(Rejoin(m));
   }
+  AwaitRoomForReplacement(cancelled);
   RETURN_IF_ERROR(CheckCanJoin(request));
   if (state_ == RUNNING && !regroup_) {
     StartRegroup(
@@ -193,9 +204,9 @@ absl::Status JobTracker::Rejoin(Member& m) {
   if (!regroup_) {
     const bool running = Failure(
         absl::StrFormat("worker rank %d (host %s, pid %d) left generation "
-                        "%d (its collectives failed)",
+                        "%d (its collectives failed: a peer died or stalled)",
                         m.rank, m.request.host(), m.request.pid(), generation_),
-        0);
+        0, /*by_leave=*/true);
     if (!running) {
       return absl::AbortedError(absl::StrCat("job ", job_.name(), " ended (",
                                              JobState_Name(state_), ": ",
@@ -205,6 +216,29 @@ absl::Status JobTracker::Rejoin(Member& m) {
   LOG(INFO) << "worker rank " << m.rank << " (host " << m.request.host()
             << ") rejoins after generation " << generation_;
   return absl::OkStatus();
+}
+
+// A replacement is usually started as soon as its predecessor dies, before
+// the coordinator has noticed: while an elastic job looks full, a join
+// waits (at most the heartbeat bound and a second) for a member to be
+// found dead, instead of being refused at once.
+void JobTracker::AwaitRoomForReplacement(
+    const std::function<bool()>& cancelled) {
+  auto full = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state_ == RUNNING && !regroup_ && !shutting_down_ && CanGrow() &&
+           static_cast<int>(members_.size()) >= MaxWorkers();
+  };
+  if (!full()) return;
+  const ClusterSpec& c = job_.cluster();
+  const Clock::time_point until =
+      Clock::now() + Millis(c.heartbeat_interval_ms() * c.heartbeat_misses()) +
+      std::chrono::seconds(1);
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !full(); };
+  while (full() && Clock::now() < until && !(cancelled && cancelled())) {
+    const Clock::time_point wake = std::min(until, Clock::now() + kPoll);
+    mu_.AwaitWithTimeout(absl::Condition(&changed),
+                         ToAbsl(wake - Clock::now()));
+  }
 }
 
 absl::Status JobTracker::CheckCanJoin(const JoinRequest& r) const {
@@ -450,13 +484,9 @@ absl::StatusOr<RegisterShardResponse> JobTracker::RegisterShard(
   RETURN_IF_ERROR(CheckRegisterShardRequest(request));
   RETURN_IF_ERROR(RequirePsMode("shard registration refused"));
   absl::MutexLock lock(&mu_);
-  RegisterShardResponse response;
-  response.set_num_shards(NumShards());
-  *response.mutable_job() = job_;
   for (size_t i = 0; i < shards_.size(); ++i) {
     if (shards_[i].request.shard_id() == request.shard_id()) {
-      response.set_shard_index(i);  // a retry whose answer was lost
-      return response;
+      return ShardAssignment(i);  // a retry whose answer was lost
     }
   }
   if (IsTerminal(state_)) {
@@ -465,22 +495,75 @@ absl::StatusOr<RegisterShardResponse> JobTracker::RegisterShard(
                      JobState_Name(state_), ": ", reason_, ")"));
   }
   if (ShardsReady()) {
+    for (size_t i = 0; ShardsRestart() && i < shards_.size(); ++i) {
+      Shard& shard = shards_[i];
+      if (!shard.dead) continue;
+      LOG(WARNING) << "parameter-server shard " << i << " at "
+                   << request.address() << " (host " << request.host()
+                   << ", pid " << request.pid() << ") replaces the one at "
+                   << shard.request.address() << ", dead for "
+                   << absl::StrFormat("%.1fs",
+                                      Seconds(Clock::now() - shard.died));
+      shard.request = request;
+      shard.last_seen = Clock::now();
+      shard.stats = ShardStats();
+      shard.knows_end = false;
+      shard.dead = false;
+      shard.restoring = true;
+      ++shard.restarts;
+      return ShardAssignment(i);
+    }
+    const std::string who =
+        absl::StrCat("shard ", request.host(), ":", request.pid(), " at ",
+                     request.address());
+    if (ShardsRestart()) {
+      // A spare: its client retries UNAVAILABLE, so it stands by until a
+      // shard dies (or its connect timeout passes).
+      return absl::UnavailableError(absl::StrCat(
+          "the job already has its ", NumShards(),
+          " parameter-server shards (ps.shards) and none is dead; ", who,
+          " waits to replace one that dies"));
+    }
     return absl::ResourceExhaustedError(absl::StrCat(
         "the job already has its ", NumShards(),
-        " parameter-server shards (ps.shards); shard ", request.host(), ":",
-        request.pid(), " at ", request.address(), " cannot register"));
+        " parameter-server shards (ps.shards); ", who, " cannot register"));
   }
-  shards_.push_back(Shard{request, Clock::now(), ShardStats(), false});
+  Shard shard;
+  shard.request = request;
+  shard.last_seen = Clock::now();
+  shards_.push_back(std::move(shard));
   ++round_changes_;  // waiting joiners may now complete their round
   LOG(INFO) << "parameter-server shard " << shards_.size() - 1 << " at "
             << request.address() << " registered (" << shards_.size() << " of "
             << NumShards() << ")";
-  response.set_shard_index(shards_.size() - 1);
+  RegisterShardResponse response = ShardAssignment(shards_.size() - 1);
   if (state_ == FORMING && ShardsReady() &&
       static_cast<int>(joiners_.size()) >= MaxWorkers()) {
     CompleteRound();
   }
   return response;
+}
+
+RegisterShardResponse JobTracker::ShardAssignment(int index) const {
+  RegisterShardResponse r;
+  r.set_shard_index(index);
+  r.set_num_shards(NumShards());
+  *r.mutable_job() = job_;
+  r.set_run_id(run_id_);
+  if (shards_[index].restarts == 0) return r;
+  for (const Partition& p : plan_) {
+    if (p.shard() == index) *r.add_partitions() = p;
+  }
+  // A shard the plan gives nothing (or, without a plan, one that cannot
+  // have been initialized yet) held nothing to restore.
+  if (r.partitions().empty()) return r;
+  r.set_restore(true);
+  r.set_world_size(members_.size());
+  if (!members_.empty()) {
+    const Member& last = members_.back();
+    r.set_total_replicas(last.replica_offset + last.request.replicas());
+  }
+  return r;
 }
 
 absl::StatusOr<ShardHeartbeatResponse> JobTracker::ShardHeartbeat(
@@ -495,8 +578,25 @@ absl::StatusOr<ShardHeartbeatResponse> JobTracker::ShardHeartbeat(
                      " is not registered as shard ", i));
   }
   Shard& shard = shards_[i];
+  if (shard.dead) {
+    // Declared dead but back before a replacement came (e.g. it was
+    // stopped): its state is intact, so it serves on.
+    LOG(WARNING) << "parameter-server shard " << i << " at "
+                 << shard.request.address() << " is back after "
+                 << absl::StrFormat("%.1fs",
+                                    Seconds(Clock::now() - shard.last_seen));
+    shard.dead = false;
+    shard.knows_end = false;
+  }
+  shard.restoring = false;
   shard.last_seen = Clock::now();
   shard.stats = request.stats();
+  if (!request.failure().empty() && !IsTerminal(state_)) {
+    End(FAILED, absl::StrCat(
+                    "parameter-server shard ", i, " (host ",
+                    shard.request.host(), ", pid ", shard.request.pid(),
+                    "): ", request.failure().substr(0, kMaxShardFailureBytes)));
+  }
   ShardHeartbeatResponse response;
   response.set_state(state_);
   response.set_stop(IsTerminal(state_));
@@ -753,19 +853,50 @@ void JobTracker::CheckHeartbeats() {
         m.request.host(), m.request.pid(), silent);
     if (!MemberLost(m, what, silent)) return;
   }
-  for (size_t i = 0; i < shards_.size(); ++i) {
-    Shard& shard = shards_[i];
-    if (now - shard.last_seen <= limit) continue;
-    shard.knows_end = true;
-    End(FAILED,
-        absl::StrFormat("parameter-server shard %d at %s (host %s, pid %d) "
-                        "missed heartbeats for %.1fs",
-                        i, shard.request.address(), shard.request.host(),
-                        shard.request.pid(), Seconds(now - shard.last_seen)));
-    return;
-  }
+  if (!CheckShardHeartbeats(now)) return;
   // A member declared dead may have been the last one the round awaited.
   if (regroup_) CheckRegroup(now);
+}
+
+bool JobTracker::CheckShardHeartbeats(Clock::time_point now) {
+  const Clock::duration limit = Millis(job_.cluster().heartbeat_interval_ms() *
+                                       job_.cluster().heartbeat_misses());
+  const int64_t wait_ms = job_.cluster().join_timeout_ms();
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    Shard& shard = shards_[i];
+    if (shard.dead) {
+      if (now - shard.died <= Millis(wait_ms)) continue;
+      End(FAILED,
+          absl::StrFormat("parameter-server shard %d at %s (host %s, pid %d) "
+                          "died and no replacement registered within "
+                          "cluster.join_timeout_ms (%d ms)",
+                          i, shard.request.address(), shard.request.host(),
+                          shard.request.pid(), wait_ms));
+      return false;
+    }
+    // A replacement heartbeats once restored, which takes a while for a
+    // large shard: it gets as long as a replacement gets to register.
+    const Clock::duration bound = shard.restoring ? Millis(wait_ms) : limit;
+    if (now - shard.last_seen <= bound) continue;
+    const std::string what = absl::StrFormat(
+        "parameter-server shard %d at %s (host %s, pid %d) %s for %.1fs", i,
+        shard.request.address(), shard.request.host(), shard.request.pid(),
+        shard.restoring ? "restored nothing and sent no heartbeat"
+                        : "missed heartbeats",
+        Seconds(now - shard.last_seen));
+    shard.knows_end = true;  // it is gone; nobody waits for it to hear
+    if (!ShardsRestart()) {
+      End(FAILED, what);
+      return false;
+    }
+    shard.dead = true;
+    shard.restoring = false;
+    shard.died = now;
+    LOG(WARNING) << what << "; waiting up to " << wait_ms
+                 << " ms (cluster.join_timeout_ms) for a replacement shard "
+                    "to restore its checkpoint";
+  }
+  return true;
 }
 
 bool JobTracker::MemberLost(Member& m, const std::string& what,
@@ -784,13 +915,32 @@ std::string JobTracker::Regroup::Cause() const {
   return absl::StrCat(failure ? "failure: " : "growth: ", what);
 }
 
-bool JobTracker::Failure(const std::string& what, double silent_s) {
+bool JobTracker::Failure(const std::string& what, double silent_s,
+                         bool by_leave) {
   if (regroup_ && regroup_->failure) {
     // Counted once per regroup; the first heartbeat death gives silent_s.
     if (regroup_->silent_s == 0) regroup_->silent_s = silent_s;
+    // A survivor's report opened it; the dead peer is the real cause.
+    if (regroup_->by_leave && !by_leave) {
+      regroup_->what =
+          absl::StrCat(what, " (its peers' collectives failed ", "first)");
+      regroup_->by_leave = false;
+    }
+    if (regroup_->over_budget && !regroup_->by_leave) {
+      FailOverBudget();
+      return false;
+    }
     return true;
   }
   const int budget = job_.cluster().max_restarts();
+  if (restarts_ >= budget && by_leave && !regroup_) {
+    // The survivor that reported a broken generation is not the culprit:
+    // wait (at most the heartbeat bound) for the dead peer to be named.
+    StartRegroup(true, what, 0);
+    regroup_->by_leave = true;
+    regroup_->over_budget = true;
+    return true;
+  }
   if (restarts_ >= budget) {
     End(FAILED,
         absl::StrCat(
@@ -799,8 +949,10 @@ bool JobTracker::Failure(const std::string& what, double silent_s) {
   }
   ++restarts_;
   if (regroup_) {
-    // A growth regroup that lost a member is a recovery after all.
+    // A growth regroup that lost a member is a recovery after all; its
+    // record times the failure's detection, not the growth's.
     regroup_->failure = true;
+    regroup_->started_wall = absl::Now();
     regroup_->what =
         absl::StrCat(what, " (while regrouping after ", regroup_->what, ")");
     regroup_->silent_s = silent_s;
@@ -808,6 +960,7 @@ bool JobTracker::Failure(const std::string& what, double silent_s) {
   } else {
     StartRegroup(true, what, silent_s);
   }
+  regroup_->by_leave = by_leave;
   LOG(WARNING) << "restart " << restarts_ << " of " << budget
                << " (cluster.max_restarts): " << what;
   Persist();
@@ -851,11 +1004,26 @@ int JobTracker::Awaited() const {
 }
 
 bool JobTracker::RegroupReady() const {
+  if (regroup_->over_budget) return false;  // it can only fail
   const int n = joiners_.size();
   return n >= MaxWorkers() || (Awaited() == 0 && n >= MinWorkers());
 }
 
+void JobTracker::FailOverBudget() {
+  End(FAILED, absl::StrCat(regroup_->what,
+                           "; no restarts left (cluster.max_restarts = ",
+                           job_.cluster().max_restarts(), ")"));
+}
+
 void JobTracker::CheckRegroup(Clock::time_point now) {
+  if (regroup_->over_budget) {
+    const ClusterSpec& c = job_.cluster();
+    const Clock::duration bound =
+        Millis(c.heartbeat_interval_ms() * c.heartbeat_misses()) +
+        std::chrono::seconds(1);
+    if (now - regroup_->started >= bound) FailOverBudget();
+    return;
+  }
   if (RegroupReady()) {
     CompleteRound();
     return;

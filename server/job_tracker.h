@@ -24,6 +24,19 @@
 // joined; join_timeout_ms after the regroup began, the job fails if fewer
 // than min_workers joined.
 //
+// Parameter-server shards register (RegisterShard) and heartbeat like
+// workers. A shard that misses heartbeats fails the job, unless the job
+// writes checkpoints (checkpoint.dir): then the shard is marked dead and
+// the job waits up to cluster.join_timeout_ms for a replacement, which
+// registers like any shard (a spare registering while none is dead is told
+// UNAVAILABLE and retries), takes the dead index, restores that shard's
+// newest checkpoint (RegisterShardResponse.restore) and heartbeats within
+// join_timeout_ms more (restoring a large shard takes time); workers find
+// its address in Status. A dead shard that heartbeats again before a
+// replacement came is taken back. A replacement that cannot restore
+// reports it in its heartbeat (ShardHeartbeatRequest.failure), which fails
+// the job.
+//
 // Ownership and threads: the tracker owns the job spec, the KV store and a
 // watchdog thread (started by the constructor, joined by Shutdown or the
 // destructor). All methods are thread-safe; Join, WaitForEnd and the KV
@@ -109,9 +122,10 @@ class JobTracker {
   // The report of cohort train's shape plus world_size, state and reason.
   std::string ReportJson() const;
 
-  // PS mode: a shard registers (a retry gets the same index), heartbeats,
-  // and workers ask for the partition map. In ALLREDUCE mode these fail
-  // with FAILED_PRECONDITION.
+  // PS mode: a shard registers (a retry gets the same index; with
+  // checkpoints, a replacement gets a dead shard's), heartbeats, and
+  // workers ask for the partition map. In ALLREDUCE mode these fail with
+  // FAILED_PRECONDITION.
   absl::StatusOr<RegisterShardResponse> RegisterShard(
       const RegisterShardRequest& request);
   absl::StatusOr<ShardHeartbeatResponse> ShardHeartbeat(
@@ -137,6 +151,12 @@ class JobTracker {
     Clock::time_point started;
     absl::Time started_wall;
     double silent_s = 0;  // of the first member declared dead in it
+    // Opened by a member whose collectives failed: the cause is not known
+    // yet, and the first member declared dead replaces `what`.
+    bool by_leave = false;
+    // No restart was left when it opened: the job fails once the cause is
+    // known (or the heartbeat bound has passed), naming it.
+    bool over_budget = false;
     // "failure: <what>" or "growth: <what>": the status and record cause.
     std::string Cause() const;
   };
@@ -162,12 +182,20 @@ class JobTracker {
     bool straggler = false;
   };
 
-  // A registered parameter-server shard.
+  // A registered parameter-server shard (the process now serving its
+  // index).
   struct Shard {
     RegisterShardRequest request;
     Clock::time_point last_seen;
     ShardStats stats;
     bool knows_end = false;
+    // With checkpoints: it missed heartbeats at `died` and the job waits
+    // for a replacement; a replacement that has not heartbeat yet (it is
+    // restoring); how many replacements this index has had.
+    bool dead = false;
+    Clock::time_point died;
+    bool restoring = false;
+    int restarts = 0;
   };
 
   bool PsMode() const { return job_.mode() == PS; }
@@ -179,6 +207,16 @@ class JobTracker {
     return static_cast<int>(shards_.size()) >= NumShards();
   }
   absl::Status RequirePsMode(absl::string_view what) const;
+  // Whether a dead shard waits for a replacement instead of failing the job.
+  bool ShardsRestart() const {
+    return PsMode() && !job_.checkpoint().dir().empty();
+  }
+  // The answer to shard `index`'s registration.
+  RegisterShardResponse ShardAssignment(int index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The shard branch of CheckHeartbeats; false when the job ended.
+  bool CheckShardHeartbeats(Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ShardStatus DescribeShard(int index, Clock::time_point now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int MinWorkers() const { return job_.cluster().min_workers(); }
@@ -190,6 +228,8 @@ class JobTracker {
     return Elastic() && job_.cluster().max_restarts() > 0;
   }
   absl::Status CheckCanJoin(const JoinRequest& r) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AwaitRoomForReplacement(const std::function<bool()>& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `r` from member `m` of the current generation leaves it (a
   // rejoin) rather than retrying its first Join.
@@ -205,8 +245,10 @@ class JobTracker {
   // failure regroup or turns a growth one into one, using a restart; ends
   // the job FAILED when none is left. Several failures during one regroup
   // count once. Returns false when the job ended.
-  bool Failure(const std::string& what, double silent_s)
+  bool Failure(const std::string& what, double silent_s, bool by_leave = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the job after an over-budget regroup, naming its cause.
+  void FailOverBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Member `m` is gone (`what`): in PS mode the job fails, in all-reduce
   // mode it is dropped and Failure() decides. Returns false when the job
   // ended.
@@ -277,6 +319,8 @@ class JobTracker {
   const JobSpec job_;
   const std::string state_path_;  // empty: not durable
   const Clock::time_point started_;
+  // Tells this run's shard checkpoints from an earlier run's.
+  const std::string run_id_;
   KvStore kv_;
 
   mutable absl::Mutex mu_;

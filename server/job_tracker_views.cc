@@ -59,6 +59,8 @@ ShardStatus JobTracker::DescribeShard(int index, Clock::time_point now) const {
   s.set_pid(shard.request.pid());
   s.set_heartbeat_age_s(Seconds(now - shard.last_seen));
   *s.mutable_stats() = shard.stats;
+  s.set_restarts(shard.restarts);
+  s.set_state(shard.dead ? "dead" : shard.restoring ? "restoring" : "serving");
   for (const Partition& p : plan_) {
     if (p.shard() != index) continue;
     s.set_partitions(s.partitions() + 1);

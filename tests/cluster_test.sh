@@ -56,7 +56,7 @@ coord=$!; pids+=($coord)
 "$cohort" worker --coordinator="$addr" $data_flag --quiet 2>"$tmp/w0.err" & w0=$!; pids+=($w0)
 "$cohort" worker --coordinator="$addr" $data_flag --quiet 2>"$tmp/w1.err" & w1=$!; pids+=($w1)
 running() { "$cohort" status --coordinator="$addr" | grep -q 'RUNNING'; }
-"$cohort" status --coordinator="$addr" --watch --interval=1 --timeout=2 > "$tmp/watch.out" 2>&1 &
+"$cohort" status --coordinator="$addr" --watch --interval=1 --timeout=10 > "$tmp/watch.out" 2>&1 &
 watcher=$!; pids+=($watcher)
 if wait_for 30 running; then
   st=$("$cohort" status --coordinator="$addr")

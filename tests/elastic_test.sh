@@ -34,7 +34,8 @@ batch_size: 32
 epochs: 6
 optimizer { lr: 0.05 momentum: 0.9 }
 cluster { min_workers: 2 max_workers: 3 heartbeat_interval_ms: 300
-          heartbeat_misses: 3 collective_timeout_ms: 4000 max_restarts: 2 }
+          heartbeat_misses: 3 collective_timeout_ms: 4000 max_restarts: 2
+          last_call_ms: 10000 }
 SPEC
 
 start_job() {  # start_job SPEC NAME WORKERS [worker flags]: sets addr, coord, w[]

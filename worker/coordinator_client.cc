@@ -137,13 +137,14 @@ absl::StatusOr<RegisterShardResponse> CoordinatorClient::RegisterShard(
 }
 
 absl::StatusOr<ShardHeartbeatResponse> CoordinatorClient::ShardHeartbeat(
-    const ShardStats& stats) {
+    const ShardStats& stats, const std::string& failure) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, kRpcTimeout);
   ShardHeartbeatRequest req;
   req.set_shard_id(shard_id_);
   req.set_shard_index(shard_index_);
   *req.mutable_stats() = stats;
+  req.set_failure(failure);
   ShardHeartbeatResponse resp;
   absl::Status s =
       FromGrpc(stub_->ShardHeartbeat(&ctx, req, &resp), "shard heartbeat");

@@ -57,8 +57,9 @@ class CoordinatorClient : public KvClient {
   // `connect_timeout`, as Join does), then heartbeats with statistics.
   absl::StatusOr<RegisterShardResponse> RegisterShard(
       const RegisterShardRequest& request, absl::Duration connect_timeout);
+  // `failure`: the shard cannot serve, and the job fails with this reason.
   absl::StatusOr<ShardHeartbeatResponse> ShardHeartbeat(
-      const ShardStats& stats);
+      const ShardStats& stats, const std::string& failure = "");
 
   // Operator calls; `timeout` bounds the whole call.
   absl::StatusOr<StatusResponse> GetStatus(absl::Duration timeout);

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -38,6 +39,9 @@ class GradientSync {
   void Ready(int replica, int64_t offset);
   absl::Status Finish();
   BucketReducer::Stats TakeStats() { return reducer_.TakeStats(); }
+  void set_observer(BucketReducer::Observer observer) {
+    reducer_.set_observer(std::move(observer));
+  }
 
  private:
   const std::vector<float*> grads_;

@@ -12,16 +12,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/ps/limits.h"
 
 namespace cohort {
 namespace {
 
-// A pull may wait up to rpc_timeout on the shard itself; this much more
-// lets the shard's own DEADLINE_EXCEEDED (naming the slow rank) arrive.
+// A pull may wait up to rpc_timeout (plus the restart window) on the shard
+// itself; this much more lets the shard's own DEADLINE_EXCEEDED (naming the
+// slow rank) arrive.
 constexpr absl::Duration kPullGrace = absl::Seconds(5);
 constexpr int64_t kPerChunk = kMaxChunkBytes / 4;
+// Retries of UNAVAILABLE back off from this, doubling up to the maximum.
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
 
 std::chrono::system_clock::time_point ToChrono(absl::Time t) {
   return absl::ToChronoTime(t);
@@ -60,28 +65,70 @@ struct PsClient::Shard {
 
 namespace {
 
-// Runs `attempt(deadline)` (returning grpc::Status) until it succeeds, fails
-// with anything but UNAVAILABLE (or a failed TLS handshake, which would
-// fail again), or the deadline is near.
-// `retry_until` (default: the deadline) bounds the retries alone.
-template <typename Attempt>
-grpc::Status RetryUnavailable(absl::Time deadline, const Attempt& attempt,
-                              absl::Time retry_until = absl::InfiniteFuture()) {
-  retry_until = std::min(retry_until, deadline);
-  absl::Duration backoff = absl::Milliseconds(50);
-  while (true) {
-    grpc::Status s = attempt(deadline);
-    if (s.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        IsTlsHandshakeFailure(s.error_message()) ||
-        absl::Now() + backoff >= retry_until) {
-      return s;
-    }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(1));
-  }
+grpc::ChannelArguments ShardChannelArgs(int index) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // Reconnect promptly to a restarted shard; gRPC's backoff grows to 2 min.
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A channel per shard, and a distinct one per client, so that each
+  // shard's stream has its own connection.
+  args.SetInt("cohort.ps_shard", index);
+  return args;
 }
 
 }  // namespace
+
+absl::Status PsClient::Connect(Shard& s, const std::string& address) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      CreateChannel(address, options_.security, ShardChannelArgs(s.index));
+  if (!channel.ok()) return channel.status();
+  s.address = address;
+  s.channel = *std::move(channel);
+  s.stub = ParameterServer::NewStub(s.channel);
+  return absl::OkStatus();
+}
+
+void PsClient::Readdress(Shard& s) {
+  if (!options_.shard_address) return;
+  absl::StatusOr<std::string> now = options_.shard_address(s.index);
+  if (!now.ok() || now->empty() || *now == s.address) return;
+  const std::string before = s.address;
+  if (Connect(s, *now).ok()) {
+    LOG(INFO) << "parameter-server shard " << s.index << " moved from "
+              << before << " to " << s.address;
+  }
+}
+
+template <typename Attempt>
+grpc::Status PsClient::Retry(Shard& s, absl::Duration wait,
+                             absl::Duration grace, const Attempt& attempt) {
+  const absl::Time start = absl::Now();
+  const absl::Time retry_until =
+      start + options_.rpc_timeout + options_.restart_window;
+  absl::Duration backoff = kFirstBackoff;
+  int failures = 0;
+  while (true) {
+    const absl::Time deadline =
+        std::min(absl::Now() + options_.rpc_timeout + wait, retry_until) +
+        grace;
+    grpc::Status st = attempt(deadline);
+    const bool retry = st.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                       !IsTlsHandshakeFailure(st.error_message());
+    if (!retry || absl::Now() + backoff >= retry_until) {
+      if (st.ok() && failures > 0) {
+        LOG(WARNING) << "parameter-server shard " << s.index << " at "
+                     << s.address << " answered again after "
+                     << absl::FormatDuration(absl::Now() - start) << " and "
+                     << failures << " failed attempts";
+      }
+      return st;
+    }
+    ++failures;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, kMaxBackoff);
+    Readdress(s);
+  }
+}
 
 // One thread per shard, each running its shard's part of the current call:
 // Start() hands the threads a function and returns, Wait() collects the
@@ -161,23 +208,14 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     return absl::InvalidArgumentError("parameter server: no shard addresses");
   }
   std::unique_ptr<PsClient> c(new PsClient(options));
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  // Reconnect promptly to a restarted shard; gRPC's backoff grows to 2 min.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   for (size_t i = 0; i < options.shard_addresses.size(); ++i) {
     auto s = std::make_unique<Shard>();
     s->index = i;
-    s->address = options.shard_addresses[i];
     s->security = &c->options_.security;
-    // A channel per shard, and a distinct one per client, so that each
-    // shard's stream has its own connection.
-    args.SetInt("cohort.ps_shard", i);
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        CreateChannel(s->address, options.security, args);
-    if (!channel.ok()) return channel.status();
-    s->channel = *std::move(channel);
-    s->stub = ParameterServer::NewStub(s->channel);
+    if (absl::Status st = c->Connect(*s, options.shard_addresses[i]);
+        !st.ok()) {
+      return st;
+    }
     c->shards_.push_back(std::move(s));
   }
   for (const Partition& p : options.partitions) {
@@ -223,8 +261,8 @@ absl::Status PsClient::ForEachShard(
 
 absl::Status PsClient::InitShard(Shard& s, const float* params, int world_size,
                                  int total_replicas) {
-  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
-  grpc::Status st = RetryUnavailable(deadline, [&](absl::Time d) {
+  const absl::Duration none = absl::ZeroDuration();
+  grpc::Status st = Retry(s, none, none, [&](absl::Time d) {
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(d));
     InitResponse response;
@@ -279,10 +317,11 @@ absl::Status PsClient::PushShard(Shard& s) {
               return a->offset() > b->offset();
             });
   AwaitReady(order.front()->offset() + order.front()->count());
-  const absl::Time deadline = absl::Now() + options_.rpc_timeout;
   PushResponse response;
   int64_t bytes = 0;
-  grpc::Status st = RetryUnavailable(deadline, [&](absl::Time d) {
+  // A retry keeps push_seq_: the shard tells whether it has this push.
+  const absl::Duration none = absl::ZeroDuration();
+  grpc::Status st = Retry(s, none, none, [&](absl::Time d) {
     grpc::ClientContext ctx;
     ctx.set_deadline(ToChrono(d));
     auto writer = s.stub->Push(&ctx, &response);
@@ -359,14 +398,13 @@ absl::Status PsClient::Push(const float* grads, const PsPush& push) {
 }
 
 absl::Status PsClient::PullShard(Shard& s, int64_t clock, float* params) {
-  const absl::Time start = absl::Now();
-  const absl::Time deadline = start + options_.rpc_timeout + kPullGrace;
   int64_t version = 0;
   absl::Status bad;  // a malformed response (not retried)
   int64_t elements = 0;
-  grpc::Status st = RetryUnavailable(
-      deadline,
-      [&](absl::Time d) {
+  // The shard bounds a pull's wait for slow ranks by rpc_timeout plus the
+  // restart window (server/ps/restart_window.h); the grace comes after.
+  grpc::Status st =
+      Retry(s, options_.restart_window, kPullGrace, [&](absl::Time d) {
         grpc::ClientContext ctx;
         ctx.set_deadline(ToChrono(d));
         PullRequest req;
@@ -401,8 +439,7 @@ absl::Status PsClient::PullShard(Shard& s, int64_t clock, float* params) {
           elements += n;
         }
         return reader->Finish();
-      },
-      start + options_.rpc_timeout);
+      });
   if (!bad.ok()) return s.Error("pull from", bad.code(), bad.message());
   if (!st.ok()) return s.Error("pull from", st);
   int64_t expected = 0;

@@ -4,10 +4,15 @@
 // (common/partition.h); each shard holds some of them. Push sends the
 // gradient of each shard's partitions, Pull fetches its parameters, to all
 // shards in parallel, in chunks of at most kMaxChunkBytes. Every RPC has a
-// deadline; UNAVAILABLE (a shard restarting, a dropped connection) is
-// retried with backoff within it, a push with the same seq so the shard
-// applies it once. Errors name the shard: "push to shard 1 at HOST:PORT:
-// UNAVAILABLE: ...".
+// deadline (rpc_timeout); UNAVAILABLE (a shard restarting, a dropped
+// connection) is retried with exponential backoff (100 ms doubling to 2 s)
+// for up to rpc_timeout plus the restart window, each attempt with its own
+// deadline, the shard's address re-read between attempts (a replacement
+// shard may serve elsewhere), and a push with the same seq, so that the
+// shard applies it once (or again, if the one it applied was lost with a
+// crash: the restored shard's seq table tells). Other errors fail at once.
+// Errors name the shard: "push to shard 1 at HOST:PORT: UNAVAILABLE: ...".
+// A call that got through after retries logs how long the shard was away.
 //
 // A push can overlap the backward pass that produces it: BeginPush opens
 // the streams, MarkReady says how much of the gradient is final (backward
@@ -36,6 +41,10 @@
 #include "proto/coordinator.pb.h"
 #include "server/security.h"
 
+namespace grpc {
+class Status;
+}  // namespace grpc
+
 namespace cohort {
 
 struct PsClientOptions {
@@ -44,6 +53,15 @@ struct PsClientOptions {
   std::string worker_id;
   int rank = 0;
   absl::Duration rpc_timeout = absl::Seconds(30);
+  // How much longer than rpc_timeout a call retries UNAVAILABLE: as long as
+  // a dead shard's replacement may take to serve (zero: no restarts, the
+  // job fails when a shard dies; server/ps/restart_window.h). A pull may
+  // also wait this much longer on a shard for peers the restart stalls.
+  absl::Duration restart_window = absl::ZeroDuration();
+  // Where shard `index` serves now (the coordinator's view), asked between
+  // retries; called from the client's shard threads, possibly at once.
+  // Empty: addresses never change.
+  std::function<absl::StatusOr<std::string>(int index)> shard_address;
   // The job token to send and TLS (server/security.h).
   SecurityOptions security;
 };
@@ -114,6 +132,17 @@ class PsClient {
   // Which shards have partitions (the others are skipped).
   std::vector<bool> Busy() const;
   static absl::Status FirstError(const std::vector<absl::Status>& results);
+  // Runs `attempt(deadline)` on shard `s` until it succeeds, fails with
+  // anything but UNAVAILABLE (or a failed TLS handshake, which would fail
+  // again) or the retry window (rpc_timeout + restart_window from now)
+  // closes. Each attempt's deadline is rpc_timeout + `wait` + `grace` from
+  // its start, but no later than the window's end + `grace`.
+  template <typename Attempt>
+  grpc::Status Retry(Shard& s, absl::Duration wait, absl::Duration grace,
+                     const Attempt& attempt);
+  // Points `s` at its current address, if the coordinator knows another.
+  void Readdress(Shard& s);
+  absl::Status Connect(Shard& s, const std::string& address);
   absl::Status InitShard(Shard& s, const float* params, int world_size,
                          int total_replicas);
   absl::Status PushShard(Shard& s);

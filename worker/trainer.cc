@@ -32,6 +32,7 @@
 #include "worker/progress.h"
 #include "worker/replica_pool.h"
 #include "worker/spec.h"
+#include "worker/timeline.h"
 #include "worker/zoo.h"
 
 namespace cohort {
@@ -91,6 +92,13 @@ class LocalTrainer : public Trainer {
 
  private:
   absl::StatusOr<TrainResult> RunEpochs();
+  // Adds an event to the --timeline, if any.
+  void Trace(absl::string_view name, int lane, absl::Time start,
+             absl::Time end = absl::Now(), absl::string_view args = "") {
+    if (options_.timeline != nullptr) {
+      options_.timeline->Add(name, lane, start, end, args);
+    }
+  }
   absl::Status BuildModels();
   void BuildSlices();
   absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
@@ -277,6 +285,15 @@ absl::Status LocalTrainer::BuildModels() {
         std::move(grads), replicas_[0].model->grads().size(),
         dist_->total_replicas, dist_->comm, dist_->bucket_bytes,
         std::move(offsets));
+    if (options_.timeline != nullptr) {
+      Timeline* timeline = options_.timeline;
+      sync_->set_observer([timeline](int bucket, int lane, int64_t bytes,
+                                     absl::Time start, absl::Time end) {
+        timeline->Add(
+            "allreduce", Timeline::kBucketLane + lane, start, end,
+            absl::StrCat("\"bucket\": ", bucket, ", \"bytes\": ", bytes));
+      });
+    }
   }
   return absl::OkStatus();
 }
@@ -380,6 +397,7 @@ void LocalTrainer::ChunkStep(int r, int64_t chunk) {
 
 void LocalTrainer::ForwardBackward(int r, absl::Time t0, absl::Time t1) {
   Replica& rep = replicas_[r];
+  Trace("data", r, t0, t1);
   const Tensor& out = rep.model->Forward(rep.batch.features, Mode::kTrain);
   const int64_t n = static_cast<int64_t>(rep.batch.labels.size());
   rep.correct = 0;
@@ -397,6 +415,8 @@ void LocalTrainer::ForwardBackward(int r, absl::Time t0, absl::Time t1) {
     rep.loss = MeanSquaredError<float>(out, rep.target, &rep.grad_out);
   }
   rep.seen = n;
+  const absl::Time backward_start = absl::Now();
+  Trace("forward", r, t1, backward_start);
   if (sync_ != nullptr) {
     rep.model->Backward(rep.grad_out,
                         [this, r](int64_t offset) { sync_->Ready(r, offset); });
@@ -406,6 +426,7 @@ void LocalTrainer::ForwardBackward(int r, absl::Time t0, absl::Time t1) {
   } else {
     rep.model->Backward(rep.grad_out);
   }
+  Trace("backward", r, backward_start);
   if (r == 0) {
     step_compute_s_ = Seconds(t1);
     times_.set_data_s(times_.data_s() + absl::ToDoubleSeconds(t1 - t0));
@@ -420,7 +441,9 @@ void LocalTrainer::SlowDown() {
   const double base = std::max(step_compute_s_, options_.min_step_seconds);
   const double extra = base * options_.slowdown - step_compute_s_;
   if (extra <= 0) return;
+  const absl::Time start = absl::Now();
   absl::SleepFor(absl::Seconds(extra));
+  Trace("slowdown sleep", Timeline::kStepLane, start);
   times_.set_compute_s(times_.compute_s() + extra);
 }
 
@@ -541,6 +564,7 @@ absl::Status LocalTrainer::PsFinishPush() {
   for (int r = 0; r < options_.replicas; ++r) PsReady(r, 0);
   const absl::Time t = absl::Now();
   absl::StatusOr<int64_t> bytes = dist_->ps_push_finish();
+  Trace("push", Timeline::kBucketLane, t);
   times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
   if (!bytes.ok()) return bytes.status();
   bytes_reduced_ += *bytes;
@@ -552,6 +576,8 @@ absl::Status LocalTrainer::PsPull(int64_t clock) {
   const absl::Time t = absl::Now();
   absl::StatusOr<int64_t> bytes =
       dist_->ps_pull(clock, replicas_[0].model->params().data());
+  Trace("pull", Timeline::kBucketLane, t, absl::Now(),
+        absl::StrCat("\"clock\": ", clock));
   times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
   if (!bytes.ok()) return bytes.status();
   bytes_reduced_ += *bytes;
@@ -593,6 +619,7 @@ absl::Status LocalTrainer::StartSharedEpoch(int64_t epoch) {
 absl::Status LocalTrainer::SynchronizeGradients() {
   const absl::Time t = absl::Now();
   absl::Status s = sync_->Finish();
+  Trace("allreduce wait", Timeline::kStepLane, t);
   times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
   const BucketReducer::Stats stats = sync_->TakeStats();
   bytes_reduced_ += stats.bytes;
@@ -624,6 +651,11 @@ absl::Status LocalTrainer::ReportStep(int64_t epoch, double loss) {
   t->set_optimizer_s(times_.optimizer_s() / window_steps_);
   p.set_bytes_allreduced(bytes_reduced_);
   p.set_restored_step(restored_step_);
+  if (!result_.epoch_results.empty()) {
+    const EpochResult& last = result_.epoch_results.back();
+    p.set_finished_epoch(last.epoch + 1);
+    p.set_finished_epoch_test_accuracy(last.test_accuracy);
+  }
   if (window_comm_s_ > 0) {
     // nccl-tests' bus bandwidth: what each link carried in a ring.
     const double w = dist_->world_size;
@@ -700,6 +732,7 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
       const absl::Time t = absl::Now();
       const bool reduce_local = sync_ == nullptr;
       RETURN_IF_ERROR(ReduceAndStep(lr, reduce_local));
+      Trace("optimizer", Timeline::kStepLane, t);
       times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
     }
     const double loss = AccountStep(epoch, R, er, progress);
@@ -969,6 +1002,7 @@ int64_t GetInt(const float* in) {
 // Both collectives are sums in which only one rank adds non-zero values,
 // which is a broadcast the Communicator interface already has.
 absl::Status LocalTrainer::AgreeOnState(const std::optional<Checkpoint>& mine) {
+  const absl::Time start = absl::Now();
   const int world = dist_->world_size;
   std::vector<float> steps(world * kIntFloats, 0.0f);
   if (mine) PutInt(mine->step + 1, &steps[dist_->rank * kIntFloats]);
@@ -983,6 +1017,7 @@ absl::Status LocalTrainer::AgreeOnState(const std::optional<Checkpoint>& mine) {
     }
   }
   if (source < 0) return absl::OkStatus();  // nobody has trained yet
+  Trace("agree on state", Timeline::kStepLane, start);
   constexpr int kHeader = 4 * kIntFloats;
   std::vector<float> flat;
   if (dist_->rank == source) {
@@ -1067,12 +1102,15 @@ absl::Status LocalTrainer::MaybeCheckpoint(int64_t epoch,
   const bool epoch_done = steps_in_epoch >= batches;
   CheckpointWriteOptions o;
   o.keep = cs.keep();
+  const absl::Time start = absl::Now();
   RETURN_IF_ERROR(WriteCheckpoint(
       checkpoint_dir_,
       epoch_done ? Capture(epoch + 1, 0, 0)
                  : Capture(epoch, cur_position_, steps_in_epoch),
       o));
   last_checkpoint_ = absl::Now();
+  Trace("checkpoint", Timeline::kStepLane, start, last_checkpoint_,
+        absl::StrCat("\"step\": ", step_));
   return absl::OkStatus();
 }
 
@@ -1168,6 +1206,7 @@ absl::StatusOr<TrainResult> LocalTrainer::RunEpochs() {
         (epoch_complete || StepLimitReached())) {
       const absl::Time t = absl::Now();
       RETURN_IF_ERROR(Evaluate(&er));
+      Trace("evaluate", Timeline::kStepLane, t);
       result_.eval_seconds += Seconds(t);
       result_.test_accuracy = er.test_accuracy;
       result_.test_loss = er.test_loss;

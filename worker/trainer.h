@@ -32,6 +32,7 @@ namespace cohort {
 
 class Communicator;
 class NcclCommunicator;
+class Timeline;
 class WorkerProgress;
 
 // What a worker of a multi-worker job adds to local training. The trainer
@@ -130,6 +131,9 @@ struct TrainOptions {
   // A worker of an elastic job (all-reduce, CPU): what it carries from one
   // generation to the next (ElasticState). Borrowed; null otherwise.
   ElasticState* elastic = nullptr;
+  // Receives a timeline of every step's phases (worker/timeline.h).
+  // Borrowed; null: none.
+  Timeline* timeline = nullptr;
 };
 
 struct EpochResult {

@@ -12,12 +12,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/metrics_exporter.h"
+#include "server/ps/restart_window.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
 #include "worker/coordinator_client.h"
 #include "worker/gpu/gpu_trainer.h"
 #include "worker/heartbeat.h"
 #include "worker/ps_client.h"
+#include "worker/timeline.h"
 #include "worker/trainer.h"
 
 namespace cohort {
@@ -120,6 +123,19 @@ struct PsConnection {
   int64_t clock = 0;  // of the push in flight, for error messages
 };
 
+// Where shard `index` serves now, as the coordinator knows it (a
+// replacement for a dead shard registers with a new address).
+absl::StatusOr<std::string> ShardAddress(CoordinatorClient& coordinator,
+                                         int index) {
+  ASSIGN_OR_RETURN(StatusResponse status,
+                   coordinator.GetStatus(absl::Seconds(5)));
+  for (const ShardStatus& s : status.shards()) {
+    if (s.index() == index) return s.address();
+  }
+  return absl::NotFoundError(
+      absl::StrCat("the coordinator has no shard ", index));
+}
+
 // Partition plan from the coordinator, a client to the shards, the initial
 // parameters from rank 0 to the shards and back from them to everyone.
 absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
@@ -137,6 +153,12 @@ absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
   po.security = security;
   if (join.job().ps().rpc_timeout_ms() > 0) {
     po.rpc_timeout = absl::Milliseconds(join.job().ps().rpc_timeout_ms());
+  }
+  po.restart_window = ShardRestartWindow(join.job());
+  if (po.restart_window > absl::ZeroDuration()) {
+    po.shard_address = [&coordinator](int index) {
+      return ShardAddress(coordinator, index);
+    };
   }
   ASSIGN_OR_RETURN(ps->client, PsClient::Create(po));
   if (join.rank() == 0) {
@@ -192,7 +214,8 @@ void LogPsTotals(const PsConnection& ps) {
 // that it must stop).
 DistributedContext JobContext(const JoinResponse& join,
                               CoordinatorClient& client,
-                              HeartbeatSender& heartbeat) {
+                              HeartbeatSender& heartbeat,
+                              WorkerMetrics* metrics) {
   DistributedContext dist;
   dist.rank = join.rank();
   dist.world_size = join.world_size();
@@ -201,8 +224,9 @@ DistributedContext JobContext(const JoinResponse& join,
   dist.epoch_seed = [&client](int64_t epoch) {
     return client.BeginEpoch(epoch);
   };
-  dist.on_step = [&heartbeat](const WorkerProgress& p) {
+  dist.on_step = [&heartbeat, metrics](const WorkerProgress& p) {
     heartbeat.Update(p);
+    if (metrics != nullptr) metrics->Update(p);
     return heartbeat.StopReason();
   };
   return dist;
@@ -210,8 +234,10 @@ DistributedContext JobContext(const JoinResponse& join,
 
 TrainOptions WorkerTrainOptions(const WorkerOptions& o,
                                 const JoinResponse& join,
-                                const DistributedContext* dist) {
+                                const DistributedContext* dist,
+                                Timeline* timeline) {
   TrainOptions t;
+  t.timeline = timeline;
   t.data_dir = o.data_dir;
   t.replicas = o.replicas;
   t.threads = o.threads > 0 ? o.threads : o.replicas;
@@ -228,7 +254,7 @@ TrainOptions WorkerTrainOptions(const WorkerOptions& o,
 // GPU workers: NCCL over every GPU of the job, instead of Gloo.
 absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
                          const JoinResponse& join, HeartbeatSender& heartbeat,
-                         TrainResult* result) {
+                         Timeline* timeline, TrainResult* result) {
   const ClusterSpec& cluster = join.job().cluster();
   GpuWorkerPlacement placement;
   placement.rank = join.rank();
@@ -241,9 +267,9 @@ absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
       CreateWorkerNccl(client, absl::StrCat(join.kv_prefix(), "nccl/"),
                        placement, cluster.nccl_algorithm(),
                        absl::Milliseconds(cluster.collective_timeout_ms())));
-  DistributedContext dist = JobContext(join, client, heartbeat);
+  DistributedContext dist = JobContext(join, client, heartbeat, o.metrics);
   dist.nccl = nccl.get();
-  TrainOptions t = WorkerTrainOptions(o, join, &dist);
+  TrainOptions t = WorkerTrainOptions(o, join, &dist, timeline);
   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                    Trainer::Create(join.job(), t));
   ASSIGN_OR_RETURN(*result, trainer->Run());
@@ -259,8 +285,10 @@ bool Elastic(const WorkerOptions& o, const JobSpec& job) {
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    const JoinResponse& join, const std::string& worker_id,
                    HeartbeatSender& heartbeat, ElasticState* elastic,
-                   TrainResult* result) {
-  if (!o.gpus.empty()) return TrainOnGpus(o, client, join, heartbeat, result);
+                   Timeline* timeline, TrainResult* result) {
+  if (!o.gpus.empty()) {
+    return TrainOnGpus(o, client, join, heartbeat, timeline, result);
+  }
   const ClusterSpec& cluster = join.job().cluster();
   KvGlooStore store(&client, join.kv_prefix(),
                     absl::Milliseconds(cluster.collective_timeout_ms()));
@@ -275,7 +303,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> comm,
       CreateGlooCommunicator(store, join.rank(), join.world_size(), gloo));
-  DistributedContext dist = JobContext(join, client, heartbeat);
+  DistributedContext dist = JobContext(join, client, heartbeat, o.metrics);
   dist.comm = comm.get();
   dist.bucket_bytes = cluster.bucket_bytes();
   PsConnection ps;
@@ -305,7 +333,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
       return ClaimChunks(client, epoch, count);
     };
   }
-  TrainOptions t = WorkerTrainOptions(o, join, &dist);
+  TrainOptions t = WorkerTrainOptions(o, join, &dist, timeline);
   if (Elastic(o, join.job())) t.elastic = elastic;
   absl::Status s = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
@@ -365,7 +393,10 @@ void LogJoined(const WorkerOptions& o, const JoinResponse& join, bool rejoin) {
 
 }  // namespace
 
-absl::Status RunWorker(const WorkerOptions& o) {
+namespace {
+
+// Joins, trains and reports, one generation after another.
+absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
   if (!(o.slowdown >= 1.0)) {  // NaN too
     return absl::InvalidArgumentError(absl::StrCat(
         "--slowdown must be at least 1 (1: full speed), got ", o.slowdown));
@@ -385,13 +416,19 @@ absl::Status RunWorker(const WorkerOptions& o) {
     ASSIGN_OR_RETURN(JoinResponse join,
                      client->Join(request, o.connect_timeout));
     LogJoined(o, join, request.leaving_generation() > 0);
+    if (o.metrics != nullptr) o.metrics->Joined(join);
+    if (timeline != nullptr) {
+      timeline->SetProcess(
+          join.rank(), absl::StrCat("worker rank ", join.rank(), " (",
+                                    request.host(), ":", request.pid(), ")"));
+    }
     const ClusterSpec& cluster = join.job().cluster();
     HeartbeatSender heartbeat(
         client.get(), absl::Milliseconds(cluster.heartbeat_interval_ms()),
         TolerateCoordinatorOutage(o, join, *client), ExitAfterGrace);
     TrainResult result;
     absl::Status s = Train(o, *client, join, request.worker_id(), heartbeat,
-                           &elastic, &result);
+                           &elastic, timeline, &result);
     if (s.ok()) return client->Finish(true, "", ToWorkerResult(result));
     const bool elastic_job = Elastic(o, join.job());
     if (elastic_job && (heartbeat.Regroup() || (IsCommunicationError(s) &&
@@ -422,6 +459,26 @@ absl::Status RunWorker(const WorkerOptions& o) {
         .IgnoreError();
     return s;
   }
+}
+
+}  // namespace
+
+absl::Status RunWorker(const WorkerOptions& o) {
+  if (o.timeline_path.empty()) return RunGenerations(o, nullptr);
+  Timeline timeline(0, "cohort worker");
+  // An empty trace first: a path that cannot be written is refused before
+  // the worker joins, not after the training it was to record.
+  absl::Status s = timeline.Write(o.timeline_path);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("--timeline: ", s.message()));
+  }
+  s = RunGenerations(o, &timeline);
+  absl::Status written = timeline.Write(o.timeline_path);
+  if (!written.ok() && s.ok()) {
+    return absl::Status(written.code(),
+                        absl::StrCat("--timeline: ", written.message()));
+  }
+  return s;
 }
 
 }  // namespace cohort

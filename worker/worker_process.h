@@ -12,6 +12,8 @@
 
 namespace cohort {
 
+class WorkerMetrics;
+
 struct WorkerOptions {
   std::string coordinator;  // HOST:PORT
   int replicas = 1;         // local replicas (CPU replicas or GPUs)
@@ -36,6 +38,13 @@ struct WorkerOptions {
   // The job token and TLS for the coordinator and the shards
   // (server/security.h).
   SecurityOptions security;
+  // Receives the worker's place in the job at every join and its progress
+  // at every report, for its Prometheus /metrics
+  // (server/metrics_exporter.h). Borrowed; null: none.
+  WorkerMetrics* metrics = nullptr;
+  // Non-empty: write a Chrome trace of every step's phases here (checked
+  // writable before joining; written when the worker ends, ok or not).
+  std::string timeline_path;
 };
 
 // Runs until the job ends. OK when this worker finished its training; an

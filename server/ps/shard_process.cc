@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "server/metrics_exporter.h"
 #include "server/ps/shard_server.h"
 #include "worker/coordinator_client.h"
 
@@ -91,10 +92,22 @@ absl::Status RegisterAndServe(const ShardProcessOptions& options,
   req.set_pid(getpid());
   ASSIGN_OR_RETURN(RegisterShardResponse reg,
                    coordinator->RegisterShard(req, options.connect_timeout));
-  RETURN_IF_ERROR(server.Configure(reg.job(), reg.shard_index()));
-  LOG(INFO) << "shard " << reg.shard_index() << " of " << reg.num_shards()
-            << " (" << req.shard_id() << ") serving at " << req.address()
-            << " (" << SecuritySummary(options.security) << ")";
+  absl::StatusOr<std::string> assigned = server.Assign(reg);
+  if (!assigned.ok()) {
+    // Serving without the dead shard's parameters would train on garbage:
+    // the job fails, and says why.
+    const absl::Status refused(
+        assigned.status().code(),
+        absl::StrCat("shard ", reg.shard_index(), " at ", req.address(),
+                     " cannot serve: ", assigned.status().message()));
+    coordinator
+        ->ShardHeartbeat(server.TakeStats(), std::string(refused.message()))
+        .IgnoreError();
+    return refused;
+  }
+  LOG(INFO) << *assigned << " (" << req.shard_id() << ") serving at "
+            << req.address() << " (" << SecuritySummary(options.security)
+            << ")";
   return HeartbeatLoop(*coordinator, server, reg.job().cluster());
 }
 
@@ -105,6 +118,13 @@ absl::Status RunShardProcess(const ShardProcessOptions& options) {
   so.listen = options.listen;
   so.security = options.security;
   ASSIGN_OR_RETURN(std::unique_ptr<ShardServer> server, ShardServer::Start(so));
+  std::unique_ptr<HttpServer> metrics;  // stops before `server` goes
+  if (!options.metrics_listen.empty()) {
+    ASSIGN_OR_RETURN(
+        metrics,
+        ServeMetrics(options.metrics_listen, "--metrics-listen",
+                     [&server] { return ShardMetricsText(server->Stats()); }));
+  }
   const absl::Status s = RegisterAndServe(options, *server);
   server->Shutdown();
   return s;

@@ -2,6 +2,12 @@
 // registers it with the coordinator (which assigns the shard index and sends
 // the job), then heartbeats its statistics until the job ends.
 //
+// In a job with checkpoints (checkpoint.dir), a shard started while the job
+// runs waits (registration is retried) until a shard dies, then takes its
+// index and restores that shard's newest checkpoint; if it has none that
+// fits, it tells the coordinator, which fails the job with the reason, and
+// returns that error without serving.
+//
 // Thread safety: RunShardProcess blocks its caller; the gRPC server serves
 // on its own threads.
 #ifndef COHORT_SERVER_PS_SHARD_PROCESS_H_
@@ -26,13 +32,17 @@ struct ShardProcessOptions {
   // The job token and TLS, for both the shard's server and its client to
   // the coordinator (server/security.h).
   SecurityOptions security;
+  // HOST:PORT of a plaintext HTTP server with the shard's Prometheus
+  // metrics at /metrics (server/metrics_exporter.h). Empty: none.
+  std::string metrics_listen;
 };
 
 // Runs until the job ends: OK when the coordinator says stop with the job
 // SUCCEEDED or STOPPED; an error with the coordinator's reason when it
 // FAILED; UNAVAILABLE naming the coordinator when it could not be reached
-// for heartbeat_interval * heartbeat_misses + 5 s. The server is shut down
-// before returning.
+// for heartbeat_interval * heartbeat_misses + 5 s; the restore's error for
+// a replacement that cannot restore. The server is shut down before
+// returning.
 absl::Status RunShardProcess(const ShardProcessOptions& options);
 
 }  // namespace cohort

@@ -7,10 +7,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "proto/ps.grpc.pb.h"
 #include "server/listen.h"
 #include "server/ps/limits.h"
+#include "server/ps/shard_checkpoint.h"
 #include "server/ps/shard_state.h"
 #include "server/security.h"
 
@@ -105,7 +107,7 @@ class ShardServer::Service final : public ParameterServer::Service {
     // The shard's own bound, tighter than the client's deadline, so the
     // client hears which rank is slow rather than a bare deadline.
     const absl::Time deadline =
-        std::min(DeadlineOf(ctx), absl::Now() + state_->rpc_timeout());
+        std::min(DeadlineOf(ctx), absl::Now() + state_->pull_timeout());
     absl::StatusOr<ShardState::Snapshot> snap =
         state_->WaitForPull(request->rank(), request->clock(), deadline);
     if (!snap.ok()) return ToGrpc(snap.status());
@@ -199,7 +201,49 @@ absl::Status ShardServer::Configure(const JobSpec& job, int shard_index) {
   return state_->Configure(job, shard_index);
 }
 
+absl::StatusOr<std::string> ShardServer::Assign(
+    const RegisterShardResponse& a) {
+  const JobSpec& job = a.job();
+  RETURN_IF_ERROR(state_->Configure(job, a.shard_index()));
+  const CheckpointSpec& cs = job.checkpoint();
+  if (cs.dir().empty()) {
+    return absl::StrCat("shard ", a.shard_index(), " of ", a.num_shards(),
+                        " (no checkpoints)");
+  }
+  const std::string dir = ShardCheckpointDir(cs.dir(), a.shard_index());
+  std::string line;
+  if (a.restore()) {
+    // Workers may find this address before the restore is done.
+    state_->ExpectRestore();
+    ASSIGN_OR_RETURN(LoadedShardCheckpoint loaded,
+                     LoadShardCheckpoint(job, RestoreCheckOf(a)));
+    for (const std::string& r : loaded.rejected) {
+      LOG(WARNING) << "skipping a bad checkpoint: " << r;
+    }
+    RETURN_IF_ERROR(state_->Restore(loaded.capture));
+    line = absl::StrCat("replacement for shard ", a.shard_index(), " of ",
+                        a.num_shards(), ", restored version ",
+                        loaded.capture.version, " from ", loaded.path);
+  } else {
+    ASSIGN_OR_RETURN(const int removed, RemoveShardCheckpoints(dir));
+    if (removed > 0) {
+      LOG(WARNING) << "removed " << removed
+                   << " checkpoint files an earlier run left in " << dir;
+    }
+    line = absl::StrCat("shard ", a.shard_index(), " of ", a.num_shards(),
+                        ", checkpoints to ", dir);
+  }
+  state_->EnableCheckpoints(cs.every_steps(),
+                            absl::Seconds(cs.every_seconds()));
+  checkpointer_ = std::make_unique<ShardCheckpointer>(
+      state_.get(), dir, cs.keep() > 0 ? cs.keep() : 3, job, a.run_id(),
+      a.shard_index());
+  return line;
+}
+
 ShardStats ShardServer::TakeStats() { return state_->TakeStats(); }
+
+ShardStats ShardServer::Stats() const { return state_->Stats(); }
 
 void ShardServer::Shutdown() {
   {
@@ -208,6 +252,7 @@ void ShardServer::Shutdown() {
     shut_down_ = true;
   }
   state_->Shutdown();
+  checkpointer_.reset();  // after the write in progress, if any
   if (server_ != nullptr) {
     // In-flight streams get a moment to finish, then are cancelled.
     server_->Shutdown(std::chrono::system_clock::now() +

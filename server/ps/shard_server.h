@@ -3,9 +3,14 @@
 // only then applied; Pull waits as the consistency model says, copies the
 // parameters under the lock and streams them after.
 //
-// Ownership: ShardServer owns the gRPC server, the service and the state.
-// Thread safety: all methods are thread-safe; gRPC runs each RPC on its own
-// thread (sync API), so a waiting pull blocks only itself.
+// With checkpoints (the job's checkpoint.dir), it also owns the thread that
+// writes the shard's checkpoints (shard_checkpoint.h).
+//
+// Ownership: ShardServer owns the gRPC server, the service, the state and
+// the checkpoint writer.
+// Thread safety: all methods are thread-safe, except that Assign must not
+// run concurrently with Shutdown; gRPC runs each RPC on its own thread (sync
+// API), so a waiting pull blocks only itself.
 #ifndef COHORT_SERVER_PS_SHARD_SERVER_H_
 #define COHORT_SERVER_PS_SHARD_SERVER_H_
 
@@ -24,6 +29,7 @@ class Server;
 
 namespace cohort {
 
+class ShardCheckpointer;
 class ShardState;
 
 struct ShardServerOptions {
@@ -52,8 +58,20 @@ class ShardServer {
   // must bind before it can register). FAILED_PRECONDITION after Init.
   absl::Status Configure(const JobSpec& job, int shard_index);
 
+  // Configure from a registration's answer, and checkpoints when the job
+  // has a checkpoint.dir: a fresh shard clears its directory
+  // (<dir>/shard-<index>) of what an earlier run left there, a replacement
+  // (assignment.restore) takes the newest checkpoint there that verifies
+  // and matches the job's layout and run. Either then writes checkpoints.
+  // Returns a line for the log. For a replacement without a usable
+  // checkpoint: NOT_FOUND, DATA_LOSS or FAILED_PRECONDITION naming the
+  // directory and why; the shard must not serve then.
+  absl::StatusOr<std::string> Assign(const RegisterShardResponse& assignment);
+
   // Statistics since start; rates over the window since the last call.
   ShardStats TakeStats();
+  // The same without starting a new window (for /metrics).
+  ShardStats Stats() const;
 
   // Fails waiting pulls with UNAVAILABLE, cancels in-flight RPCs and stops
   // serving. Idempotent.
@@ -69,6 +87,7 @@ class ShardServer {
   std::string host_;
   int port_ = 0;
   std::unique_ptr<ShardState> state_;
+  std::unique_ptr<ShardCheckpointer> checkpointer_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   absl::Mutex mu_;

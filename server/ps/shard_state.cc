@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "server/ps/limits.h"
+#include "server/ps/restart_window.h"
 
 namespace cohort {
 namespace {
@@ -141,6 +142,12 @@ absl::Duration ShardState::rpc_timeout() const {
   return absl::Milliseconds(job_.ps().rpc_timeout_ms());
 }
 
+absl::Duration ShardState::pull_timeout() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return absl::Milliseconds(job_.ps().rpc_timeout_ms()) +
+         ShardRestartWindow(job_);
+}
+
 absl::Status ShardState::CheckInitHeaderLocked(const InitHeader& h) const {
   const std::string what = absl::StrCat("init from ", h.worker_id());
   if (h.world_size() < 1 || h.world_size() > kMaxWorldSize) {
@@ -201,6 +208,7 @@ bool ShardState::SameLayoutLocked(const InitHeader& h) const {
 absl::StatusOr<bool> ShardState::CheckInit(const InitHeader& header) const {
   absl::ReaderMutexLock lock(&mu_);
   if (shut_down_) return ShuttingDown();
+  if (absl::Status s = AwaitingRestoreLocked("init"); !s.ok()) return s;
   if (!initialized_) {
     if (absl::Status s = CheckInitHeaderLocked(header); !s.ok()) return s;
     return false;
@@ -219,6 +227,7 @@ absl::StatusOr<bool> ShardState::Init(const InitHeader& header,
                                       std::vector<std::vector<float>> values) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return ShuttingDown();
+  if (absl::Status s = AwaitingRestoreLocked("init"); !s.ok()) return s;
   if (initialized_) {
     if (!SameLayoutLocked(header)) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -251,6 +260,8 @@ absl::StatusOr<bool> ShardState::Init(const InitHeader& header,
   clocks_.assign(world_size_, 0);
   initialized_ = true;
   changed_.SignalAll();
+  // A shard that dies before its first interval can restart too.
+  MaybeCaptureLocked(/*force=*/true);
   return false;
 }
 
@@ -258,6 +269,7 @@ absl::Status ShardState::CheckPushLocked(const PushHeader& h) const {
   if (shut_down_) return ShuttingDown();
   const std::string what =
       absl::StrCat("push from rank ", h.rank(), " (", h.worker_id(), ")");
+  if (absl::Status s = AwaitingRestoreLocked(what); !s.ok()) return s;
   if (!initialized_) {
     return absl::FailedPreconditionError(absl::StrCat(
         what, ": shard ", shard_index_, " is not initialized yet (no Init)"));
@@ -304,7 +316,10 @@ absl::Status ShardState::CheckChunksLocked(const PushHeader& h) const {
                      "): chunks [", first, ", ", end, ") overlap chunks [", a,
                      ", ", b, ") already applied (seq ", h.seq(), " is new)"));
   };
-  if (first < watermark_) return overlap(0, watermark_);
+  // Below the watermark, only chunks forgiven after a restore may come.
+  if (first < watermark_ && !ForgivenLocked(first, std::min(end, watermark_))) {
+    return overlap(0, watermark_);
+  }
   auto next = applied_ahead_.lower_bound(first);
   if (next != applied_ahead_.end() && next->first < end) {
     return overlap(next->first, next->second);
@@ -316,7 +331,10 @@ absl::Status ShardState::CheckChunksLocked(const PushHeader& h) const {
 }
 
 void ShardState::MarkChunksLocked(const PushHeader& h) {
-  applied_ahead_[h.first_chunk()] = h.first_chunk() + h.weight();
+  const int64_t first = h.first_chunk();
+  const int64_t end = first + h.weight();
+  if (first < watermark_) UnforgiveLocked(first, std::min(end, watermark_));
+  if (end > watermark_) applied_ahead_[std::max(first, watermark_)] = end;
   for (auto it = applied_ahead_.begin();
        it != applied_ahead_.end() && it->first == watermark_;
        it = applied_ahead_.erase(it)) {
@@ -404,21 +422,43 @@ absl::Status ShardState::AccumulateLocked(
   }
   p.weight += h.weight();
   p.ranks.insert(h.rank());
-  // Steps complete in clock order: a worker cannot push t + 1 before t's
-  // step was applied (its pull of t + 1 waits for it).
-  while (true) {
-    auto it = pending_.find(next_sync_clock_);
-    if (it == pending_.end() || it->second.weight < total_replicas_) break;
-    const float inv = 1.0f / static_cast<float>(total_replicas_);
-    for (auto& g : it->second.sum) {
-      for (float& x : g) x *= inv;
-    }
-    StepLocked(it->second.sum, it->second.lr);
-    RecycleLocked(std::move(it->second.sum));
-    pending_.erase(it);
-    ++next_sync_clock_;
-  }
+  // The rank's clock counts before the step can be found complete.
+  clocks_[h.rank()] = std::max(clocks_[h.rank()], h.clock() + 1);
+  AdvanceSyncLocked();
   return absl::OkStatus();
+}
+
+// Steps complete in clock order: a worker cannot push t + 1 before t's step
+// was applied (its pull of t + 1 waits for it). A step is complete when its
+// weights sum to total_replicas; after a restore also when every rank's
+// clock passed it, since a rank may have moved past a step whose push was
+// lost (RecoverOnPullLocked): the step goes ahead with what arrived.
+bool ShardState::AdvanceSyncLocked() {
+  bool moved = false;
+  while (true) {
+    // Without a restore, clocks pass a step only by pushing it.
+    const int64_t min = restored_ ? MinClockLocked() : next_sync_clock_;
+    auto it = pending_.begin();
+    const bool pushed = it != pending_.end() && it->first == next_sync_clock_;
+    if (pushed &&
+        (it->second.weight >= total_replicas_ || min > next_sync_clock_)) {
+      const float inv = 1.0f / static_cast<float>(it->second.weight);
+      for (auto& g : it->second.sum) {
+        for (float& x : g) x *= inv;
+      }
+      StepLocked(it->second.sum, it->second.lr);
+      RecycleLocked(std::move(it->second.sum));
+      pending_.erase(it);
+      ++next_sync_clock_;
+    } else if (!pushed && min > next_sync_clock_) {
+      // Every rank is past these steps and none of their pushes is here:
+      // all were lost with a crash.
+      next_sync_clock_ = it == pending_.end() ? min : std::min(min, it->first);
+    } else {
+      return moved;
+    }
+    moved = true;
+  }
 }
 
 absl::StatusOr<PushResponse> ShardState::ApplyPush(
@@ -451,6 +491,12 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
     ++staleness_[0];
   } else {
     if (absl::Status s = CheckChunksLocked(h); !s.ok()) return s;
+    if (recovering_) {
+      ForgiveBelowLocked(h.first_chunk());
+      // A rank's second push since the restore is of chunks claimed after
+      // the crash, above every lost one: all of them are forgiven now.
+      if (++pushes_since_restore_[h.rank()] >= 2) recovering_ = false;
+    }
     MarkChunksLocked(h);
     // A push of w chunks is w / total_replicas of a step (as in SYNC, which
     // averages them): applying every worker's push with the full rate
@@ -463,12 +509,13 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
     ++staleness_[std::min<int64_t>(lag / world_size_, kStalenessBuckets - 1)];
   }
   last_seq_[h.worker_id()] = h.seq();
-  clocks_[h.rank()] = h.clock() + 1;
+  clocks_[h.rank()] = std::max(clocks_[h.rank()], h.clock() + 1);
   ++pushes_;
   ++window_pushes_;
   bytes_pushed_ += bytes;
   changed_.SignalAll();
   response.set_version(version_);
+  MaybeCaptureLocked(/*force=*/false);
   return response;
 }
 
@@ -485,7 +532,7 @@ bool ShardState::PullReadyLocked(int64_t clock) const {
   if (!initialized_) return false;
   switch (job_.ps().consistency()) {
     case SYNC:
-      return MinClockLocked() >= clock;
+      return next_sync_clock_ >= clock;  // steps applied
     case SSP:
       return watermark_ >= (clock - job_.ps().staleness()) * total_replicas_;
     default:
@@ -516,6 +563,11 @@ absl::StatusOr<ShardState::Snapshot> ShardState::WaitForPull(
   if (clock < 0 || clock > kMaxClock) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": clock is outside [0, ", kMaxClock, "]"));
+  }
+  if (absl::Status s = AwaitingRestoreLocked(what); !s.ok()) return s;
+  if (restored_ && initialized_ && !shut_down_ && rank >= 0 &&
+      rank < world_size_) {
+    RecoverOnPullLocked(rank, clock);
   }
   const absl::Time start = absl::Now();
   bool waited = false;
@@ -565,6 +617,9 @@ ShardStats ShardState::StatsLocked() const {
   s.set_min_clock(MinClockLocked());
   for (int64_t n : staleness_) s.add_staleness_histogram(n);
   s.set_wait_s(absl::ToDoubleSeconds(wait_));
+  s.set_checkpoint_version(checkpoint_version_);
+  s.set_restored(restored_);
+  s.set_restored_version(restored_version_);
   return s;
 }
 

@@ -6,15 +6,56 @@
 // staging buffer with ChunkAssembler first and hands the whole of it here,
 // so a malformed request is refused before anything changes.
 //
+// Checkpoints and restore (shard_checkpoint.h does the files): with a
+// checkpoint policy set, the state is captured right after Init and then
+// after the update that makes one due, under the lock but without copying
+// the parameters (they are copy-on-write, as for pulls; only the optimizer
+// state is copied), and handed to the writer thread (NextCapture), which
+// writes it outside the lock. A SYNC capture is always taken between steps
+// (no step half pushed), so the capture is exactly the shard after
+// `version` updates.
+//
+// After a restore (a replacement shard started from the dead one's newest
+// checkpoint), the updates the dead shard applied after that checkpoint
+// are lost: at most one checkpoint interval of them, plus those applied
+// while a slow disk still wrote the previous checkpoint. The workers are
+// ahead of the restored state, and the shard catches up with them instead
+// of waiting for pushes that will never come again:
+//   - Deduplication uses the restored seq table: a retried push applied
+//     before the checkpoint is acknowledged as a duplicate, one applied
+//     after it (lost) is applied again.
+//   - SYNC: a pull for clock c from rank r tells that r pushed every step
+//     below c. A step is applied once every rank pushed it or moved past
+//     it, with the gradients that arrived (averaged over their weight); a
+//     step nobody pushes again (all of it lost) is skipped. So the steps
+//     in flight at the crash complete with the pushes retried or made
+//     after the restore, and the clock fast-forwards to the workers'.
+//   - SSP and ASYNC: chunks acknowledged after the checkpoint are lost and
+//     nobody pushes them again. Until some rank makes its second push
+//     since the restore (necessarily of chunks claimed after the crash,
+//     above every lost one), each push forgives the chunks below its first
+//     chunk that are not applied, and each pull those below its round;
+//     forgiven chunks count as done for SSP's wait, and a forgiven chunk
+//     that is still pushed (a push in flight at the crash) is applied once.
+//     A pull during that recovery therefore never waits, and afterwards
+//     only chunks that are really coming are waited for.
+// Nothing is accepted that would not be accepted without the crash: pushes
+// are checked as always, and no gradient is applied twice.
+// Until its restore is done, a replacement answers UNAVAILABLE, which
+// workers retry (ExpectRestore). In a job whose shards restart, a pull
+// waits for slow ranks up to rpc_timeout plus the restart window
+// (restart_window.h): a rank may be stalled by another shard's restart.
+//
 // Thread safety: ShardState is thread-safe; one mutex guards everything and
-// WaitForPull blocks only its caller (on a condition variable). ChunkAssembler
-// is thread-compatible (one per request).
+// WaitForPull and NextCapture block only their caller. ChunkAssembler is
+// thread-compatible (one per request).
 #ifndef COHORT_SERVER_PS_SHARD_STATE_H_
 #define COHORT_SERVER_PS_SHARD_STATE_H_
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -24,6 +65,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
@@ -84,6 +126,27 @@ class ShardState {
     std::vector<std::shared_ptr<const std::vector<float>>> values;
   };
 
+  // What a checkpoint holds: the shard between two updates. Parameters are
+  // shared with the live state (copy-on-write: never written while shared);
+  // the rest is copied.
+  struct Capture {
+    int shard_index = 0;
+    Consistency consistency = SYNC;
+    int32_t world_size = 0;
+    int32_t total_replicas = 0;
+    int64_t version = 0;
+    std::vector<Partition> partitions;
+    std::vector<std::shared_ptr<const std::vector<float>>> params;
+    // Per partition, its optimizer's state tensors (Optimizer::State()).
+    std::vector<std::vector<std::vector<float>>> optimizer_state;
+    std::vector<int64_t> clocks;  // per rank
+    int64_t next_sync_clock = 0;
+    int64_t watermark = 0;
+    std::map<int64_t, int64_t> applied_ahead;  // [first, end)
+    std::map<int64_t, int64_t> forgiven;       // [first, end)
+    std::map<std::string, uint64_t> last_seq;
+  };
+
   // `job` must carry the optimizer and PS settings; zero PS fields get their
   // documented defaults. `shard_index` is this shard's index in the plan.
   ShardState(const JobSpec& job, int shard_index);
@@ -133,9 +196,37 @@ class ShardState {
   // calls fail the same way.
   void Shutdown();
 
+  // Checkpoint policy: a capture is due after Init, then after an update
+  // once `every_steps` updates (0: never by updates) or `every` (zero:
+  // never by time) have passed since the last capture.
+  void EnableCheckpoints(int64_t every_steps, absl::Duration every);
+  // Blocks until a capture is due and hands it over; no other capture is
+  // taken until CaptureDone. UNAVAILABLE after Shutdown.
+  absl::StatusOr<Capture> NextCapture();
+  // The writer is done with the last capture (of `version`); `written`
+  // says whether it reached the disk.
+  void CaptureDone(int64_t version, bool written);
+  // The state now. FAILED_PRECONDITION before Init, and in SYNC while a
+  // step is partly pushed.
+  absl::StatusOr<Capture> CaptureNow();
+  // A replacement that will Restore: until then Init, Push and Pull are
+  // answered UNAVAILABLE ("restoring"), which clients retry, instead of
+  // being refused (no Init yet) or held.
+  void ExpectRestore();
+  // Takes the state of `c` (a checkpoint of this shard, already checked
+  // against the job's layout by the caller) and enters recovery (the
+  // header comment). FAILED_PRECONDITION once initialized; INVALID_ARGUMENT
+  // naming the field when `c` is inconsistent (sizes, ranges, shard index,
+  // consistency model).
+  absl::Status Restore(const Capture& c);
+
   // Job settings with defaults filled.
   Consistency consistency() const;
   absl::Duration rpc_timeout() const;
+  // How long a pull may wait for slow ranks: rpc_timeout, plus the restart
+  // window in a job whose shards restart (restart_window.h), since a rank
+  // may be stalled by another shard's restart.
+  absl::Duration pull_timeout() const;
 
  private:
   struct Part {
@@ -160,6 +251,31 @@ class ShardState {
   absl::Status AccumulateLocked(const PushHeader& h,
                                 std::vector<std::vector<float>>& grads)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: applies the steps that are complete (every rank pushed them, or
+  // after a restore moved past them) and skips those nobody will push;
+  // true if next_sync_clock_ moved.
+  bool AdvanceSyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After a restore: what a pull for `clock` from `rank` tells (the header
+  // comment); wakes waiters if anything moved.
+  void RecoverOnPullLocked(int32_t rank, int64_t clock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SSP and ASYNC recovery: every chunk below `limit` that is not applied
+  // is forgiven, and the watermark moves to at least `limit`.
+  void ForgiveBelowLocked(int64_t limit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether [first, end), below the watermark, is all forgiven; and takes
+  // it out of the forgiven chunks (it is being applied).
+  bool ForgivenLocked(int64_t first, int64_t end) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void UnforgiveLocked(int64_t first, int64_t end)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Capture CaptureLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // UNAVAILABLE for `what` while a restore is awaited, else OK.
+  absl::Status AwaitingRestoreLocked(absl::string_view what) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Takes a capture for NextCapture if one is due (`force`: at Init).
+  void MaybeCaptureLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckCaptureLocked(const Capture& c) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void StepLocked(const std::vector<std::vector<float>>& grads, double lr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecycleLocked(std::vector<std::vector<float>> buffers)
@@ -194,6 +310,24 @@ class ShardState {
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::vector<std::vector<float>>> staging_pool_
       ABSL_GUARDED_BY(mu_);
+  // SSP and ASYNC after a restore: chunks below watermark_ that were never
+  // applied (lost with the crash), still accepted once.
+  std::map<int64_t, int64_t> forgiven_ ABSL_GUARDED_BY(mu_);
+  // Restore and recovery (the header comment).
+  bool awaiting_restore_ ABSL_GUARDED_BY(mu_) = false;
+  bool restored_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t restored_version_ ABSL_GUARDED_BY(mu_) = 0;
+  bool recovering_ ABSL_GUARDED_BY(mu_) = false;                // SSP and ASYNC
+  std::vector<int> pushes_since_restore_ ABSL_GUARDED_BY(mu_);  // per rank
+  // Checkpoint policy and the capture handed to the writer.
+  bool checkpoints_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t checkpoint_every_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration checkpoint_every_ ABSL_GUARDED_BY(mu_);
+  int64_t last_capture_version_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_capture_time_ ABSL_GUARDED_BY(mu_);
+  std::optional<Capture> capture_ ABSL_GUARDED_BY(mu_);
+  bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t checkpoint_version_ ABSL_GUARDED_BY(mu_) = -1;  // newest written
   // Statistics, cumulative.
   int64_t pushes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t pulls_ ABSL_GUARDED_BY(mu_) = 0;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/time/clock.h"
 #include "common/logging.h"
 
 namespace cohort {
@@ -159,16 +160,21 @@ void BucketReducer::Loop(int lane) {
         to_scale_.pop_front();
       }
     }
-    if (reduce >= 0) Reduce(reduce);
+    if (reduce >= 0) Reduce(reduce, lane);
     if (scale >= 0) ScaleBucket(scale);
   }
 }
 
-void BucketReducer::Reduce(int index) {
+void BucketReducer::Reduce(int index, int lane) {
   Bucket& bucket = buckets_[index];
+  const absl::Time wall_start = observer_ ? absl::Now() : absl::InfinitePast();
   auto start = std::chrono::steady_clock::now();
   absl::Status status = bucket.plan->Run();
   double seconds = SecondsSince(start);
+  if (observer_) {
+    observer_(index, lane, bucket.count * static_cast<int64_t>(sizeof(float)),
+              wall_start, absl::Now());
+  }
   absl::MutexLock lock(&mu_);
   stats_.comm_seconds += seconds;
   if (status.ok()) {

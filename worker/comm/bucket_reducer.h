@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "worker/comm/communicator.h"
 
 namespace cohort {
@@ -54,6 +56,13 @@ class BucketReducer {
   // parameter by parameter, from the back, until it holds bucket_bytes.
   // Empty (the default): fixed-size buckets. Takes effect at the next bind.
   void SetBoundaries(std::vector<int64_t> boundaries);
+
+  // Called on the reducing thread after each bucket's all-reduce, with the
+  // bucket's index, its lane, its bytes and when the all-reduce began and
+  // ended (for a timeline). Set between steps.
+  using Observer = std::function<void(int bucket, int lane, int64_t bytes,
+                                      absl::Time start, absl::Time end)>;
+  void set_observer(Observer observer) { observer_ = std::move(observer); }
 
   void BeginStep(float* grads, int64_t count, float scale);
   // Everything at index >= `offset` is final for this step (called as
@@ -85,13 +94,14 @@ class BucketReducer {
   bool HasWork(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NextReady(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop(int lane);
-  void Reduce(int index);
+  void Reduce(int index, int lane);
   void ScaleBucket(int index);
 
   Communicator* const comm_;
   const int64_t bucket_elems_;
   std::vector<int64_t> boundaries_;
   const int lanes_;
+  Observer observer_;
   // Written by the caller between steps only; read by the thread in a step.
   std::vector<Bucket> buckets_;
   float* bound_grads_ = nullptr;

@@ -492,6 +492,11 @@ absl::Status GpuTrainer::ReportStep(int64_t epoch, double loss) {
   p.set_loss(loss);
   const double dt = Seconds(window_start_);
   p.set_samples_per_s(dt > 0 ? window_samples_ / dt : 0);
+  if (!result_.epoch_results.empty()) {
+    const EpochResult& last = result_.epoch_results.back();
+    p.set_finished_epoch(last.epoch + 1);
+    p.set_finished_epoch_test_accuracy(last.test_accuracy);
+  }
   if (dt >= 1.0) {
     window_samples_ = 0;
     window_start_ = now;

@@ -1,0 +1,288 @@
+#include "server/metrics_exporter.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/prometheus.h"
+
+namespace cohort {
+namespace {
+
+using Type = PrometheusText::Type;
+
+constexpr char kStepSeconds[] = "cohort_worker_step_seconds";
+
+// The step-time phases, as label values and their StepTimes field.
+const std::vector<std::pair<const char*, double (StepTimes::*)() const>>&
+Phases() {
+  static const auto* phases =
+      new std::vector<std::pair<const char*, double (StepTimes::*)() const>>{
+          {"data", &StepTimes::data_s},
+          {"compute", &StepTimes::compute_s},
+          {"comm_wait", &StepTimes::comm_wait_s},
+          {"optimizer", &StepTimes::optimizer_s},
+      };
+  return *phases;
+}
+
+// The families of a worker's progress, shared by the coordinator's view of
+// every worker and a worker's own /metrics (which has no labels: the
+// scrape target is the worker).
+void DeclareProgress(PrometheusText& t) {
+  t.Declare("cohort_worker_step", Type::kGauge,
+            "Training steps the worker has taken.");
+  t.Declare("cohort_worker_epoch", Type::kGauge,
+            "The epoch the worker is training (from 0).");
+  t.Declare("cohort_worker_loss", Type::kGauge,
+            "The worker's training loss at its latest step.");
+  t.Declare("cohort_worker_samples_per_second", Type::kGauge,
+            "The worker's training throughput over its last reporting "
+            "window.");
+  t.Declare(kStepSeconds, Type::kGauge,
+            "Mean seconds per step over the last reporting window, by phase "
+            "(data loading, forward and backward, waiting for the gradient "
+            "all-reduce, optimizer).");
+  t.Declare("cohort_worker_allreduced_bytes_total", Type::kCounter,
+            "Gradient bytes the worker has all-reduced.");
+  t.Declare("cohort_worker_allreduce_bus_bandwidth_bytes_per_second",
+            Type::kGauge,
+            "All-reduce bus bandwidth over the last reporting window.");
+  t.Declare("cohort_worker_test_accuracy", Type::kGauge,
+            "Test accuracy (0..1) after the newest evaluated epoch.");
+  t.Declare("cohort_worker_finished_epochs", Type::kGauge,
+            "Epochs the worker has finished.");
+}
+
+void AddProgress(PrometheusText& t, const PrometheusLabels& labels,
+                 const WorkerProgress& p) {
+  t.Add("cohort_worker_step", labels, p.step());
+  t.Add("cohort_worker_epoch", labels, p.epoch());
+  t.Add("cohort_worker_loss", labels, p.loss());
+  t.Add("cohort_worker_samples_per_second", labels, p.samples_per_s());
+  for (const auto& [phase, field] : Phases()) {
+    PrometheusLabels l = labels;
+    l.emplace_back("phase", phase);
+    t.Add(kStepSeconds, l, (p.times().*field)());
+  }
+  t.Add("cohort_worker_allreduced_bytes_total", labels, p.bytes_allreduced());
+  t.Add("cohort_worker_allreduce_bus_bandwidth_bytes_per_second", labels,
+        p.busbw_gbps() * 1e9);
+  if (p.finished_epoch() > 0 && p.finished_epoch_test_accuracy() >= 0) {
+    t.Add("cohort_worker_test_accuracy", labels,
+          p.finished_epoch_test_accuracy());
+  }
+  t.Add("cohort_worker_finished_epochs", labels, p.finished_epoch());
+}
+
+void AddJob(PrometheusText& t, const StatusResponse& s) {
+  t.Declare("cohort_job_state", Type::kGauge,
+            "1 for the job's current state, 0 for the others.");
+  for (int state = JobState_MIN; state <= JobState_MAX; ++state) {
+    if (!JobState_IsValid(state)) continue;
+    t.Add("cohort_job_state",
+          {{"state", JobState_Name(static_cast<JobState>(state))}},
+          s.state() == state ? 1 : 0);
+  }
+  t.Gauge("cohort_generation", "The job's current generation (from 1).",
+          s.generation());
+  t.Counter("cohort_restarts_total",
+            "Generations opened after a failure (against "
+            "cluster.max_restarts).",
+            s.restarts());
+  t.Gauge("cohort_job_regrouping",
+          "1 while the job regroups after a failure or a new worker.",
+          s.regrouping() ? 1 : 0);
+  t.Gauge("cohort_world_size", "Workers in the current generation.",
+          s.world_size());
+  t.Gauge("cohort_job_epoch", "The job's current epoch (from 0).", s.epoch());
+  t.Gauge("cohort_job_step", "The newest step any worker has reported.",
+          s.step());
+  double samples_per_s = 0;
+  for (const WorkerStatus& w : s.workers()) {
+    samples_per_s += w.progress().samples_per_s();
+  }
+  t.Gauge("cohort_job_samples_per_second",
+          "The job's training throughput: the workers' summed.", samples_per_s);
+  t.Gauge("cohort_stragglers", "Workers flagged as stragglers now.",
+          s.stragglers_size());
+  t.Gauge("cohort_uptime_seconds", "Seconds since the coordinator started.",
+          s.uptime_s());
+}
+
+void AddWorkers(PrometheusText& t, const StatusResponse& s) {
+  DeclareProgress(t);
+  t.Declare("cohort_worker_heartbeat_age_seconds", Type::kGauge,
+            "Seconds since the worker's last heartbeat.");
+  t.Declare("cohort_worker_straggler", Type::kGauge,
+            "1 when the worker's own step time has been over 1.5x the "
+            "others' median for 20 steps.");
+  t.Declare("cohort_worker_busy_vs_median_ratio", Type::kGauge,
+            "The worker's own step time over the other workers' median.");
+  t.Declare("cohort_worker_finished", Type::kGauge,
+            "1 once the worker has reported its end.");
+  for (const WorkerStatus& w : s.workers()) {
+    const PrometheusLabels labels = {{"rank", absl::StrCat(w.rank())},
+                                     {"host", w.host()}};
+    AddProgress(t, labels, w.progress());
+    t.Add("cohort_worker_heartbeat_age_seconds", labels, w.heartbeat_age_s());
+    t.Add("cohort_worker_straggler", labels, w.straggler() ? 1 : 0);
+    t.Add("cohort_worker_busy_vs_median_ratio", labels, w.busy_vs_median());
+    t.Add("cohort_worker_finished", labels, w.finished() ? 1 : 0);
+  }
+}
+
+// The counters of a shard's statistics, as a shard's own /metrics and the
+// coordinator's view of every shard share them.
+void DeclareShardStats(PrometheusText& t) {
+  t.Declare("cohort_shard_pushes_total", Type::kCounter,
+            "Gradient pushes applied (retried duplicates not counted).");
+  t.Declare("cohort_shard_duplicate_pushes_total", Type::kCounter,
+            "Retried pushes acknowledged without being applied again.");
+  t.Declare("cohort_shard_pulls_total", Type::kCounter,
+            "Parameter pulls served.");
+  t.Declare("cohort_shard_pushed_bytes_total", Type::kCounter,
+            "Gradient bytes received.");
+  t.Declare("cohort_shard_pulled_bytes_total", Type::kCounter,
+            "Parameter bytes sent.");
+  t.Declare("cohort_shard_version", Type::kGauge,
+            "Updates applied to the shard's parameters.");
+  t.Declare("cohort_shard_min_clock", Type::kGauge,
+            "SYNC: the slowest worker's clock; SSP and ASYNC: rounds whose "
+            "every chunk is applied.");
+  t.Declare("cohort_shard_pull_wait_seconds_total", Type::kCounter,
+            "Time pulls spent waiting for slower workers.");
+}
+
+void AddShardStats(PrometheusText& t, const PrometheusLabels& labels,
+                   const ShardStats& s) {
+  t.Add("cohort_shard_pushes_total", labels, s.pushes());
+  t.Add("cohort_shard_duplicate_pushes_total", labels, s.duplicate_pushes());
+  t.Add("cohort_shard_pulls_total", labels, s.pulls());
+  t.Add("cohort_shard_pushed_bytes_total", labels, s.bytes_pushed());
+  t.Add("cohort_shard_pulled_bytes_total", labels, s.bytes_pulled());
+  t.Add("cohort_shard_version", labels, s.version());
+  t.Add("cohort_shard_min_clock", labels, s.min_clock());
+  t.Add("cohort_shard_pull_wait_seconds_total", labels, s.wait_s());
+}
+
+void AddShards(PrometheusText& t, const StatusResponse& s) {
+  DeclareShardStats(t);
+  t.Declare("cohort_shard_heartbeat_age_seconds", Type::kGauge,
+            "Seconds since the shard's last heartbeat.");
+  t.Declare("cohort_shard_serving", Type::kGauge,
+            "1 while the shard serves; 0 while it is dead or a replacement "
+            "restores.");
+  t.Declare("cohort_shard_restarts_total", Type::kCounter,
+            "Replacements this shard index has had.");
+  t.Declare("cohort_shard_parameters", Type::kGauge,
+            "Parameter elements the shard holds.");
+  for (const ShardStatus& shard : s.shards()) {
+    const PrometheusLabels labels = {{"shard", absl::StrCat(shard.index())},
+                                     {"host", shard.host()}};
+    AddShardStats(t, labels, shard.stats());
+    t.Add("cohort_shard_heartbeat_age_seconds", labels,
+          shard.heartbeat_age_s());
+    t.Add("cohort_shard_serving", labels,
+          shard.state().empty() || shard.state() == "serving" ? 1 : 0);
+    t.Add("cohort_shard_restarts_total", labels, shard.restarts());
+    t.Add("cohort_shard_parameters", labels, shard.parameters());
+  }
+}
+
+}  // namespace
+
+std::string CoordinatorMetricsText(const StatusResponse& status) {
+  PrometheusText t;
+  AddJob(t, status);
+  AddWorkers(t, status);
+  AddShards(t, status);
+  return t.Render();
+}
+
+std::string ShardMetricsText(const ShardStats& stats) {
+  PrometheusText t;
+  DeclareShardStats(t);
+  AddShardStats(t, {}, stats);
+  t.Declare("cohort_shard_push_staleness_total", Type::kCounter,
+            "Pushes by staleness: how many updates (in clocks) older than "
+            "the newest their parameters were when applied; the last bucket "
+            "counts that many and more.");
+  const int buckets = stats.staleness_histogram_size();
+  for (int k = 0; k < buckets; ++k) {
+    t.Add(
+        "cohort_shard_push_staleness_total",
+        {{"clocks", k + 1 < buckets ? absl::StrCat(k) : absl::StrCat(k, "+")}},
+        stats.staleness_histogram(k));
+  }
+  t.Gauge("cohort_shard_checkpoint_version",
+          "The version of the newest checkpoint the shard wrote (-1: none).",
+          stats.checkpoint_version());
+  t.Gauge("cohort_shard_restored",
+          "1 for a replacement shard that restored a checkpoint.",
+          stats.restored() ? 1 : 0);
+  if (stats.restored()) {
+    t.Gauge("cohort_shard_restored_version",
+            "The checkpoint version a replacement restored.",
+            stats.restored_version());
+  }
+  return t.Render();
+}
+
+WorkerMetrics::WorkerMetrics() : started_(absl::Now()) {}
+
+void WorkerMetrics::Joined(const JoinResponse& join) {
+  absl::MutexLock lock(&mu_);
+  joined_ = true;
+  generation_ = join.generation();
+  rank_ = join.rank();
+  world_size_ = join.world_size();
+  restarts_ = join.restarts();
+}
+
+void WorkerMetrics::Update(const WorkerProgress& progress) {
+  absl::MutexLock lock(&mu_);
+  has_progress_ = true;
+  progress_ = progress;
+}
+
+std::string WorkerMetrics::Text() const {
+  PrometheusText t;
+  absl::MutexLock lock(&mu_);
+  if (joined_) {
+    t.Gauge("cohort_worker_rank", "The worker's rank in its generation.",
+            rank_);
+    t.Gauge("cohort_worker_generation",
+            "The generation the worker last joined.", generation_);
+    t.Gauge("cohort_worker_world_size", "Workers in that generation.",
+            world_size_);
+    t.Counter("cohort_restarts_total",
+              "The job's generations opened after a failure, as of the "
+              "worker's last join.",
+              restarts_);
+  }
+  DeclareProgress(t);
+  if (has_progress_) AddProgress(t, {}, progress_);
+  t.Gauge("cohort_uptime_seconds", "Seconds since the worker started.",
+          absl::ToDoubleSeconds(absl::Now() - started_));
+  return t.Render();
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
+    const std::string& listen, const std::string& what,
+    std::function<std::string()> render) {
+  HttpServerOptions o;
+  o.listen = listen;
+  o.what = what;
+  o.routes["/metrics"] = [render = std::move(render)](const HttpRequest&) {
+    HttpResponse r;
+    r.content_type = kPrometheusContentType;
+    r.body = render();
+    return r;
+  };
+  return HttpServer::Start(std::move(o));
+}
+
+}  // namespace cohort

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The short chaos run (tests/chaos/chaos.py, about 180 s): a coordinator and
+# 3 LeNet-5 workers, a worker killed with SIGKILL every 20-40 s and replaced
+# at once; the job must succeed with bounded detection and recovery times,
+# verified checkpoints and the accuracy of an undisturbed run.
+# Uses MNIST under $COHORT_DATA_DIR (tools/test sets it) when present, the
+# synthetic data set otherwise. CHAOS_SEED=N repeats a kill schedule.
+# Logs and checkpoints go to Bazel's undeclared outputs (outputs.zip).
+set -u
+cohort="$1"
+chaos="$2"
+out="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-$(mktemp -d)}}/chaos"
+seed=()
+[[ -n "${CHAOS_SEED:-}" ]] && seed=(--seed="$CHAOS_SEED")
+exec /usr/bin/python3 "$chaos" --cohort="$cohort" --duration=180 \
+  --data-dir="${COHORT_DATA_DIR:-}" --workdir="$out" "${seed[@]}"

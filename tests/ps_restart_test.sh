@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Parameter-server shard restarts with real processes over loopback: a PS
+# job with checkpoints (SYNC, SSP, ASYNC), two shards and two workers;
+# shard 0 is killed with SIGKILL mid-job and a replacement `cohort ps`
+# (started at once: it waits as a spare until the coordinator declares the
+# shard dead) restores its newest checkpoint; the job must succeed with a
+# good accuracy, the updates lost must be at most one checkpoint interval,
+# and the workers' stall is printed. Then a replacement that finds no
+# checkpoint must fail the job, saying why.
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cohort="$1"
+
+every=20  # checkpoint.every_steps: updates of a shard between checkpoints
+now() { date +%s.%N; }
+# status PYTHON-EXPRESSION: evaluates it over the coordinator's
+# StatusResponse (`s`, proto3 JSON: int64 fields are strings) and prints it.
+status() {
+  "$cohort" status --coordinator="$addr" --json --timeout=2 2>/dev/null |
+    /usr/bin/python3 -c "import json,sys; s=json.load(sys.stdin); print($1)" 2>/dev/null
+}
+shard0() { status "s['shards'][0]$1"; }
+
+spec() {  # spec CONSISTENCY EPOCHS CHECKPOINT-DIR
+  cat <<SPEC
+name: "ps-restart"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 4096 test_samples: 1024 } }
+batch_size: 32
+epochs: $2
+optimizer { lr: 0.05 momentum: 0.9 }
+mode: PS
+ps { consistency: $1 shards: 2 partition_bytes: 40000 rpc_timeout_ms: 3000 }
+cluster { heartbeat_interval_ms: 300 heartbeat_misses: 5 min_workers: 2
+          join_timeout_ms: 20000 }
+checkpoint { dir: "$3" every_steps: $every keep: 3 }
+SPEC
+}
+
+start_job() {  # start_job NAME CONSISTENCY EPOCHS: sets addr, coord, w0, w1
+  local name="$1"
+  spec "$2" "$3" "$tmp/$name.ckpt" > "$tmp/$name.textproto"
+  addr="127.0.0.1:$(free_port)"
+  "$cohort" coordinator --job="$tmp/$name.textproto" --listen="$addr" \
+    --report="$tmp/$name.json" 2>"$tmp/$name.coord.err" &
+  coord=$!; pids+=($coord)
+  # Clients started before it listens would back off for seconds.
+  wait_for 10 status 's["state"]'
+  for i in 0 1; do
+    "$cohort" ps --coordinator="$addr" --listen=127.0.0.1:0 2>"$tmp/$name.ps$i.err" &
+    pids+=($!)
+  done
+  # 64 steps an epoch at >= 20 ms a step: the job runs for several seconds.
+  "$cohort" worker --coordinator="$addr" --quiet --min-step-ms=20 2>"$tmp/$name.w0.err" &
+  w0=$!; pids+=($w0)
+  "$cohort" worker --coordinator="$addr" --quiet --min-step-ms=20 2>"$tmp/$name.w1.err" &
+  w1=$!; pids+=($w1)
+}
+running() { [[ "$(status 's["state"]')" == RUNNING ]]; }
+version_above() { [[ "$(shard0 "['stats'].get('version', '0')")" -gt "$1" ]]; }
+restored() { [[ "$(shard0 "['stats'].get('restored', False)")" == True ]]; }
+
+# Stops the workers, lets shard 0 report its final version, kills it with
+# SIGKILL and resumes the workers. Sets killed_version and t_kill.
+kill_shard0() {
+  local pid
+  pid=$(shard0 "['pid']")
+  kill -STOP "$w0" "$w1"
+  sleep 0.7  # > a heartbeat interval: status holds the shard's last version
+  killed_version=$(shard0 "['stats'].get('version', '0')")
+  kill -9 "$pid"
+  t_kill=$(now)
+  kill -CONT "$w0" "$w1"
+}
+
+# "answered again after 1.52s" (absl durations: 950ms, 1.5s, 1m2s) from
+# the workers' logs, the longest, in seconds.
+stall_of() {
+  grep -ho 'answered again after [^ ]*' "$@" | awk '{ print $4 }' |
+    /usr/bin/python3 -c '
+import re, sys
+units = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+worst = 0.0
+for line in sys.stdin:
+    total = sum(float(v) * units[u] for v, u in re.findall(r"([0-9.]+)(ms|us|ns|h|m|s)", line))
+    worst = max(worst, total)
+print("%.2f" % worst)'
+}
+
+for c in SYNC SSP ASYNC; do
+  start_job "$c" "$c" 3
+  if ! wait_for 30 running || ! wait_for 20 version_above 40; then
+    fail "$c: the job never ran: $(tail -n 3 "$tmp/$c.coord.err" "$tmp/$c.w0.err")"
+    continue
+  fi
+  kill_shard0
+  # The replacement starts at once, as a supervisor would restart it.
+  "$cohort" ps --coordinator="$addr" --listen=127.0.0.1:0 2>"$tmp/$c.ps2.err" &
+  pids+=($!)
+  if ! wait_for 30 restored; then
+    fail "$c: no replacement restored shard 0: $(tail -n 3 "$tmp/$c.coord.err" "$tmp/$c.ps2.err")"
+    continue
+  fi
+  t_restored=$(now)
+  restored_version=$(shard0 "['stats']['restoredVersion']")
+  restarts=$(shard0 "['restarts']")
+  wait "$w0"; rc0=$?
+  wait "$w1"; rc1=$?
+  wait "$coord"; rcc=$?
+  state=$(/usr/bin/python3 -c "import json; print(json.load(open('$tmp/$c.json'))['state'])" 2>/dev/null)
+  acc=$(/usr/bin/python3 -c "import json; print(json.load(open('$tmp/$c.json'))['test_accuracy'])" 2>/dev/null)
+  lost=$((killed_version - restored_version))
+  stall=$(stall_of "$tmp/$c.w0.err" "$tmp/$c.w1.err")
+  serving=$(awk -v a="$t_kill" -v b="$t_restored" 'BEGIN { printf "%.2f", b - a }')
+  echo "$c: shard 0 killed at version $killed_version, restored version $restored_version" \
+    "(lost $lost updates, checkpoint every $every), replacement restored ${serving}s after the kill," \
+    "workers stalled ${stall}s, restarts $restarts, accuracy $acc"
+  if [[ $rc0 -eq 0 && $rc1 -eq 0 && $rcc -eq 0 && "$state" == SUCCEEDED ]] &&
+     /usr/bin/python3 -c "import sys; sys.exit(0 if $acc >= 0.9 else 1)"; then
+    ok "$c: the job succeeded after the restart (accuracy $acc)"
+  else
+    fail "$c: after the restart: workers exit $rc0 $rc1, coordinator $rcc, state '$state', accuracy '$acc': $(tail -n 3 "$tmp/$c.coord.err" "$tmp/$c.w0.err")"
+  fi
+  if [[ $lost -ge 0 && $lost -le $every && $restarts == 1 ]]; then
+    ok "$c: $lost updates lost, at most one checkpoint interval ($every)"
+  else
+    fail "$c: lost $lost updates (killed at $killed_version, restored $restored_version), restarts '$restarts'"
+  fi
+  if /usr/bin/python3 -c "import sys; sys.exit(0 if 0 < $stall <= 15 else 1)"; then
+    ok "$c: workers retried through the restart, stalled ${stall}s"
+  else
+    fail "$c: workers' stall '${stall}' (no retry seen, or too long): $(cat "$tmp/$c.w0.err")"
+  fi
+done
+
+# A replacement with no checkpoint to restore (the directory is gone) must
+# not serve: the job fails, naming the shard and the directory.
+start_job none SYNC 20
+if wait_for 30 running && wait_for 20 version_above 10; then
+  kill_shard0
+  rm -rf "$tmp/none.ckpt/shard-0"
+  "$cohort" ps --coordinator="$addr" --listen=127.0.0.1:0 2>"$tmp/none.ps2.err" &
+  spare=$!; pids+=($spare)
+  wait "$spare"; rcs=$?
+  wait "$coord"; rcc=$?
+  reason=$(grep -h "FAILED" "$tmp/none.coord.err" | tail -n 1)
+  if [[ $rcs -ne 0 && $rcc -ne 0 && "$reason" == *"shard 0"*"cannot serve"*"no checkpoint in $tmp/none.ckpt/shard-0"* ]]; then
+    ok "no checkpoint: the replacement refused to serve and the job failed: $reason"
+  else
+    fail "no checkpoint: replacement exit $rcs, coordinator $rcc, reason '$reason': $(tail -n 2 "$tmp/none.ps2.err")"
+  fi
+else
+  fail "no checkpoint: the job never ran: $(tail -n 3 "$tmp/none.coord.err")"
+fi
+
+finish

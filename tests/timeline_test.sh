@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# --timeline: a 2-worker all-reduce job (with checkpoints) and a 2-worker
+# parameter-server job write one Chrome trace per worker; each must be
+# valid trace-event JSON with every phase of a step present and sane times.
+# Also: `cohort train --timeline`, and an unwritable path refused up front.
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cohort="$1"
+
+# check_trace FILE PHASE...: valid JSON, complete events with ts/dur >= 0,
+# lanes named, every PHASE present; prints the count of each phase.
+check_trace() {
+  /usr/bin/python3 - "$@" <<'PY'
+import collections, json, sys
+path, phases = sys.argv[1], sys.argv[2:]
+trace = json.load(open(path))
+events = trace["traceEvents"]
+complete = [e for e in events if e["ph"] == "X"]
+meta = {(e["name"], e["tid"]) for e in events if e["ph"] == "M"}
+problems = []
+for e in complete:
+    if not (isinstance(e["ts"], int) and isinstance(e["dur"], int)
+            and e["ts"] > 1.5e15 and e["dur"] >= 0):
+        problems.append("bad times: %r" % e)
+    if ("thread_name", e["tid"]) not in meta:
+        problems.append("unnamed lane %r" % e["tid"])
+counts = collections.Counter(e["name"] for e in complete)
+missing = [p for p in phases if counts[p] == 0]
+if missing:
+    problems.append("missing phases: %s" % ", ".join(missing))
+print("%s: %d events: %s" % (path.split("/")[-1], len(complete),
+      ", ".join("%s %d" % kv for kv in sorted(counts.items()))))
+if problems:
+    print("\n".join(problems[:5]))
+    sys.exit(1)
+PY
+}
+
+cat > "$tmp/ar.textproto" <<SPEC
+name: "timeline"
+model { zoo: "lenet_cifar" }
+data { kind: SYNTHETIC synthetic { shape: [3, 32, 32] train_samples: 512 test_samples: 128 } }
+batch_size: 16
+epochs: 1
+optimizer { lr: 0.05 momentum: 0.9 }
+checkpoint { dir: "$tmp/ckpt" every_steps: 4 }
+cluster { bucket_bytes: 65536 }
+SPEC
+if "$cohort" local --job="$tmp/ar.textproto" --workers=2 --timeline="$tmp/ar.json" \
+    >"$tmp/ar.out" 2>&1; then
+  # Rank 0 writes the checkpoints; either file may be rank 0's.
+  rank0=$(grep -l '"worker rank 0' "$tmp"/ar.w*.json)
+  other=$(grep -L '"worker rank 0' "$tmp"/ar.w*.json)
+  if out0=$(check_trace "$rank0" data forward backward allreduce "allreduce wait" optimizer checkpoint evaluate) \
+      && out1=$(check_trace "$other" data forward backward allreduce optimizer evaluate); then
+    ok "all-reduce timelines: $out0 | $out1"
+  else
+    fail "all-reduce timelines: $out0 $out1"
+  fi
+  buckets=$(/usr/bin/python3 -c "import json,sys; print(len({e['args']['bucket'] for e in json.load(open(sys.argv[1]))['traceEvents'] if e['name']=='allreduce'}))" "$rank0")
+  [[ "$buckets" -ge 2 ]] && ok "each bucket's all-reduce is its own event ($buckets buckets)" \
+    || fail "expected several buckets, got '$buckets'"
+else
+  fail "all-reduce job: $(cat "$tmp/ar.out")"
+fi
+
+cat > "$tmp/ps.textproto" <<'SPEC'
+name: "timeline-ps"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 1024 test_samples: 256 } }
+batch_size: 32
+epochs: 1
+optimizer { lr: 0.05 momentum: 0.9 }
+mode: PS
+ps { shards: 1 }
+SPEC
+if "$cohort" local --job="$tmp/ps.textproto" --workers=2 --timeline="$tmp/ps" >"$tmp/ps.out" 2>&1 \
+    && out=$(check_trace "$tmp/ps.w0.json" data forward backward push pull evaluate); then
+  ok "parameter-server timeline: $out"
+else
+  fail "parameter-server timeline: ${out:-} $(tail -5 "$tmp/ps.out")"
+fi
+
+if "$cohort" train --job="$tmp/ps.textproto" --timeline="$tmp/train.json" --quiet >/dev/null 2>&1 \
+    && out=$(check_trace "$tmp/train.json" data forward backward optimizer evaluate); then
+  ok "cohort train timeline: $out"
+else
+  fail "cohort train --timeline: ${out:-}"
+fi
+
+err=$("$cohort" train --job="$tmp/ps.textproto" --timeline=/nonexistent/t.json 2>&1 >/dev/null)
+rc=$?
+[[ $rc -eq 2 || $rc -eq 1 ]] && [[ "$err" == *"--timeline"*"/nonexistent"* ]] \
+  && ok "unwritable --timeline refused before training: $err" \
+  || fail "unwritable --timeline: exit $rc: $err"
+
+finish
