@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/devices.h"
 #include "cli/flags.h"
+#include "cli/stop_signal.h"
 #include "cli/train_command.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
@@ -165,6 +166,7 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   o.min_step_seconds = min_step_ms / 1000.0;
   o.connect_timeout = absl::Seconds(connect_timeout_s);
   o.live_progress = isatty(STDERR_FILENO);
+  o.stop_signal = InstallStopSignal();
   return RunWorker(o);
 }
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/devices.h"
 #include "cli/flags.h"
+#include "cli/stop_signal.h"
 #include "common/status_macros.h"
 #include "worker/spec.h"
 #include "worker/timeline.h"
@@ -81,6 +82,7 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   options.quiet = f.quiet;
   options.checkpoint_dir = f.checkpoint_dir;
   options.live_progress = isatty(STDERR_FILENO);
+  options.stop_signal = InstallStopSignal();
   std::unique_ptr<Timeline> timeline;
   if (!f.timeline.empty()) {
     timeline = std::make_unique<Timeline>(0, "cohort train");

@@ -92,6 +92,12 @@ class LocalTrainer : public Trainer {
 
  private:
   absl::StatusOr<TrainResult> RunEpochs();
+  bool StopSignalled() const {
+    return options_.stop_signal != nullptr && options_.stop_signal->load();
+  }
+  // After a stop signal: a final checkpoint of the last completed step (by
+  // whoever writes checkpoints), then CANCELLED naming the step.
+  absl::Status StopWithFinalCheckpoint();
   // Adds an event to the --timeline, if any.
   void Trace(absl::string_view name, int lane, absl::Time start,
              absl::Time end = absl::Now(), absl::string_view args = "") {
@@ -742,6 +748,7 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainEpoch(int64_t epoch,
     ++steps_this_run_;
     RETURN_IF_ERROR(MaybeCheckpoint(epoch, er.steps, batches));
     RETURN_IF_ERROR(ReportStep(epoch, loss));
+    if (StopSignalled()) return StopWithFinalCheckpoint();
   }
   epoch_complete_ = er.steps >= batches;
   if (epoch_complete_) {
@@ -786,6 +793,7 @@ absl::StatusOr<EpochResult> LocalTrainer::TrainSharedEpoch(int64_t epoch,
     SlowDown();
     RETURN_IF_ERROR(PsFinishPush());
     RETURN_IF_ERROR(ReportStep(epoch, AccountStep(epoch, count, er, progress)));
+    if (StopSignalled()) return StopWithFinalCheckpoint();
   }
   // Evaluation and the final parameters are the shards' current ones, not
   // those this worker's last step began from.
@@ -1058,6 +1066,23 @@ absl::Status LocalTrainer::AgreeOnState(const std::optional<Checkpoint>& mine) {
                  static_cast<long long>(start_position_), source);
   }
   return absl::OkStatus();
+}
+
+absl::Status LocalTrainer::StopWithFinalCheckpoint() {
+  std::string where;
+  if (Checkpoints()) {
+    CheckpointWriteOptions o;
+    o.keep = spec_.checkpoint().keep();
+    const absl::Time start = absl::Now();
+    RETURN_IF_ERROR(WriteCheckpoint(
+        checkpoint_dir_, Capture(cur_epoch_, cur_position_, cur_epoch_steps_),
+        o));
+    Trace("checkpoint", Timeline::kStepLane, start, absl::Now(),
+          absl::StrCat("\"step\": ", step_, ", \"final\": true"));
+    where = absl::StrCat("; final checkpoint in ", checkpoint_dir_);
+  }
+  return absl::CancelledError(absl::StrCat(
+      "stopped by a termination signal after step ", step_, where));
 }
 
 void LocalTrainer::SaveForNextGeneration() {

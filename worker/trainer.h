@@ -17,6 +17,7 @@
 #define COHORT_WORKER_TRAINER_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -134,6 +135,11 @@ struct TrainOptions {
   // Receives a timeline of every step's phases (worker/timeline.h).
   // Borrowed; null: none.
   Timeline* timeline = nullptr;
+  // Set (by a signal handler) when the process must stop: training ends
+  // after the step in flight, a process that writes checkpoints writes a
+  // final one of that step, and Run() returns CANCELLED saying so.
+  // Borrowed; null: never.
+  const std::atomic<bool>* stop_signal = nullptr;
 };
 
 struct EpochResult {

@@ -238,6 +238,7 @@ TrainOptions WorkerTrainOptions(const WorkerOptions& o,
                                 Timeline* timeline) {
   TrainOptions t;
   t.timeline = timeline;
+  t.stop_signal = o.stop_signal;
   t.data_dir = o.data_dir;
   t.replicas = o.replicas;
   t.threads = o.threads > 0 ? o.threads : o.replicas;
@@ -430,6 +431,12 @@ absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
     absl::Status s = Train(o, *client, join, request.worker_id(), heartbeat,
                            &elastic, timeline, &result);
     if (s.ok()) return client->Finish(true, "", ToWorkerResult(result));
+    if (o.stop_signal != nullptr && o.stop_signal->load()) {
+      // Told to stop (a pod being deleted): leave without reporting a
+      // failure. Peers see this worker go; an elastic job goes on without
+      // it, from the final checkpoint or their own state.
+      return s;
+    }
     const bool elastic_job = Elastic(o, join.job());
     if (elastic_job && (heartbeat.Regroup() || (IsCommunicationError(s) &&
                                                 heartbeat.StopReason().ok()))) {

@@ -3,6 +3,7 @@
 #ifndef COHORT_WORKER_WORKER_PROCESS_H_
 #define COHORT_WORKER_WORKER_PROCESS_H_
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,10 @@ struct WorkerOptions {
   // Non-empty: write a Chrome trace of every step's phases here (checked
   // writable before joining; written when the worker ends, ok or not).
   std::string timeline_path;
+  // Set by SIGTERM (cli/stop_signal.h): the worker stops after the step in
+  // flight, rank 0 writes a final checkpoint, and the worker leaves without
+  // failing the job (an elastic job regroups without it). Borrowed.
+  const std::atomic<bool>* stop_signal = nullptr;
 };
 
 // Runs until the job ends. OK when this worker finished its training; an
