@@ -11,45 +11,24 @@
 #include <cstring>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "server/listen.h"
+#include "common/listen.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace {
-
-std::string ErrnoText(int err) {
-  std::string s = std::strerror(err);
-  if (!s.empty()) s[0] = absl::ascii_tolower(s[0]);
-  return s;
-}
 
 // Binds and listens on the first address `a` resolves to that accepts.
 // A port in use fails at once (another address of the same host would
 // only hide that).
 absl::StatusOr<int> Listen(const ListenAddress& a, const std::string& where) {
-  std::string host = a.host;
-  if (host.size() >= 2 && host.front() == '[') {
-    host = host.substr(1, host.size() - 2);
-  }
-  addrinfo hints = {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* list = nullptr;
-  const std::string port = absl::StrCat(a.port);
-  const int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
-  if (gai != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot listen on ", where, ": host \"", a.host,
-                     "\" does not resolve (", gai_strerror(gai), ")"));
-  }
+  ASSIGN_OR_RETURN(AddrInfoList list, ResolveForListen(a, where));
   int fd = -1;
   int error = 0;
-  for (addrinfo* ai = list; ai != nullptr && fd < 0; ai = ai->ai_next) {
+  for (addrinfo* ai = list.get(); ai != nullptr && fd < 0; ai = ai->ai_next) {
     fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
       error = errno;
@@ -66,7 +45,6 @@ absl::StatusOr<int> Listen(const ListenAddress& a, const std::string& where) {
       if (error == EADDRINUSE) break;
     }
   }
-  freeaddrinfo(list);
   if (fd >= 0) return fd;
   if (error == 0) {
     return absl::UnavailableError(absl::StrCat(

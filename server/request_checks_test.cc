@@ -7,8 +7,8 @@
 #include <cmath>
 #include <functional>
 
+#include "common/listen.h"
 #include "gtest/gtest.h"
-#include "server/listen.h"
 #include "server/test_util.h"
 
 namespace cohort {

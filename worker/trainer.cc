@@ -645,11 +645,9 @@ absl::Status LocalTrainer::ReportStep(int64_t epoch, double loss) {
   if (now - last_report_ < absl::Milliseconds(100)) return absl::OkStatus();
   last_report_ = now;
   WorkerProgress p;
-  p.set_step(step_);
-  p.set_epoch(epoch);
-  p.set_loss(loss);
   const double dt = Seconds(window_start_);
-  p.set_samples_per_s(dt > 0 ? window_samples_ / dt : 0);
+  FillProgress(step_, epoch, loss, dt > 0 ? window_samples_ / dt : 0, result_,
+               &p);
   StepTimes* t = p.mutable_times();
   t->set_data_s(times_.data_s() / window_steps_);
   t->set_compute_s(times_.compute_s() / window_steps_);
@@ -657,11 +655,6 @@ absl::Status LocalTrainer::ReportStep(int64_t epoch, double loss) {
   t->set_optimizer_s(times_.optimizer_s() / window_steps_);
   p.set_bytes_allreduced(bytes_reduced_);
   p.set_restored_step(restored_step_);
-  if (!result_.epoch_results.empty()) {
-    const EpochResult& last = result_.epoch_results.back();
-    p.set_finished_epoch(last.epoch + 1);
-    p.set_finished_epoch_test_accuracy(last.test_accuracy);
-  }
   if (window_comm_s_ > 0) {
     // nccl-tests' bus bandwidth: what each link carried in a ring.
     const double w = dist_->world_size;
@@ -1250,6 +1243,20 @@ absl::StatusOr<TrainResult> LocalTrainer::RunEpochs() {
 }
 
 }  // namespace
+
+void FillProgress(int64_t step, int64_t epoch, double loss,
+                  double samples_per_s, const TrainResult& result,
+                  WorkerProgress* p) {
+  p->set_step(step);
+  p->set_epoch(epoch);
+  p->set_loss(loss);
+  p->set_samples_per_s(samples_per_s);
+  if (!result.epoch_results.empty()) {
+    const EpochResult& last = result.epoch_results.back();
+    p->set_finished_epoch(last.epoch + 1);
+    p->set_finished_epoch_test_accuracy(last.test_accuracy);
+  }
+}
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const JobSpec& spec, const TrainOptions& options) {

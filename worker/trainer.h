@@ -207,6 +207,12 @@ inline void FinishResult(int64_t steps, const std::vector<double>& losses,
   result->final_loss = tail > 0 ? sum / tail : 0;
 }
 
+// The progress fields every trainer reports the same way: step, epoch,
+// loss, samples/s, and the newest finished epoch's test accuracy.
+void FillProgress(int64_t step, int64_t epoch, double loss,
+                  double samples_per_s, const TrainResult& result,
+                  WorkerProgress* p);
+
 // A prepared training run: data loaded, models built and checked against
 // the data. Create() does everything that can fail because of the user's
 // input, so a caller can report such errors before training starts.

@@ -7,10 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/listen.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "proto/ps.grpc.pb.h"
-#include "server/listen.h"
 #include "server/ps/limits.h"
 #include "server/ps/shard_checkpoint.h"
 #include "server/ps/shard_state.h"

@@ -487,16 +487,9 @@ absl::Status GpuTrainer::ReportStep(int64_t epoch, double loss) {
   if (now - last_report_ < absl::Milliseconds(100)) return absl::OkStatus();
   last_report_ = now;
   WorkerProgress p;
-  p.set_step(step_);
-  p.set_epoch(epoch);
-  p.set_loss(loss);
   const double dt = Seconds(window_start_);
-  p.set_samples_per_s(dt > 0 ? window_samples_ / dt : 0);
-  if (!result_.epoch_results.empty()) {
-    const EpochResult& last = result_.epoch_results.back();
-    p.set_finished_epoch(last.epoch + 1);
-    p.set_finished_epoch_test_accuracy(last.test_accuracy);
-  }
+  FillProgress(step_, epoch, loss, dt > 0 ? window_samples_ / dt : 0, result_,
+               &p);
   if (dt >= 1.0) {
     window_samples_ = 0;
     window_start_ = now;

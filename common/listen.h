@@ -1,12 +1,16 @@
-// Listen addresses for the coordinator: parsing HOST:PORT and a bind probe.
+// Listen addresses of cohort's servers: parsing HOST:PORT, resolving it for
+// a listening socket, and a bind probe.
 //
 // gRPC reports a failed bind only as a log line and a null server, so the
 // coordinator first binds a plain socket itself and turns the errno into a
 // clear error ("cannot listen on 127.0.0.1:7000: address already in use")
 // before gRPC logs anything. Pure functions, thread-safe.
-#ifndef COHORT_SERVER_LISTEN_H_
-#define COHORT_SERVER_LISTEN_H_
+#ifndef COHORT_COMMON_LISTEN_H_
+#define COHORT_COMMON_LISTEN_H_
 
+#include <netdb.h>
+
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -30,6 +34,16 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text);
 // the host does not resolve.
 absl::Status ProbeListen(const ListenAddress& a);
 
+// The addresses `a` resolves to for a listening stream socket (passive,
+// numeric port, any family). INVALID_ARGUMENT "cannot listen on `where`:
+// host ... does not resolve" otherwise.
+using AddrInfoList = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
+absl::StatusOr<AddrInfoList> ResolveForListen(const ListenAddress& a,
+                                              absl::string_view where);
+
+// strerror(err), starting in lower case, for the middle of a message.
+std::string ErrnoText(int err);
+
 }  // namespace cohort
 
-#endif  // COHORT_SERVER_LISTEN_H_
+#endif  // COHORT_COMMON_LISTEN_H_

@@ -1,4 +1,4 @@
-#include "server/listen.h"
+#include "common/listen.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -12,18 +12,13 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace {
 
 std::string Where(const ListenAddress& a) {
   return absl::StrCat(a.host, ":", a.port);
-}
-
-std::string ErrnoText(int err) {
-  std::string s = std::strerror(err);
-  if (!s.empty()) s[0] = absl::ascii_tolower(s[0]);
-  return s;
 }
 
 // 0 on success, else the errno of the failed step.
@@ -65,7 +60,14 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view text) {
   return a;
 }
 
-absl::Status ProbeListen(const ListenAddress& a) {
+std::string ErrnoText(int err) {
+  std::string s = std::strerror(err);
+  if (!s.empty()) s[0] = absl::ascii_tolower(s[0]);
+  return s;
+}
+
+absl::StatusOr<AddrInfoList> ResolveForListen(const ListenAddress& a,
+                                              absl::string_view where) {
   std::string host = a.host;
   if (host.size() >= 2 && host.front() == '[') {
     host = host.substr(1, host.size() - 2);
@@ -79,12 +81,17 @@ absl::Status ProbeListen(const ListenAddress& a) {
   const int gai = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
   if (gai != 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("cannot listen on ", Where(a), ": host \"", a.host,
+        absl::StrCat("cannot listen on ", where, ": host \"", a.host,
                      "\" does not resolve (", gai_strerror(gai), ")"));
   }
+  return AddrInfoList(list, freeaddrinfo);
+}
+
+absl::Status ProbeListen(const ListenAddress& a) {
+  ASSIGN_OR_RETURN(AddrInfoList list, ResolveForListen(a, Where(a)));
   int first_error = 0;
   bool bound = false;
-  for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+  for (addrinfo* ai = list.get(); ai != nullptr; ai = ai->ai_next) {
     const int err = TryBind(*ai);
     if (err == EADDRINUSE) {
       first_error = err;
@@ -94,7 +101,6 @@ absl::Status ProbeListen(const ListenAddress& a) {
     if (err == 0) bound = true;
     if (err != 0 && first_error == 0) first_error = err;
   }
-  freeaddrinfo(list);
   if (bound) return absl::OkStatus();
   if (first_error == 0) {
     return absl::UnavailableError(absl::StrCat(
