@@ -1261,6 +1261,11 @@ void FillProgress(int64_t step, int64_t epoch, double loss,
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const JobSpec& spec, const TrainOptions& options) {
   if (!options.gpus.empty()) return CreateGpuTrainer(spec, options);
+  if (spec.precision() == BF16) {
+    return absl::InvalidArgumentError(
+        "precision: BF16 is for GPU devices (--devices=gpu:all or gpu:I,J); "
+        "CPU replicas train in FP32: remove the precision line or set FP32");
+  }
   if (options.replicas < 1) {
     return absl::InvalidArgumentError("replicas must be at least 1");
   }

@@ -124,6 +124,17 @@ TEST(Trainer, ModelThatDoesNotFitTheDataIsRejected) {
       << r.status();
 }
 
+TEST(Trainer, Bf16OnCpuReplicasIsRefusedNamingTheFix) {
+  JobSpec spec = Spec(std::string(kSyntheticMlp) + "precision: BF16\n");
+  TrainOptions o;
+  o.quiet = true;
+  absl::StatusOr<TrainResult> r = Train(spec, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--devices=gpu"), std::string::npos)
+      << r.status();
+}
+
 TEST(Trainer, InconsistentLayerShapesNameTheLayer) {
   JobSpec spec = Spec(R"(
     model { layers { linear { out_features: 50 } }

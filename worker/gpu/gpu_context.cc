@@ -72,6 +72,13 @@ absl::StatusOr<std::unique_ptr<GpuContext>> GpuContext::Create(int device) {
   RETURN_IF_ERROR(
       CublasStatus(cublasSetMathMode(c->cublas_, CUBLAS_PEDANTIC_MATH),
                    "cublasSetMathMode"));
+  RETURN_IF_ERROR(
+      CublasStatus(cublasCreate(&c->cublas_lowp_), "cublasCreate (bf16)"));
+  RETURN_IF_ERROR(CublasStatus(cublasSetStream(c->cublas_lowp_, c->stream_),
+                               "cublasSetStream (bf16)"));
+  RETURN_IF_ERROR(
+      CublasStatus(cublasSetMathMode(c->cublas_lowp_, CUBLAS_DEFAULT_MATH),
+                   "cublasSetMathMode (bf16)"));
   RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&c->cudnn_), "cudnnCreate"));
   RETURN_IF_ERROR(
       CudnnStatus(cudnnSetStream(c->cudnn_, c->stream_), "cudnnSetStream"));
@@ -82,7 +89,9 @@ GpuContext::~GpuContext() {
   cudaSetDevice(device_);
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (cudnn_ != nullptr) cudnnDestroy(cudnn_);
+  for (DeviceFloats& s : scratch_) s = DeviceFloats();
   if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_lowp_ != nullptr) cublasDestroy(cublas_lowp_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -107,6 +116,17 @@ absl::StatusOr<void*> GpuContext::Workspace(size_t bytes) {
                  absl::StrCat("cudaMalloc of a ", bytes, "-byte workspace")));
   workspace_bytes_ = bytes;
   return workspace_;
+}
+
+absl::StatusOr<void*> GpuContext::Scratch(Slot slot, size_t bytes) {
+  DeviceFloats& s = scratch_[static_cast<int>(slot)];
+  const int64_t floats = static_cast<int64_t>((bytes + 3) / 4);
+  if (floats > s.capacity()) {
+    // The stream may still use the old memory.
+    RETURN_IF_ERROR(Synchronize());
+    RETURN_IF_ERROR(s.Reserve(floats));
+  }
+  return s.data();
 }
 
 absl::StatusOr<const float*> GpuContext::Ones(int64_t n) {

@@ -36,14 +36,14 @@ class TensorDesc {
   ~TensorDesc() {
     if (d_ != nullptr) cudnnDestroyTensorDescriptor(d_);
   }
-  absl::Status Set(int64_t n, int64_t c, int64_t h, int64_t w) {
+  absl::Status Set(int64_t n, int64_t c, int64_t h, int64_t w,
+                   cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     if (d_ == nullptr) {
       RETURN_IF_ERROR(CudnnStatus(cudnnCreateTensorDescriptor(&d_),
                                   "cudnnCreateTensorDescriptor"));
     }
     return CudnnStatus(
-        cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n,
-                                   c, h, w),
+        cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, type, n, c, h, w),
         absl::StrCat("tensor descriptor ", n, "x", c, "x", h, "x", w));
   }
   cudnnTensorDescriptor_t get() const { return d_; }
@@ -57,20 +57,35 @@ class FilterDesc {
   ~FilterDesc() {
     if (d_ != nullptr) cudnnDestroyFilterDescriptor(d_);
   }
-  absl::Status Set(int64_t k, int64_t c, int64_t h, int64_t w) {
+  absl::Status Set(int64_t k, int64_t c, int64_t h, int64_t w,
+                   cudnnDataType_t type) {
     if (d_ == nullptr) {
       RETURN_IF_ERROR(CudnnStatus(cudnnCreateFilterDescriptor(&d_),
                                   "cudnnCreateFilterDescriptor"));
     }
-    return CudnnStatus(cudnnSetFilter4dDescriptor(
-                           d_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k, c, h, w),
-                       "filter descriptor");
+    return CudnnStatus(
+        cudnnSetFilter4dDescriptor(d_, type, CUDNN_TENSOR_NCHW, k, c, h, w),
+        "filter descriptor");
   }
   cudnnFilterDescriptor_t get() const { return d_; }
 
  private:
   cudnnFilterDescriptor_t d_ = nullptr;
 };
+
+// bf16 copies: float32 -> bf16 into `to` (grown as needed), and back.
+absl::Status ToBf16(GpuContext& c, const float* from, int64_t n,
+                    DeviceFloats& to) {
+  RETURN_IF_ERROR(to.ReserveHalves(n));
+  return gpu::FloatToBf16(from, to.halves(), n, c.stream());
+}
+absl::StatusOr<uint16_t*> ToBf16Scratch(GpuContext& c, const float* from,
+                                        int64_t n, GpuContext::Slot slot) {
+  ASSIGN_OR_RETURN(void* p, c.Scratch(slot, n * sizeof(uint16_t)));
+  uint16_t* to = static_cast<uint16_t*>(p);
+  RETURN_IF_ERROR(gpu::FloatToBf16(from, to, n, c.stream()));
+  return to;
+}
 
 // Copies `n` floats device to device on the context's stream.
 absl::Status CopyOnDevice(GpuContext& c, float* dst, const float* src,
@@ -84,11 +99,16 @@ absl::Status CopyOnDevice(GpuContext& c, float* dst, const float* src,
 
 // y[N, O] = x[N, F] W[O, F]^T + b. cuBLAS is column-major, so every
 // row-major matrix here is its transpose to cuBLAS.
+//
+// In bf16 the three products take bf16 copies of x, W and dy and write
+// float32 results (cublasGemmEx, float32 accumulation); the bias stays in
+// float32.
 class GpuLinear : public GpuLayer {
  public:
-  GpuLinear(int64_t out, bool bias) : out_(out), bias_(bias) {}
+  GpuLinear(int64_t out, bool bias, bool bf16)
+      : out_(out), bias_(bias), bf16_(bf16) {}
   std::string Name() const override {
-    return absl::StrCat("linear(", in_, "->", out_, ")");
+    return absl::StrCat("linear(", in_, "->", out_, bf16_ ? ", bf16)" : ")");
   }
   absl::StatusOr<Shape> Configure(const Shape& in) override {
     if (out_ < 1 || in.size() != 1 || in[0] < 1) {
@@ -116,10 +136,18 @@ class GpuLinear : public GpuLayer {
                        Mode) override {
     in_ptr_ = in;
     n_ = n;
-    RETURN_IF_ERROR(CublasStatus(
-        cublasSgemm(c.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out_, n, in_, &kOne,
-                    w_, in_, in, in_, &kZero, out, out_),
-        "linear forward"));
+    if (bf16_) {
+      RETURN_IF_ERROR(ToBf16(c, in, n * in_, x16_));
+      RETURN_IF_ERROR(ToBf16(c, w_, out_ * in_, w16_));
+      RETURN_IF_ERROR(Gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, out_, n, in_,
+                           w16_.halves(), in_, x16_.halves(), in_, out, out_,
+                           "linear forward"));
+    } else {
+      RETURN_IF_ERROR(CublasStatus(
+          cublasSgemm(c.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, out_, n, in_, &kOne,
+                      w_, in_, in, in_, &kZero, out, out_),
+          "linear forward"));
+    }
     if (!bias_) return absl::OkStatus();
     ASSIGN_OR_RETURN(const float* ones, c.Ones(n));
     return CublasStatus(
@@ -127,10 +155,6 @@ class GpuLinear : public GpuLayer {
         "linear bias");
   }
   absl::Status Backward(GpuContext& c, const float* dy, float* dx) override {
-    RETURN_IF_ERROR(CublasStatus(
-        cublasSgemm(c.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, n_, &kOne,
-                    in_ptr_, in_, dy, out_, &kZero, dw_, in_),
-        "linear weight gradient"));
     if (bias_) {
       ASSIGN_OR_RETURN(const float* ones, c.Ones(n_));
       RETURN_IF_ERROR(
@@ -138,6 +162,11 @@ class GpuLinear : public GpuLayer {
                                    out_, ones, 1, &kZero, db_, 1),
                        "linear bias gradient"));
     }
+    if (bf16_) return BackwardBf16(c, dy, dx);
+    RETURN_IF_ERROR(CublasStatus(
+        cublasSgemm(c.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, n_, &kOne,
+                    in_ptr_, in_, dy, out_, &kZero, dw_, in_),
+        "linear weight gradient"));
     if (dx == nullptr) return absl::OkStatus();
     return CublasStatus(
         cublasSgemm(c.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, in_, n_, out_, &kOne,
@@ -146,33 +175,64 @@ class GpuLinear : public GpuLayer {
   }
 
  private:
+  // c[m, n] (float32, column-major) = op(a) op(b) from bf16 operands.
+  static absl::Status Gemm(GpuContext& c, cublasOperation_t ta,
+                           cublasOperation_t tb, int64_t m, int64_t n,
+                           int64_t k, const uint16_t* a, int64_t lda,
+                           const uint16_t* b, int64_t ldb, float* out,
+                           int64_t ldc, absl::string_view what) {
+    return CublasStatus(
+        cublasGemmEx(c.cublas_lowp(), ta, tb, m, n, k, &kOne, a, CUDA_R_16BF,
+                     lda, b, CUDA_R_16BF, ldb, &kZero, out, CUDA_R_32F, ldc,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        what);
+  }
+  absl::Status BackwardBf16(GpuContext& c, const float* dy, float* dx) {
+    ASSIGN_OR_RETURN(const uint16_t* dy16,
+                     ToBf16Scratch(c, dy, n_ * out_, GpuContext::Slot::kLowpA));
+    RETURN_IF_ERROR(Gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, n_,
+                         x16_.halves(), in_, dy16, out_, dw_, in_,
+                         "linear weight gradient"));
+    if (dx == nullptr) return absl::OkStatus();
+    return Gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, in_, n_, out_, w16_.halves(), in_,
+                dy16, out_, dx, in_, "linear input gradient");
+  }
+
   const int64_t out_;
-  const bool bias_;
+  const bool bias_, bf16_;
   int64_t in_ = 0;
   float *w_ = nullptr, *dw_ = nullptr, *b_ = nullptr, *db_ = nullptr;
   const float* in_ptr_ = nullptr;
   int64_t n_ = 0;
+  DeviceFloats x16_, w16_;  // bf16 copies kept from forward for backward
 };
 
 // ------------------------------------------------------------ Convolution
 
 // Conv1d runs as a 2-D convolution over a 1 x L image.
+//
+// float32: FMA math, no TF32 (the CPU engine is the reference to 1e-5).
+// bf16: cuDNN's pseudo-bf16 configuration (bf16 x, w and y, float32
+// accumulation, tensor cores); the layer casts its float32 input and
+// weights to bf16 copies kept for backward and casts the results (output,
+// weight and input gradients) back to float32. The bias stays float32.
 class GpuConv : public GpuLayer {
  public:
   GpuConv(int64_t out, int64_t kernel, int64_t stride, int64_t pad, bool bias,
-          bool one_d)
+          bool one_d, bool bf16)
       : out_(out),
         k_(kernel),
         stride_(stride),
         pad_(pad),
         bias_(bias),
-        one_d_(one_d) {}
+        one_d_(one_d),
+        bf16_(bf16) {}
   ~GpuConv() override {
     if (conv_ != nullptr) cudnnDestroyConvolutionDescriptor(conv_);
   }
   std::string Name() const override {
     return absl::StrCat(one_d_ ? "conv1d(" : "conv2d(", in_.c, "->", out_,
-                        ", k", k_, ")");
+                        ", k", k_, bf16_ ? ", bf16)" : ")");
   }
   absl::StatusOr<Shape> Configure(const Shape& in) override {
     const size_t dims = one_d_ ? 2 : 3;
@@ -191,23 +251,23 @@ class GpuConv : public GpuLayer {
     }
     RETURN_IF_ERROR(CudnnStatus(cudnnCreateConvolutionDescriptor(&conv_),
                                 "cudnnCreateConvolutionDescriptor"));
+    // The compute type is float32 in both precisions.
     RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolution2dDescriptor(
                                     conv_, ph, pad_, sh, stride_, 1, 1,
                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                                 "convolution descriptor"));
-    // Plain float32 FMA, no TF32: the CPU engine is the reference.
     RETURN_IF_ERROR(
-        CudnnStatus(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH),
+        CudnnStatus(cudnnSetConvolutionMathType(
+                        conv_, bf16_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
                     "convolution math type"));
-    RETURN_IF_ERROR(w_desc_.Set(out_, in_.c, kh, k_));
+    RETURN_IF_ERROR(w_desc_.Set(out_, in_.c, kh, k_, DataType()));
     RETURN_IF_ERROR(b_desc_.Set(1, out_, 1, 1));
     if (one_d_) return Shape{out_, ow_};
     return Shape{out_, oh_, ow_};
   }
   std::vector<int64_t> ParamSizes() const override {
-    const int64_t w = out_ * in_.c * (one_d_ ? 1 : k_) * k_;
-    if (bias_) return {w, out_};
-    return {w};
+    if (bias_) return {WeightSize(), out_};
+    return {WeightSize()};
   }
   void Bind(const std::vector<float*>& v,
             const std::vector<float*>& g) override {
@@ -223,24 +283,40 @@ class GpuConv : public GpuLayer {
     RETURN_IF_ERROR(SetBatch(c, n));
     in_ptr_ = in;
     ASSIGN_OR_RETURN(void* ws, c.Workspace(workspace_));
+    const void* x = in;
+    const void* w = w_;
+    void* y = out;
+    if (bf16_) {
+      RETURN_IF_ERROR(ToBf16(c, in, n * InSize(), x16_));
+      RETURN_IF_ERROR(ToBf16(c, w_, WeightSize(), w16_));
+      ASSIGN_OR_RETURN(y, c.Scratch(GpuContext::Slot::kLowpA,
+                                    n * OutSize() * sizeof(uint16_t)));
+      x = x16_.halves();
+      w = w16_.halves();
+    }
     RETURN_IF_ERROR(CudnnStatus(
-        cudnnConvolutionForward(c.cudnn(), &kOne, x_desc_.get(), in,
-                                w_desc_.get(), w_, conv_, fwd_, ws, workspace_,
-                                &kZero, y_desc_.get(), out),
+        cudnnConvolutionForward(c.cudnn(), &kOne, x_desc_.get(), x,
+                                w_desc_.get(), w, conv_, fwd_, ws, workspace_,
+                                &kZero, y_desc_.get(), y),
         absl::StrCat(Name(), " forward")));
+    if (bf16_) {
+      RETURN_IF_ERROR(gpu::Bf16ToFloat(static_cast<const uint16_t*>(y), out,
+                                       n * OutSize(), c.stream()));
+    }
     if (!bias_) return absl::OkStatus();
     return CudnnStatus(cudnnAddTensor(c.cudnn(), &kOne, b_desc_.get(), b_,
-                                      &kOne, y_desc_.get(), out),
+                                      &kOne, y32_desc_.get(), out),
                        absl::StrCat(Name(), " bias"));
   }
   absl::Status Backward(GpuContext& c, const float* dy, float* dx) override {
-    ASSIGN_OR_RETURN(void* ws, c.Workspace(workspace_));
     if (bias_) {
       RETURN_IF_ERROR(CudnnStatus(
-          cudnnConvolutionBackwardBias(c.cudnn(), &kOne, y_desc_.get(), dy,
+          cudnnConvolutionBackwardBias(c.cudnn(), &kOne, y32_desc_.get(), dy,
                                        &kZero, b_desc_.get(), db_),
           absl::StrCat(Name(), " bias gradient")));
     }
+    if (bf16_) return BackwardBf16(c, dy, dx);
+    ASSIGN_OR_RETURN(void* ws, c.Workspace(workspace_));
     RETURN_IF_ERROR(CudnnStatus(
         cudnnConvolutionBackwardFilter(
             c.cudnn(), &kOne, x_desc_.get(), in_ptr_, y_desc_.get(), dy, conv_,
@@ -255,11 +331,46 @@ class GpuConv : public GpuLayer {
   }
 
  private:
+  cudnnDataType_t DataType() const {
+    return bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  }
+  int64_t WeightSize() const { return out_ * in_.c * (one_d_ ? 1 : k_) * k_; }
+  int64_t InSize() const { return in_.c * in_.h * in_.w; }
+  int64_t OutSize() const { return out_ * oh_ * ow_; }
+
+  absl::Status BackwardBf16(GpuContext& c, const float* dy, float* dx) {
+    const int64_t n = n_;
+    ASSIGN_OR_RETURN(
+        const uint16_t* dy16,
+        ToBf16Scratch(c, dy, n * OutSize(), GpuContext::Slot::kLowpA));
+    ASSIGN_OR_RETURN(void* dw16, c.Scratch(GpuContext::Slot::kLowpB,
+                                           WeightSize() * sizeof(uint16_t)));
+    ASSIGN_OR_RETURN(void* ws, c.Workspace(workspace_));
+    RETURN_IF_ERROR(CudnnStatus(
+        cudnnConvolutionBackwardFilter(
+            c.cudnn(), &kOne, x_desc_.get(), x16_.halves(), y_desc_.get(), dy16,
+            conv_, bwd_filter_, ws, workspace_, &kZero, w_desc_.get(), dw16),
+        absl::StrCat(Name(), " weight gradient")));
+    RETURN_IF_ERROR(gpu::Bf16ToFloat(static_cast<const uint16_t*>(dw16), dw_,
+                                     WeightSize(), c.stream()));
+    if (dx == nullptr) return absl::OkStatus();
+    ASSIGN_OR_RETURN(void* dx16, c.Scratch(GpuContext::Slot::kLowpC,
+                                           n * InSize() * sizeof(uint16_t)));
+    RETURN_IF_ERROR(CudnnStatus(
+        cudnnConvolutionBackwardData(
+            c.cudnn(), &kOne, w_desc_.get(), w16_.halves(), y_desc_.get(), dy16,
+            conv_, bwd_data_, ws, workspace_, &kZero, x_desc_.get(), dx16),
+        absl::StrCat(Name(), " input gradient")));
+    return gpu::Bf16ToFloat(static_cast<const uint16_t*>(dx16), dx,
+                            n * InSize(), c.stream());
+  }
+
   // Descriptors and algorithms for batches of `n` (chosen once per size).
   absl::Status SetBatch(GpuContext& c, int64_t n) {
     if (n == n_) return absl::OkStatus();
-    RETURN_IF_ERROR(x_desc_.Set(n, in_.c, in_.h, in_.w));
-    RETURN_IF_ERROR(y_desc_.Set(n, out_, oh_, ow_));
+    RETURN_IF_ERROR(x_desc_.Set(n, in_.c, in_.h, in_.w, DataType()));
+    RETURN_IF_ERROR(y_desc_.Set(n, out_, oh_, ow_, DataType()));
+    RETURN_IF_ERROR(y32_desc_.Set(n, out_, oh_, ow_));
     RETURN_IF_ERROR(ChooseAlgorithms(c));
     n_ = n;
     return absl::OkStatus();
@@ -267,11 +378,12 @@ class GpuConv : public GpuLayer {
   absl::Status ChooseAlgorithms(GpuContext& c);
 
   const int64_t out_, k_, stride_, pad_;
-  const bool bias_, one_d_;
+  const bool bias_, one_d_, bf16_;
   Chw in_;
   int64_t oh_ = 0, ow_ = 0, n_ = -1;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
-  TensorDesc x_desc_, y_desc_, b_desc_;
+  // x and y in the layer's precision; y32 the float32 output (bias).
+  TensorDesc x_desc_, y_desc_, y32_desc_, b_desc_;
   FilterDesc w_desc_;
   cudnnConvolutionFwdAlgo_t fwd_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
@@ -279,25 +391,31 @@ class GpuConv : public GpuLayer {
   size_t workspace_ = 0;
   float *w_ = nullptr, *dw_ = nullptr, *b_ = nullptr, *db_ = nullptr;
   const float* in_ptr_ = nullptr;
+  DeviceFloats x16_, w16_;  // bf16 copies kept from forward for backward
 };
 
-// The fastest algorithm cuDNN's heuristics offer that runs in plain FMA
-// math (and, for the gradients, deterministically, so that a step is
-// reproducible run to run).
+// The fastest algorithm cuDNN's heuristics offer in the layer's math: plain
+// FMA for float32, tensor cores allowed for bf16. Gradients prefer a
+// deterministic algorithm, so that a step is reproducible run to run; bf16
+// falls back to the fastest one when none is deterministic.
 template <typename Perf>
 absl::StatusOr<Perf> Pick(const Perf* perf, int count, bool deterministic,
-                          absl::string_view what) {
+                          bool bf16, absl::string_view what) {
+  auto usable = [&](const Perf& p) {
+    if (p.status != CUDNN_STATUS_SUCCESS) return false;
+    if (bf16) return p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    return p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH;
+  };
   for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
-    if (perf[i].mathType != CUDNN_FMA_MATH &&
-        perf[i].mathType != CUDNN_DEFAULT_MATH) {
-      continue;
-    }
+    if (!usable(perf[i])) continue;
     if (deterministic && perf[i].determinism != CUDNN_DETERMINISTIC) continue;
     return perf[i];
   }
-  return absl::InternalError(
-      absl::StrCat(what, ": cuDNN offers no float32 algorithm"));
+  for (int i = 0; bf16 && i < count; ++i) {
+    if (usable(perf[i])) return perf[i];
+  }
+  return absl::InternalError(absl::StrCat(
+      what, ": cuDNN offers no ", bf16 ? "bf16" : "float32", " algorithm"));
 }
 
 absl::Status GpuConv::ChooseAlgorithms(GpuContext& c) {
@@ -308,19 +426,19 @@ absl::Status GpuConv::ChooseAlgorithms(GpuContext& c) {
                                   c.cudnn(), x_desc_.get(), w_desc_.get(),
                                   conv_, y_desc_.get(), kMax, &count, f),
                               "choosing a forward algorithm"));
-  ASSIGN_OR_RETURN(auto fwd, Pick(f, count, false, Name()));
+  ASSIGN_OR_RETURN(auto fwd, Pick(f, count, false, bf16_, Name()));
   cudnnConvolutionBwdDataAlgoPerf_t d[kMax];
   RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionBackwardDataAlgorithm_v7(
                                   c.cudnn(), w_desc_.get(), y_desc_.get(),
                                   conv_, x_desc_.get(), kMax, &count, d),
                               "choosing a backward-data algorithm"));
-  ASSIGN_OR_RETURN(auto data, Pick(d, count, true, Name()));
+  ASSIGN_OR_RETURN(auto data, Pick(d, count, true, bf16_, Name()));
   cudnnConvolutionBwdFilterAlgoPerf_t w[kMax];
   RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                                   c.cudnn(), x_desc_.get(), y_desc_.get(),
                                   conv_, w_desc_.get(), kMax, &count, w),
                               "choosing a backward-filter algorithm"));
-  ASSIGN_OR_RETURN(auto filter, Pick(w, count, true, Name()));
+  ASSIGN_OR_RETURN(auto filter, Pick(w, count, true, bf16_, Name()));
   fwd_ = fwd.algo;
   bwd_data_ = data.algo;
   bwd_filter_ = filter.algo;
@@ -642,44 +760,66 @@ class GpuBatchNorm : public GpuLayer {
 
 // -------------------------------------------------------------- Residual
 
-// out = relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), the CPU
-// BasicBlock's structure and parameter order (conv1, bn1, conv2, bn2,
-// downsample conv, downsample bn).
-class GpuBasicBlock : public GpuLayer {
+// The CPU engine's residual blocks (worker/layers/residual.h), in their
+// parameter order: stages of conv + BatchNorm (+ ReLU but for the last),
+// then the shortcut (identity, or a 1x1 conv with the stride and a
+// BatchNorm), the sum and a ReLU.
+//   basic:      conv3x3(stride) | conv3x3             (out channels each)
+//   bottleneck: conv1x1 (out/4) | conv3x3(stride) (out/4) | conv1x1 (out)
+// The forward activations stay in the block for backward; the gradients
+// between its parts live in the context's shared block slots, since no two
+// blocks run backward at once.
+class GpuResidual : public GpuLayer {
  public:
-  GpuBasicBlock(int64_t out, int64_t stride)
-      : out_(out),
-        stride_(stride),
-        conv1_(out, 3, stride, 1, false, false),
-        bn1_(BatchNormSpec(), true),
-        conv2_(out, 3, 1, 1, false, false),
-        bn2_(BatchNormSpec(), true) {}
+  GpuResidual(int64_t out, int64_t stride, bool bottleneck, bool bf16)
+      : out_(out), stride_(stride), bottleneck_(bottleneck), bf16_(bf16) {
+    const int64_t width = bottleneck ? out / 4 : out;
+    if (bottleneck) {
+      AddStage(width, 1, 1, 0);
+      AddStage(width, 3, stride_, 1);
+      AddStage(out, 1, 1, 0);
+    } else {
+      AddStage(out, 3, stride_, 1);
+      AddStage(out, 3, 1, 1);
+    }
+  }
   std::string Name() const override {
-    return absl::StrCat("residual(", in_c_, "->", out_, ", stride ", stride_,
-                        ")");
+    return absl::StrCat(bottleneck_ ? "bottleneck(" : "residual(", in_c_, "->",
+                        out_, ", stride ", stride_, ")");
   }
   absl::StatusOr<Shape> Configure(const Shape& in) override {
-    if (in.size() != 3) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(Name(), ": expects {channels, height, width}, got ",
-                       ShapeString(in)));
+    if (in.size() != 3 || out_ < 1 || stride_ < 1 ||
+        (bottleneck_ && out_ % 4 != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Name(), ": expects {channels, height, width} and a positive stride",
+          bottleneck_ ? " and out_channels a multiple of 4" : "", ", got ",
+          ShapeString(in)));
     }
     in_c_ = in[0];
-    ASSIGN_OR_RETURN(const Shape a, conv1_.Configure(in));
-    RETURN_IF_ERROR(bn1_.Configure(a).status());
-    RETURN_IF_ERROR(relu1_.Configure(a).status());
-    ASSIGN_OR_RETURN(out_shape_, conv2_.Configure(a));
-    RETURN_IF_ERROR(bn2_.Configure(out_shape_).status());
-    RETURN_IF_ERROR(relu2_.Configure(out_shape_).status());
     in_size_ = Product(in);
-    out_size_ = Product(out_shape_);
+    Shape shape = in;
+    for (Stage& st : stages_) {
+      ASSIGN_OR_RETURN(shape, st.conv->Configure(shape));
+      RETURN_IF_ERROR(st.bn->Configure(shape).status());
+      if (st.relu != nullptr)
+        RETURN_IF_ERROR(st.relu->Configure(shape).status());
+      st.size = Product(shape);
+      widest_ = std::max(widest_, st.size);
+    }
+    RETURN_IF_ERROR(relu_out_.Configure(shape).status());
+    out_size_ = Product(shape);
     if (stride_ != 1 || in_c_ != out_) {
-      down_conv_ = std::make_unique<GpuConv>(out_, 1, stride_, 0, false, false);
+      down_conv_ =
+          std::make_unique<GpuConv>(out_, 1, stride_, 0, false, false, bf16_);
       down_bn_ = std::make_unique<GpuBatchNorm>(BatchNormSpec(), true);
       ASSIGN_OR_RETURN(const Shape s, down_conv_->Configure(in));
+      if (s != shape) {
+        return absl::InternalError(absl::StrCat(
+            Name(), ": shortcut ", ShapeString(s), " vs ", ShapeString(shape)));
+      }
       RETURN_IF_ERROR(down_bn_->Configure(s).status());
     }
-    return out_shape_;
+    return shape;
   }
   std::vector<int64_t> ParamSizes() const override {
     std::vector<int64_t> sizes;
@@ -709,11 +849,17 @@ class GpuBasicBlock : public GpuLayer {
                        Mode mode) override {
     RETURN_IF_ERROR(Reserve(n));
     n_ = n;
-    RETURN_IF_ERROR(conv1_.Forward(c, in, a1_.data(), n, mode));
-    RETURN_IF_ERROR(bn1_.Forward(c, a1_.data(), b1_.data(), n, mode));
-    RETURN_IF_ERROR(relu1_.Forward(c, b1_.data(), r1_.data(), n, mode));
-    RETURN_IF_ERROR(conv2_.Forward(c, r1_.data(), a2_.data(), n, mode));
-    RETURN_IF_ERROR(bn2_.Forward(c, a2_.data(), sum_.data(), n, mode));
+    const float* x = in;
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      Stage& st = stages_[i];
+      const bool last = i + 1 == stages_.size();
+      RETURN_IF_ERROR(st.conv->Forward(c, x, st.a.data(), n, mode));
+      float* bn_out = last ? sum_.data() : st.b.data();
+      RETURN_IF_ERROR(st.bn->Forward(c, st.a.data(), bn_out, n, mode));
+      if (last) break;
+      RETURN_IF_ERROR(st.relu->Forward(c, st.b.data(), st.r.data(), n, mode));
+      x = st.r.data();
+    }
     const float* shortcut = in;
     if (down_conv_ != nullptr) {
       RETURN_IF_ERROR(down_conv_->Forward(c, in, s1_.data(), n, mode));
@@ -723,78 +869,126 @@ class GpuBasicBlock : public GpuLayer {
     RETURN_IF_ERROR(CublasStatus(cublasSaxpy(c.cublas(), n * out_size_, &kOne,
                                              shortcut, 1, sum_.data(), 1),
                                  "residual sum"));
-    return relu2_.Forward(c, sum_.data(), out, n, mode);
+    return relu_out_.Forward(c, sum_.data(), out, n, mode);
   }
   absl::Status Backward(GpuContext& c, const float* dy, float* dx) override {
     const int64_t n = n_;
+    using Slot = GpuContext::Slot;
+    ASSIGN_OR_RETURN(float* g_sum, Floats(c, Slot::kBlockSum, n * out_size_));
+    ASSIGN_OR_RETURN(float* mid_a, Floats(c, Slot::kBlockMidA, n * widest_));
+    ASSIGN_OR_RETURN(float* mid_b, Floats(c, Slot::kBlockMidB, n * widest_));
     // g_sum is the gradient at the sum; it flows into both branches.
-    RETURN_IF_ERROR(relu2_.Backward(c, dy, g_sum_.data()));
-    RETURN_IF_ERROR(bn2_.Backward(c, g_sum_.data(), g_a2_.data()));
-    RETURN_IF_ERROR(conv2_.Backward(c, g_a2_.data(), g_r1_.data()));
-    RETURN_IF_ERROR(relu1_.Backward(c, g_r1_.data(), g_b1_.data()));
-    RETURN_IF_ERROR(bn1_.Backward(c, g_b1_.data(), g_a1_.data()));
+    RETURN_IF_ERROR(relu_out_.Backward(c, dy, g_sum));
     // Parameter order puts the shortcut last, but its gradients do not
     // depend on the main branch's.
+    float* g_in = nullptr;
     if (down_conv_ != nullptr) {
-      RETURN_IF_ERROR(down_bn_->Backward(c, g_sum_.data(), g_s1_.data()));
-      RETURN_IF_ERROR(down_conv_->Backward(
-          c, g_s1_.data(), dx == nullptr ? nullptr : g_in_.data()));
+      ASSIGN_OR_RETURN(float* g_s1,
+                       Floats(c, Slot::kBlockShort, n * out_size_));
+      if (dx != nullptr) {
+        ASSIGN_OR_RETURN(g_in, Floats(c, Slot::kBlockIn, n * in_size_));
+      }
+      RETURN_IF_ERROR(down_bn_->Backward(c, g_sum, g_s1));
+      RETURN_IF_ERROR(down_conv_->Backward(c, g_s1, g_in));
     }
-    RETURN_IF_ERROR(conv1_.Backward(c, g_a1_.data(), dx));
+    // Each step writes the buffer the previous one did not: g -> other.
+    const float* g = g_sum;
+    float* other = mid_a;
+    auto flip = [&](float* written) {
+      g = written;
+      other = written == mid_a ? mid_b : mid_a;
+    };
+    for (size_t i = stages_.size(); i-- > 0;) {
+      Stage& st = stages_[i];
+      if (st.relu != nullptr) {
+        RETURN_IF_ERROR(st.relu->Backward(c, g, other));
+        flip(other);
+      }
+      RETURN_IF_ERROR(st.bn->Backward(c, g, other));
+      flip(other);
+      float* target = i == 0 ? dx : other;
+      RETURN_IF_ERROR(st.conv->Backward(c, g, target));
+      if (i > 0) flip(other);
+    }
     if (dx == nullptr) return absl::OkStatus();
-    const float* other = down_conv_ != nullptr ? g_in_.data() : g_sum_.data();
+    const float* shortcut = down_conv_ != nullptr ? g_in : g_sum;
     return CublasStatus(
-        cublasSaxpy(c.cublas(), n * in_size_, &kOne, other, 1, dx, 1),
+        cublasSaxpy(c.cublas(), n * in_size_, &kOne, shortcut, 1, dx, 1),
         "residual input gradient");
   }
 
  private:
+  struct Stage {
+    std::unique_ptr<GpuConv> conv;
+    std::unique_ptr<GpuBatchNorm> bn;
+    std::unique_ptr<GpuRelu> relu;  // null for the last stage
+    int64_t size = 0;               // per-sample output size
+    DeviceFloats a, b, r;           // conv, bn and relu outputs
+  };
+  void AddStage(int64_t out, int64_t k, int64_t stride, int64_t pad) {
+    if (!stages_.empty()) stages_.back().relu = std::make_unique<GpuRelu>();
+    Stage st;
+    st.conv =
+        std::make_unique<GpuConv>(out, k, stride, pad, false, false, bf16_);
+    st.bn = std::make_unique<GpuBatchNorm>(BatchNormSpec(), true);
+    stages_.push_back(std::move(st));
+  }
   std::vector<GpuLayer*> Parts() const {
-    std::vector<GpuLayer*> p = {
-        const_cast<GpuConv*>(&conv1_), const_cast<GpuBatchNorm*>(&bn1_),
-        const_cast<GpuConv*>(&conv2_), const_cast<GpuBatchNorm*>(&bn2_)};
+    std::vector<GpuLayer*> p;
+    for (const Stage& st : stages_) {
+      p.push_back(st.conv.get());
+      p.push_back(st.bn.get());
+    }
     if (down_conv_ != nullptr) {
       p.push_back(down_conv_.get());
       p.push_back(down_bn_.get());
     }
     return p;
   }
+  static absl::StatusOr<float*> Floats(GpuContext& c, GpuContext::Slot slot,
+                                       int64_t count) {
+    ASSIGN_OR_RETURN(void* p, c.Scratch(slot, count * sizeof(float)));
+    return static_cast<float*>(p);
+  }
   absl::Status Reserve(int64_t n) {
-    for (DeviceFloats* b : {&a1_, &b1_, &r1_, &a2_, &sum_, &s1_, &s2_, &g_sum_,
-                            &g_a2_, &g_r1_, &g_b1_, &g_a1_, &g_s1_}) {
-      RETURN_IF_ERROR(b->Reserve(n * out_size_));
+    for (size_t i = 0; i < stages_.size(); ++i) {
+      Stage& st = stages_[i];
+      RETURN_IF_ERROR(st.a.Reserve(n * st.size));
+      if (st.relu == nullptr) continue;
+      RETURN_IF_ERROR(st.b.Reserve(n * st.size));
+      RETURN_IF_ERROR(st.r.Reserve(n * st.size));
     }
-    return g_in_.Reserve(n * in_size_);
+    RETURN_IF_ERROR(sum_.Reserve(n * out_size_));
+    if (down_conv_ == nullptr) return absl::OkStatus();
+    RETURN_IF_ERROR(s1_.Reserve(n * out_size_));
+    return s2_.Reserve(n * out_size_);
   }
 
   const int64_t out_, stride_;
-  int64_t in_c_ = 0, in_size_ = 0, out_size_ = 0, n_ = 0;
-  Shape out_shape_;
-  GpuConv conv1_;
-  GpuBatchNorm bn1_;
-  GpuRelu relu1_;
-  GpuConv conv2_;
-  GpuBatchNorm bn2_;
-  GpuRelu relu2_;
+  const bool bottleneck_, bf16_;
+  int64_t in_c_ = 0, in_size_ = 0, out_size_ = 0, widest_ = 0, n_ = 0;
+  std::vector<Stage> stages_;
+  GpuRelu relu_out_;
   std::unique_ptr<GpuConv> down_conv_;
   std::unique_ptr<GpuBatchNorm> down_bn_;
-  DeviceFloats a1_, b1_, r1_, a2_, sum_, s1_, s2_;
-  DeviceFloats g_sum_, g_a2_, g_r1_, g_b1_, g_a1_, g_s1_, g_in_;
+  DeviceFloats sum_, s1_, s2_;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l) {
+absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l,
+                                                       Precision precision) {
+  const bool bf16 = precision == BF16;
   switch (l.kind_case()) {
     case LayerSpec::kLinear:
       return std::make_unique<GpuLinear>(l.linear().out_features(),
-                                         !l.linear().no_bias());
+                                         !l.linear().no_bias(), bf16);
     case LayerSpec::kConv1D:
     case LayerSpec::kConv2D: {
       const ConvSpec& c = l.has_conv1d() ? l.conv1d() : l.conv2d();
       return std::make_unique<GpuConv>(
           c.out_channels(), c.kernel(), c.stride() > 0 ? c.stride() : 1,
-          c.padding(), !c.no_bias(), l.has_conv1d());
+          c.padding(), !c.no_bias(), l.has_conv1d(), bf16);
     }
     case LayerSpec::kBatchnorm1D:
       return std::make_unique<GpuBatchNorm>(l.batchnorm1d(), false);
@@ -814,9 +1008,10 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l) {
     case LayerSpec::kFlatten:
       return std::make_unique<GpuFlatten>();
     case LayerSpec::kResidual:
-      return std::make_unique<GpuBasicBlock>(
+      return std::make_unique<GpuResidual>(
           l.residual().out_channels(),
-          l.residual().stride() > 0 ? l.residual().stride() : 1);
+          l.residual().stride() > 0 ? l.residual().stride() : 1,
+          l.residual().bottleneck(), bf16);
     case LayerSpec::kDropout:
       return std::make_unique<GpuDropout>(l.dropout().p());
     case LayerSpec::KIND_NOT_SET:

@@ -1,6 +1,13 @@
 // The GPU engine's layers: the CPU engine's layer set (worker/layers/) on
 // one CUDA device, with cuBLAS for Linear and cuDNN for convolution,
-// BatchNorm, pooling and ReLU, in float32.
+// BatchNorm, pooling and ReLU.
+//
+// Precision: activations, gradients between layers and parameters are
+// float32 in both precisions. In BF16, Linear and convolution (also inside
+// residual blocks) multiply bf16 copies of their inputs and weights with
+// float32 accumulation on tensor cores and cast their results back; every
+// other layer (BatchNorm, ReLU, pooling, sums, the loss) stays float32, as
+// autocast keeps normalisation and reductions in float32.
 //
 // Activations are NCHW (PyTorch's layout): dense {N, F}, 1-D spatial
 // {N, C, L}, 2-D spatial {N, C, H, W}; Flatten is then a plain copy. The
@@ -56,9 +63,10 @@ class GpuLayer {
                                 float* grad_in) = 0;
 };
 
-// The GPU layer for one layer spec (proto/job.proto LayerSpec), or
-// UNIMPLEMENTED naming a kind the GPU engine does not have.
-absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& spec);
+// The GPU layer for one layer spec (proto/job.proto LayerSpec) in
+// `precision`, or UNIMPLEMENTED naming a kind the GPU engine does not have.
+absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(
+    const LayerSpec& spec, Precision precision = FP32);
 
 }  // namespace cohort
 

@@ -33,14 +33,15 @@ absl::Status Download(float* host, const float* device, int64_t n) {
 
 absl::StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(
     const ModelSpec& spec, const Shape& input_shape, Model<float>& cpu,
-    GpuContext* context) {
+    GpuContext* context, Precision precision) {
   RETURN_IF_ERROR(context->Activate());
   std::unique_ptr<GpuModel> m(new GpuModel(context));
   ASSIGN_OR_RETURN(const std::vector<LayerSpec> specs, LayerSpecs(spec));
   Shape shape = input_shape;
   m->input_size_ = Product(input_shape);
   for (const LayerSpec& s : specs) {
-    ASSIGN_OR_RETURN(std::unique_ptr<GpuLayer> layer, MakeGpuLayer(s));
+    ASSIGN_OR_RETURN(std::unique_ptr<GpuLayer> layer,
+                     MakeGpuLayer(s, precision));
     ASSIGN_OR_RETURN(shape, layer->Configure(shape));
     m->out_sizes_.push_back(Product(shape));
     m->layers_.push_back(std::move(layer));

@@ -31,10 +31,12 @@ namespace cohort {
 class GpuModel {
  public:
   // The GPU layers of `spec` for per-sample `input_shape`, laid out and
-  // initialized as `cpu` (built from the same spec and shape).
+  // initialized as `cpu` (built from the same spec and shape), computing in
+  // `precision` (worker/gpu/gpu_layers.h; parameters, gradients and
+  // activations stay float32 either way).
   static absl::StatusOr<std::unique_ptr<GpuModel>> Create(
       const ModelSpec& spec, const Shape& input_shape, Model<float>& cpu,
-      GpuContext* context);
+      GpuContext* context, Precision precision = FP32);
 
   // Seeds dropout; replicas pass different seeds.
   void SeedRandom(uint64_t seed);

@@ -1,8 +1,8 @@
 // The GPU engine against the CPU engine, its reference: every layer kind
-// alone (float32 within 1e-5 relative, the per-layer bound) and the
-// zoo models end to end (1e-4, as rounding compounds over the layers), for
-// the forward output, every parameter gradient and the BatchNorm running
-// statistics. Runs where a CUDA device exists; skips with the reason
+// alone (float32 within 1e-5 relative, bf16 within 1e-2: the issue's
+// per-layer bounds) and the zoo models end to end in float32 (1e-4, as
+// rounding compounds over the layers), for the forward output, every
+// parameter gradient and the BatchNorm running statistics. Runs where a CUDA device exists; skips with the reason
 // elsewhere.
 #include "worker/gpu/gpu_model.h"
 
@@ -92,13 +92,13 @@ ModelSpec Spec(const std::string& text) {
 }
 
 void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
-                      double tolerance) {
-  SCOPED_TRACE(spec.ShortDebugString());
+                      double tolerance, Precision precision = FP32) {
+  SCOPED_TRACE(spec.ShortDebugString() + " " + Precision_Name(precision));
   auto cpu = BuildModel<float>(spec, input, 7);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   auto context = GpuContext::Create(0);
   ASSERT_TRUE(context.ok()) << context.status();
-  auto gpu = GpuModel::Create(spec, input, **cpu, context->get());
+  auto gpu = GpuModel::Create(spec, input, **cpu, context->get(), precision);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
   const std::vector<float> x = Random(n * Product(input), 1);
@@ -156,9 +156,8 @@ struct LayerCase {
   Shape input;
 };
 
-TEST(GpuModel, EveryLayerKindMatchesTheCpuEngine) {
-  REQUIRE_GPU();
-  const std::vector<LayerCase> cases = {
+const std::vector<LayerCase>& LayerCases() {
+  static const auto* cases = new std::vector<LayerCase>{
       {"layers { linear { out_features: 7 } }", {13}},
       {"layers { linear { out_features: 5 no_bias: true } }", {9}},
       {"layers { conv2d { out_channels: 4 kernel: 3 stride: 2 padding: 1 } }",
@@ -177,16 +176,34 @@ TEST(GpuModel, EveryLayerKindMatchesTheCpuEngine) {
       {"layers { batchnorm1d {} }", {3, 10}},
       {"layers { residual { out_channels: 8 stride: 2 } }", {4, 8, 8}},
       {"layers { residual { out_channels: 4 } }", {4, 6, 6}},
+      {"layers { residual { out_channels: 16 stride: 2 bottleneck: true } }",
+       {8, 8, 8}},
+      {"layers { residual { out_channels: 8 bottleneck: true } }", {8, 6, 6}},
+      {"layers { residual { out_channels: 12 bottleneck: true } }", {4, 5, 5}},
   };
-  for (const LayerCase& c : cases) {
+  return *cases;
+}
+
+TEST(GpuModel, EveryLayerKindMatchesTheCpuEngine) {
+  REQUIRE_GPU();
+  for (const LayerCase& c : LayerCases()) {
     ExpectMatchesCpu(Spec(c.layers), c.input, 4, 1e-5);
+  }
+}
+
+// bf16 changes Linear and convolution (alone and inside blocks); every
+// other layer is float32 in both and must still match at 1e-5 after them.
+TEST(GpuModel, EveryLayerKindInBf16MatchesTheCpuEngineWithin1e2) {
+  REQUIRE_GPU();
+  for (const LayerCase& c : LayerCases()) {
+    ExpectMatchesCpu(Spec(c.layers), c.input, 4, 1e-2, BF16);
   }
 }
 
 TEST(GpuModel, ZooModelsMatchTheCpuEngine) {
   REQUIRE_GPU();
-  for (const char* name :
-       {"mlp_seed", "mlp_mnist", "lenet5", "lenet_cifar", "resnet18_cifar"}) {
+  for (const char* name : {"mlp_seed", "mlp_mnist", "lenet5", "lenet_cifar",
+                           "resnet18_cifar", "resnet50"}) {
     ModelSpec spec;
     spec.set_zoo(name);
     auto shape = ZooInputShape(name);
