@@ -266,10 +266,15 @@ absl::Status CheckLayer(const LayerSpec& l, const Scope& model, int index) {
       return CheckPool(l.avgpool2d(), s);
     case LayerSpec::kDropout:
       return UnitInterval(s, l.dropout(), "p", l.dropout().p());
-    case LayerSpec::kResidual:
-      RETURN_IF_ERROR(Positive(s, l.residual(), "out_channels",
-                               l.residual().out_channels()));
-      return NonNegative(s, l.residual(), "stride", l.residual().stride());
+    case LayerSpec::kResidual: {
+      const ResidualSpec& r = l.residual();
+      RETURN_IF_ERROR(Positive(s, r, "out_channels", r.out_channels()));
+      // The bottleneck's inner convolutions have out_channels / 4.
+      RETURN_IF_ERROR(Require(
+          !r.bottleneck() || r.out_channels() % 4 == 0, s, r, "out_channels",
+          "a multiple of 4 with bottleneck: true", r.out_channels()));
+      return NonNegative(s, r, "stride", r.stride());
+    }
     default:
       return absl::OkStatus();  // relu, global_avgpool, flatten: no fields
   }

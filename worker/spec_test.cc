@@ -167,6 +167,11 @@ TEST(ParseJobSpec, ChecksEveryLayerKind) {
        "5:23: model.layers[1].residual.out_channels must be > 0, got 0"},
       {"  layers { residual { out_channels: 8 stride: -1 } }",
        "5:39: model.layers[1].residual.stride must be >= 0, got -1"},
+      {"  layers { residual { out_channels: 6 bottleneck: true } }",
+       "5:23: model.layers[1].residual.out_channels must be a multiple of 4 "
+       "with bottleneck: true, got 6"},
+      {"  layers { residual { out_channels: 0 bottleneck: true } }",
+       "5:23: model.layers[1].residual.out_channels must be > 0, got 0"},
       {"  layers { }",
        "5:3: model.layers[1] must set a layer kind (linear, "
        "conv2d, relu, ...), got none"},
@@ -275,6 +280,18 @@ TEST(ParseJobSpec, ChecksDataAndEval) {
   }
   // The loader, not the spec, reports a missing data directory.
   EXPECT_EQ(ErrorOf(Valid("data { kind: MNIST }\n")), "OK");
+}
+
+TEST(ParseJobSpec, AcceptsBottleneckBlocksAndTheResnet50Zoo) {
+  EXPECT_EQ(
+      ErrorOf(WithLayers(
+          "  layers { residual { out_channels: 8 bottleneck: true } }\n")),
+      "OK");
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      "batch_size: 4\nepochs: 1\nmodel { zoo: \"resnet50\" }\n"
+      "optimizer { lr: 0.1 }\n",
+      kFile);
+  EXPECT_TRUE(spec.ok()) << spec.status();
 }
 
 TEST(ParseJobSpec, FillsDefaults) {

@@ -40,10 +40,12 @@ class Builder {
     Next().mutable_relu();
     return *this;
   }
-  Builder& MaxPool(int64_t k) {
+  // stride 0: the kernel size.
+  Builder& MaxPool(int64_t k, int64_t stride = 0, int64_t pad = 0) {
     PoolSpec* p = Next().mutable_maxpool2d();
     p->set_kernel(k);
-    p->set_stride(k);
+    p->set_stride(stride > 0 ? stride : k);
+    p->set_padding(pad);
     return *this;
   }
   Builder& BN1d() {
@@ -58,10 +60,11 @@ class Builder {
     Next().mutable_flatten();
     return *this;
   }
-  Builder& Block(int64_t out, int64_t stride) {
+  Builder& Block(int64_t out, int64_t stride, bool bottleneck) {
     ResidualSpec* r = Next().mutable_residual();
     r->set_out_channels(out);
     r->set_stride(stride);
+    r->set_bottleneck(bottleneck);
     return *this;
   }
   Builder& GlobalPool() {
@@ -89,6 +92,17 @@ void LeNetBody(Builder& b) {
   b.Linear(120).ReLU().Linear(84).ReLU().Linear(10);
 }
 
+// The four ResNet stages: blocks[i] blocks of out_channels widths[i]; the
+// first block of each stage after the first halves the resolution.
+void ResNetStages(Builder& b, const int64_t (&widths)[4],
+                  const int (&blocks)[4], bool bottleneck) {
+  for (int stage = 0; stage < 4; ++stage) {
+    for (int i = 0; i < blocks[stage]; ++i) {
+      b.Block(widths[stage], stage > 0 && i == 0 ? 2 : 1, bottleneck);
+    }
+  }
+}
+
 std::vector<LayerSpec> MakeZoo(const std::string& name) {
   Builder b;
   if (name == "mlp_seed") {
@@ -106,20 +120,23 @@ std::vector<LayerSpec> MakeZoo(const std::string& name) {
     b.Conv1d(3, 3, 1);
   } else if (name == "resnet18_cifar") {
     b.Conv2d(64, 3, 1, 1, /*bias=*/false).BN2d().ReLU();
-    const int64_t widths[] = {64, 128, 256, 512};
-    for (int stage = 0; stage < 4; ++stage) {
-      b.Block(widths[stage], stage == 0 ? 1 : 2).Block(widths[stage], 1);
-    }
+    ResNetStages(b, {64, 128, 256, 512}, {2, 2, 2, 2}, /*bottleneck=*/false);
     b.GlobalPool().Linear(10);
+  } else if (name == "resnet50") {
+    // torchvision's resnet50: 7x7 stem and max pool, bottleneck blocks.
+    b.Conv2d(64, 7, 2, 3, /*bias=*/false).BN2d().ReLU().MaxPool(3, 2, 1);
+    ResNetStages(b, {256, 512, 1024, 2048}, {3, 4, 6, 3}, /*bottleneck=*/true);
+    b.GlobalPool().Linear(1000);
   }
   return b.Take();
 }
 
 const std::map<std::string, Shape>& ZooShapes() {
   static const auto* shapes = new std::map<std::string, Shape>{
-      {"mlp_seed", {100}},       {"mlp_mnist", {1, 28, 28}},
-      {"lenet5", {1, 28, 28}},   {"lenet_cifar", {3, 32, 32}},
-      {"conv1d_bn", {3, 10000}}, {"resnet18_cifar", {3, 32, 32}},
+      {"mlp_seed", {100}},         {"mlp_mnist", {1, 28, 28}},
+      {"lenet5", {1, 28, 28}},     {"lenet_cifar", {3, 32, 32}},
+      {"conv1d_bn", {3, 10000}},   {"resnet18_cifar", {3, 32, 32}},
+      {"resnet50", {3, 224, 224}},
   };
   return *shapes;
 }
@@ -164,10 +181,14 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
       return std::make_unique<Flatten<T>>();
     case LayerSpec::kDropout:
       return std::make_unique<Dropout<T>>(l.dropout().p());
-    case LayerSpec::kResidual:
-      return std::make_unique<BasicBlock<T>>(
-          l.residual().out_channels(),
-          l.residual().stride() > 0 ? l.residual().stride() : 1);
+    case LayerSpec::kResidual: {
+      const ResidualSpec& r = l.residual();
+      const int64_t stride = r.stride() > 0 ? r.stride() : 1;
+      if (r.bottleneck()) {
+        return std::make_unique<Bottleneck<T>>(r.out_channels(), stride);
+      }
+      return std::make_unique<BasicBlock<T>>(r.out_channels(), stride);
+    }
     case LayerSpec::KIND_NOT_SET:
       break;
   }

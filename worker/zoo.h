@@ -1,16 +1,20 @@
 // Builds models: the named zoo models and user-defined layer lists.
 //
 // Zoo models (per-sample input shape in brackets):
-//   mlp_seed       [100]        linear 100-200-10
-//   mlp_mnist      [1, 28, 28]  flatten, linear 784-256-128-10
-//   lenet5         [1, 28, 28]  conv 1-6 k5 p2, pool, conv 6-16 k5, pool,
-//                               fc 400-120-84-10 (ReLU throughout)
-//   lenet_cifar    [3, 32, 32]  conv 3-6 k5, pool, conv 6-16 k5, pool,
-//                               fc 400-120-84-10
-//   conv1d_bn      [3, 10000]   conv1d 3-16-32-3, k3 p1, BatchNorm + ReLU
-//                               after the first two
-//   resnet18_cifar [3, 32, 32]  ResNet-18 for 32x32 inputs (3x3 stem, no
-//                               stem pooling), 10 classes
+//   mlp_seed       [100]         linear 100-200-10
+//   mlp_mnist      [1, 28, 28]   flatten, linear 784-256-128-10
+//   lenet5         [1, 28, 28]   conv 1-6 k5 p2, pool, conv 6-16 k5, pool,
+//                                fc 400-120-84-10 (ReLU throughout)
+//   lenet_cifar    [3, 32, 32]   conv 3-6 k5, pool, conv 6-16 k5, pool,
+//                                fc 400-120-84-10
+//   conv1d_bn      [3, 10000]    conv1d 3-16-32-3, k3 p1, BatchNorm + ReLU
+//                                after the first two
+//   resnet18_cifar [3, 32, 32]   ResNet-18 for 32x32 inputs (3x3 stem, no
+//                                stem pooling), 10 classes
+//   resnet50       [3, 224, 224] torchvision's ResNet-50: conv 7x7 s2 p3,
+//                                BN, ReLU, maxpool k3 s2 p1, bottleneck
+//                                stages [3, 4, 6, 3] of 256-512-1024-2048,
+//                                global average pool, fc 2048-1000
 // All functions are thread-safe (they share no state).
 #ifndef COHORT_WORKER_ZOO_H_
 #define COHORT_WORKER_ZOO_H_

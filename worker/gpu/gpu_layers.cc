@@ -808,7 +808,8 @@ class GpuResidual : public GpuLayer {
     }
     RETURN_IF_ERROR(relu_out_.Configure(shape).status());
     out_size_ = Product(shape);
-    if (stride_ != 1 || in_c_ != out_) {
+    // As the CPU block decides: a downsample exactly when the shape changes.
+    if (shape != in) {
       down_conv_ =
           std::make_unique<GpuConv>(out_, 1, stride_, 0, false, false, bf16_);
       down_bn_ = std::make_unique<GpuBatchNorm>(BatchNormSpec(), true);

@@ -100,6 +100,23 @@ TEST(MaxPool2d, GeneralGeometriesMatchNaive) {
   ExpectMatchesNaive(RandomTensor({1, 2, 7, 9}, 6), {2, 1, 1});
 }
 
+TEST(MaxPool2d, PaddingNeverWins) {
+  // ResNet-50's stem pool (k3 s2 p1) over negative inputs: PyTorch pads
+  // with -inf, so a border window's maximum is a real element, never 0.
+  MaxPool2d<float> pool({3, 2, 1});
+  ASSERT_TRUE(pool.Configure({1, 4, 4}).ok());
+  Tensor in({1, 1, 4, 4});
+  for (int64_t i = 0; i < 16; ++i) in[i] = -1.0f - i;
+  Tensor out;
+  pool.Forward(in, &out, Mode::kTrain);
+  ASSERT_EQ(out.shape(), Shape({1, 1, 2, 2}));
+  // Windows rows/cols [-1, 1] and [1, 3]: their top-left real elements.
+  EXPECT_EQ(out[0], -1.0f);
+  EXPECT_EQ(out[1], -2.0f);
+  EXPECT_EQ(out[2], -5.0f);
+  EXPECT_EQ(out[3], -6.0f);
+}
+
 TEST(MaxPool2d, TiesGoToTheFirstElementOfTheWindow) {
   // PyTorch keeps the first maximum in row-major window order.
   for (int64_t w : {4, 20}) {  // scalar-only and vector path

@@ -1,16 +1,24 @@
-// The ResNet basic block (He et al. 2016; torchvision's BasicBlock):
-//   out = relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
-// conv1 is 3x3 with the block's stride, conv2 3x3 with stride 1, both padded
-// by 1 and without bias. The shortcut is the identity when the shape is
+// The ResNet residual blocks (He et al. 2016), as torchvision defines them:
+//   out = relu(main(x) + shortcut(x))
+//
+// BasicBlock (ResNet-18/34): main = conv1 3x3 with the block's stride, bn1,
+// ReLU, conv2 3x3 with stride 1, bn2; both convolutions padded by 1.
+//
+// Bottleneck (ResNet-50/101/152, torchvision's "v1.5": the stride sits on
+// the 3x3 convolution), with width = out_channels / 4: main = conv1 1x1 to
+// width, bn1, ReLU, conv2 3x3 width -> width (stride, padded by 1), bn2,
+// ReLU, conv3 1x1 to out_channels, bn3.
+//
+// No convolution has a bias. The shortcut is the identity when the shape is
 // unchanged, else a 1x1 convolution with the stride (no bias) and a batch
 // norm. Per-sample {C, H, W} -> {out_channels, H', W'}.
 //
-// A composite: the block owns its sub-layers and the intermediate
-// activations and gradients between them (reused from step to step).
-// Params(), Bind() and Buffers() concatenate the sub-layers' in the fixed
-// order conv1, bn1, conv2, bn2, downsample.0, downsample.1 (torchvision's
-// state_dict order, parameter names prefixed likewise). Thread safety: none;
-// one replica's thread drives a layer.
+// Composites: a block owns its sub-layers and the intermediate activations
+// and gradients between them (reused from step to step). Params(), Bind()
+// and Buffers() concatenate the sub-layers' in torchvision's state_dict
+// order (conv1, bn1, conv2, bn2[, conv3, bn3], downsample.0, downsample.1),
+// parameter names prefixed likewise ("conv1.weight", "bn1.bias", ...).
+// Thread safety: none; one replica's thread drives a layer.
 #ifndef COHORT_WORKER_LAYERS_RESIDUAL_H_
 #define COHORT_WORKER_LAYERS_RESIDUAL_H_
 
@@ -19,20 +27,23 @@
 #include <string>
 #include <vector>
 
-#include "worker/layers/activation.h"
+#include "absl/status/status.h"
 #include "worker/layers/batchnorm.h"
 #include "worker/layers/conv.h"
 #include "worker/layers/layer.h"
 
 namespace cohort {
 
+// relu(main(x) + shortcut(x)) for a main branch given as a chain of layers;
+// the subclasses below only build the chain.
 template <typename T>
-class BasicBlock : public Layer<T> {
+class ResidualBlock : public Layer<T> {
  public:
-  // Values below 1 are reported by Configure.
-  BasicBlock(int64_t out_channels, int64_t stride = 1);
-
+  // "<kind>(in->out, s<stride>)".
   std::string Name() const override;
+  // Checks out_channels, stride and that `in` is {C, H, W}, then configures
+  // the main branch and, when its output shape differs from `in`, the
+  // downsample.
   absl::StatusOr<Shape> Configure(const Shape& in) override;
   std::vector<ParamDecl> Params() const override;
   void Bind(std::vector<BasicTensor<T>> values,
@@ -44,35 +55,71 @@ class BasicBlock : public Layer<T> {
   void Backward(const BasicTensor<T>& grad_out,
                 BasicTensor<T>* grad_in) override;
 
+ protected:
+  // out_channels must be a positive multiple of `channel_multiple` and
+  // stride at least 1 (Configure reports other values).
+  ResidualBlock(const char* kind, int64_t out_channels, int64_t stride,
+                int64_t channel_multiple);
+  // Appends `layer` to the main branch; `name` ("conv1") prefixes its
+  // parameters, null for layers without any (ReLU). The block forms the
+  // residual sum in place in the last layer's output, so that layer must
+  // not read its output in Backward (a batch norm reads its input).
+  void AddMain(const char* name, std::unique_ptr<Layer<T>> layer);
+  // A 2-D convolution without bias, for AddMain.
+  static std::unique_ptr<Layer<T>> Conv(int64_t out, int64_t kernel,
+                                        int64_t stride, int64_t padding);
+
  private:
   struct Part {
-    const char* name;
+    const char* name;  // null: no parameters
     Layer<T>* layer;
   };
-  // The sub-layers with parameters, in parameter order.
+  // The sub-layers with parameters, in parameter order: the main branch's,
+  // then the downsample's.
   std::vector<Part> Parts() const;
 
+  const char* const kind_;
+  const int64_t out_channels_;
+  const int64_t stride_;
+  const int64_t channel_multiple_;
   int64_t in_channels_ = 0;
-  int64_t out_channels_;
-  int64_t stride_;
-  Conv2d<T> conv1_;
-  BatchNorm2d<T> bn1_;
-  ReLU<T> relu1_;
-  Conv2d<T> conv2_;
-  BatchNorm2d<T> bn2_;
+  std::vector<const char*> main_names_;
+  std::vector<std::unique_ptr<Layer<T>>> main_;
   // Null when the shortcut is the identity.
   std::unique_ptr<Conv2d<T>> down_conv_;
   std::unique_ptr<BatchNorm2d<T>> down_bn_;
 
-  // Activations: conv1 -> a1 -> bn1 -> b1 -> relu -> r1 -> conv2 -> a2 ->
-  // bn2 -> sum (+ shortcut, in place) -> relu -> out; shortcut s1 -> s2.
-  BasicTensor<T> a1_, b1_, r1_, a2_, sum_, s1_, s2_;
-  // Gradients; g_mid_ holds dL/da2 and later dL/da1 (same shape).
-  BasicTensor<T> g_sum_, g_mid_, g_r1_, g_b1_, g_s1_, g_down_in_;
+  // acts_[i]: the output of main-branch layer i, for all but the last,
+  // which writes sum_: the main branch's output, then the residual sum (in
+  // place; the batch norm keeps a pointer to its input, not to this).
+  // Shortcut: s1_ -> s2_.
+  std::vector<BasicTensor<T>> acts_;
+  BasicTensor<T> sum_, s1_, s2_;
+  // grads_[i]: dLoss/dacts_[i], each keeping its shape from step to step;
+  // g_sum_: dLoss/dsum_.
+  std::vector<BasicTensor<T>> grads_;
+  BasicTensor<T> g_sum_, g_s1_, g_down_in_;
 };
 
+template <typename T>
+class BasicBlock final : public ResidualBlock<T> {
+ public:
+  BasicBlock(int64_t out_channels, int64_t stride = 1);
+};
+
+template <typename T>
+class Bottleneck final : public ResidualBlock<T> {
+ public:
+  // out_channels must be a multiple of 4.
+  Bottleneck(int64_t out_channels, int64_t stride = 1);
+};
+
+extern template class ResidualBlock<float>;
+extern template class ResidualBlock<double>;
 extern template class BasicBlock<float>;
 extern template class BasicBlock<double>;
+extern template class Bottleneck<float>;
+extern template class Bottleneck<double>;
 
 }  // namespace cohort
 
