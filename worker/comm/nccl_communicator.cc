@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -16,7 +17,6 @@ struct NcclCommunicator::Device {
   int ordinal = 0;
   // kFlat: the world communicator; kHierarchical: the node's.
   ncclComm_t comm = nullptr;
-  cudaEvent_t done = nullptr;  // recorded after each enqueued collective
 };
 
 namespace {
@@ -58,6 +58,30 @@ absl::StatusOr<ncclUniqueId> ShareUniqueId(KvClient& kv, const std::string& key,
   }
   std::memcpy(id.internal, bytes.data(), bytes.size());
   return id;
+}
+
+// Whether the GPU has passed `event`. A query that finds it pending leaves
+// cudaErrorNotReady as the thread's last error, which the next launch check
+// (LaunchStatus) on this thread would report: clear it.
+bool EventDone(cudaEvent_t event) {
+  if (cudaEventQuery(event) != cudaErrorNotReady) return true;
+  if (cudaPeekAtLastError() == cudaErrorNotReady) cudaGetLastError();
+  return false;
+}
+
+// Runs `f` with `device` current, then makes the caller's device current
+// again (the trainer relies on its thread's device).
+template <typename F>
+absl::Status OnDevice(int device, F&& f) {
+  int previous = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&previous), "cudaGetDevice"));
+  if (previous != device) {
+    RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device),
+                               absl::StrCat("cudaSetDevice(", device, ")")));
+  }
+  absl::Status s = f();
+  if (previous != device) cudaSetDevice(previous);
+  return s;
 }
 
 ncclConfig_t NonBlockingConfig() {
@@ -111,9 +135,6 @@ absl::Status NcclCommunicator::Init(KvClient& kv) {
     RETURN_IF_ERROR(
         CudaStatus(cudaSetDevice(devices_[i].ordinal),
                    absl::StrCat("cudaSetDevice(", devices_[i].ordinal, ")")));
-    RETURN_IF_ERROR(CudaStatus(
-        cudaEventCreateWithFlags(&devices_[i].done, cudaEventDisableTiming),
-        "cudaEventCreate"));
   }
   // Flat: one id for the whole job, from global rank 0. Hierarchical: a
   // node-local id (no exchange needed) and one for the node leaders.
@@ -155,6 +176,12 @@ absl::Status NcclCommunicator::Init(KvClient& kv) {
   return AwaitInit(deadline);
 }
 
+std::vector<ncclComm_t> NcclCommunicator::LocalComms() const {
+  std::vector<ncclComm_t> comms;
+  for (const Device& d : devices_) comms.push_back(d.comm);
+  return comms;
+}
+
 std::vector<ncclComm_t> NcclCommunicator::Comms() const {
   std::vector<ncclComm_t> comms;
   for (const Device& d : devices_) {
@@ -194,6 +221,52 @@ absl::Status NcclCommunicator::Failure() const {
   return failure_;
 }
 
+absl::Status NcclCommunicator::Settle(ncclResult_t r,
+                                      const std::vector<ncclComm_t>& comms,
+                                      absl::string_view what) {
+  if (r != ncclInProgress) return NcclStatus(r, what);
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  for (ncclComm_t comm : comms) {
+    ncclResult_t state = ncclInProgress;
+    while (true) {
+      RETURN_IF_ERROR(NcclStatus(ncclCommGetAsyncError(comm, &state),
+                                 "ncclCommGetAsyncError"));
+      if (state != ncclInProgress) break;
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what, ": NCCL still enqueuing after ",
+                         absl::FormatDuration(options_.timeout),
+                         ": a peer is dead or stalled"));
+      }
+      std::this_thread::yield();
+    }
+    RETURN_IF_ERROR(NcclStatus(state, what));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<cudaEvent_t>> NcclCommunicator::TakeEventsLocked() {
+  if (!spare_events_.empty()) {
+    std::vector<cudaEvent_t> events = std::move(spare_events_.back());
+    spare_events_.pop_back();
+    return events;
+  }
+  std::vector<cudaEvent_t> events;
+  for (const Device& d : devices_) {
+    cudaEvent_t e = nullptr;
+    const absl::Status s = OnDevice(d.ordinal, [&] {
+      return CudaStatus(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                        absl::StrCat("cudaEventCreate on GPU ", d.ordinal));
+    });
+    if (!s.ok()) {
+      for (cudaEvent_t made : events) cudaEventDestroy(made);
+      return s;
+    }
+    events.push_back(e);
+  }
+  return events;
+}
+
 absl::Status NcclCommunicator::AllReduceSum(
     const std::vector<float*>& buffers, int64_t count,
     const std::vector<cudaStream_t>& streams) {
@@ -207,16 +280,23 @@ absl::Status NcclCommunicator::AllReduceSum(
   }
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(failure_);
+  ASSIGN_OR_RETURN(std::vector<cudaEvent_t> events, TakeEventsLocked());
   absl::Status s = options_.algorithm == NcclOptions::Algorithm::kFlat
                        ? AllReduceFlat(buffers, count, streams)
                        : AllReduceHierarchical(buffers, count, streams);
   for (size_t i = 0; s.ok() && i < devices_.size(); ++i) {
-    s = CudaStatus(cudaEventRecord(devices_[i].done, streams[i]),
-                   "cudaEventRecord");
+    s = CudaStatus(cudaEventRecord(events[i], streams[i]),
+                   absl::StrCat("cudaEventRecord after the all-reduce on GPU ",
+                                devices_[i].ordinal));
   }
-  if (!s.ok()) return s;
-  if (!in_flight_) started_ = absl::Now();
-  in_flight_ = true;
+  if (!s.ok()) {
+    spare_events_.push_back(std::move(events));
+    // Part of the job's collective may be enqueued: the ranks no longer
+    // match, so fail fast everywhere rather than hang.
+    AbortLocked(s);
+    return s;
+  }
+  pending_.push_back(Collective{std::move(events), absl::Now()});
   return absl::OkStatus();
 }
 
@@ -230,7 +310,8 @@ absl::Status NcclCommunicator::AllReduceFlat(
                                  ncclSum, devices_[i].comm, streams[i]),
                    "ncclAllReduce");
   }
-  const absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+  const absl::Status end =
+      Settle(ncclGroupEnd(), LocalComms(), "ncclGroupEnd (all-reduce)");
   return s.ok() ? end : s;
 }
 
@@ -246,14 +327,15 @@ absl::Status NcclCommunicator::AllReduceHierarchical(
                               ncclSum, 0, devices_[i].comm, streams[i]),
                    "ncclReduce (node)");
   }
-  absl::Status end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+  absl::Status end =
+      Settle(ncclGroupEnd(), LocalComms(), "ncclGroupEnd (node reduce)");
   RETURN_IF_ERROR(s);
   RETURN_IF_ERROR(end);
   if (leader_comm_ != nullptr) {
     RETURN_IF_ERROR(
-        NcclStatus(ncclAllReduce(buffers[0], buffers[0], count, ncclFloat32,
-                                 ncclSum, leader_comm_, streams[0]),
-                   "ncclAllReduce (node leaders)"));
+        Settle(ncclAllReduce(buffers[0], buffers[0], count, ncclFloat32,
+                             ncclSum, leader_comm_, streams[0]),
+               {leader_comm_}, "ncclAllReduce (node leaders)"));
   }
   RETURN_IF_ERROR(NcclStatus(ncclGroupStart(), "ncclGroupStart"));
   for (size_t i = 0; s.ok() && i < devices_.size(); ++i) {
@@ -261,17 +343,22 @@ absl::Status NcclCommunicator::AllReduceHierarchical(
                                  devices_[i].comm, streams[i]),
                    "ncclBroadcast (node)");
   }
-  end = NcclStatus(ncclGroupEnd(), "ncclGroupEnd");
+  end = Settle(ncclGroupEnd(), LocalComms(), "ncclGroupEnd (node broadcast)");
   return s.ok() ? end : s;
 }
 
-// Whether every local GPU has passed its last recorded event. The caller
-// holds mu_ or owns the events exclusively.
-bool NcclCommunicator::CollectiveDone() {
-  for (const Device& d : devices_) {
-    if (cudaEventQuery(d.done) == cudaErrorNotReady) return false;
+// Collectives finish in the order they were enqueued on a stream; across
+// streams a later one may finish first, but it leaves pending_ only behind
+// the older ones, so the front is always the oldest unfinished collective.
+void NcclCommunicator::PopFinishedLocked() {
+  while (!pending_.empty()) {
+    Collective& c = pending_.front();
+    for (cudaEvent_t e : c.done) {
+      if (!EventDone(e)) return;
+    }
+    spare_events_.push_back(std::move(c.done));
+    pending_.pop_front();
   }
-  return true;
 }
 
 absl::Status NcclCommunicator::AsyncError() {
@@ -291,10 +378,8 @@ absl::Status NcclCommunicator::Wait() {
     {
       absl::MutexLock lock(&mu_);
       RETURN_IF_ERROR(failure_);
-      if (!in_flight_ || CollectiveDone()) {
-        in_flight_ = false;
-        return absl::OkStatus();
-      }
+      PopFinishedLocked();
+      if (pending_.empty()) return absl::OkStatus();
     }
     // The watchdog turns errors and timeouts into failure_; a short sleep
     // keeps this loop cheap without adding much latency.
@@ -313,27 +398,36 @@ void NcclCommunicator::WatchdogLoop() {
       }
       if (!failure_.ok()) continue;
       why = AsyncError();
-      if (why.ok() && in_flight_ && !CollectiveDone() &&
-          absl::Now() - started_ > options_.timeout) {
-        why = absl::DeadlineExceededError(
-            absl::StrCat("NCCL all-reduce did not finish within ",
-                         absl::FormatDuration(options_.timeout),
-                         ": a peer is dead or stalled"));
+      if (why.ok()) {
+        PopFinishedLocked();
+        if (!pending_.empty() &&
+            absl::Now() - pending_.front().enqueued > options_.timeout) {
+          why = absl::DeadlineExceededError(absl::StrCat(
+              "NCCL all-reduce did not finish within ",
+              absl::FormatDuration(options_.timeout), " (", pending_.size(),
+              " collective(s) pending): a peer is dead or stalled"));
+        }
       }
+      if (!why.ok()) AbortLocked(why);
     }
-    if (!why.ok()) Abort(why);
   }
 }
 
 void NcclCommunicator::Abort(const absl::Status& why) {
   absl::MutexLock lock(&mu_);
+  AbortLocked(why);
+}
+
+void NcclCommunicator::AbortLocked(const absl::Status& why) {
   if (!failure_.ok()) return;
   failure_ = why.ok() ? absl::AbortedError("NCCL communicator aborted") : why;
   // Aborting makes every kernel in flight on these communicators return.
   for (ncclComm_t comm : Comms()) ncclCommAbort(comm);
   for (Device& d : devices_) d.comm = nullptr;
   leader_comm_ = nullptr;
-  in_flight_ = false;
+  // Nothing is waited for any more; the events are destroyed with us.
+  for (Collective& c : pending_) spare_events_.push_back(std::move(c.done));
+  pending_.clear();
 }
 
 void NcclCommunicator::DestroyComms() {
@@ -368,8 +462,11 @@ NcclCommunicator::~NcclCommunicator() {
     healthy = failure_.ok();
   }
   if (healthy) DestroyComms();
-  for (Device& d : devices_) {
-    if (d.done != nullptr) cudaEventDestroy(d.done);
+  absl::MutexLock lock(&mu_);
+  for (Collective& c : pending_) spare_events_.push_back(std::move(c.done));
+  pending_.clear();
+  for (const std::vector<cudaEvent_t>& events : spare_events_) {
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
   }
 }
 

@@ -10,16 +10,31 @@
 //                  among the nodes' first GPUs, broadcast within the node:
 //                  one cross-node stream per node instead of one per GPU.
 //
+// Several collectives may be in flight at once: a trainer enqueues one
+// AllReduceSum per gradient bucket (each on streams that first wait for the
+// bucket's backward event), then one Wait, or none at all when the GPU-side
+// ordering suffices (its compute stream waits for an event recorded on the
+// communication streams) and it only wants errors: Wait after the stream
+// is synchronized returns at once, with the failure if there was one.
+//
 // Failure: communicators are created non-blocking, so nothing NCCL does can
-// block a caller for good. A watchdog thread polls every communicator's
-// asynchronous error and the age of the collective in flight; on an error,
-// on the timeout, or on Abort() (a generation change) it aborts every
-// communicator, which makes the kernels in flight return, and every later
-// call fails with the first reason.
+// block a caller for good. A non-blocking call may return before NCCL has
+// put its kernels on the streams (ncclInProgress); AllReduceSum polls until
+// they are there (within the timeout), so that the events it records, and
+// anything a caller orders after the call on those streams, come after the
+// collective. A watchdog thread polls every communicator's asynchronous
+// error and the age of the oldest collective not yet finished (each timed
+// from its own enqueue); on an error, on the timeout, or on Abort() (a
+// generation change) it aborts every communicator, which makes the kernels
+// in flight return, and every later call fails with the first reason. So
+// does an AllReduceSum that NCCL refuses halfway: the job's ranks would no
+// longer issue matching collectives.
 //
 // Ownership: owns its communicators, CUDA events and watchdog thread;
-// borrows buffers and streams per call. Thread safety: AllReduceSum and
-// Wait from one thread at a time; Abort from any thread.
+// borrows buffers and streams per call. Thread safety: every method may be
+// called from any thread (a mutex orders them; Abort waits for an
+// AllReduceSum being enqueued, at most the timeout). The collectives of one
+// job must still be enqueued in the same order on every process.
 #ifndef COHORT_WORKER_COMM_NCCL_COMMUNICATOR_H_
 #define COHORT_WORKER_COMM_NCCL_COMMUNICATOR_H_
 
@@ -27,6 +42,7 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,6 +50,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker/comm/kv_client.h"
@@ -76,11 +93,15 @@ class NcclCommunicator {
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   // Enqueues an in-place sum of buffers[i] (count floats on devices[i])
-  // over every GPU of the job, on streams[i]; returns once enqueued.
+  // over every GPU of the job, on streams[i] (one NCCL group over the local
+  // GPUs); returns once NCCL has put it on the streams, so that work the
+  // caller queues on them afterwards runs after it. The calling thread's
+  // current device is left as it was.
   absl::Status AllReduceSum(const std::vector<float*>& buffers, int64_t count,
                             const std::vector<cudaStream_t>& streams);
-  // Blocks until everything enqueued so far has finished on every local
-  // GPU, or the communicators were aborted (then the reason).
+  // Blocks until every collective enqueued so far has finished on every
+  // local GPU, whatever streams they ran on, or the communicators were
+  // aborted (then the reason).
   absl::Status Wait();
   // Aborts every communicator; later calls fail with `why`.
   void Abort(const absl::Status& why);
@@ -89,6 +110,12 @@ class NcclCommunicator {
 
  private:
   struct Device;
+  // One enqueued collective: an event per local GPU, recorded on its
+  // stream after the collective.
+  struct Collective {
+    std::vector<cudaEvent_t> done;
+    absl::Time enqueued;
+  };
   NcclCommunicator(const NcclTopology& topology, const NcclOptions& options);
   absl::Status Init(KvClient& kv);
   absl::Status AllReduceFlat(const std::vector<float*>& buffers, int64_t count,
@@ -98,9 +125,20 @@ class NcclCommunicator {
                                      const std::vector<cudaStream_t>& streams);
   // Polls until every communicator finished initializing.
   absl::Status AwaitInit(absl::Time deadline);
+  // `r` from an NCCL call on `comms`: when ncclInProgress, polls them until
+  // NCCL is done with the call (within the timeout); `what` names the call.
+  absl::Status Settle(ncclResult_t r, const std::vector<ncclComm_t>& comms,
+                      absl::string_view what);
+  // The local GPUs' communicators (kFlat: world; kHierarchical: node).
+  std::vector<ncclComm_t> LocalComms() const;
   // The first asynchronous NCCL error of any communicator, if any.
   absl::Status AsyncError();
-  bool CollectiveDone();
+  // An event per local GPU, reused or created.
+  absl::StatusOr<std::vector<cudaEvent_t>> TakeEventsLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the collectives that have finished from the front of pending_.
+  void PopFinishedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WatchdogLoop();
   absl::Status Failure() const;
   // Every communicator of this process (local or world, and the leader's).
@@ -114,8 +152,9 @@ class NcclCommunicator {
 
   mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time started_ ABSL_GUARDED_BY(mu_);
+  // Enqueued and not yet seen finished, oldest first.
+  std::deque<Collective> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<cudaEvent_t>> spare_events_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watchdog_;
 };

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
@@ -20,6 +23,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/data/sampler.h"
+#include "worker/gpu/buckets.h"
 #include "worker/gpu/gpu_context.h"
 #include "worker/gpu/gpu_model.h"
 #include "worker/optim/lr_schedule.h"
@@ -29,6 +33,28 @@
 
 namespace cohort {
 namespace {
+
+// How a training step runs, per GPU (streams: compute = the context's,
+// copy and comm = the Device's own; events in brackets):
+//
+//   copy     wait [consumed s] · upload batch k+1 into slot s · [uploaded s]
+//   compute  wait [uploaded s'] · forward · loss · backward, recording
+//            [bucket 0], [bucket 1], ... as gradient buckets close ·
+//            [consumed s'] · wait [reduced] · scale · optimizer ·
+//            copy the loss out · [step done]
+//   comm     for each bucket b: wait [bucket b] · all-reduce b · ... ·
+//            [reduced]
+//
+// The host enqueues step k's backward on every GPU (each GPU's thread),
+// then issues each bucket's all-reduce, grouped over the local GPUs, from
+// the trainer thread in bucket order (NCCL wants one thread to issue a
+// collective for all of its GPUs); the events, not the host, hold each
+// all-reduce back until its bucket is final, so communication overlaps the
+// rest of backward. The host then enqueues the optimizer, loads batch k+1
+// and starts its upload into the other slot, and only then blocks on
+// [step done] for step k's loss, so loading and the copy overlap the GPU's
+// work. Without NCCL (one GPU, one process) there is no comm stream and
+// the optimizer follows backward directly.
 
 double Seconds(absl::Time since) {
   return absl::ToDoubleSeconds(absl::Now() - since);
@@ -47,6 +73,65 @@ T* As(const DeviceFloats& d) {
   return reinterpret_cast<T*>(d.data());
 }
 
+// A CUDA event without timing, destroyed with the object. Move-only.
+// Waiting for (or on) an event never recorded returns at once.
+class Event {
+ public:
+  Event() = default;
+  ~Event() { Reset(); }
+  Event(Event&& other) noexcept
+      : event_(std::exchange(other.event_, nullptr)) {}
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      event_ = std::exchange(other.event_, nullptr);
+    }
+    return *this;
+  }
+
+  // On the calling thread's current device.
+  static absl::StatusOr<Event> Create() {
+    Event e;
+    RETURN_IF_ERROR(
+        CudaStatus(cudaEventCreateWithFlags(&e.event_, cudaEventDisableTiming),
+                   "cudaEventCreate"));
+    return e;
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  void Reset() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+    event_ = nullptr;
+  }
+  cudaEvent_t event_ = nullptr;
+};
+
+absl::Status Record(const Event& e, cudaStream_t s, absl::string_view what) {
+  return CudaStatus(cudaEventRecord(e.get(), s),
+                    absl::StrCat("cudaEventRecord (", what, ")"));
+}
+
+absl::Status StreamWait(cudaStream_t s, const Event& e,
+                        absl::string_view what) {
+  return CudaStatus(cudaStreamWaitEvent(s, e.get(), 0),
+                    absl::StrCat("cudaStreamWaitEvent (", what, ")"));
+}
+
+// One of a GPU's two input slots: a batch's pinned staging buffers and its
+// device copy. The host refills the staging buffers only after [uploaded]
+// (the previous copy out of them is done); the copy stream overwrites the
+// device copy only after [consumed] (the last step that read it is done).
+struct Slot {
+  PinnedBuffer<float> staged_features;
+  PinnedBuffer<int32_t> staged_labels;
+  DeviceFloats input, labels;
+  Event uploaded;        // copy stream, after the batch's upload
+  Event consumed;        // compute stream, after the last kernel reading it
+  int64_t n = 0;         // samples it holds
+  int64_t capacity = 0;  // samples it has room for
+};
+
 // What one GPU owns for the whole run.
 struct Device {
   int ordinal = 0;
@@ -54,12 +139,22 @@ struct Device {
   std::unique_ptr<GpuModel> model;
   std::unique_ptr<Loader> loader;
   Batch batch;  // host, NCHW
-  PinnedBuffer<float> staged_features;
-  PinnedBuffer<int32_t> staged_labels;
+  std::optional<CudaStream> copy;
+  Slot slots[2];
+  int next_slot = 0;    // the slot the next Stage fills
+  int ready_slot = -1;  // the slot holding the next step's batch, or -1
   PinnedBuffer<float> staged_result;  // loss, then correct as a float pair
-  DeviceFloats input, labels, grad_out, workspace, result, pair;
+  Event step_done;                    // compute stream, after the result copy
+  DeviceFloats grad_out, workspace, result, pair;
   DeviceFloats momentum, adam_m, adam_v;
-  int64_t capacity = 0;  // samples input/labels/grad_out hold
+  int64_t capacity = 0;  // samples grad_out and workspace hold
+  // With NCCL: the communication stream and this step's gradient buckets,
+  // in backward order, each with its event on the compute stream.
+  std::optional<CudaStream> comm;
+  std::unique_ptr<BucketPlanner> planner;
+  std::vector<GradientBucket> buckets;
+  std::vector<Event> bucket_ready;
+  Event reduced;  // comm stream, after the step's last all-reduce
   float loss = 0;
   int64_t correct = 0;
   int64_t seen = 0;
@@ -85,19 +180,35 @@ class GpuTrainer : public Trainer {
     return (dist_ != nullptr ? dist_->replica_offset : 0) + i;
   }
   absl::Status SetupDevice(int i);
-  absl::Status Reserve(Device& d, int64_t n);
+  // The comm stream, bucket planner and events of every GPU (NCCL only).
+  absl::Status SetupBuckets();
+  // Grows `slot` and the loss buffers to `n` samples.
+  absl::Status Reserve(Device& d, Slot& slot, int64_t n);
   // Runs fn(i) on every GPU's thread, with that GPU current; the first error.
   absl::Status OnEveryGpu(const std::function<absl::Status(Device&)>& fn);
   absl::Status StartEpoch(int64_t epoch);
-  // Loads the next batch, runs forward, the loss and backward (queued).
-  absl::Status Compute(Device& d);
-  absl::Status Upload(Device& d, const Batch& b);
-  absl::Status LossOf(Device& d, int64_t n, bool gradient);
-  // Sums `count` floats at per-GPU device pointers over every GPU of the job.
+  // Host batch -> slot's pinned staging -> slot's device copy (copy stream).
+  absl::Status Stage(Device& d, const Batch& b, int slot);
+  // Loads the next training batch and starts its upload into a free slot.
+  absl::Status Prefetch(Device& d);
+  // Forward, loss and backward of the staged batch (queued); with NCCL,
+  // records an event as each gradient bucket closes.
+  absl::Status Launch(Device& d);
+  absl::Status BackwardInBuckets(Device& d);
+  absl::Status CloseBucket(Device& d, const GradientBucket& b);
+  // From the trainer thread: each bucket's all-reduce over every GPU of the
+  // job on the comm streams, after its event; then [reduced].
+  absl::Status ReduceBuckets();
+  absl::Status LossOf(Device& d, const Slot& slot, bool gradient);
+  // Sums `count` floats at per-GPU device pointers over every GPU of the job
+  // on the compute streams, and waits (evaluation, BatchNorm statistics).
   absl::Status AllReduce(const std::function<float*(Device&)>& buffer,
                          int64_t count);
   absl::Status OptimizerStep(Device& d, double lr);
-  absl::Status ReadResult(Device& d);
+  // Queues the copy of the loss and correct count to the host, then
+  // [step done]; TakeResult waits for it and reads them.
+  absl::Status EnqueueResult(Device& d);
+  absl::Status TakeResult(Device& d);
   absl::Status AverageBuffers();
   absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
   absl::Status Evaluate(EpochResult* result);
@@ -110,8 +221,9 @@ class GpuTrainer : public Trainer {
   ReplicaPool pool_;
   DataSplits data_;
   std::unique_ptr<Model<float>> host_model_;  // layout, init, results
-  std::vector<Device> devices_;
+  // Before devices_: their pinned buffers go back to it on destruction.
   std::unique_ptr<PinnedHostPool> pinned_;
+  std::vector<Device> devices_;
   std::unique_ptr<InMemoryKv> local_kv_;
   std::unique_ptr<NcclCommunicator> own_nccl_;  // single process, > 1 GPU
   NcclCommunicator* nccl_ = nullptr;
@@ -174,6 +286,7 @@ absl::Status GpuTrainer::Setup() {
                      NcclCommunicator::Create(*local_kv_, t, NcclOptions()));
     nccl_ = own_nccl_.get();
   }
+  if (nccl_ != nullptr) RETURN_IF_ERROR(SetupBuckets());
   DistributedSampler sampler(data_.train->size(), TotalReplicas(), 0,
                              spec_.seed(), true, spec_.drop_last());
   const int64_t b = spec_.batch_size();
@@ -202,10 +315,12 @@ absl::Status GpuTrainer::SetupDevice(int i) {
   Device& d = devices_[i];
   d.ordinal = options_.gpus[i];
   ASSIGN_OR_RETURN(d.context, GpuContext::Create(d.ordinal));
-  ASSIGN_OR_RETURN(d.model,
-                   GpuModel::Create(spec_.model(), data_.train->sample_shape(),
-                                    *host_model_, d.context.get()));
+  ASSIGN_OR_RETURN(
+      d.model,
+      GpuModel::Create(spec_.model(), data_.train->sample_shape(), *host_model_,
+                       d.context.get(), spec_.precision()));
   d.model->SeedRandom(spec_.seed() + GlobalReplica(i));
+  RETURN_IF_ERROR(d.context->Activate());
   const int64_t flat = d.model->flat_size();
   auto zeroed = [&](DeviceFloats& buffer) -> absl::Status {
     RETURN_IF_ERROR(buffer.Reserve(std::max<int64_t>(1, flat)));
@@ -222,22 +337,60 @@ absl::Status GpuTrainer::SetupDevice(int i) {
   RETURN_IF_ERROR(d.pair.Reserve(2));
   ASSIGN_OR_RETURN(d.staged_result,
                    PinnedBuffer<float>::Allocate(pinned_.get(), 4));
-  return Reserve(d, std::max(spec_.batch_size(), spec_.eval().batch_size()));
+  ASSIGN_OR_RETURN(CudaStream copy, CudaStream::Create(d.ordinal));
+  d.copy.emplace(std::move(copy));
+  ASSIGN_OR_RETURN(d.step_done, Event::Create());
+  for (Slot& slot : d.slots) {
+    ASSIGN_OR_RETURN(slot.uploaded, Event::Create());
+    ASSIGN_OR_RETURN(slot.consumed, Event::Create());
+  }
+  const int64_t largest =
+      std::max(spec_.batch_size(), spec_.eval().batch_size());
+  for (Slot& slot : d.slots) RETURN_IF_ERROR(Reserve(d, slot, largest));
+  // Setup wrote device memory through the legacy default stream, which the
+  // non-blocking streams do not wait for: finish it before they start.
+  return CudaStatus(cudaDeviceSynchronize(), "finishing setup");
 }
 
-absl::Status GpuTrainer::Reserve(Device& d, int64_t n) {
-  if (n <= d.capacity) return absl::OkStatus();
-  const int64_t sample = Product(data_.train->sample_shape());
-  RETURN_IF_ERROR(d.input.Reserve(n * sample));
-  RETURN_IF_ERROR(d.labels.Reserve(n));
-  RETURN_IF_ERROR(d.grad_out.Reserve(n * classes_));
-  RETURN_IF_ERROR(
-      d.workspace.Reserve(SoftmaxCrossEntropyWorkspaceBytes(n) / 4 + 2));
-  ASSIGN_OR_RETURN(d.staged_features,
-                   PinnedBuffer<float>::Allocate(pinned_.get(), n * sample));
-  ASSIGN_OR_RETURN(d.staged_labels,
-                   PinnedBuffer<int32_t>::Allocate(pinned_.get(), n));
-  d.capacity = n;
+absl::Status GpuTrainer::SetupBuckets() {
+  BucketBudget budget;
+  const int64_t bytes =
+      dist_ != nullptr ? dist_->bucket_bytes : spec_.cluster().bucket_bytes();
+  if (bytes > 0) budget.bytes = bytes;
+  for (Device& d : devices_) {
+    RETURN_IF_ERROR(d.context->Activate());
+    ASSIGN_OR_RETURN(CudaStream comm, CudaStream::Create(d.ordinal));
+    d.comm.emplace(std::move(comm));
+    ASSIGN_OR_RETURN(d.reduced, Event::Create());
+    d.planner = std::make_unique<BucketPlanner>(d.model->flat_size(), budget);
+  }
+  return absl::OkStatus();
+}
+
+// The buffers are sized for the largest batch at setup, so this only
+// allocates then; should a slot ever grow later, the GPU's streams are
+// drained first, since queued work may still use the old buffers. The
+// other slot, which may hold the next step's batch, is left alone.
+absl::Status GpuTrainer::Reserve(Device& d, Slot& slot, int64_t n) {
+  if (n <= slot.capacity && n <= d.capacity) return absl::OkStatus();
+  RETURN_IF_ERROR(d.context->Synchronize());
+  if (d.copy) RETURN_IF_ERROR(d.copy->Synchronize());
+  if (n > slot.capacity) {
+    const int64_t sample = Product(data_.train->sample_shape());
+    RETURN_IF_ERROR(slot.input.Reserve(n * sample));
+    RETURN_IF_ERROR(slot.labels.Reserve(n));
+    ASSIGN_OR_RETURN(slot.staged_features,
+                     PinnedBuffer<float>::Allocate(pinned_.get(), n * sample));
+    ASSIGN_OR_RETURN(slot.staged_labels,
+                     PinnedBuffer<int32_t>::Allocate(pinned_.get(), n));
+    slot.capacity = n;
+  }
+  if (n > d.capacity) {
+    RETURN_IF_ERROR(d.grad_out.Reserve(n * classes_));
+    RETURN_IF_ERROR(
+        d.workspace.Reserve(SoftmaxCrossEntropyWorkspaceBytes(n) / 4 + 2));
+    d.capacity = n;
+  }
   return absl::OkStatus();
 }
 
@@ -274,54 +427,140 @@ absl::Status GpuTrainer::StartEpoch(int64_t epoch) {
   return absl::OkStatus();
 }
 
-// Host batch -> pinned staging -> device, on the GPU's stream. The staging
-// buffers are reused only after the previous step's synchronization.
-absl::Status GpuTrainer::Upload(Device& d, const Batch& b) {
+absl::Status GpuTrainer::Stage(Device& d, const Batch& b, int slot_index) {
   const int64_t n = static_cast<int64_t>(b.labels.size());
-  RETURN_IF_ERROR(Reserve(d, n));
-  std::memcpy(d.staged_features.data(), b.features.data(),
-              b.features.size() * sizeof(float));
-  std::memcpy(d.staged_labels.data(), b.labels.data(), n * sizeof(int32_t));
-  const cudaStream_t s = d.context->stream();
+  const int64_t sample = Product(data_.train->sample_shape());
+  if (static_cast<int64_t>(b.features.size()) != n * sample) {
+    return absl::InternalError(
+        absl::StrCat("GPU ", d.ordinal, ": a batch of ", n, " labels has ",
+                     b.features.size(), " features, not ", n * sample));
+  }
+  Slot& slot = d.slots[slot_index];
+  RETURN_IF_ERROR(Reserve(d, slot, n));
   RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpyAsync(d.input.data(), d.staged_features.data(),
-                                 b.features.size() * sizeof(float),
-                                 cudaMemcpyHostToDevice, s),
-                 "uploading a batch"));
-  return CudaStatus(
-      cudaMemcpyAsync(d.labels.data(), d.staged_labels.data(),
+      CudaStatus(cudaEventSynchronize(slot.uploaded.get()),
+                 absl::StrCat("GPU ", d.ordinal,
+                              ": the previous upload from slot ", slot_index)));
+  std::memcpy(slot.staged_features.data(), b.features.data(),
+              n * sample * sizeof(float));
+  std::memcpy(slot.staged_labels.data(), b.labels.data(), n * sizeof(int32_t));
+  const cudaStream_t s = d.copy->get();
+  RETURN_IF_ERROR(StreamWait(s, slot.consumed, "an input slot is free"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(slot.input.data(), slot.staged_features.data(),
+                      n * sample * sizeof(float), cudaMemcpyHostToDevice, s),
+      "uploading a batch"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(slot.labels.data(), slot.staged_labels.data(),
                       n * sizeof(int32_t), cudaMemcpyHostToDevice, s),
-      "uploading labels");
+      "uploading labels"));
+  slot.n = n;
+  return Record(slot.uploaded, s, "batch uploaded");
+}
+
+absl::Status GpuTrainer::Prefetch(Device& d) {
+  if (!d.loader->Next(&d.batch)) {
+    return absl::InternalError("a loader ended before num_batches()");
+  }
+  RETURN_IF_ERROR(Stage(d, d.batch, d.next_slot));
+  d.ready_slot = d.next_slot;
+  d.next_slot ^= 1;
+  return absl::OkStatus();
 }
 
 // Mean cross-entropy of the last forward into d.result[0] and the count
 // of correct predictions into d.result[2..3] (int64, cleared first).
-absl::Status GpuTrainer::LossOf(Device& d, int64_t n, bool gradient) {
+absl::Status GpuTrainer::LossOf(Device& d, const Slot& slot, bool gradient) {
   const cudaStream_t s = d.context->stream();
   RETURN_IF_ERROR(
       CudaStatus(cudaMemsetAsync(d.result.data(), 0, 4 * sizeof(float), s),
                  "clearing the loss"));
   CudaCrossEntropyBuffers b;
   b.logits = d.model->output();
-  b.labels = As<int32_t>(d.labels);
+  b.labels = As<int32_t>(slot.labels);
   b.loss = d.result.data();
   b.grad = gradient ? d.grad_out.data() : nullptr;
   b.correct = reinterpret_cast<int64_t*>(d.result.data() + 2);
   b.workspace = d.workspace.data();
   b.workspace_bytes = d.workspace.capacity() * sizeof(float);
-  return SoftmaxCrossEntropyAsync(b, n, classes_, s);
+  return SoftmaxCrossEntropyAsync(b, slot.n, classes_, s);
 }
 
-absl::Status GpuTrainer::Compute(Device& d) {
-  if (!d.loader->Next(&d.batch)) {
-    return absl::InternalError("a loader ended before num_batches()");
+absl::Status GpuTrainer::Launch(Device& d) {
+  if (d.ready_slot < 0) {
+    return absl::InternalError(
+        absl::StrCat("GPU ", d.ordinal, ": no batch staged for the step"));
   }
-  const int64_t n = static_cast<int64_t>(d.batch.labels.size());
-  RETURN_IF_ERROR(Upload(d, d.batch));
-  RETURN_IF_ERROR(d.model->Forward(d.input.data(), n, Mode::kTrain).status());
-  RETURN_IF_ERROR(LossOf(d, n, /*gradient=*/true));
-  d.seen = n;
-  return d.model->Backward(d.grad_out.data());
+  const Slot& slot = d.slots[d.ready_slot];
+  d.ready_slot = -1;
+  const cudaStream_t s = d.context->stream();
+  RETURN_IF_ERROR(StreamWait(s, slot.uploaded, "the batch is on the GPU"));
+  RETURN_IF_ERROR(
+      d.model->Forward(slot.input.data(), slot.n, Mode::kTrain).status());
+  RETURN_IF_ERROR(LossOf(d, slot, /*gradient=*/true));
+  d.seen = slot.n;
+  if (nccl_ != nullptr) {
+    RETURN_IF_ERROR(BackwardInBuckets(d));
+  } else {
+    RETURN_IF_ERROR(d.model->Backward(d.grad_out.data()));
+  }
+  return Record(slot.consumed, s, "input slot read");
+}
+
+absl::Status GpuTrainer::BackwardInBuckets(Device& d) {
+  d.planner->Reset();
+  d.buckets.clear();
+  absl::Status closing;
+  auto close = [&](const std::optional<GradientBucket>& b) {
+    if (b.has_value() && closing.ok()) closing = CloseBucket(d, *b);
+  };
+  RETURN_IF_ERROR(d.model->Backward(d.grad_out.data(), [&](int64_t offset) {
+    close(d.planner->Ready(offset));
+  }));
+  close(d.planner->Finish());
+  RETURN_IF_ERROR(d.planner->status());
+  return closing;
+}
+
+absl::Status GpuTrainer::CloseBucket(Device& d, const GradientBucket& b) {
+  const size_t k = d.buckets.size();
+  if (k == d.bucket_ready.size()) {
+    ASSIGN_OR_RETURN(Event e, Event::Create());
+    d.bucket_ready.push_back(std::move(e));
+  }
+  RETURN_IF_ERROR(
+      Record(d.bucket_ready[k], d.context->stream(), "gradient bucket final"));
+  d.buckets.push_back(b);
+  return absl::OkStatus();
+}
+
+absl::Status GpuTrainer::ReduceBuckets() {
+  const std::vector<GradientBucket>& plan = devices_[0].buckets;
+  for (const Device& d : devices_) {
+    if (d.buckets != plan) {
+      return absl::InternalError(absl::StrCat(
+          "GPU ", d.ordinal, " closed ", d.buckets.size(),
+          " gradient buckets, GPU ", devices_[0].ordinal, " ", plan.size(),
+          ", or at other offsets: the replicas' models differ"));
+    }
+  }
+  std::vector<float*> buffers(Gpus());
+  std::vector<cudaStream_t> streams(Gpus());
+  for (int i = 0; i < Gpus(); ++i) streams[i] = devices_[i].comm->get();
+  for (size_t k = 0; k < plan.size(); ++k) {
+    for (int i = 0; i < Gpus(); ++i) {
+      Device& d = devices_[i];
+      RETURN_IF_ERROR(StreamWait(streams[i], d.bucket_ready[k],
+                                 "all-reduce after its bucket"));
+      buffers[i] = d.model->grads() + plan[k].begin;
+    }
+    RETURN_IF_ERROR(nccl_->AllReduceSum(buffers, plan[k].size(), streams));
+  }
+  for (int i = 0; i < Gpus(); ++i) {
+    RETURN_IF_ERROR(
+        Record(devices_[i].reduced, streams[i], "gradients all-reduced"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GpuTrainer::AllReduce(const std::function<float*(Device&)>& buffer,
@@ -340,6 +579,9 @@ absl::Status GpuTrainer::AllReduce(const std::function<float*(Device&)>& buffer,
 absl::Status GpuTrainer::OptimizerStep(Device& d, double lr) {
   const int64_t n = d.model->flat_size();
   const cudaStream_t s = d.context->stream();
+  if (nccl_ != nullptr) {
+    RETURN_IF_ERROR(StreamWait(s, d.reduced, "the optimizer"));
+  }
   if (TotalReplicas() > 1) {
     RETURN_IF_ERROR(
         gpu::ScaleInPlace(d.model->grads(), n, 1.0f / TotalReplicas(), s));
@@ -363,14 +605,19 @@ absl::Status GpuTrainer::OptimizerStep(Device& d, double lr) {
                        d.adam_v.data(), n, lr, adam_steps_, ao, s);
 }
 
-// Waits for the GPU's step and reads its loss and correct count.
-absl::Status GpuTrainer::ReadResult(Device& d) {
+absl::Status GpuTrainer::EnqueueResult(Device& d) {
   const cudaStream_t s = d.context->stream();
   RETURN_IF_ERROR(
       CudaStatus(cudaMemcpyAsync(d.staged_result.data(), d.result.data(),
                                  4 * sizeof(float), cudaMemcpyDeviceToHost, s),
                  "reading the loss"));
-  RETURN_IF_ERROR(d.context->Synchronize());
+  return Record(d.step_done, s, "step done");
+}
+
+absl::Status GpuTrainer::TakeResult(Device& d) {
+  RETURN_IF_ERROR(
+      CudaStatus(cudaEventSynchronize(d.step_done.get()),
+                 absl::StrCat("GPU ", d.ordinal, ": waiting for the step")));
   d.loss = d.staged_result.data()[0];
   std::memcpy(&d.correct, d.staged_result.data() + 2, sizeof(int64_t));
   return absl::OkStatus();
@@ -385,17 +632,30 @@ absl::StatusOr<EpochResult> GpuTrainer::TrainEpoch(int64_t epoch,
   int64_t correct = 0, seen = 0;
   const absl::Time start = absl::Now();
   const int64_t batches = devices_[0].loader->num_batches();
-  while (er.steps < batches && (max_steps_ <= 0 || step_ < max_steps_)) {
-    RETURN_IF_ERROR(OnEveryGpu([this](Device& d) { return Compute(d); }));
-    RETURN_IF_ERROR(AllReduce([](Device& d) { return d.model->grads(); },
-                              devices_[0].model->flat_size()));
+  // Whether a step follows `steps` steps of this epoch, `step` of the run.
+  auto more = [&](int64_t steps, int64_t step) {
+    return steps < batches && (max_steps_ <= 0 || step < max_steps_);
+  };
+  if (more(er.steps, step_)) {
+    RETURN_IF_ERROR(OnEveryGpu([this](Device& d) { return Prefetch(d); }));
+  }
+  while (more(er.steps, step_)) {
+    RETURN_IF_ERROR(OnEveryGpu([this](Device& d) { return Launch(d); }));
+    if (nccl_ != nullptr) RETURN_IF_ERROR(ReduceBuckets());
     const double lr = LearningRate(spec_.optimizer(), spec_.lr_schedule(),
                                    step_, TotalSteps());
     ++adam_steps_;
-    RETURN_IF_ERROR(OnEveryGpu([this, lr](Device& d) -> absl::Status {
+    const bool next = more(er.steps + 1, step_ + 1);
+    RETURN_IF_ERROR(OnEveryGpu([this, lr, next](Device& d) -> absl::Status {
       RETURN_IF_ERROR(OptimizerStep(d, lr));
-      return ReadResult(d);
+      RETURN_IF_ERROR(EnqueueResult(d));
+      // Load and upload the next batch while the GPU works on this step.
+      if (next) RETURN_IF_ERROR(Prefetch(d));
+      return TakeResult(d);
     }));
+    // Every collective of the step is done by now (the optimizer waited for
+    // them); this reports a communicator that failed or was aborted.
+    if (nccl_ != nullptr) RETURN_IF_ERROR(nccl_->Wait());
     double loss = 0;
     for (const Device& d : devices_) {
       loss += d.loss / Gpus();
@@ -435,8 +695,9 @@ absl::Status GpuTrainer::AverageBuffers() {
   return absl::OkStatus();
 }
 
-// Every GPU evaluates its share of the test set; the sums are added up
-// over every GPU of the job.
+// Every GPU evaluates its share of the test set, one batch at a time
+// through the slot that holds no staged training batch; the sums are
+// added up over every GPU of the job.
 absl::Status GpuTrainer::Evaluate(EpochResult* result) {
   if (nccl_ != nullptr) RETURN_IF_ERROR(AverageBuffers());
   const int64_t n = data_.test->size();
@@ -453,21 +714,29 @@ absl::Status GpuTrainer::Evaluate(EpochResult* result) {
     double loss = 0;
     int64_t correct = 0;
     Batch b;
+    const cudaStream_t s = d.context->stream();
     while (loader.Next(&b)) {
-      const int64_t m = static_cast<int64_t>(b.labels.size());
-      RETURN_IF_ERROR(Upload(d, b));
+      const int slot_index = d.next_slot;
+      const Slot& slot = d.slots[slot_index];
+      RETURN_IF_ERROR(Stage(d, b, slot_index));
+      RETURN_IF_ERROR(StreamWait(s, slot.uploaded, "the batch is on the GPU"));
       RETURN_IF_ERROR(
-          d.model->Forward(d.input.data(), m, Mode::kEval).status());
-      RETURN_IF_ERROR(LossOf(d, m, /*gradient=*/false));
-      RETURN_IF_ERROR(ReadResult(d));
-      loss += static_cast<double>(d.loss) * m;
+          d.model->Forward(slot.input.data(), slot.n, Mode::kEval).status());
+      RETURN_IF_ERROR(LossOf(d, slot, /*gradient=*/false));
+      RETURN_IF_ERROR(Record(slot.consumed, s, "input slot read"));
+      RETURN_IF_ERROR(EnqueueResult(d));
+      RETURN_IF_ERROR(TakeResult(d));
+      loss += static_cast<double>(d.loss) * slot.n;
       correct += d.correct;
     }
     const float pair[2] = {static_cast<float>(loss),
                            static_cast<float>(correct)};
-    return CudaStatus(
-        cudaMemcpy(d.pair.data(), pair, sizeof(pair), cudaMemcpyHostToDevice),
-        "evaluation sums");
+    // On the compute stream, which the all-reduce below follows (a legacy
+    // stream copy would not be ordered with it). A pageable source is
+    // staged before the call returns.
+    return CudaStatus(cudaMemcpyAsync(d.pair.data(), pair, sizeof(pair),
+                                      cudaMemcpyHostToDevice, s),
+                      "evaluation sums");
   }));
   RETURN_IF_ERROR(AllReduce([](Device& d) { return d.pair.data(); }, 2));
   float sums[2];

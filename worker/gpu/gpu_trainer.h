@@ -2,7 +2,10 @@
 // parallel, with the same mathematics as the CPU trainer (each GPU reads
 // its own shard of every epoch through the distributed sampler, the
 // gradients are averaged over every GPU of the job with NCCL, and every GPU
-// applies the same optimizer step to its copy of the parameters).
+// applies the same optimizer step to its copy of the parameters). The
+// all-reduce runs in buckets on a communication stream while backward is
+// still running, and the next batch is uploaded on a copy stream while the
+// current step computes (the step's timeline is in gpu_trainer.cc).
 //
 // A single process (cohort train) all-reduces over its own GPUs; a worker
 // of a multi-worker job passes DistributedContext::nccl, whose
