@@ -2,8 +2,8 @@
 // alone (float32 within 1e-5 relative, bf16 within 1e-2: the issue's
 // per-layer bounds) and the zoo models end to end in float32 (1e-4, as
 // rounding compounds over the layers), for the forward output, every
-// parameter gradient and the BatchNorm running statistics. Runs where a CUDA device exists; skips with the reason
-// elsewhere.
+// parameter gradient and the BatchNorm running statistics. Runs where a CUDA
+// device exists; skips with the reason elsewhere.
 #include "worker/gpu/gpu_model.h"
 
 #include <cmath>
