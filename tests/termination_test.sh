@@ -56,7 +56,11 @@ c=$!; pids+=($c)
 stepping() { "$cohort" status --coordinator="$addr" --json 2>/dev/null | grep -q '"step": "[1-9]'; }
 if wait_for 30 stepping; then
   sleep 1
-  kill -TERM $w0 $w1
+  # Rank 1 first, rank 0 a step (5 ms) later: the signals straddle a step
+  # boundary about half the time, and then rank 1 is gone while rank 0 is
+  # in the next step's all-reduce. Rank 0 must still stop cleanly, with its
+  # final checkpoint of the last completed step.
+  kill -TERM $w1; sleep 0.005; kill -TERM $w0
   wait $w0; rc0=$?
   wait $w1; rc1=$?
   final=$(grep -ho "stopped by a termination signal after step [0-9]*; final checkpoint in [^ ]*" "$tmp/w0.err" "$tmp/w1.err")

@@ -95,6 +95,13 @@ class LocalTrainer : public Trainer {
   bool StopSignalled() const {
     return options_.stop_signal != nullptr && options_.stop_signal->load();
   }
+  // The codes a collective fails with when a peer goes away.
+  static bool FailedInCollective(const absl::Status& s) {
+    return s.code() == absl::StatusCode::kUnavailable ||
+           s.code() == absl::StatusCode::kAborted ||
+           s.code() == absl::StatusCode::kDeadlineExceeded ||
+           s.code() == absl::StatusCode::kInternal;
+  }
   // After a stop signal: a final checkpoint of the last completed step (by
   // whoever writes checkpoints), then CANCELLED naming the step.
   absl::Status StopWithFinalCheckpoint();
@@ -1191,6 +1198,13 @@ absl::Status LocalTrainer::Evaluate(EpochResult* result) {
 
 absl::StatusOr<TrainResult> LocalTrainer::Run() {
   absl::StatusOr<TrainResult> result = RunEpochs();
+  if (!result.ok() && StopSignalled() && FailedInCollective(result.status())) {
+    // Every worker of a job deleted at once gets the signal, but not at the
+    // same step: a peer that stopped first fails this worker's next
+    // collective. Nothing of that step was applied (the collective comes
+    // before the optimizer), so stop as if at the step boundary.
+    return StopWithFinalCheckpoint();
+  }
   if (!result.ok()) SaveForNextGeneration();
   return result;
 }
