@@ -31,6 +31,24 @@ inline absl::Status LaunchStatus(absl::string_view kernel) {
   return CudaStatus(cudaGetLastError(), absl::StrCat(kernel, " launch"));
 }
 
+// Runs `f` (returning absl::Status) with `device` current and restores the
+// caller's device after: the current device is per-thread state that the
+// caller may rely on.
+template <typename F>
+absl::Status OnDevice(int device, F&& f) {
+  int previous = 0;
+  absl::Status s = CudaStatus(cudaGetDevice(&previous), "cudaGetDevice");
+  if (s.ok() && previous != device) {
+    s = CudaStatus(cudaSetDevice(device),
+                   absl::StrCat("cudaSetDevice(", device, ")"));
+  }
+  if (!s.ok()) return s;
+  s = f();
+  // Restoring a device that was current a moment ago cannot fail.
+  if (previous != device) cudaSetDevice(previous);
+  return s;
+}
+
 }  // namespace cohort
 
 #endif  // COHORT_KERNELS_CUDA_CUDA_STATUS_H_

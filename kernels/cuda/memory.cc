@@ -33,23 +33,6 @@ absl::Status CheckDevice(int device) {
   return absl::OkStatus();
 }
 
-// Runs `f` (returning absl::Status) with `device` current and restores the
-// caller's device after: the current device is per-thread state that the
-// caller may rely on.
-template <typename F>
-absl::Status OnDevice(int device, F&& f) {
-  int previous = 0;
-  RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&previous), "cudaGetDevice"));
-  if (previous != device) {
-    RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device),
-                               absl::StrCat("cudaSetDevice(", device, ")")));
-  }
-  absl::Status status = f();
-  // Restoring a device that was current a moment ago cannot fail.
-  if (previous != device) cudaSetDevice(previous);
-  return status;
-}
-
 // A failed allocation leaves its error as the thread's "last error"; clear
 // it, or the next LaunchStatus() would blame an innocent kernel for it.
 absl::Status AllocationStatus(cudaError_t e, const std::string& what) {

@@ -69,21 +69,6 @@ bool EventDone(cudaEvent_t event) {
   return false;
 }
 
-// Runs `f` with `device` current, then makes the caller's device current
-// again (the trainer relies on its thread's device).
-template <typename F>
-absl::Status OnDevice(int device, F&& f) {
-  int previous = 0;
-  RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&previous), "cudaGetDevice"));
-  if (previous != device) {
-    RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device),
-                               absl::StrCat("cudaSetDevice(", device, ")")));
-  }
-  absl::Status s = f();
-  if (previous != device) cudaSetDevice(previous);
-  return s;
-}
-
 ncclConfig_t NonBlockingConfig() {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;

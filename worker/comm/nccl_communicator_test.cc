@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/require_gpus.h"
 
 namespace cohort {
 namespace {
@@ -24,16 +25,6 @@ int DevicesOrSkip() {
   const CudaDevices d = FindCudaDevices();
   return static_cast<int>(d.names.size());
 }
-
-#define REQUIRE_GPUS(n)                                            \
-  do {                                                             \
-    const CudaDevices d = FindCudaDevices();                       \
-    if (static_cast<int>(d.names.size()) < (n)) {                  \
-      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), found " \
-                   << d.names.size() << ": "                       \
-                   << (d.reason.empty() ? "too few" : d.reason);   \
-    }                                                              \
-  } while (0)
 
 // One buffer per device, element k of device i holding (i + 1) * (k + 1).
 struct Buffers {

@@ -14,16 +14,11 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/require_gpus.h"
 #include "worker/zoo.h"
 
 namespace cohort {
 namespace {
-
-#define REQUIRE_GPU()                                                    \
-  do {                                                                   \
-    const CudaDevices d = FindCudaDevices();                             \
-    if (d.names.empty()) GTEST_SKIP() << "no CUDA device: " << d.reason; \
-  } while (0)
 
 int64_t Product(const Shape& s) {
   int64_t n = 1;

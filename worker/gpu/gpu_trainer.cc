@@ -257,6 +257,24 @@ absl::Status GpuTrainer::Setup() {
           found.names.empty() ? absl::StrCat(" (", found.reason, ")") : ""));
     }
   }
+  if (spec_.precision() == BF16) {
+    for (int g : options_.gpus) {
+      int major = 0, minor = 0;
+      RETURN_IF_ERROR(CudaStatus(
+          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, g),
+          "reading the compute capability"));
+      RETURN_IF_ERROR(CudaStatus(
+          cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, g),
+          "reading the compute capability"));
+      if (major < 8) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "precision: BF16 needs bf16 tensor cores (compute capability 8.0, "
+            "A100 or newer); GPU ",
+            g, " (", found.names[g], ") has ", major, ".", minor,
+            ": train in FP32"));
+      }
+    }
+  }
   ASSIGN_OR_RETURN(data_,
                    LoadDataset(spec_.data(), options_.data_dir, spec_.seed()));
   const Shape input = data_.train->sample_shape();

@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/require_gpus.h"
 #include "worker/comm/kv_client.h"
 #include "worker/gpu/gpu_trainer.h"
 #include "worker/spec.h"
@@ -17,16 +18,6 @@
 
 namespace cohort {
 namespace {
-
-#define REQUIRE_GPUS(n)                                             \
-  do {                                                              \
-    const CudaDevices d = FindCudaDevices();                        \
-    if (static_cast<int>(d.names.size()) < (n)) {                   \
-      GTEST_SKIP() << "no CUDA device: needs " << (n) << ", found " \
-                   << d.names.size() << ": "                        \
-                   << (d.reason.empty() ? "too few" : d.reason);    \
-    }                                                               \
-  } while (0)
 
 constexpr char kSyntheticMlp[] = R"(
   name: "synthetic-mlp"

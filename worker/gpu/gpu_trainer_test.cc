@@ -14,17 +14,12 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/require_gpus.h"
 #include "worker/spec.h"
 #include "worker/trainer.h"
 
 namespace cohort {
 namespace {
-
-#define REQUIRE_GPU()                                                    \
-  do {                                                                   \
-    const CudaDevices d = FindCudaDevices();                             \
-    if (d.names.empty()) GTEST_SKIP() << "no CUDA device: " << d.reason; \
-  } while (0)
 
 JobSpec Spec(const std::string& text) {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "test.textproto");
