@@ -1,12 +1,13 @@
 #include "cli/devices.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "kernels/cuda/device.h"
+#include "worker/gpu/gpu_plugin.h"
 
 namespace cohort {
 namespace {
@@ -79,9 +80,18 @@ absl::StatusOr<Devices> ResolveDevices(const std::string& devices_flag,
     return absl::InvalidArgumentError(
         "give --devices or its older name --replicas, not both");
   }
-  const CudaDevices found = FindCudaDevices();
-  return ParseDevices(devices_flag.empty() ? replicas_flag : devices_flag,
-                      static_cast<int>(found.names.size()), found.reason);
+  const std::string value = devices_flag.empty() ? replicas_flag : devices_flag;
+  // The default asks for every GPU, so a machine without an NVIDIA driver
+  // is answered without loading the GPU plugin (and the CUDA libraries).
+  if (value.empty() && !NvidiaDriverPresent()) return ParseDevices("", 0, "");
+  const CudaDevices found = FindGpus();
+  if (value.empty() && found.names.empty()) {
+    // A driver without a usable GPU engine: say why before training on CPU.
+    std::fprintf(stderr, "cohort: no GPU to train on (%s); using cpu:1\n",
+                 found.reason.c_str());
+  }
+  return ParseDevices(value, static_cast<int>(found.names.size()),
+                      found.reason);
 }
 
 absl::StatusOr<std::vector<Devices>> SplitDevices(const Devices& d,

@@ -24,7 +24,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/data/sampler.h"
-#include "worker/gpu/gpu_trainer.h"
+#include "worker/gpu/gpu_plugin.h"
 #include "worker/gradient_sync.h"
 #include "worker/loss.h"
 #include "worker/optim/lr_schedule.h"
@@ -1274,7 +1274,10 @@ void FillProgress(int64_t step, int64_t epoch, double loss,
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const JobSpec& spec, const TrainOptions& options) {
-  if (!options.gpus.empty()) return CreateGpuTrainer(spec, options);
+  if (!options.gpus.empty()) {
+    ASSIGN_OR_RETURN(const GpuPluginApi* gpu, LoadGpuPlugin());
+    return gpu->create_trainer(spec, options);
+  }
   if (spec.precision() == BF16) {
     return absl::InvalidArgumentError(
         "precision: BF16 is for GPU devices (--devices=gpu:all or gpu:I,J); "

@@ -17,7 +17,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
 #include "worker/coordinator_client.h"
-#include "worker/gpu/gpu_trainer.h"
+#include "worker/gpu/gpu_plugin.h"
 #include "worker/heartbeat.h"
 #include "worker/ps_client.h"
 #include "worker/timeline.h"
@@ -263,9 +263,10 @@ absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
   placement.replica_offset = join.replica_offset();
   placement.total_replicas = join.total_replicas();
   placement.gpus = o.gpus;
-  ASSIGN_OR_RETURN(
-      std::shared_ptr<NcclCommunicator> nccl,
-      CreateWorkerNccl(client, absl::StrCat(join.kv_prefix(), "nccl/"),
+  ASSIGN_OR_RETURN(const GpuPluginApi* gpu, LoadGpuPlugin());
+  ASSIGN_OR_RETURN(std::shared_ptr<NcclCommunicator> nccl,
+                   gpu->create_worker_nccl(
+                       client, absl::StrCat(join.kv_prefix(), "nccl/"),
                        placement, cluster.nccl_algorithm(),
                        absl::Milliseconds(cluster.collective_timeout_ms())));
   DistributedContext dist = JobContext(join, client, heartbeat, o.metrics);

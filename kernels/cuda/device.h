@@ -11,15 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/cuda/cuda_devices.h"
 
 namespace cohort {
-
-struct CudaDevices {
-  std::vector<std::string> names;  // one per visible GPU
-  // Why there are none, when `names` is empty ("built without CUDA",
-  // "CUDA driver version is insufficient ...").
-  std::string reason;
-};
 
 // Never fails: no GPU is a normal answer.
 CudaDevices FindCudaDevices();

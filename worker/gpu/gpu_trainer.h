@@ -11,8 +11,9 @@
 // of a multi-worker job passes DistributedContext::nccl, whose
 // communicators span every GPU of every worker.
 //
-// This header needs no CUDA headers, so the CPU trainer can dispatch to it
-// in every build; without CUDA, CreateGpuTrainer says so.
+// These functions live in the GPU plugin (gpu_plugin_api.h), which the
+// cohort binary opens at run time; GPU tests link them directly. This
+// header needs no CUDA headers; without CUDA, CreateGpuTrainer says so.
 #ifndef COHORT_WORKER_GPU_GPU_TRAINER_H_
 #define COHORT_WORKER_GPU_GPU_TRAINER_H_
 
@@ -23,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/job.pb.h"
+#include "worker/gpu/gpu_plugin_api.h"
 #include "worker/trainer.h"
 
 namespace cohort {
@@ -34,15 +36,6 @@ class KvClient;
 // for what the GPU engine does not do yet (parameter-server mode, MSE loss).
 absl::StatusOr<std::unique_ptr<Trainer>> CreateGpuTrainer(
     const JobSpec& spec, const TrainOptions& options);
-
-// Where a GPU worker's devices sit in its job.
-struct GpuWorkerPlacement {
-  int rank = 0;            // the worker's rank
-  int world_size = 1;      // workers
-  int replica_offset = 0;  // global rank of its first GPU
-  int total_replicas = 1;  // GPUs in the job
-  std::vector<int> gpus;   // its CUDA devices
-};
 
 // A GPU worker's NCCL communicators over every GPU of the job, bootstrapped
 // through `kv` (the coordinator's store, scoped to the generation) under
