@@ -84,6 +84,10 @@ absl::StatusOr<Devices> ResolveDevices(const std::string& devices_flag,
   // The default asks for every GPU, so a machine without an NVIDIA driver
   // is answered without loading the GPU plugin (and the CUDA libraries).
   if (value.empty() && !NvidiaDriverPresent()) return ParseDevices("", 0, "");
+  // CPU devices (and malformed values) need no device discovery.
+  if (!value.empty() && value.rfind("gpu:", 0) != 0) {
+    return ParseDevices(value, 0, "");
+  }
   const CudaDevices found = FindGpus();
   if (value.empty() && found.names.empty()) {
     // A driver without a usable GPU engine: say why before training on CPU.
