@@ -5,7 +5,9 @@
       Maps every library `ldd COHORT` resolves to the package that ships it
       and checks that each Dockerfile's runtime stage installs it in its one
       apt-get install line (or that debian:12-slim already has it), and that
-      the line installs nothing else.
+      the line installs nothing else. The CUDA libraries come only from the
+      GPU plugin beside COHORT (libcohort_gpu.so), which Dockerfile.cuda
+      alone must ship.
   deploy_check.py k8s COHORT SCHEMA_DIR NAME=RENDERED.yaml ...
       Validates every rendered object against the strict JSON schemas in
       SCHEMA_DIR ("-": skip that part) and checks that the manifests agree
@@ -224,9 +226,40 @@ def check_dockerfile(path, mapped, with_cuda, binary_has_cuda):
     return installed
 
 
+PLUGIN = "libcohort_gpu.so"
+# Where Dockerfile.cuda must put the plugin: ../lib/cohort/ from the binary
+# at /usr/local/bin/cohort, one of the two places cohort looks
+# (worker/gpu/gpu_plugin.h).
+PLUGIN_IN_IMAGE = "/usr/local/lib/cohort/" + PLUGIN
+
+
+def check_plugin_copies(dockerfile, cuda_dockerfile):
+    """Dockerfile.cuda ships the GPU plugin where cohort finds it; the CPU
+    image ships none (and so no CUDA library at all)."""
+    for path, wanted in ((dockerfile, False), (cuda_dockerfile, True)):
+        with open(path) as f:
+            instructions = dockerfile_instructions(f.read())
+        copies = [rest for word, rest in instructions
+                  if word == "COPY" and PLUGIN in rest]
+        name = os.path.basename(path)
+        if wanted and not any(c.split()[-1] == PLUGIN_IN_IMAGE
+                              for c in copies):
+            fail(f"{name}: no COPY of the GPU plugin to {PLUGIN_IN_IMAGE}")
+        if not wanted and copies:
+            fail(f"{name}: the CPU image copies the GPU plugin ({copies[0]})")
+
+
 def image_main(binary, dockerfile, cuda_dockerfile):
     mapped = map_libraries(binary)
-    has_cuda = any(source == "nvidia" for *_, source in mapped)
+    if any(source == "nvidia" for *_, source in mapped):
+        fail(f"{binary} links CUDA libraries itself; they belong to the GPU "
+             f"plugin {PLUGIN} only")
+    plugin = os.path.join(os.path.dirname(os.path.realpath(binary)), PLUGIN)
+    has_cuda = os.path.exists(plugin)
+    if has_cuda:
+        known = {soname for soname, *_ in mapped}
+        mapped += [m for m in map_libraries(plugin) if m[0] not in known]
+    check_plugin_copies(dockerfile, cuda_dockerfile)
     cpu = check_dockerfile(dockerfile, mapped, False, has_cuda)
     gpu = check_dockerfile(cuda_dockerfile, mapped, True, has_cuda)
 
