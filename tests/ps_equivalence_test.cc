@@ -21,6 +21,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/comm/kv_client.h"
 #include "worker/comm/test_ranks.h"
+#include "worker/exchange/ps_exchange.h"
 #include "worker/ps_client.h"
 #include "worker/spec.h"
 #include "worker/trainer.h"
@@ -81,7 +82,7 @@ struct PsRun {
   int replicas = 2;
   int steps = 6;
   absl::Duration collective_timeout = absl::Seconds(20);
-  // Extra time worker 1 spends in each step's push and pull (a straggler).
+  // The least time each of worker 1's steps takes (a straggler).
   absl::Duration worker1_delay = absl::ZeroDuration();
 };
 
@@ -89,11 +90,11 @@ struct PsRun {
 // by the coordinator. Worker w != 0 scrambles its initial parameters first:
 // training must start from the shards' (rank 0's) values all the same.
 void WirePs(const JobSpec& spec, const std::vector<std::string>& shards, int w,
-            int workers, int replicas, absl::Duration delay,
-            std::unique_ptr<PsClient>* client, DistributedContext* d) {
+            int workers, int replicas, PsLink* link, DistributedContext* d) {
   d->ps_mode = true;
-  d->ps_setup = [=, &spec](float* params,
-                           const std::vector<int64_t>& sizes) -> absl::Status {
+  d->ps_connect =
+      [=, &spec](float* params,
+                 const std::vector<int64_t>& sizes) -> absl::StatusOr<PsLink*> {
     ASSIGN_OR_RETURN(
         std::vector<Partition> plan,
         PlanPartitions(sizes, kShards, spec.ps().partition_bytes()));
@@ -104,35 +105,16 @@ void WirePs(const JobSpec& spec, const std::vector<std::string>& shards, int w,
     po.worker_id = absl::StrCat("test-worker-", w);
     po.rank = w;
     po.rpc_timeout = absl::Seconds(20);
-    ASSIGN_OR_RETURN(*client, PsClient::Create(po));
+    ASSIGN_OR_RETURN(link->client, PsClient::Create(po));
     int64_t n = 0;
     for (int64_t s : sizes) n += s;
     if (w == 0) {
-      RETURN_IF_ERROR((*client)->Init(params, workers, workers * replicas));
+      RETURN_IF_ERROR(link->client->Init(params, workers, workers * replicas));
     } else {
       std::fill(params, params + n, 0.5f);
     }
-    return (*client)->Pull(0, params);
-  };
-  d->ps_push_begin = [=](const float* grads, int64_t clock, double lr,
-                         int weight, int64_t first_chunk) {
-    PsPush push;
-    push.clock = clock;
-    push.lr = lr;
-    push.weight = weight;
-    push.first_chunk = first_chunk;
-    (*client)->BeginPush(grads, push);
-  };
-  d->ps_push_ready = [=](int64_t from) { (*client)->MarkReady(from); };
-  d->ps_push_finish = [=]() -> absl::StatusOr<int64_t> {
-    RETURN_IF_ERROR((*client)->FinishPush());
-    return (*client)->TakeStats().bytes_pushed;
-  };
-  d->ps_pull = [=](int64_t clock, float* params) -> absl::StatusOr<int64_t> {
-    RETURN_IF_ERROR((*client)->Pull(clock, params));
-    absl::SleepFor(delay);
-    const PsClient::Stats s = (*client)->TakeStats();
-    return s.bytes_pulled;
+    RETURN_IF_ERROR(link->client->Pull(0, params));
+    return link;
   };
 }
 
@@ -162,7 +144,7 @@ std::vector<WorkerOutcome> TrainWorkersPs(
   std::vector<WorkerOutcome> out(workers);
   InMemoryKv claims;  // the coordinator's KV store, for SSP and ASYNC
   (*group)->Run([&](int w) {
-    std::unique_ptr<PsClient> client;
+    PsLink link;
     DistributedContext d;
     d.rank = w;
     d.world_size = workers;
@@ -184,9 +166,10 @@ std::vector<WorkerOutcome> TrainWorkersPs(
                        claims.Add(absl::StrCat("chunks/", epoch), count));
       return end - count;
     };
-    WirePs(spec, addresses, w, workers, replicas,
-           w == 1 ? run.worker1_delay : absl::ZeroDuration(), &client, &d);
+    WirePs(spec, addresses, w, workers, replicas, &link, &d);
     TrainOptions o;
+    // Worker 1's steps take at least worker1_delay: a straggler.
+    if (w == 1) o.min_step_seconds = absl::ToDoubleSeconds(run.worker1_delay);
     o.quiet = true;
     o.max_steps = run.steps;
     o.replicas = replicas;
@@ -252,7 +235,7 @@ TEST(PsEquivalence, SyncAdamTwoWorkersTimesTwoReplicas) {
 
 // With SSP and ASYNC shards the workers share the data: a fast worker
 // claims the chunks a straggler does not get to, and every chunk is pushed
-// exactly once. Worker 1 spends `delay` in each pull. With ASYNC worker 0
+// exactly once. Each of worker 1's steps takes `delay`. With ASYNC worker 0
 // never waits, so it does nearly all of the 16 chunks (8 rounds of 2) and
 // ends long before worker 1, not even waiting at evaluation: a cross-worker
 // collective (timing out after 1 s) would fail it. With SSP(2) worker 0 may

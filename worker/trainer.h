@@ -1,15 +1,15 @@
-// Single-process training: one model replica per local CPU "device", data
+// Training: one model replica per local device (CPU replicas or GPUs), data
 // parallel, with the same mathematics as one replica with R times the batch.
 //
 // Replica r reads its own shard of every epoch (DistributedSampler, rank r
-// of R), runs forward and backward into its own gradient buffer; then the
-// gradients are averaged and the optimizer steps the one parameter buffer
-// all replicas share (each replica's thread takes a slice of it, so the
-// reduction and the optimizer run in parallel too). A worker of a
-// multi-worker job (DistributedContext) also all-reduces the gradients with
-// its peers, or, in parameter-server mode, hands the local mean gradient to
-// the worker process, which pushes it to the shards and pulls back the
-// parameters (the shards run the optimizer).
+// of R) and runs forward and backward into its own gradient buffer; the
+// gradients are averaged and every replica applies the same optimizer
+// step. A worker of a multi-worker job (DistributedContext) also
+// all-reduces the gradients with its peers, or, in parameter-server mode,
+// pushes the local mean gradient to the shards and pulls back the
+// parameters (the shards run the optimizer). The loop is written once
+// (worker/training_loop.h) over a device engine (worker/engine/) and a
+// gradient exchange (worker/exchange/).
 //
 // Thread safety: Train() may run concurrently with other Train() calls; it
 // shares nothing.
@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "common/checkpoint.h"
 #include "proto/job.pb.h"
+#include "worker/exchange/ps_connect.h"
 
 namespace cohort {
 
@@ -60,31 +61,9 @@ struct DistributedContext {
   // optimizer step. `comm` is still needed: BatchNorm buffers and
   // evaluation sums are combined over workers with it.
   bool ps_mode = false;
-  // Called once before the first step with the flat parameter buffer (which
-  // every local replica shares; it holds this worker's initial values) and
-  // the size of each parameter tensor in model order, including the
-  // alignment padding that follows it, so that the sizes add up to the flat
-  // buffer's length. The callback must leave the parameters training
-  // starts from in `params` (the shards' initial values).
-  std::function<absl::Status(float* params,
-                             const std::vector<int64_t>& param_sizes)>
-      ps_setup;
-  // A push overlaps the backward pass that produces it. ps_push_begin
-  // starts pushing the gradient in `grads` (whole flat buffer, which ends
-  // up holding the mean over `weight` local replicas) of step or round
-  // `clock` with learning rate `lr`; SSP and ASYNC also name the data
-  // chunks it came from, [first_chunk, first_chunk + weight), numbered over
-  // the whole run. ps_push_ready(from), called from backward's threads,
-  // says grads[from, end) is final; ps_push_finish (everything final)
-  // waits for the shards and returns the bytes sent.
-  std::function<void(const float* grads, int64_t clock, double lr, int weight,
-                     int64_t first_chunk)>
-      ps_push_begin;
-  std::function<void(int64_t from)> ps_push_ready;
-  std::function<absl::StatusOr<int64_t>()> ps_push_finish;
-  // Writes the parameters for step or round `clock` into `params` (after
-  // the consistency model's wait); returns the bytes received.
-  std::function<absl::StatusOr<int64_t>(int64_t clock, float* params)> ps_pull;
+  // Connects to the shards once the model's parameter sizes are known
+  // (worker/exchange/ps_exchange.h).
+  PsConnect ps_connect;
   // SSP and ASYNC share each epoch's data: its chunks (one replica batch
   // each, the batches the distributed sampler gives the job's replicas,
   // numbered step * total_replicas + replica) are claimed in order by
@@ -101,7 +80,7 @@ struct TrainOptions {
   int64_t epochs = -1;     // >= 0 overrides the spec
   int64_t max_steps = -1;  // >= 0 overrides the spec
   int replicas = 1;        // local CPU replicas
-  // CUDA devices to train on, one replica each (worker/gpu/gpu_trainer.h);
+  // CUDA devices to train on, one replica each (worker/gpu/gpu_engine.h);
   // empty: CPU replicas.
   std::vector<int> gpus;
   int threads = 1;  // compute threads in all (BLAS), >= replicas

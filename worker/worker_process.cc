@@ -17,6 +17,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
 #include "worker/coordinator_client.h"
+#include "worker/exchange/ps_exchange.h"
 #include "worker/gpu/gpu_plugin.h"
 #include "worker/heartbeat.h"
 #include "worker/ps_client.h"
@@ -115,14 +116,6 @@ GlooOptions::Wait GlooWait(CollectiveWait wait) {
   }
 }
 
-// Parameter-server mode: the client to the shards, created once the
-// model's parameter sizes are known, and what it moved over the run.
-struct PsConnection {
-  std::unique_ptr<PsClient> client;
-  PsClient::Stats totals{};
-  int64_t clock = 0;  // of the push in flight, for error messages
-};
-
 // Where shard `index` serves now, as the coordinator knows it (a
 // replacement for a dead shard registers with a new address).
 absl::StatusOr<std::string> ShardAddress(CoordinatorClient& coordinator,
@@ -141,7 +134,7 @@ absl::StatusOr<std::string> ShardAddress(CoordinatorClient& coordinator,
 absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
                      const std::string& worker_id, float* params,
                      const std::vector<int64_t>& param_sizes,
-                     const SecurityOptions& security, PsConnection* ps) {
+                     const SecurityOptions& security, PsLink* ps) {
   ASSIGN_OR_RETURN(PlanPartitionsResponse plan,
                    coordinator.PlanPartitions(param_sizes));
   PsClientOptions po;
@@ -168,29 +161,6 @@ absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
   return ps->client->Pull(0, params);
 }
 
-// Adds what the client moved since the last call to the run's totals;
-// returns the bytes.
-int64_t TakePsStats(PsConnection& ps) {
-  const PsClient::Stats d = ps.client->TakeStats();
-  PsClient::Stats& t = ps.totals;
-  t.bytes_pushed += d.bytes_pushed;
-  t.bytes_pulled += d.bytes_pulled;
-  t.push_seconds += d.push_seconds;
-  t.pull_seconds += d.pull_seconds;
-  t.max_version_lag = std::max(t.max_version_lag, d.max_version_lag);
-  return d.bytes_pushed + d.bytes_pulled;
-}
-
-// The client names the shard; the clock tells how far training got.
-absl::StatusOr<int64_t> PsResult(PsConnection& ps, const absl::Status& s,
-                                 int64_t clock) {
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("parameter server, clock ",
-                                               clock, ": ", s.message()));
-  }
-  return TakePsStats(ps);
-}
-
 // SSP and ASYNC: claims chunks of an epoch from the coordinator's counter
 // for that epoch (scoped to the generation, like every key).
 absl::StatusOr<int64_t> ClaimChunks(CoordinatorClient& client, int64_t epoch,
@@ -200,7 +170,7 @@ absl::StatusOr<int64_t> ClaimChunks(CoordinatorClient& client, int64_t epoch,
   return end - count;
 }
 
-void LogPsTotals(const PsConnection& ps) {
+void LogPsTotals(const PsLink& ps) {
   const PsClient::Stats& t = ps.totals;
   std::fprintf(stderr,
                "cohort worker: parameter servers: pushed %.1f MB in %.2f s, "
@@ -308,28 +278,15 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   DistributedContext dist = JobContext(join, client, heartbeat, o.metrics);
   dist.comm = comm.get();
   dist.bucket_bytes = cluster.bucket_bytes();
-  PsConnection ps;
+  PsLink ps;
   if (join.job().mode() == PS) {
     dist.ps_mode = true;
-    dist.ps_setup = [&](float* params, const std::vector<int64_t>& sizes) {
-      return PsSetup(client, join, worker_id, params, sizes, o.security, &ps);
-    };
-    dist.ps_push_begin = [&ps](const float* grads, int64_t clock, double lr,
-                               int weight, int64_t first_chunk) {
-      PsPush push;
-      push.clock = clock;
-      push.lr = lr;
-      push.weight = weight;
-      push.first_chunk = first_chunk;
-      ps.clock = clock;
-      ps.client->BeginPush(grads, push);
-    };
-    dist.ps_push_ready = [&ps](int64_t from) { ps.client->MarkReady(from); };
-    dist.ps_push_finish = [&ps] {
-      return PsResult(ps, ps.client->FinishPush(), ps.clock);
-    };
-    dist.ps_pull = [&ps](int64_t clock, float* params) {
-      return PsResult(ps, ps.client->Pull(clock, params), clock);
+    dist.ps_connect =
+        [&](float* params,
+            const std::vector<int64_t>& sizes) -> absl::StatusOr<PsLink*> {
+      RETURN_IF_ERROR(
+          PsSetup(client, join, worker_id, params, sizes, o.security, &ps));
+      return &ps;
     };
     dist.claim_chunks = [&client](int64_t epoch, int count) {
       return ClaimChunks(client, epoch, count);

@@ -21,6 +21,8 @@
 #include "absl/time/time.h"
 #include "kernels/cuda/cuda_devices.h"
 #include "proto/job.pb.h"
+#include "worker/data/dataset.h"
+#include "worker/engine/device_engine.h"
 #include "worker/trainer.h"
 
 namespace cohort {
@@ -38,11 +40,11 @@ struct GpuWorkerPlacement {
 
 // Bumped whenever GpuPluginApi or a type it passes changes; the sizes
 // below catch a plugin left over from another build as well.
-inline constexpr int kGpuPluginAbiVersion = 1;
+inline constexpr int kGpuPluginAbiVersion = 2;
 
 // The struct the plugin's one exported function returns. Every pointer is
 // set; the functions are thread-safe as their counterparts in
-// worker/gpu/gpu_trainer.h and kernels/cuda/device.h say.
+// worker/gpu/gpu_engine.h and kernels/cuda/device.h say.
 struct GpuPluginApi {
   int abi_version = kGpuPluginAbiVersion;
   size_t train_options_size = sizeof(TrainOptions);
@@ -50,9 +52,10 @@ struct GpuPluginApi {
   size_t placement_size = sizeof(GpuWorkerPlacement);
   // The visible CUDA devices, or why there are none. Never fails.
   CudaDevices (*find_devices)() = nullptr;
-  // For options.gpus (non-empty); see CreateGpuTrainer.
-  absl::StatusOr<std::unique_ptr<Trainer>> (*create_trainer)(
-      const JobSpec& spec, const TrainOptions& options) = nullptr;
+  // The GPU engine for options.gpus (non-empty); see CreateGpuEngine.
+  absl::StatusOr<std::unique_ptr<DeviceEngine>> (*create_engine)(
+      const JobSpec& spec, const TrainOptions& options,
+      const DataSplits& data) = nullptr;
   // A GPU worker's NCCL communicators; see CreateWorkerNccl.
   absl::StatusOr<std::shared_ptr<NcclCommunicator>> (*create_worker_nccl)(
       KvClient& kv, const std::string& key_prefix,

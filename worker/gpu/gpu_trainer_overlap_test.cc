@@ -12,7 +12,7 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/require_gpus.h"
 #include "worker/comm/kv_client.h"
-#include "worker/gpu/gpu_trainer.h"
+#include "worker/gpu/gpu_engine.h"
 #include "worker/spec.h"
 #include "worker/trainer.h"
 

@@ -4,7 +4,7 @@
 // does. (gpu_trainer_overlap_test covers the bucketed all-reduce and the
 // double-buffered input.) Runs where a CUDA device exists; skips with the
 // reason elsewhere (CI).
-#include "worker/gpu/gpu_trainer.h"
+#include "worker/gpu/gpu_engine.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,13 @@
-// Training on CUDA devices: one model replica per GPU of this process, data
-// parallel, with the same mathematics as the CPU trainer (each GPU reads
+// The GPU device engine: one model replica per GPU of this process, data
+// parallel, with the same mathematics as the CPU engine (each GPU reads
 // its own shard of every epoch through the distributed sampler, the
 // gradients are averaged over every GPU of the job with NCCL, and every GPU
 // applies the same optimizer step to its copy of the parameters). The
 // all-reduce runs in buckets on a communication stream while backward is
 // still running, and the next batch is uploaded on a copy stream while the
-// current step computes (the step's timeline is in gpu_trainer.cc).
+// current step computes (the step's timeline is in gpu_engine_impl.h). The
+// training loop around it is the one every device shares
+// (worker/training_loop.h).
 //
 // A single process (cohort train) all-reduces over its own GPUs; a worker
 // of a multi-worker job passes DistributedContext::nccl, whose
@@ -13,9 +15,9 @@
 //
 // These functions live in the GPU plugin (gpu_plugin_api.h), which the
 // cohort binary opens at run time; GPU tests link them directly. This
-// header needs no CUDA headers; without CUDA, CreateGpuTrainer says so.
-#ifndef COHORT_WORKER_GPU_GPU_TRAINER_H_
-#define COHORT_WORKER_GPU_GPU_TRAINER_H_
+// header needs no CUDA headers; without CUDA, CreateGpuEngine says so.
+#ifndef COHORT_WORKER_GPU_GPU_ENGINE_H_
+#define COHORT_WORKER_GPU_GPU_ENGINE_H_
 
 #include <memory>
 #include <string>
@@ -24,6 +26,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/job.pb.h"
+#include "worker/data/dataset.h"
+#include "worker/engine/device_engine.h"
 #include "worker/gpu/gpu_plugin_api.h"
 #include "worker/trainer.h"
 
@@ -31,11 +35,13 @@ namespace cohort {
 
 class KvClient;
 
-// For options.gpus (non-empty). FAILED_PRECONDITION when this build has no
-// CUDA, INVALID_ARGUMENT for a device that does not exist, UNIMPLEMENTED
-// for what the GPU engine does not do yet (parameter-server mode, MSE loss).
-absl::StatusOr<std::unique_ptr<Trainer>> CreateGpuTrainer(
-    const JobSpec& spec, const TrainOptions& options);
+// The GPU device engine (worker/engine/device_engine.h) for options.gpus
+// (non-empty), over `data` (which must outlive it). FAILED_PRECONDITION
+// when this build has no CUDA, INVALID_ARGUMENT for a device that does not
+// exist, UNIMPLEMENTED for what the GPU engine does not do yet
+// (parameter-server mode, the MSE loss).
+absl::StatusOr<std::unique_ptr<DeviceEngine>> CreateGpuEngine(
+    const JobSpec& spec, const TrainOptions& options, const DataSplits& data);
 
 // A GPU worker's NCCL communicators over every GPU of the job, bootstrapped
 // through `kv` (the coordinator's store, scoped to the generation) under
@@ -49,4 +55,4 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator>> CreateWorkerNccl(
 
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_GPU_GPU_TRAINER_H_
+#endif  // COHORT_WORKER_GPU_GPU_ENGINE_H_

@@ -1,10 +1,10 @@
 // The stand-in under --config=nocuda.
-#include "worker/gpu/gpu_trainer.h"
+#include "worker/gpu/gpu_engine.h"
 
 namespace cohort {
 
-absl::StatusOr<std::unique_ptr<Trainer>> CreateGpuTrainer(const JobSpec&,
-                                                          const TrainOptions&) {
+absl::StatusOr<std::unique_ptr<DeviceEngine>> CreateGpuEngine(
+    const JobSpec&, const TrainOptions&, const DataSplits&) {
   return absl::FailedPreconditionError(
       "this cohort was built without CUDA (--config=nocuda): train on CPU "
       "devices (--devices=cpu:N)");

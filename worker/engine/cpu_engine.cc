@@ -1,0 +1,472 @@
+#include "worker/engine/cpu_engine.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "common/tensor.h"
+#include "worker/compute_threads.h"
+#include "worker/data/loader.h"
+#include "worker/exchange/allreduce_exchange.h"
+#include "worker/exchange/ps_exchange.h"
+#include "worker/exchange/replica_sum.h"
+#include "worker/loss.h"
+#include "worker/optim/optimizer.h"
+#include "worker/replica_pool.h"
+#include "worker/timeline.h"
+#include "worker/zoo.h"
+
+namespace cohort {
+namespace {
+
+// What one replica owns for the whole run.
+struct Replica {
+  std::unique_ptr<Model<float>> model;
+  Batch batch;
+  Tensor grad_out;  // dLoss/dOutput
+  Tensor target;    // one-hot targets for MSE
+  ReplicaResult result;
+  bool done = false;  // its source ran out this step
+};
+
+// The part of the flat parameter buffer one thread reduces and steps.
+struct Slice {
+  int64_t begin = 0;
+  int64_t end = 0;
+  std::unique_ptr<Optimizer<float>> optimizer;
+};
+
+double Seconds(absl::Time since) {
+  return absl::ToDoubleSeconds(absl::Now() - since);
+}
+
+// Checks that the data fits the model: same per-sample shape and enough
+// outputs for the classes.
+absl::Status CheckModelFitsData(const JobSpec& spec, const Model<float>& model,
+                                const Dataset& data) {
+  const Shape& out = model.output_shape();
+  if (spec.loss() == CROSS_ENTROPY &&
+      (out.size() != 1 || out[0] < data.num_classes())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model's output per sample is ", ShapeString(out),
+                     " but cross-entropy over a data set of ",
+                     data.num_classes(), " classes needs [", data.num_classes(),
+                     "] (add a final linear layer)"));
+  }
+  return absl::OkStatus();
+}
+
+class CpuEngine : public DeviceEngine {
+ public:
+  CpuEngine(const JobSpec& spec, const TrainOptions& options,
+            const DataSplits& data)
+      : spec_(spec),
+        options_(options),
+        dist_(options.distributed),
+        data_(data),
+        pool_(options.replicas) {}
+
+  absl::Status Build();
+
+  int replicas() const override { return options_.replicas; }
+  BatchLayout batch_layout() const override { return BatchLayout::kBatchInner; }
+  int64_t num_parameters() const override {
+    return replicas_[0].model->num_parameters();
+  }
+  std::string device_name() const override { return "cpu"; }
+  absl::StatusOr<std::unique_ptr<GradientExchange>> CreateExchange() override;
+  std::vector<int64_t> ParamSizes() const override;
+  void SeedStep(int64_t step) override;
+  absl::Status ForwardBackward(const StepPlan& plan, BatchSource& source,
+                               GradientExchange& exchange) override;
+  absl::StatusOr<bool> Update(const StepPlan& plan,
+                              bool combine_local) override;
+  absl::StatusOr<std::vector<ReplicaResult>> Results(
+      const StepPlan& plan) override;
+  StepTiming timing() const override { return timing_; }
+  absl::StatusOr<EvalSums> Evaluate(const Dataset& test,
+                                    bool across_workers) override;
+  std::vector<std::pair<std::string, int64_t>> StateLayout() const override;
+  absl::StatusOr<std::vector<CheckpointTensor>> CaptureState() override;
+  absl::Status RestoreState(const std::vector<float>& flat) override;
+  absl::StatusOr<std::vector<float>> Parameters() override;
+
+ private:
+  void Trace(absl::string_view name, int lane, absl::Time start,
+             absl::Time end = absl::Now()) {
+    if (options_.timeline != nullptr) {
+      options_.timeline->Add(name, lane, start, end);
+    }
+  }
+  int GlobalReplica(int r) const {
+    return (dist_ != nullptr ? dist_->replica_offset : 0) + r;
+  }
+  std::vector<float*> ReplicaGrads() const { return grads_; }
+  void BuildSlices(bool optimizer);
+  void ReplicaStep(int r, BatchSource& source, GradientExchange* exchange);
+  void Loss(Replica& rep, const Tensor& out);
+  // Replica r's slice: the local mean (when `combine_local`), and whether
+  // the slice's gradient is finite (into slice_finite_[r]).
+  void ReduceAndCheck(int r, bool combine_local);
+  void OptimizerStep(int r, double lr);
+  absl::Status AverageBuffersAcrossWorkers();
+  void EvaluateShare(int r, const Dataset& test, int64_t share, int64_t shares,
+                     double* loss, int64_t* correct);
+
+  const JobSpec spec_;
+  const TrainOptions options_;
+  const DistributedContext* const dist_;  // null for a single process
+  const DataSplits& data_;
+  ReplicaPool pool_;
+  std::vector<Replica> replicas_;
+  std::vector<float*> grads_;  // each replica's gradient buffer
+  std::vector<Slice> slices_;
+  std::vector<char> slice_finite_;  // per slice, this step
+  StepTiming timing_;
+};
+
+absl::Status CpuEngine::Build() {
+  const int R = options_.replicas;
+  const Shape input = data_.train->sample_shape();
+  if (!spec_.model().zoo().empty()) {
+    ASSIGN_OR_RETURN(Shape want, ZooInputShape(spec_.model().zoo()));
+    if (want != input) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zoo model ", spec_.model().zoo(), " takes samples of shape ",
+          ShapeString(want), " but the data set gives ", ShapeString(input)));
+    }
+  }
+  replicas_.resize(R);
+  ASSIGN_OR_RETURN(replicas_[0].model,
+                   BuildModel<float>(spec_.model(), input, spec_.seed()));
+  RETURN_IF_ERROR(CheckModelFitsData(spec_, *replicas_[0].model, *data_.train));
+  for (int r = 1; r < R; ++r) {
+    ASSIGN_OR_RETURN(replicas_[r].model,
+                     BuildReplica<float>(spec_.model(), *replicas_[0].model));
+  }
+  for (int r = 0; r < R; ++r) {
+    replicas_[r].model->SeedRandom(spec_.seed() + GlobalReplica(r));
+  }
+  for (Replica& rep : replicas_) grads_.push_back(rep.model->grads().data());
+  // In PS mode the shards own the optimizer and its state.
+  BuildSlices(dist_ == nullptr || !dist_->ps_mode);
+  return absl::OkStatus();
+}
+
+void CpuEngine::BuildSlices(bool optimizer) {
+  const int R = options_.replicas;
+  const int64_t n = replicas_[0].model->params().size();
+  slices_.resize(R);
+  for (int r = 0; r < R; ++r) {
+    // 16-element boundaries keep every slice's vector loads aligned.
+    slices_[r].begin = std::min(n, (n * r / R) / 16 * 16);
+    slices_[r].end = r + 1 == R ? n : std::min(n, (n * (r + 1) / R) / 16 * 16);
+    if (optimizer) {
+      slices_[r].optimizer = MakeOptimizer<float>(
+          spec_.optimizer(), slices_[r].end - slices_[r].begin);
+    }
+  }
+}
+
+absl::StatusOr<std::unique_ptr<GradientExchange>> CpuEngine::CreateExchange() {
+  const int64_t n = replicas_[0].model->grads().size();
+  if (dist_ == nullptr) return std::make_unique<LocalExchange>();
+  if (dist_->ps_mode) {
+    return std::make_unique<PsExchange>(ReplicaGrads(), n,
+                                        replicas_[0].model->params().data(),
+                                        dist_->ps_connect);
+  }
+  std::vector<int64_t> offsets;
+  for (const auto& e : replicas_[0].model->param_store().entries()) {
+    offsets.push_back(e.offset);
+  }
+  return std::make_unique<AllReduceExchange>(
+      ReplicaGrads(), n, dist_->total_replicas, dist_->comm,
+      dist_->bucket_bytes, std::move(offsets), options_.timeline);
+}
+
+// Sizes include each tensor's alignment padding, so they tile the flat
+// buffer exactly (padding stays zero: its gradient is always zero).
+std::vector<int64_t> CpuEngine::ParamSizes() const {
+  const Tensor& params = replicas_[0].model->params();
+  const auto& entries = replicas_[0].model->param_store().entries();
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t end =
+        i + 1 < entries.size() ? entries[i + 1].offset : params.size();
+    sizes.push_back(end - entries[i].offset);
+  }
+  return sizes;
+}
+
+void CpuEngine::SeedStep(int64_t step) {
+  for (int r = 0; r < options_.replicas; ++r) {
+    replicas_[r].model->SeedRandom(spec_.seed() * 1000003 +
+                                   GlobalReplica(r) * 7919 + step);
+  }
+}
+
+absl::Status CpuEngine::ForwardBackward(const StepPlan& plan,
+                                        BatchSource& source,
+                                        GradientExchange& exchange) {
+  GradientExchange* ranges = exchange.WantsRanges() ? &exchange : nullptr;
+  pool_.Run([&](int r) {
+    replicas_[r].done = true;
+    if (r < plan.active) ReplicaStep(r, source, ranges);
+  });
+  if (replicas_[0].done) {
+    return absl::InternalError("a batch source ended before its last step");
+  }
+  return absl::OkStatus();
+}
+
+void CpuEngine::ReplicaStep(int r, BatchSource& source,
+                            GradientExchange* exchange) {
+  Replica& rep = replicas_[r];
+  const absl::Time t0 = absl::Now();
+  if (!source.Next(r, &rep.batch)) return;
+  rep.done = false;
+  const absl::Time t1 = absl::Now();
+  Trace("data", r, t0, t1);
+  Loss(rep, rep.model->Forward(rep.batch.features, Mode::kTrain));
+  const absl::Time backward_start = absl::Now();
+  Trace("forward", r, t1, backward_start);
+  if (exchange != nullptr) {
+    rep.model->Backward(rep.grad_out, [exchange, r](int64_t offset) {
+      exchange->RangeReady(r, offset);
+    });
+  } else {
+    rep.model->Backward(rep.grad_out);
+  }
+  Trace("backward", r, backward_start);
+  if (r == 0) {
+    timing_.data_s = absl::ToDoubleSeconds(t1 - t0);
+    timing_.compute_s = Seconds(t1);
+  }
+}
+
+void CpuEngine::Loss(Replica& rep, const Tensor& out) {
+  const int64_t n = static_cast<int64_t>(rep.batch.labels.size());
+  rep.result.correct = 0;
+  if (spec_.loss() == CROSS_ENTROPY) {
+    rep.result.loss = SoftmaxCrossEntropy<float>(
+        out, rep.batch.labels, &rep.grad_out, &rep.result.correct);
+  } else {
+    // MSE against one-hot targets of the classes.
+    rep.target.Resize(out.shape());
+    rep.target.SetZero();
+    const int64_t k = out.size() / n;
+    for (int64_t i = 0; i < n; ++i) {
+      if (rep.batch.labels[i] < k) rep.target[i * k + rep.batch.labels[i]] = 1;
+    }
+    rep.result.loss = MeanSquaredError<float>(out, rep.target, &rep.grad_out);
+  }
+  rep.result.seen = n;
+}
+
+void CpuEngine::ReduceAndCheck(int r, bool combine_local) {
+  const Slice& s = slices_[r];
+  const int R = options_.replicas;
+  if (combine_local && R > 1) {
+    SumReplicasInto(grads_, R, s.begin, s.end, 1.0f / R);
+  }
+  const float* g = replicas_[0].model->grads().data();
+  // x * 0 is 0 for finite x and NaN otherwise. Eight independent sums let
+  // the compiler use vector adds without reassociating floats (6.5x faster
+  // than one running sum on 11M floats: 2.2 ms against 14.5).
+  float acc[8] = {};
+  int64_t i = s.begin;
+  for (; i + 8 <= s.end; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += g[i + k] * 0.0f;
+  }
+  for (; i < s.end; ++i) acc[0] += g[i] * 0.0f;
+  float probe = 0;
+  for (float a : acc) probe += a;
+  slice_finite_[r] = probe == 0;
+}
+
+void CpuEngine::OptimizerStep(int r, double lr) {
+  const Slice& s = slices_[r];
+  const int64_t len = s.end - s.begin;
+  if (len == 0) return;
+  float* g0 = replicas_[0].model->grads().data() + s.begin;
+  float* p = replicas_[0].model->params().data() + s.begin;
+  s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
+}
+
+absl::StatusOr<bool> CpuEngine::Update(const StepPlan& plan,
+                                       bool combine_local) {
+  slice_finite_.assign(options_.replicas, 1);
+  pool_.Run([&](int r) { ReduceAndCheck(r, combine_local); });
+  const bool finite = std::all_of(slice_finite_.begin(), slice_finite_.end(),
+                                  [](char f) { return f != 0; });
+  if (finite) pool_.Run([&](int r) { OptimizerStep(r, plan.lr); });
+  return finite;
+}
+
+absl::StatusOr<std::vector<ReplicaResult>> CpuEngine::Results(
+    const StepPlan& plan) {
+  std::vector<ReplicaResult> out;
+  for (int r = 0; r < plan.active; ++r) out.push_back(replicas_[r].result);
+  return out;
+}
+
+// Averages BatchNorm statistics over workers, so that every worker
+// evaluates (and would checkpoint) the same model.
+absl::Status CpuEngine::AverageBuffersAcrossWorkers() {
+  for (Tensor* b : replicas_[0].model->Buffers()) {
+    RETURN_IF_ERROR(dist_->comm->AllReduceSum(b->data(), b->size()));
+    const float scale = 1.0f / dist_->world_size;
+    for (int64_t i = 0; i < b->size(); ++i) (*b)[i] *= scale;
+  }
+  return absl::OkStatus();
+}
+
+void CpuEngine::EvaluateShare(int r, const Dataset& test, int64_t share,
+                              int64_t shares, double* loss, int64_t* correct) {
+  const int64_t n = test.size();
+  std::vector<int64_t> idx;
+  for (int64_t i = n * share / shares; i < n * (share + 1) / shares; ++i) {
+    idx.push_back(i);
+  }
+  Loader loader(&test, std::move(idx), spec_.eval().batch_size(), false,
+                BatchLayout::kBatchInner, 1, 2);
+  Batch b;
+  while (loader.Next(&b)) {
+    const Tensor& out = replicas_[r].model->Forward(b.features, Mode::kEval);
+    int64_t c = 0;
+    *loss += SoftmaxCrossEntropy<float>(out, b.labels, nullptr, &c) *
+             b.labels.size();
+    *correct += c;
+  }
+}
+
+// Every replica evaluates its share of the test set; the sums are then
+// added up across workers.
+absl::StatusOr<EvalSums> CpuEngine::Evaluate(const Dataset& test,
+                                             bool across_workers) {
+  const int R = options_.replicas;
+  if (across_workers) RETURN_IF_ERROR(AverageBuffersAcrossWorkers());
+  // Replicas saw different data, so their BatchNorm statistics differ;
+  // replica 0's are the model's (as with DDP's broadcast from rank 0).
+  std::vector<Tensor*> master = replicas_[0].model->Buffers();
+  for (int r = 1; r < R; ++r) {
+    std::vector<Tensor*> b = replicas_[r].model->Buffers();
+    for (size_t i = 0; i < b.size(); ++i) b[i]->CopyFrom(*master[i]);
+  }
+  const int64_t shares = across_workers ? dist_->total_replicas : R;
+  std::vector<double> loss(R, 0);
+  std::vector<int64_t> correct(R, 0);
+  pool_.Run([&](int r) {
+    EvaluateShare(r, test, across_workers ? GlobalReplica(r) : r, shares,
+                  &loss[r], &correct[r]);
+  });
+  // Float sums are exact for counts below 2^24 test samples.
+  float sums[2] = {0, 0};
+  for (int r = 0; r < R; ++r) {
+    sums[0] += static_cast<float>(loss[r]);
+    sums[1] += static_cast<float>(correct[r]);
+  }
+  if (across_workers) RETURN_IF_ERROR(dist_->comm->AllReduceSum(sums, 2));
+  return EvalSums{sums[0], sums[1]};
+}
+
+// The flat parameters, every optimizer state tensor as one flat tensor
+// (slices concatenated, so a checkpoint does not depend on the number of
+// replicas; Adam's step counter once), and the BatchNorm statistics.
+std::vector<std::pair<std::string, int64_t>> CpuEngine::StateLayout() const {
+  std::vector<std::pair<std::string, int64_t>> layout;
+  const int64_t n = replicas_[0].model->params().size();
+  layout.emplace_back("params", n);
+  const Slice& s0 = slices_[0];
+  const std::vector<Tensor*> states =
+      s0.optimizer != nullptr ? s0.optimizer->State() : std::vector<Tensor*>{};
+  for (size_t k = 0; k < states.size(); ++k) {
+    const bool per_element = states[k]->size() == s0.end - s0.begin;
+    layout.emplace_back(absl::StrCat("optimizer.", k),
+                        per_element ? n : states[k]->size());
+  }
+  const std::vector<Tensor*> buffers = replicas_[0].model->Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    layout.emplace_back(absl::StrCat("buffer.", i), buffers[i]->size());
+  }
+  return layout;
+}
+
+absl::StatusOr<std::vector<CheckpointTensor>> CpuEngine::CaptureState() {
+  std::vector<CheckpointTensor> out;
+  const Tensor& p = replicas_[0].model->params();
+  out.push_back({"params", {p.size()}, {p.data(), p.data() + p.size()}});
+  const size_t states = slices_[0].optimizer != nullptr
+                            ? slices_[0].optimizer->State().size()
+                            : 0;
+  for (size_t k = 0; k < states; ++k) {
+    CheckpointTensor t;
+    t.name = absl::StrCat("optimizer.", k);
+    for (Slice& s : slices_) {
+      const Tensor* state = s.optimizer->State()[k];
+      const bool per_element = state->size() == s.end - s.begin;
+      if (!per_element && !t.values.empty()) continue;  // a counter, once
+      t.values.insert(t.values.end(), state->data(),
+                      state->data() + state->size());
+    }
+    t.shape = {static_cast<int64_t>(t.values.size())};
+    out.push_back(std::move(t));
+  }
+  std::vector<Tensor*> buffers = replicas_[0].model->Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor& b = *buffers[i];
+    out.push_back({absl::StrCat("buffer.", i),
+                   {b.size()},
+                   {b.data(), b.data() + b.size()}});
+  }
+  return out;
+}
+
+absl::Status CpuEngine::RestoreState(const std::vector<float>& flat) {
+  const float* from = flat.data();
+  Tensor& p = replicas_[0].model->params();
+  std::copy(from, from + p.size(), p.data());
+  from += p.size();
+  const size_t states = slices_[0].optimizer != nullptr
+                            ? slices_[0].optimizer->State().size()
+                            : 0;
+  for (size_t k = 0; k < states; ++k) {
+    const bool per_element = slices_[0].optimizer->State()[k]->size() ==
+                             slices_[0].end - slices_[0].begin;
+    for (Slice& s : slices_) {
+      Tensor* state = s.optimizer->State()[k];
+      const float* src = from + (per_element ? s.begin : 0);
+      std::copy(src, src + state->size(), state->data());
+    }
+    from += per_element ? p.size() : slices_[0].optimizer->State()[k]->size();
+  }
+  for (Tensor* b : replicas_[0].model->Buffers()) {
+    std::copy(from, from + b->size(), b->data());
+    from += b->size();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<float>> CpuEngine::Parameters() {
+  const Tensor& p = replicas_[0].model->params();
+  return std::vector<float>(p.data(), p.data() + p.size());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceEngine>> CreateCpuEngine(
+    const JobSpec& spec, const TrainOptions& options, const DataSplits& data) {
+  SetComputeThreads(std::max(1, options.threads / options.replicas));
+  auto engine = std::make_unique<CpuEngine>(spec, options, data);
+  RETURN_IF_ERROR(engine->Build());
+  return engine;
+}
+
+}  // namespace cohort

@@ -1,0 +1,524 @@
+#include "worker/gpu/gpu_engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/loss.h"
+#include "kernels/cuda/memory.h"
+#include "kernels/cuda/ops.h"
+#include "worker/gpu/gpu_engine_impl.h"
+#include "worker/zoo.h"
+
+namespace cohort {
+namespace gpu_engine {
+namespace {
+
+int64_t Product(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// The NCCL exchange: gradient buckets close on each GPU's compute stream
+// during backward (events), and Finish() issues their all-reduces on the
+// comm streams, which wait for those events; the optimizer waits for
+// [reduced]. Nothing here blocks the host.
+class NcclExchange : public GradientExchange {
+ public:
+  explicit NcclExchange(GpuEngine* engine) : engine_(engine) {}
+  bool UpdatesLocally() const override { return true; }
+  bool CombinesLocalReplicas() const override { return true; }
+  void BeginStep(const ExchangeStep&) override {}
+  bool WantsRanges() const override { return false; }
+  void RangeReady(int, int64_t) override {}
+  absl::Status Finish() override { return engine_->ReduceBuckets(); }
+
+ private:
+  GpuEngine* const engine_;
+};
+
+}  // namespace
+
+absl::Status GpuEngine::CheckSupported() const {
+  if (spec_.mode() == PS) {
+    return absl::UnimplementedError(
+        "parameter-server mode trains on CPU devices only (--devices=cpu:N)");
+  }
+  if (spec_.loss() != CROSS_ENTROPY) {
+    return absl::UnimplementedError(
+        "the GPU engine trains with cross-entropy only; MSE runs on CPU "
+        "devices (--devices=cpu:N)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuEngine::CheckBf16(const CudaDevices& found) const {
+  if (spec_.precision() != BF16) return absl::OkStatus();
+  for (int g : options_.gpus) {
+    int major = 0, minor = 0;
+    RETURN_IF_ERROR(CudaStatus(
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, g),
+        "reading the compute capability"));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, g),
+        "reading the compute capability"));
+    if (major < 8) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "precision: BF16 needs bf16 tensor cores (compute capability 8.0, "
+          "A100 or newer); GPU ",
+          g, " (", found.names[g], ") has ", major, ".", minor,
+          ": train in FP32"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuEngine::Setup() {
+  RETURN_IF_ERROR(CheckSupported());
+  const CudaDevices found = FindCudaDevices();
+  for (int g : options_.gpus) {
+    if (g < 0 || g >= static_cast<int>(found.names.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GPU ", g, " does not exist: this machine has ", found.names.size(),
+          " CUDA device(s)",
+          found.names.empty() ? absl::StrCat(" (", found.reason, ")") : ""));
+    }
+  }
+  RETURN_IF_ERROR(CheckBf16(found));
+  const Shape input = data_.train->sample_shape();
+  ASSIGN_OR_RETURN(host_model_,
+                   BuildModel<float>(spec_.model(), input, spec_.seed()));
+  const Shape& out = host_model_->output_shape();
+  if (out.size() != 1 || out[0] < data_.train->num_classes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model's output per sample is ", ShapeString(out),
+                     " but cross-entropy over ", data_.train->num_classes(),
+                     " classes needs [", data_.train->num_classes(), "]"));
+  }
+  classes_ = out[0];
+  ASSIGN_OR_RETURN(pinned_, PinnedHostPool::Create());
+  devices_.resize(options_.gpus.size());
+  for (int i = 0; i < Gpus(); ++i) RETURN_IF_ERROR(SetupDevice(i));
+  return SetupNccl();
+}
+
+absl::Status GpuEngine::SetupNccl() {
+  if (dist_ != nullptr && dist_->nccl != nullptr) {
+    nccl_ = dist_->nccl;
+  } else if (TotalReplicas() > 1) {
+    // One process, several GPUs: communicators over them, bootstrapped
+    // through an in-process store.
+    local_kv_ = std::make_unique<InMemoryKv>();
+    NcclTopology t;
+    t.world_ranks = Gpus();
+    t.devices = options_.gpus;
+    ASSIGN_OR_RETURN(own_nccl_,
+                     NcclCommunicator::Create(*local_kv_, t, NcclOptions()));
+    nccl_ = own_nccl_.get();
+  }
+  if (nccl_ != nullptr) RETURN_IF_ERROR(SetupBuckets());
+  return absl::OkStatus();
+}
+
+absl::Status GpuEngine::SetupDevice(int i) {
+  Device& d = devices_[i];
+  d.ordinal = options_.gpus[i];
+  ASSIGN_OR_RETURN(d.context, GpuContext::Create(d.ordinal));
+  ASSIGN_OR_RETURN(
+      d.model,
+      GpuModel::Create(spec_.model(), data_.train->sample_shape(), *host_model_,
+                       d.context.get(), spec_.precision()));
+  d.model->SeedRandom(spec_.seed() + GlobalReplica(i));
+  RETURN_IF_ERROR(d.context->Activate());
+  RETURN_IF_ERROR(SetupOptimizerState(d));
+  RETURN_IF_ERROR(d.result.Reserve(4));  // loss, pad, int64 correct
+  RETURN_IF_ERROR(d.pair.Reserve(2));
+  ASSIGN_OR_RETURN(d.staged_result,
+                   PinnedBuffer<float>::Allocate(pinned_.get(), 4));
+  ASSIGN_OR_RETURN(CudaStream copy, CudaStream::Create(d.ordinal));
+  d.copy.emplace(std::move(copy));
+  ASSIGN_OR_RETURN(d.step_done, Event::Create());
+  for (Slot& slot : d.slots) {
+    ASSIGN_OR_RETURN(slot.uploaded, Event::Create());
+    ASSIGN_OR_RETURN(slot.consumed, Event::Create());
+  }
+  const int64_t largest =
+      std::max(spec_.batch_size(), spec_.eval().batch_size());
+  for (Slot& slot : d.slots) RETURN_IF_ERROR(Reserve(d, slot, largest));
+  // Setup wrote device memory through the legacy default stream, which the
+  // non-blocking streams do not wait for: finish it before they start.
+  return CudaStatus(cudaDeviceSynchronize(), "finishing setup");
+}
+
+absl::Status GpuEngine::SetupOptimizerState(Device& d) {
+  const int64_t flat = d.model->flat_size();
+  auto zeroed = [&](DeviceFloats& buffer) -> absl::Status {
+    RETURN_IF_ERROR(buffer.Reserve(std::max<int64_t>(1, flat)));
+    return CudaStatus(cudaMemset(buffer.data(), 0, flat * sizeof(float)),
+                      "clearing optimizer state");
+  };
+  if (spec_.optimizer().kind() == OptimizerSpec::SGD) {
+    if (spec_.optimizer().momentum() != 0) RETURN_IF_ERROR(zeroed(d.momentum));
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(zeroed(d.adam_m));
+  return zeroed(d.adam_v);
+}
+
+absl::Status GpuEngine::SetupBuckets() {
+  BucketBudget budget;
+  const int64_t bytes =
+      dist_ != nullptr ? dist_->bucket_bytes : spec_.cluster().bucket_bytes();
+  if (bytes > 0) budget.bytes = bytes;
+  for (Device& d : devices_) {
+    RETURN_IF_ERROR(d.context->Activate());
+    ASSIGN_OR_RETURN(CudaStream comm, CudaStream::Create(d.ordinal));
+    d.comm.emplace(std::move(comm));
+    ASSIGN_OR_RETURN(d.reduced, Event::Create());
+    d.planner = std::make_unique<BucketPlanner>(d.model->flat_size(), budget);
+  }
+  return absl::OkStatus();
+}
+
+// The buffers are sized for the largest batch at setup, so this only
+// allocates then; should a slot ever grow later, the GPU's streams are
+// drained first, since queued work may still use the old buffers. The
+// other slot, which may hold the next step's batch, is left alone.
+absl::Status GpuEngine::Reserve(Device& d, Slot& slot, int64_t n) {
+  if (n <= slot.capacity && n <= d.capacity) return absl::OkStatus();
+  RETURN_IF_ERROR(d.context->Synchronize());
+  if (d.copy) RETURN_IF_ERROR(d.copy->Synchronize());
+  if (n > slot.capacity) {
+    const int64_t sample = Product(data_.train->sample_shape());
+    RETURN_IF_ERROR(slot.input.Reserve(n * sample));
+    RETURN_IF_ERROR(slot.labels.Reserve(n));
+    ASSIGN_OR_RETURN(slot.staged_features,
+                     PinnedBuffer<float>::Allocate(pinned_.get(), n * sample));
+    ASSIGN_OR_RETURN(slot.staged_labels,
+                     PinnedBuffer<int32_t>::Allocate(pinned_.get(), n));
+    slot.capacity = n;
+  }
+  if (n > d.capacity) {
+    RETURN_IF_ERROR(d.grad_out.Reserve(n * classes_));
+    RETURN_IF_ERROR(
+        d.workspace.Reserve(SoftmaxCrossEntropyWorkspaceBytes(n) / 4 + 2));
+    d.capacity = n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuEngine::OnEveryGpu(
+    const std::function<absl::Status(Device&)>& fn) {
+  std::vector<absl::Status> status(devices_.size());
+  pool_.Run([&](int i) {
+    status[i] = devices_[i].context->Activate();
+    if (status[i].ok()) status[i] = fn(devices_[i]);
+  });
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
+}
+
+absl::Status GpuEngine::Stage(Device& d, const Batch& b, int slot_index) {
+  const int64_t n = static_cast<int64_t>(b.labels.size());
+  const int64_t sample = Product(data_.train->sample_shape());
+  if (static_cast<int64_t>(b.features.size()) != n * sample) {
+    return absl::InternalError(
+        absl::StrCat("GPU ", d.ordinal, ": a batch of ", n, " labels has ",
+                     b.features.size(), " features, not ", n * sample));
+  }
+  Slot& slot = d.slots[slot_index];
+  RETURN_IF_ERROR(Reserve(d, slot, n));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaEventSynchronize(slot.uploaded.get()),
+                 absl::StrCat("GPU ", d.ordinal,
+                              ": the previous upload from slot ", slot_index)));
+  std::memcpy(slot.staged_features.data(), b.features.data(),
+              n * sample * sizeof(float));
+  std::memcpy(slot.staged_labels.data(), b.labels.data(), n * sizeof(int32_t));
+  const cudaStream_t s = d.copy->get();
+  RETURN_IF_ERROR(StreamWait(s, slot.consumed, "an input slot is free"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(slot.input.data(), slot.staged_features.data(),
+                      n * sample * sizeof(float), cudaMemcpyHostToDevice, s),
+      "uploading a batch"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(slot.labels.data(), slot.staged_labels.data(),
+                      n * sizeof(int32_t), cudaMemcpyHostToDevice, s),
+      "uploading labels"));
+  slot.n = n;
+  return Record(slot.uploaded, s, "batch uploaded");
+}
+
+absl::Status GpuEngine::Prefetch(Device& d) {
+  const int replica = static_cast<int>(&d - devices_.data());
+  if (source_ == nullptr || !source_->Next(replica, &d.batch)) {
+    return absl::InternalError("a batch source ended before its last step");
+  }
+  RETURN_IF_ERROR(Stage(d, d.batch, d.next_slot));
+  d.ready_slot = d.next_slot;
+  d.next_slot ^= 1;
+  return absl::OkStatus();
+}
+
+// Mean cross-entropy of the last forward into d.result[0] and the count
+// of correct predictions into d.result[2..3] (int64, cleared first).
+absl::Status GpuEngine::LossOf(Device& d, const Slot& slot, bool gradient) {
+  const cudaStream_t s = d.context->stream();
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemsetAsync(d.result.data(), 0, 4 * sizeof(float), s),
+                 "clearing the loss"));
+  CudaCrossEntropyBuffers b;
+  b.logits = d.model->output();
+  b.labels = As<int32_t>(slot.labels);
+  b.loss = d.result.data();
+  b.grad = gradient ? d.grad_out.data() : nullptr;
+  b.correct = reinterpret_cast<int64_t*>(d.result.data() + 2);
+  b.workspace = d.workspace.data();
+  b.workspace_bytes = d.workspace.capacity() * sizeof(float);
+  return SoftmaxCrossEntropyAsync(b, slot.n, classes_, s);
+}
+
+absl::Status GpuEngine::Launch(Device& d) {
+  if (d.ready_slot < 0) {
+    return absl::InternalError(
+        absl::StrCat("GPU ", d.ordinal, ": no batch staged for the step"));
+  }
+  const Slot& slot = d.slots[d.ready_slot];
+  d.ready_slot = -1;
+  const cudaStream_t s = d.context->stream();
+  RETURN_IF_ERROR(StreamWait(s, slot.uploaded, "the batch is on the GPU"));
+  RETURN_IF_ERROR(
+      d.model->Forward(slot.input.data(), slot.n, Mode::kTrain).status());
+  RETURN_IF_ERROR(LossOf(d, slot, /*gradient=*/true));
+  d.seen = slot.n;
+  if (nccl_ != nullptr) {
+    RETURN_IF_ERROR(BackwardInBuckets(d));
+  } else {
+    RETURN_IF_ERROR(d.model->Backward(d.grad_out.data()));
+  }
+  return Record(slot.consumed, s, "input slot read");
+}
+
+absl::Status GpuEngine::BackwardInBuckets(Device& d) {
+  d.planner->Reset();
+  d.buckets.clear();
+  absl::Status closing;
+  auto close = [&](const std::optional<GradientBucket>& b) {
+    if (b.has_value() && closing.ok()) closing = CloseBucket(d, *b);
+  };
+  RETURN_IF_ERROR(d.model->Backward(d.grad_out.data(), [&](int64_t offset) {
+    close(d.planner->Ready(offset));
+  }));
+  close(d.planner->Finish());
+  RETURN_IF_ERROR(d.planner->status());
+  return closing;
+}
+
+absl::Status GpuEngine::CloseBucket(Device& d, const GradientBucket& b) {
+  const size_t k = d.buckets.size();
+  if (k == d.bucket_ready.size()) {
+    ASSIGN_OR_RETURN(Event e, Event::Create());
+    d.bucket_ready.push_back(std::move(e));
+  }
+  RETURN_IF_ERROR(
+      Record(d.bucket_ready[k], d.context->stream(), "gradient bucket final"));
+  d.buckets.push_back(b);
+  return absl::OkStatus();
+}
+
+absl::Status GpuEngine::ReduceBuckets() {
+  const std::vector<GradientBucket>& plan = devices_[0].buckets;
+  for (const Device& d : devices_) {
+    if (d.buckets != plan) {
+      return absl::InternalError(absl::StrCat(
+          "GPU ", d.ordinal, " closed ", d.buckets.size(),
+          " gradient buckets, GPU ", devices_[0].ordinal, " ", plan.size(),
+          ", or at other offsets: the replicas' models differ"));
+    }
+  }
+  std::vector<float*> buffers(Gpus());
+  std::vector<cudaStream_t> streams(Gpus());
+  for (int i = 0; i < Gpus(); ++i) streams[i] = devices_[i].comm->get();
+  for (size_t k = 0; k < plan.size(); ++k) {
+    for (int i = 0; i < Gpus(); ++i) {
+      Device& d = devices_[i];
+      RETURN_IF_ERROR(StreamWait(streams[i], d.bucket_ready[k],
+                                 "all-reduce after its bucket"));
+      buffers[i] = d.model->grads() + plan[k].begin;
+    }
+    RETURN_IF_ERROR(nccl_->AllReduceSum(buffers, plan[k].size(), streams));
+  }
+  for (int i = 0; i < Gpus(); ++i) {
+    RETURN_IF_ERROR(
+        Record(devices_[i].reduced, streams[i], "gradients all-reduced"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuEngine::AllReduce(const std::function<float*(Device&)>& buffer,
+                                  int64_t count) {
+  if (nccl_ == nullptr) return absl::OkStatus();
+  std::vector<float*> buffers;
+  std::vector<cudaStream_t> streams;
+  for (Device& d : devices_) {
+    buffers.push_back(buffer(d));
+    streams.push_back(d.context->stream());
+  }
+  RETURN_IF_ERROR(nccl_->AllReduceSum(buffers, count, streams));
+  return nccl_->Wait();
+}
+
+absl::Status GpuEngine::OptimizerStep(Device& d, double lr) {
+  const int64_t n = d.model->flat_size();
+  const cudaStream_t s = d.context->stream();
+  if (nccl_ != nullptr) {
+    RETURN_IF_ERROR(StreamWait(s, d.reduced, "the optimizer"));
+  }
+  if (TotalReplicas() > 1) {
+    RETURN_IF_ERROR(
+        gpu::ScaleInPlace(d.model->grads(), n, 1.0f / TotalReplicas(), s));
+  }
+  const OptimizerSpec& o = spec_.optimizer();
+  if (o.kind() == OptimizerSpec::SGD) {
+    gpu::SgdOptions so;
+    so.momentum = o.momentum();
+    so.weight_decay = o.weight_decay();
+    so.nesterov = o.nesterov();
+    return gpu::SgdStep(d.model->params(), d.model->grads(), d.momentum.data(),
+                        n, lr, so, s);
+  }
+  gpu::AdamOptions ao;
+  ao.beta1 = o.beta1();
+  ao.beta2 = o.beta2();
+  ao.eps = o.eps();
+  ao.weight_decay = o.weight_decay();
+  ao.decoupled = o.kind() == OptimizerSpec::ADAMW;
+  return gpu::AdamStep(d.model->params(), d.model->grads(), d.adam_m.data(),
+                       d.adam_v.data(), n, lr, adam_steps_, ao, s);
+}
+
+absl::Status GpuEngine::EnqueueResult(Device& d) {
+  const cudaStream_t s = d.context->stream();
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(d.staged_result.data(), d.result.data(),
+                                 4 * sizeof(float), cudaMemcpyDeviceToHost, s),
+                 "reading the loss"));
+  return Record(d.step_done, s, "step done");
+}
+
+absl::Status GpuEngine::TakeResult(Device& d) {
+  RETURN_IF_ERROR(
+      CudaStatus(cudaEventSynchronize(d.step_done.get()),
+                 absl::StrCat("GPU ", d.ordinal, ": waiting for the step")));
+  d.loss = d.staged_result.data()[0];
+  std::memcpy(&d.correct, d.staged_result.data() + 2, sizeof(int64_t));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GradientExchange>> GpuEngine::CreateExchange() {
+  if (nccl_ != nullptr) return std::make_unique<NcclExchange>(this);
+  return std::make_unique<LocalExchange>();
+}
+
+std::vector<int64_t> GpuEngine::ParamSizes() const {
+  const auto& entries = host_model_->param_store().entries();
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t end = i + 1 < entries.size() ? entries[i + 1].offset
+                                               : host_model_->params().size();
+    sizes.push_back(end - entries[i].offset);
+  }
+  return sizes;
+}
+
+// Dropout on the GPU draws from its own generator, seeded per replica once
+// (it agrees with the CPU engine in distribution only).
+void GpuEngine::SeedStep(int64_t) {}
+
+// Enqueues forward, loss and backward on every GPU (the first step of an
+// epoch stages its batch first); the exchange's Finish() then issues the
+// all-reduces.
+absl::Status GpuEngine::ForwardBackward(const StepPlan&, BatchSource& source,
+                                        GradientExchange&) {
+  const absl::Time start = absl::Now();
+  if (source_ != &source) {
+    source_ = &source;
+    for (Device& d : devices_) d.ready_slot = -1;
+  }
+  RETURN_IF_ERROR(OnEveryGpu([this](Device& d) -> absl::Status {
+    if (d.ready_slot < 0) RETURN_IF_ERROR(Prefetch(d));
+    return Launch(d);
+  }));
+  timing_.compute_s = absl::ToDoubleSeconds(absl::Now() - start);
+  return absl::OkStatus();
+}
+
+// The optimizer after the all-reduce (the GPU's stream waits for it), then
+// the next batch's upload while the GPU works, then the step's loss. The
+// gradient is not checked for NaN or infinity on GPUs yet: the policy
+// nonfinite_gradients applies to CPU devices only.
+absl::StatusOr<bool> GpuEngine::Update(const StepPlan& plan, bool) {
+  ++adam_steps_;
+  const double lr = plan.lr;
+  const bool next = plan.more;
+  RETURN_IF_ERROR(OnEveryGpu([this, lr, next](Device& d) -> absl::Status {
+    RETURN_IF_ERROR(OptimizerStep(d, lr));
+    RETURN_IF_ERROR(EnqueueResult(d));
+    // Load and upload the next batch while the GPU works on this step.
+    if (next) RETURN_IF_ERROR(Prefetch(d));
+    return TakeResult(d);
+  }));
+  // Every collective of the step is done by now (the optimizer waited for
+  // them); this reports a communicator that failed or was aborted.
+  if (nccl_ != nullptr) RETURN_IF_ERROR(nccl_->Wait());
+  return true;
+}
+
+absl::StatusOr<std::vector<ReplicaResult>> GpuEngine::Results(const StepPlan&) {
+  std::vector<ReplicaResult> out;
+  for (const Device& d : devices_) out.push_back({d.loss, d.correct, d.seen});
+  return out;
+}
+
+}  // namespace gpu_engine
+
+absl::StatusOr<std::shared_ptr<NcclCommunicator>> CreateWorkerNccl(
+    KvClient& kv, const std::string& key_prefix,
+    const GpuWorkerPlacement& placement, const std::string& algorithm,
+    absl::Duration timeout) {
+  NcclOptions o;
+  ASSIGN_OR_RETURN(o.algorithm, ParseNcclAlgorithm(algorithm));
+  o.timeout = timeout;
+  o.key_prefix = key_prefix;
+  NcclTopology t;
+  t.node_rank = placement.rank;
+  t.num_nodes = placement.world_size;
+  t.first_rank = placement.replica_offset;
+  t.world_ranks = placement.total_replicas;
+  t.devices = placement.gpus;
+  ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> c,
+                   NcclCommunicator::Create(kv, t, o));
+  return std::shared_ptr<NcclCommunicator>(std::move(c));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceEngine>> CreateGpuEngine(
+    const JobSpec& spec, const TrainOptions& options, const DataSplits& data) {
+  if (options.gpus.empty()) {
+    return absl::InvalidArgumentError("CreateGpuEngine: no GPUs given");
+  }
+  auto engine = std::make_unique<gpu_engine::GpuEngine>(spec, options, data);
+  RETURN_IF_ERROR(engine->Setup());
+  return engine;
+}
+
+}  // namespace cohort

@@ -1,0 +1,261 @@
+// The GPU engine's internals (worker/gpu/gpu_engine.h is its interface):
+// the CUDA events, input slots and per-GPU state, and the engine class,
+// whose members are defined in gpu_engine.cc (setup, the step, the NCCL
+// exchange) and gpu_engine_state.cc (evaluation, checkpoint state).
+//
+#ifndef COHORT_WORKER_GPU_GPU_ENGINE_IMPL_H_
+#define COHORT_WORKER_GPU_GPU_ENGINE_IMPL_H_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "kernels/cuda/cuda_devices.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/memory.h"
+#include "worker/comm/kv_client.h"
+#include "worker/comm/nccl_communicator.h"
+#include "worker/data/loader.h"
+#include "worker/engine/device_engine.h"
+#include "worker/gpu/buckets.h"
+#include "worker/gpu/gpu_context.h"
+#include "worker/gpu/gpu_model.h"
+#include "worker/model.h"
+#include "worker/replica_pool.h"
+#include "worker/trainer.h"
+
+namespace cohort {
+namespace gpu_engine {
+
+// How a training step runs, per GPU (streams: compute = the context's,
+// copy and comm = the Device's own; events in brackets):
+//
+//   copy     wait [consumed s] · upload batch k+1 into slot s · [uploaded s]
+//   compute  wait [uploaded s'] · forward · loss · backward, recording
+//            [bucket 0], [bucket 1], ... as gradient buckets close ·
+//            [consumed s'] · wait [reduced] · scale · optimizer ·
+//            copy the loss out · [step done]
+//   comm     for each bucket b: wait [bucket b] · all-reduce b · ... ·
+//            [reduced]
+//
+// The host enqueues step k's backward on every GPU (each GPU's thread),
+// then issues each bucket's all-reduce, grouped over the local GPUs, from
+// the trainer thread in bucket order (NCCL wants one thread to issue a
+// collective for all of its GPUs); the events, not the host, hold each
+// all-reduce back until its bucket is final, so communication overlaps the
+// rest of backward. The host then enqueues the optimizer, loads batch k+1
+// and starts its upload into the other slot, and only then blocks on
+// [step done] for step k's loss, so loading and the copy overlap the GPU's
+// work. Without NCCL (one GPU, one process) there is no comm stream and
+// the optimizer follows backward directly.
+
+// Device memory for `count` 4-byte values of any type.
+template <typename T>
+T* As(const DeviceFloats& d) {
+  static_assert(sizeof(T) == sizeof(float) || sizeof(T) == 8);
+  return reinterpret_cast<T*>(d.data());
+}
+
+// A CUDA event without timing, destroyed with the object. Move-only.
+// Waiting for (or on) an event never recorded returns at once.
+class Event {
+ public:
+  Event() = default;
+  ~Event() { Reset(); }
+  Event(Event&& other) noexcept
+      : event_(std::exchange(other.event_, nullptr)) {}
+  Event& operator=(Event&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      event_ = std::exchange(other.event_, nullptr);
+    }
+    return *this;
+  }
+
+  // On the calling thread's current device.
+  static absl::StatusOr<Event> Create() {
+    Event e;
+    RETURN_IF_ERROR(
+        CudaStatus(cudaEventCreateWithFlags(&e.event_, cudaEventDisableTiming),
+                   "cudaEventCreate"));
+    return e;
+  }
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  void Reset() {
+    if (event_ != nullptr) cudaEventDestroy(event_);
+    event_ = nullptr;
+  }
+  cudaEvent_t event_ = nullptr;
+};
+
+inline absl::Status Record(const Event& e, cudaStream_t s,
+                           absl::string_view what) {
+  return CudaStatus(cudaEventRecord(e.get(), s),
+                    absl::StrCat("cudaEventRecord (", what, ")"));
+}
+
+inline absl::Status StreamWait(cudaStream_t s, const Event& e,
+                               absl::string_view what) {
+  return CudaStatus(cudaStreamWaitEvent(s, e.get(), 0),
+                    absl::StrCat("cudaStreamWaitEvent (", what, ")"));
+}
+
+// One of a GPU's two input slots: a batch's pinned staging buffers and its
+// device copy. The host refills the staging buffers only after [uploaded]
+// (the previous copy out of them is done); the copy stream overwrites the
+// device copy only after [consumed] (the last step that read it is done).
+struct Slot {
+  PinnedBuffer<float> staged_features;
+  PinnedBuffer<int32_t> staged_labels;
+  DeviceFloats input, labels;
+  Event uploaded;        // copy stream, after the batch's upload
+  Event consumed;        // compute stream, after the last kernel reading it
+  int64_t n = 0;         // samples it holds
+  int64_t capacity = 0;  // samples it has room for
+};
+
+// What one GPU owns for the whole run.
+struct Device {
+  int ordinal = 0;
+  std::unique_ptr<GpuContext> context;
+  std::unique_ptr<GpuModel> model;
+  Batch batch;  // host, NCHW
+  std::optional<CudaStream> copy;
+  Slot slots[2];
+  int next_slot = 0;    // the slot the next Stage fills
+  int ready_slot = -1;  // the slot holding the next step's batch, or -1
+  PinnedBuffer<float> staged_result;  // loss, then correct as a float pair
+  Event step_done;                    // compute stream, after the result copy
+  DeviceFloats grad_out, workspace, result, pair;
+  DeviceFloats momentum, adam_m, adam_v;
+  int64_t capacity = 0;  // samples grad_out and workspace hold
+  // With NCCL: the communication stream and this step's gradient buckets,
+  // in backward order, each with its event on the compute stream.
+  std::optional<CudaStream> comm;
+  std::unique_ptr<BucketPlanner> planner;
+  std::vector<GradientBucket> buckets;
+  std::vector<Event> bucket_ready;
+  Event reduced;  // comm stream, after the step's last all-reduce
+  float loss = 0;
+  int64_t correct = 0;
+  int64_t seen = 0;
+};
+
+class GpuEngine : public DeviceEngine {
+ public:
+  GpuEngine(const JobSpec& spec, const TrainOptions& options,
+            const DataSplits& data)
+      : spec_(spec),
+        options_(options),
+        dist_(options.distributed),
+        data_(data),
+        pool_(static_cast<int>(options.gpus.size())) {}
+
+  absl::Status Setup();
+
+  int replicas() const override { return Gpus(); }
+  BatchLayout batch_layout() const override { return BatchLayout::kBatchOuter; }
+  int64_t num_parameters() const override {
+    return host_model_->num_parameters();
+  }
+  std::string device_name() const override { return "gpu"; }
+  absl::StatusOr<std::unique_ptr<GradientExchange>> CreateExchange() override;
+  std::vector<int64_t> ParamSizes() const override;
+  void SeedStep(int64_t step) override;
+  absl::Status ForwardBackward(const StepPlan& plan, BatchSource& source,
+                               GradientExchange& exchange) override;
+  absl::StatusOr<bool> Update(const StepPlan& plan,
+                              bool combine_local) override;
+  absl::StatusOr<std::vector<ReplicaResult>> Results(
+      const StepPlan& plan) override;
+  StepTiming timing() const override { return timing_; }
+  absl::StatusOr<EvalSums> Evaluate(const Dataset& test,
+                                    bool across_workers) override;
+  std::vector<std::pair<std::string, int64_t>> StateLayout() const override;
+  absl::StatusOr<std::vector<CheckpointTensor>> CaptureState() override;
+  absl::Status RestoreState(const std::vector<float>& flat) override;
+  absl::StatusOr<std::vector<float>> Parameters() override;
+
+  // From the training thread, as the NCCL exchange's Finish(): each
+  // bucket's all-reduce over every GPU of the job on the comm streams,
+  // after its event; then [reduced].
+  absl::Status ReduceBuckets();
+
+ private:
+  int Gpus() const { return static_cast<int>(options_.gpus.size()); }
+  int TotalReplicas() const {
+    return dist_ != nullptr ? dist_->total_replicas : Gpus();
+  }
+  int GlobalReplica(int i) const {
+    return (dist_ != nullptr ? dist_->replica_offset : 0) + i;
+  }
+  absl::Status CheckSupported() const;
+  absl::Status CheckBf16(const CudaDevices& found) const;
+  absl::Status SetupNccl();
+  absl::Status SetupDevice(int i);
+  absl::Status SetupOptimizerState(Device& d);
+  // The comm stream, bucket planner and events of every GPU (NCCL only).
+  absl::Status SetupBuckets();
+  // Grows `slot` and the loss buffers to `n` samples.
+  absl::Status Reserve(Device& d, Slot& slot, int64_t n);
+  // Runs fn(i) on every GPU's thread, with that GPU current; the first error.
+  absl::Status OnEveryGpu(const std::function<absl::Status(Device&)>& fn);
+  // Host batch -> slot's pinned staging -> slot's device copy (copy stream).
+  absl::Status Stage(Device& d, const Batch& b, int slot);
+  // Takes the next training batch from the source and starts its upload
+  // into a free slot.
+  absl::Status Prefetch(Device& d);
+  // Forward, loss and backward of the staged batch (queued); with NCCL,
+  // records an event as each gradient bucket closes.
+  absl::Status Launch(Device& d);
+  absl::Status BackwardInBuckets(Device& d);
+  absl::Status CloseBucket(Device& d, const GradientBucket& b);
+  absl::Status LossOf(Device& d, const Slot& slot, bool gradient);
+  // Sums `count` floats at per-GPU device pointers over every GPU of the job
+  // on the compute streams, and waits (evaluation, BatchNorm statistics).
+  absl::Status AllReduce(const std::function<float*(Device&)>& buffer,
+                         int64_t count);
+  absl::Status OptimizerStep(Device& d, double lr);
+  // Queues the copy of the loss and correct count to the host, then
+  // [step done]; TakeResult waits for it and reads them.
+  absl::Status EnqueueResult(Device& d);
+  absl::Status TakeResult(Device& d);
+  absl::Status AverageBuffers();
+  absl::Status EvaluateOn(Device& d, const Dataset& test);
+  // The optimizer's state tensors on `d`: device pointer and length.
+  std::vector<std::pair<float*, int64_t>> OptimizerState(const Device& d) const;
+
+  const JobSpec spec_;
+  const TrainOptions options_;
+  const DistributedContext* const dist_;
+  const DataSplits& data_;
+  ReplicaPool pool_;
+  std::unique_ptr<Model<float>> host_model_;  // layout, init, state
+  // Before devices_: their pinned buffers go back to it on destruction.
+  std::unique_ptr<PinnedHostPool> pinned_;
+  std::vector<Device> devices_;
+  std::unique_ptr<InMemoryKv> local_kv_;
+  std::unique_ptr<NcclCommunicator> own_nccl_;  // single process, > 1 GPU
+  NcclCommunicator* nccl_ = nullptr;
+  BatchSource* source_ = nullptr;  // the current epoch's, for Prefetch
+  int64_t classes_ = 0;
+  int64_t adam_steps_ = 0;
+  StepTiming timing_;
+};
+
+}  // namespace gpu_engine
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_GPU_GPU_ENGINE_IMPL_H_

@@ -1,0 +1,186 @@
+// The GPU engine's evaluation and checkpoint state (gpu_engine_impl.h).
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda/ops.h"
+#include "worker/gpu/gpu_engine_impl.h"
+
+namespace cohort {
+namespace gpu_engine {
+namespace {
+
+bool IsAdam(const OptimizerSpec& o) { return o.kind() != OptimizerSpec::SGD; }
+
+}  // namespace
+
+// BatchNorm statistics averaged over every GPU of the job, so that all of
+// them evaluate (and would save) the same model.
+absl::Status GpuEngine::AverageBuffers() {
+  const size_t count = devices_[0].model->buffers().size();
+  for (size_t k = 0; k < count; ++k) {
+    const int64_t n = devices_[0].model->buffers()[k].second;
+    RETURN_IF_ERROR(
+        AllReduce([k](Device& d) { return d.model->buffers()[k].first; }, n));
+    RETURN_IF_ERROR(OnEveryGpu([&](Device& d) {
+      return gpu::ScaleInPlace(d.model->buffers()[k].first, n,
+                               1.0f / TotalReplicas(), d.context->stream());
+    }));
+  }
+  return absl::OkStatus();
+}
+
+// One GPU's share of the test set, one batch at a time through the slot
+// that holds no staged training batch; its sums into d.pair.
+absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
+  const int64_t n = test.size();
+  const int64_t total = TotalReplicas();
+  const int64_t g = GlobalReplica(static_cast<int>(&d - devices_.data()));
+  std::vector<int64_t> idx;
+  for (int64_t i = n * g / total; i < n * (g + 1) / total; ++i) {
+    idx.push_back(i);
+  }
+  Loader loader(&test, std::move(idx), spec_.eval().batch_size(), false,
+                BatchLayout::kBatchOuter, 1, 2);
+  double loss = 0;
+  int64_t correct = 0;
+  Batch b;
+  const cudaStream_t s = d.context->stream();
+  while (loader.Next(&b)) {
+    const int slot_index = d.next_slot;
+    const Slot& slot = d.slots[slot_index];
+    RETURN_IF_ERROR(Stage(d, b, slot_index));
+    RETURN_IF_ERROR(StreamWait(s, slot.uploaded, "the batch is on the GPU"));
+    RETURN_IF_ERROR(
+        d.model->Forward(slot.input.data(), slot.n, Mode::kEval).status());
+    RETURN_IF_ERROR(LossOf(d, slot, /*gradient=*/false));
+    RETURN_IF_ERROR(Record(slot.consumed, s, "input slot read"));
+    RETURN_IF_ERROR(EnqueueResult(d));
+    RETURN_IF_ERROR(TakeResult(d));
+    loss += static_cast<double>(d.loss) * slot.n;
+    correct += d.correct;
+  }
+  const float pair[2] = {static_cast<float>(loss), static_cast<float>(correct)};
+  // On the compute stream, which the all-reduce that follows waits for (a
+  // legacy stream copy would not be ordered with it). A pageable source is
+  // staged before the call returns.
+  return CudaStatus(cudaMemcpyAsync(d.pair.data(), pair, sizeof(pair),
+                                    cudaMemcpyHostToDevice, s),
+                    "evaluation sums");
+}
+
+// Every GPU of the job evaluates its share; the sums are added up over all
+// of them. (Workers that evaluate alone, with SSP and ASYNC shards, do not
+// exist on GPUs: parameter-server mode is CPU only.)
+absl::StatusOr<EvalSums> GpuEngine::Evaluate(const Dataset& test, bool) {
+  if (nccl_ != nullptr) RETURN_IF_ERROR(AverageBuffers());
+  RETURN_IF_ERROR(OnEveryGpu([&](Device& d) { return EvaluateOn(d, test); }));
+  RETURN_IF_ERROR(AllReduce([](Device& d) { return d.pair.data(); }, 2));
+  float sums[2];
+  RETURN_IF_ERROR(devices_[0].context->Activate());
+  RETURN_IF_ERROR(devices_[0].context->Synchronize());
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(sums, devices_[0].pair.data(),
+                                        sizeof(sums), cudaMemcpyDeviceToHost),
+                             "reading evaluation sums"));
+  return EvalSums{sums[0], sums[1]};
+}
+
+// SGD with momentum: its buffer; Adam: m and v. The CPU optimizers' State()
+// in the same order, so checkpoints move between devices.
+std::vector<std::pair<float*, int64_t>> GpuEngine::OptimizerState(
+    const Device& d) const {
+  const int64_t n = d.model->flat_size();
+  if (spec_.optimizer().kind() == OptimizerSpec::SGD) {
+    if (spec_.optimizer().momentum() == 0) return {};
+    return {{d.momentum.data(), n}};
+  }
+  return {{d.adam_m.data(), n}, {d.adam_v.data(), n}};
+}
+
+std::vector<std::pair<std::string, int64_t>> GpuEngine::StateLayout() const {
+  std::vector<std::pair<std::string, int64_t>> layout;
+  const int64_t n = host_model_->params().size();
+  layout.emplace_back("params", n);
+  size_t k = 0;
+  const size_t tensors = OptimizerState(devices_[0]).size();
+  for (; k < tensors; ++k)
+    layout.emplace_back(absl::StrCat("optimizer.", k), n);
+  if (IsAdam(spec_.optimizer())) {
+    layout.emplace_back(absl::StrCat("optimizer.", k), 1);  // steps taken
+  }
+  const std::vector<Tensor*> buffers = host_model_->Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    layout.emplace_back(absl::StrCat("buffer.", i), buffers[i]->size());
+  }
+  return layout;
+}
+
+// GPU 0's state: every GPU holds the same after a step.
+absl::StatusOr<std::vector<CheckpointTensor>> GpuEngine::CaptureState() {
+  Device& d = devices_[0];
+  RETURN_IF_ERROR(d.context->Activate());
+  RETURN_IF_ERROR(d.model->CopyToCpu(*host_model_));
+  std::vector<CheckpointTensor> out;
+  const Tensor& p = host_model_->params();
+  out.push_back({"params", {p.size()}, {p.data(), p.data() + p.size()}});
+  size_t k = 0;
+  for (const auto& [device, n] : OptimizerState(d)) {
+    CheckpointTensor t{absl::StrCat("optimizer.", k++), {n}, {}};
+    t.values.resize(n);
+    RETURN_IF_ERROR(
+        CudaStatus(cudaMemcpy(t.values.data(), device, n * sizeof(float),
+                              cudaMemcpyDeviceToHost),
+                   "reading optimizer state"));
+    out.push_back(std::move(t));
+  }
+  if (IsAdam(spec_.optimizer())) {
+    out.push_back({absl::StrCat("optimizer.", k),
+                   {1},
+                   {static_cast<float>(adam_steps_)}});
+  }
+  std::vector<Tensor*> buffers = host_model_->Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor& b = *buffers[i];
+    out.push_back({absl::StrCat("buffer.", i),
+                   {b.size()},
+                   {b.data(), b.data() + b.size()}});
+  }
+  return out;
+}
+
+absl::Status GpuEngine::RestoreState(const std::vector<float>& flat) {
+  const float* from = flat.data();
+  Tensor& p = host_model_->params();
+  std::copy(from, from + p.size(), p.data());
+  from += p.size();
+  const float* optimizer = from;
+  from += OptimizerState(devices_[0]).size() * p.size();
+  if (IsAdam(spec_.optimizer())) adam_steps_ = static_cast<int64_t>(*from++);
+  for (Tensor* b : host_model_->Buffers()) {
+    std::copy(from, from + b->size(), b->data());
+    from += b->size();
+  }
+  return OnEveryGpu([&](Device& d) -> absl::Status {
+    RETURN_IF_ERROR(d.model->CopyFromCpu(*host_model_));
+    const float* src = optimizer;
+    for (const auto& [device, n] : OptimizerState(d)) {
+      RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpy(device, src, n * sizeof(float), cudaMemcpyHostToDevice),
+          "restoring optimizer state"));
+      src += n;
+    }
+    return CudaStatus(cudaDeviceSynchronize(), "restoring the state");
+  });
+}
+
+absl::StatusOr<std::vector<float>> GpuEngine::Parameters() {
+  RETURN_IF_ERROR(devices_[0].context->Activate());
+  RETURN_IF_ERROR(devices_[0].model->CopyToCpu(*host_model_));
+  const Tensor& p = host_model_->params();
+  return std::vector<float>(p.data(), p.data() + p.size());
+}
+
+}  // namespace gpu_engine
+}  // namespace cohort

@@ -1,0 +1,190 @@
+// The one training loop, for every device and every mode: epochs and
+// steps, the distributed sampler or a shared epoch's chunks, the learning
+// rate schedule, the gradient exchange, the optimizer or the shards'
+// parameters, the non-finite gradient policy, evaluation cadence,
+// progress and reports to the coordinator, checkpoints and exact resume,
+// the final checkpoint on a termination signal, the elastic state handed
+// from one generation to the next, and the timeline. What differs between
+// devices is a DeviceEngine (worker/engine/device_engine.h); what differs
+// between modes is a GradientExchange (worker/exchange/gradient_exchange.h).
+//
+// training_loop.cc holds the epochs and steps, training_state.cc the
+// checkpoints, resume and elastic agreement.
+//
+// Ownership: owns the data sets, the engine and the exchange; borrows what
+// TrainOptions borrows. Thread safety: Run() from one thread, once.
+#ifndef COHORT_WORKER_TRAINING_LOOP_H_
+#define COHORT_WORKER_TRAINING_LOOP_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/checkpoint.h"
+#include "proto/coordinator.pb.h"
+#include "proto/job.pb.h"
+#include "worker/data/dataset.h"
+#include "worker/engine/device_engine.h"
+#include "worker/exchange/gradient_exchange.h"
+#include "worker/progress.h"
+#include "worker/trainer.h"
+
+namespace cohort {
+
+// Makes the engine of a run once its data is loaded.
+using EngineFactory =
+    std::function<absl::StatusOr<std::unique_ptr<DeviceEngine>>(
+        const JobSpec& spec, const TrainOptions& options,
+        const DataSplits& data)>;
+
+class TrainingLoop : public Trainer {
+ public:
+  TrainingLoop(const JobSpec& spec, const TrainOptions& options)
+      : spec_(spec), options_(options), dist_(options.distributed) {}
+
+  // Loads the data, builds the engine and its exchange, and restores the
+  // newest state (checkpoint or elastic snapshot). Everything that can
+  // fail because of the user's input fails here.
+  absl::Status Setup(const EngineFactory& make_engine);
+  absl::StatusOr<TrainResult> Run() override;
+
+ private:
+  class LoaderSource;
+  class ChunkSource;
+
+  // --- training_loop.cc: epochs and steps ---
+  absl::StatusOr<TrainResult> RunEpochs();
+  absl::Status ReadLimits();
+  absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
+  absl::StatusOr<EpochResult> TrainSharedEpoch(int64_t epoch,
+                                               Progress& progress);
+  // One step of `plan.active` replicas; returns its mean loss.
+  absl::StatusOr<double> Step(const StepPlan& plan, const ExchangeStep& ex,
+                              BatchSource& source, int64_t epoch,
+                              EpochResult& er, Progress& progress);
+  absl::Status FinishExchange();
+  absl::Status Update(const StepPlan& plan);
+  absl::Status Pull(int64_t clock);
+  void SlowDown(double compute_s);
+  double AccountStep(int64_t epoch, const std::vector<ReplicaResult>& results,
+                     EpochResult& er, Progress& progress);
+  absl::Status ReportStep(int64_t epoch, double loss);
+  absl::Status MaybeEvaluate(EpochResult& er, bool epoch_complete);
+  void Trace(absl::string_view name, int lane, absl::Time start,
+             absl::Time end = absl::Now(), absl::string_view args = "");
+
+  // --- training_state.cc: checkpoints, resume, elastic agreement ---
+  // Checkpoints (common/checkpoint.h): rank 0 of an all-reduce job, or a
+  // single process, writes them; PS jobs' state lives on the shards.
+  bool Checkpoints() const {
+    return !checkpoint_dir_.empty() && !PsMode() &&
+           (dist_ == nullptr || dist_->rank == 0);
+  }
+  absl::StatusOr<Checkpoint> Capture(int64_t epoch, int64_t position,
+                                     int64_t epoch_steps);
+  // `c`'s tensors laid out by the engine's StateLayout, back to back;
+  // DATA_LOSS naming the tensor when one is missing or has another size.
+  absl::Status FlattenState(const Checkpoint& c, std::vector<float>* out) const;
+  absl::Status Restore(const Checkpoint& c);
+  // The newest state this worker can start from: the checkpoint directory's
+  // newest valid checkpoint or the elastic snapshot, whichever is newer.
+  absl::StatusOr<std::optional<Checkpoint>> ResumeCandidate();
+  // Single process: restores the candidate. All-reduce workers: every rank
+  // tells its candidate's step, and the rank with the newest one gives its
+  // state to all (AgreeOnState).
+  absl::Status Resume();
+  absl::Status AgreeOnState(const std::optional<Checkpoint>& mine);
+  absl::Status MaybeCheckpoint(int64_t epoch, int64_t steps_in_epoch,
+                               int64_t batches);
+  // After a stop signal: a final checkpoint of the last completed step (by
+  // whoever writes checkpoints), then CANCELLED naming the step.
+  absl::Status StopWithFinalCheckpoint();
+  // An elastic worker whose generation ended: keeps the state after the
+  // last completed step, and what this generation trained, for the next.
+  void SaveForNextGeneration();
+  // Adds what earlier generations trained to this one's result.
+  void AddCarried();
+
+  bool PsMode() const { return dist_ != nullptr && dist_->ps_mode; }
+  // SSP and ASYNC: workers claim each epoch's chunks as they go (see
+  // DistributedContext::claim_chunks) instead of taking a fixed share.
+  bool SharedData() const {
+    return PsMode() && spec_.ps().consistency() != SYNC;
+  }
+  // Whether evaluation combines results over workers. Not with SSP or
+  // ASYNC shards: a fast worker may be whole epochs ahead of a straggler,
+  // and a collective would make it wait (and time out) for it. Each worker
+  // then evaluates the whole test set with its own parameters.
+  bool EvaluateAcrossWorkers() const {
+    return dist_ != nullptr && dist_->world_size > 1 && !SharedData();
+  }
+  bool StopSignalled() const {
+    return options_.stop_signal != nullptr && options_.stop_signal->load();
+  }
+  int TotalReplicas() const {
+    return dist_ != nullptr ? dist_->total_replicas : engine_->replicas();
+  }
+  int GlobalReplica(int r) const {
+    return (dist_ != nullptr ? dist_->replica_offset : 0) + r;
+  }
+  int64_t TotalSteps() const;
+  // Whether max_steps is reached: by this worker's steps, or with shared
+  // data by rounds claimed.
+  bool StepLimitReached() const {
+    return max_steps_ > 0 &&
+           (SharedData() ? next_round_ >= max_steps_ : step_ >= max_steps_);
+  }
+
+  const JobSpec spec_;
+  const TrainOptions options_;
+  const DistributedContext* const dist_;  // null for a single process
+  DataSplits data_;
+  std::unique_ptr<DeviceEngine> engine_;
+  std::unique_ptr<GradientExchange> exchange_;
+  TrainResult result_;
+  int64_t step_ = 0;  // this worker's steps
+  int64_t steps_per_epoch_ = 1;
+  int64_t epochs_ = 0;
+  int64_t max_steps_ = 0;
+  // Checkpointing and where a resumed run starts.
+  std::string checkpoint_dir_;
+  absl::Time last_checkpoint_;
+  int64_t start_epoch_ = 0;
+  int64_t start_position_ = 0;     // samples of start_epoch_'s order done
+  int64_t start_epoch_steps_ = 0;  // and its steps done
+  int64_t restored_step_ = 0;      // the step the state was restored from
+  int64_t steps_this_run_ = 0;
+  // Where training stands after the last completed step: epoch, sampler
+  // position and steps of the epoch; and the position the current epoch's
+  // loaders started from.
+  int64_t cur_epoch_ = 0;
+  int64_t cur_position_ = 0;
+  int64_t cur_epoch_steps_ = 0;
+  int64_t segment_start_ = 0;
+  bool epoch_complete_ = false;  // the last TrainEpoch ran out of data
+  // Shared data: the round after the newest chunk claimed.
+  int64_t next_round_ = 0;
+  // The current epoch's totals, kept by AccountStep.
+  double epoch_loss_sum_ = 0;
+  int64_t epoch_correct_ = 0;
+  int64_t epoch_seen_ = 0;
+  std::vector<double> recent_losses_;
+  // Where replica 0's step time goes, since the last report.
+  StepTimes times_;
+  int64_t window_steps_ = 0;
+  int64_t window_samples_ = 0;
+  absl::Time window_start_;
+  int64_t bytes_reduced_ = 0;
+  absl::Time last_report_ = absl::InfinitePast();
+  int64_t window_bytes_ = 0;  // all-reduced in the window, and the time
+  double window_comm_s_ = 0;  // the collectives took
+};
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_TRAINING_LOOP_H_

@@ -1,0 +1,304 @@
+// The training loop's state: checkpoints, exact resume, the final
+// checkpoint on a termination signal, and the elastic state agreed on when
+// a generation forms (see training_loop.h).
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "worker/comm/communicator.h"
+#include "worker/spec.h"
+#include "worker/timeline.h"
+#include "worker/training_loop.h"
+
+namespace cohort {
+namespace {
+
+// Non-negative integers travel through a float sum as four 16-bit pieces,
+// each exact in a float; a sum with zeros from every other rank is exact.
+constexpr int kIntFloats = 4;
+
+void PutInt(int64_t v, float* out) {
+  for (int i = 0; i < kIntFloats; ++i) {
+    out[i] =
+        static_cast<float>((static_cast<uint64_t>(v) >> (16 * i)) & 0xffff);
+  }
+}
+
+int64_t GetInt(const float* in) {
+  uint64_t v = 0;
+  for (int i = 0; i < kIntFloats; ++i) {
+    v |= static_cast<uint64_t>(in[i]) << (16 * i);
+  }
+  return static_cast<int64_t>(v);
+}
+
+int64_t EpochSteps(const Checkpoint& c) {
+  int64_t epoch_steps = 0;
+  auto it = c.metadata.find("epoch_steps");
+  if (it != c.metadata.end()) (void)absl::SimpleAtoi(it->second, &epoch_steps);
+  return std::max<int64_t>(0, epoch_steps);
+}
+
+}  // namespace
+
+absl::StatusOr<Checkpoint> TrainingLoop::Capture(int64_t epoch,
+                                                 int64_t position,
+                                                 int64_t epoch_steps) {
+  Checkpoint c;
+  c.step = step_;
+  c.epoch = epoch;
+  c.epoch_offset = position;
+  c.spec_hash = TrainingHash(spec_);
+  c.metadata["job"] = spec_.name();
+  c.metadata["epoch_steps"] = absl::StrCat(epoch_steps);
+  ASSIGN_OR_RETURN(c.tensors, engine_->CaptureState());
+  return c;
+}
+
+absl::Status TrainingLoop::FlattenState(const Checkpoint& c,
+                                        std::vector<float>* out) const {
+  out->clear();
+  for (const auto& [name, size] : engine_->StateLayout()) {
+    auto t = std::find_if(
+        c.tensors.begin(), c.tensors.end(),
+        [&name = name](const CheckpointTensor& t) { return t.name == name; });
+    if (t == c.tensors.end()) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint has no tensor ", name));
+    }
+    if (static_cast<int64_t>(t->values.size()) != size) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint tensor ", name, " has ", t->values.size(),
+                       " values, the model needs ", size));
+    }
+    out->insert(out->end(), t->values.begin(), t->values.end());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::Restore(const Checkpoint& c) {
+  std::vector<float> flat;
+  RETURN_IF_ERROR(FlattenState(c, &flat));
+  int64_t epoch_steps = 0;
+  auto it = c.metadata.find("epoch_steps");
+  if (it != c.metadata.end() && !absl::SimpleAtoi(it->second, &epoch_steps)) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint metadata epoch_steps is not a number: ", it->second));
+  }
+  if (c.epoch < 0 || c.epoch_offset < 0 ||
+      c.epoch_offset > data_.train->size() || epoch_steps < 0) {
+    return absl::DataLossError(absl::StrCat(
+        "checkpoint's sampler position (epoch ", c.epoch, ", sample ",
+        c.epoch_offset, ", step ", epoch_steps, ") does not fit the ",
+        data_.train->size(), " training samples"));
+  }
+  RETURN_IF_ERROR(engine_->RestoreState(flat));
+  step_ = c.step;
+  restored_step_ = c.step;
+  start_epoch_ = c.epoch;
+  start_position_ = c.epoch_offset;
+  start_epoch_steps_ = epoch_steps;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Checkpoint>> TrainingLoop::ResumeCandidate() {
+  std::optional<Checkpoint> best;
+  if (!checkpoint_dir_.empty() && !PsMode()) {
+    std::vector<std::string> rejected;
+    absl::StatusOr<Checkpoint> c =
+        LoadLatestCheckpoint(checkpoint_dir_, &rejected);
+    for (const std::string& why : rejected) {
+      std::fprintf(stderr, "cohort: skipping a bad checkpoint: %s\n",
+                   why.c_str());
+    }
+    if (!c.ok() && !absl::IsNotFound(c.status())) return c.status();
+    if (c.ok()) {
+      if (c->spec_hash != TrainingHash(spec_)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the checkpoints in ", checkpoint_dir_,
+            " were written by a job with another model, data, optimizer, "
+            "batch size, loss or seed; use another checkpoint directory"));
+      }
+      best = *std::move(c);
+    }
+  }
+  const ElasticState* e = options_.elastic;
+  if (e != nullptr && e->snapshot &&
+      (!best || e->snapshot->step > best->step)) {
+    best = e->snapshot;
+  }
+  if (best) {
+    // A state this model cannot take is refused here, before any peer
+    // waits for it.
+    std::vector<float> flat;
+    RETURN_IF_ERROR(FlattenState(*best, &flat));
+  }
+  return best;
+}
+
+absl::Status TrainingLoop::Resume() {
+  ASSIGN_OR_RETURN(std::optional<Checkpoint> mine, ResumeCandidate());
+  if (dist_ != nullptr && !PsMode() && dist_->comm != nullptr) {
+    return AgreeOnState(mine);
+  }
+  if (!mine) return absl::OkStatus();  // a fresh run
+  RETURN_IF_ERROR(Restore(*mine));
+  if (!options_.quiet) {
+    std::fprintf(
+        stderr,
+        "cohort: resuming from step %lld (epoch %lld, sample %lld) "
+        "of %s\n",
+        static_cast<long long>(step_), static_cast<long long>(start_epoch_ + 1),
+        static_cast<long long>(start_position_), checkpoint_dir_.c_str());
+  }
+  return absl::OkStatus();
+}
+
+// Every rank holds the same state after the same step in a synchronous
+// job, so whichever rank holds the newest one can give it to the others.
+// Both collectives are sums in which only one rank adds non-zero values,
+// which is a broadcast the Communicator interface already has.
+absl::Status TrainingLoop::AgreeOnState(const std::optional<Checkpoint>& mine) {
+  const absl::Time start = absl::Now();
+  const int world = dist_->world_size;
+  std::vector<float> steps(world * kIntFloats, 0.0f);
+  if (mine) PutInt(mine->step + 1, &steps[dist_->rank * kIntFloats]);
+  RETURN_IF_ERROR(dist_->comm->AllReduceSum(steps.data(), steps.size()));
+  int source = -1;
+  int64_t newest = 0;
+  for (int w = 0; w < world; ++w) {
+    const int64_t v = GetInt(&steps[w * kIntFloats]);
+    if (v > newest) {
+      newest = v;
+      source = w;
+    }
+  }
+  if (source < 0) return absl::OkStatus();  // nobody has trained yet
+  Trace("agree on state", Timeline::kStepLane, start);
+  constexpr int kHeader = 4 * kIntFloats;
+  const std::vector<std::pair<std::string, int64_t>> layout =
+      engine_->StateLayout();
+  std::vector<float> flat;
+  if (dist_->rank == source) {
+    RETURN_IF_ERROR(FlattenState(*mine, &flat));
+    flat.insert(flat.begin(), kHeader, 0.0f);
+    PutInt(mine->step, &flat[0]);
+    PutInt(mine->epoch, &flat[kIntFloats]);
+    PutInt(mine->epoch_offset, &flat[2 * kIntFloats]);
+    PutInt(EpochSteps(*mine), &flat[3 * kIntFloats]);
+  } else {
+    int64_t n = kHeader;
+    for (const auto& entry : layout) n += entry.second;
+    flat.assign(n, 0.0f);
+  }
+  RETURN_IF_ERROR(dist_->comm->AllReduceSum(flat.data(), flat.size()));
+  Checkpoint c;
+  c.step = GetInt(&flat[0]);
+  c.epoch = GetInt(&flat[kIntFloats]);
+  c.epoch_offset = GetInt(&flat[2 * kIntFloats]);
+  c.metadata["epoch_steps"] = absl::StrCat(GetInt(&flat[3 * kIntFloats]));
+  const float* from = flat.data() + kHeader;
+  for (const auto& [name, size] : layout) {
+    c.tensors.push_back({name, {size}, {from, from + size}});
+    from += size;
+  }
+  RETURN_IF_ERROR(Restore(c));
+  if (!options_.quiet) {
+    std::fprintf(stderr,
+                 "cohort: starting from step %lld (epoch %lld, sample %lld), "
+                 "the newest state in the job, held by rank %d\n",
+                 static_cast<long long>(step_),
+                 static_cast<long long>(start_epoch_ + 1),
+                 static_cast<long long>(start_position_), source);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::StopWithFinalCheckpoint() {
+  std::string where;
+  if (Checkpoints()) {
+    CheckpointWriteOptions o;
+    o.keep = spec_.checkpoint().keep();
+    const absl::Time start = absl::Now();
+    ASSIGN_OR_RETURN(Checkpoint c,
+                     Capture(cur_epoch_, cur_position_, cur_epoch_steps_));
+    RETURN_IF_ERROR(WriteCheckpoint(checkpoint_dir_, c, o));
+    Trace("checkpoint", Timeline::kStepLane, start, absl::Now(),
+          absl::StrCat("\"step\": ", step_, ", \"final\": true"));
+    where = absl::StrCat("; final checkpoint in ", checkpoint_dir_);
+  }
+  return absl::CancelledError(absl::StrCat(
+      "stopped by a termination signal after step ", step_, where));
+}
+
+void TrainingLoop::SaveForNextGeneration() {
+  ElasticState* e = options_.elastic;
+  if (e == nullptr || PsMode()) return;
+  absl::StatusOr<Checkpoint> c =
+      Capture(cur_epoch_, cur_position_, cur_epoch_steps_);
+  if (!c.ok()) {
+    std::fprintf(stderr,
+                 "cohort: cannot keep the state for the next "
+                 "generation: %s\n",
+                 std::string(c.status().message()).c_str());
+    return;
+  }
+  e->snapshot = *std::move(c);
+  TrainResult& carried = e->carried;
+  carried.samples += result_.samples;
+  carried.train_seconds += result_.train_seconds;
+  carried.eval_seconds += result_.eval_seconds;
+  carried.skipped_steps += result_.skipped_steps;
+  carried.epoch_results.insert(carried.epoch_results.end(),
+                               result_.epoch_results.begin(),
+                               result_.epoch_results.end());
+}
+
+void TrainingLoop::AddCarried() {
+  const ElasticState* e = options_.elastic;
+  if (e == nullptr) return;
+  const TrainResult& c = e->carried;
+  result_.samples += c.samples;
+  result_.train_seconds += c.train_seconds;
+  result_.eval_seconds += c.eval_seconds;
+  result_.skipped_steps += c.skipped_steps;
+  result_.epoch_results.insert(result_.epoch_results.begin(),
+                               c.epoch_results.begin(), c.epoch_results.end());
+  // Epochs begun over all generations.
+  result_.epochs = std::max<int64_t>(
+      result_.epochs, cur_epoch_ + (cur_epoch_steps_ > 0 ? 1 : 0));
+}
+
+absl::Status TrainingLoop::MaybeCheckpoint(int64_t epoch,
+                                           int64_t steps_in_epoch,
+                                           int64_t batches) {
+  if (!Checkpoints()) return absl::OkStatus();
+  const CheckpointSpec& cs = spec_.checkpoint();
+  const bool by_steps = cs.every_steps() > 0 && step_ % cs.every_steps() == 0;
+  const bool by_time =
+      cs.every_seconds() > 0 &&
+      absl::Now() - last_checkpoint_ >= absl::Seconds(cs.every_seconds());
+  if (!by_steps && !by_time) return absl::OkStatus();
+  // A finished epoch resumes at the start of the next one.
+  const bool epoch_done = steps_in_epoch >= batches;
+  CheckpointWriteOptions o;
+  o.keep = cs.keep();
+  const absl::Time start = absl::Now();
+  ASSIGN_OR_RETURN(Checkpoint c,
+                   epoch_done ? Capture(epoch + 1, 0, 0)
+                              : Capture(epoch, cur_position_, steps_in_epoch));
+  RETURN_IF_ERROR(WriteCheckpoint(checkpoint_dir_, c, o));
+  last_checkpoint_ = absl::Now();
+  Trace("checkpoint", Timeline::kStepLane, start, last_checkpoint_,
+        absl::StrCat("\"step\": ", step_));
+  return absl::OkStatus();
+}
+
+}  // namespace cohort
