@@ -216,4 +216,5 @@ JobState JobTracker::WaitForEnd(bool until_stop) {
   }
   return state_;
 }
+
 }  // namespace cohort

@@ -15,7 +15,6 @@ namespace {
 
 using job_tracker_internal::Clock;
 using job_tracker_internal::HeartbeatBound;
-using job_tracker_internal::Millis;
 using job_tracker_internal::Seconds;
 
 // A worker slower than this many times the others' median step ...
@@ -98,8 +97,7 @@ std::vector<std::string> JobTracker::Stragglers() const {
 void JobTracker::CheckHeartbeats() {
   if (state_ != RUNNING) return;
   const Clock::time_point now = Clock::now();
-  const Clock::duration limit = Millis(job_.cluster().heartbeat_interval_ms() *
-                                       job_.cluster().heartbeat_misses());
+  const Clock::duration limit = HeartbeatBound(job_.cluster());
   // Members that rejoined wait in Join and no longer heartbeat.
   for (Member& m : members_) {
     if (m.finished || m.rejoined || m.dead || now - m.last_seen <= limit) {
@@ -115,4 +113,5 @@ void JobTracker::CheckHeartbeats() {
   // A member declared dead may have been the last one the round awaited.
   if (regroup_) CheckRegroup(now);
 }
+
 }  // namespace cohort

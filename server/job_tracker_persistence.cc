@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/files.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "server/job_tracker.h"
 #include "server/job_tracker_internal.h"
 
@@ -15,6 +16,23 @@ namespace {
 using job_tracker_internal::Clock;
 using job_tracker_internal::HeartbeatBound;
 using job_tracker_internal::Millis;
+
+// The state file `path` holds (`bytes`), refused unless it is `job`'s.
+absl::StatusOr<CoordinatorState> ParseState(const std::string& path,
+                                            const std::string& bytes,
+                                            const JobSpec& job) {
+  CoordinatorState st;
+  if (!st.ParseFromString(bytes)) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": not a coordinator state file (corrupt or truncated)"));
+  }
+  if (st.job().SerializeAsString() != job.SerializeAsString()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " holds the state of another job (\"",
+                     st.job().name(), "\"); use another --state-dir"));
+  }
+  return st;
+}
 
 }  // namespace
 
@@ -51,16 +69,8 @@ absl::Status JobTracker::Restore() {
   absl::StatusOr<std::string> bytes = ReadFile(state_path_);
   if (absl::IsNotFound(bytes.status())) return absl::OkStatus();  // fresh
   if (!bytes.ok()) return bytes.status();
-  CoordinatorState st;
-  if (!st.ParseFromString(*bytes)) {
-    return absl::DataLossError(absl::StrCat(
-        state_path_, ": not a coordinator state file (corrupt or truncated)"));
-  }
-  if (st.job().SerializeAsString() != job_.SerializeAsString()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(state_path_, " holds the state of another job (\"",
-                     st.job().name(), "\"); use another --state-dir"));
-  }
+  ASSIGN_OR_RETURN(const CoordinatorState st,
+                   ParseState(state_path_, *bytes, job_));
   absl::MutexLock lock(&mu_);
   if (st.state() == FORMING) return absl::OkStatus();  // joins start over
   state_ = st.state();
@@ -70,10 +80,20 @@ absl::Status JobTracker::Restore() {
   restarts_ = st.restarts();
   generations_.assign(st.generations().begin(), st.generations().end());
   const Clock::time_point now = Clock::now();
+  RETURN_IF_ERROR(RestoreMembers(st, now));
+  if (IsTerminal(state_)) ended_ = now;
+  if (generation_ > 0) kv_.StartGeneration(generation_);
+  LOG(INFO) << "resumed job " << job_.name() << " from " << state_path_ << ": "
+            << JobState_Name(state_) << ", generation " << generation_
+            << ", epoch " << epoch_ << ", " << members_.size() << " workers";
+  return absl::OkStatus();
+}
+
+absl::Status JobTracker::RestoreMembers(const CoordinatorState& st,
+                                        Clock::time_point now) {
   const ClusterSpec& c = job_.cluster();
   const Clock::duration grace = Millis(c.coordinator_grace_ms());
-  const Clock::duration bound =
-      Millis(c.heartbeat_interval_ms() * c.heartbeat_misses());
+  const Clock::duration bound = HeartbeatBound(c);
   members_.assign(st.members_size(), Member());
   rank_of_.clear();
   for (const CoordinatorState::Member& in : st.members()) {
@@ -96,11 +116,7 @@ absl::Status JobTracker::Restore() {
     rank_of_[m.request.worker_id()] = m.rank;
     previous_ranks_[m.request.worker_id()] = m.rank;
   }
-  if (IsTerminal(state_)) ended_ = now;
-  if (generation_ > 0) kv_.StartGeneration(generation_);
-  LOG(INFO) << "resumed job " << job_.name() << " from " << state_path_ << ": "
-            << JobState_Name(state_) << ", generation " << generation_
-            << ", epoch " << epoch_ << ", " << members_.size() << " workers";
   return absl::OkStatus();
 }
+
 }  // namespace cohort

@@ -73,19 +73,7 @@ std::string JobTracker::Regroup::Cause() const {
 bool JobTracker::Failure(const std::string& what, double silent_s,
                          bool by_leave) {
   if (regroup_ && regroup_->failure) {
-    // Counted once per regroup; the first heartbeat death gives silent_s.
-    if (regroup_->silent_s == 0) regroup_->silent_s = silent_s;
-    // A survivor's report opened it; the dead peer is the real cause.
-    if (regroup_->by_leave && !by_leave) {
-      regroup_->what =
-          absl::StrCat(what, " (its peers' collectives failed ", "first)");
-      regroup_->by_leave = false;
-    }
-    if (regroup_->over_budget && !regroup_->by_leave) {
-      FailOverBudget();
-      return false;
-    }
-    return true;
+    return FailureInRecovery(what, silent_s, by_leave);
   }
   const int budget = job_.cluster().max_restarts();
   if (restarts_ >= budget && by_leave && !regroup_) {
@@ -104,14 +92,7 @@ bool JobTracker::Failure(const std::string& what, double silent_s,
   }
   ++restarts_;
   if (regroup_) {
-    // A growth regroup that lost a member is a recovery after all; its
-    // record times the failure's detection, not the growth's.
-    regroup_->failure = true;
-    regroup_->started_wall = absl::Now();
-    regroup_->what =
-        absl::StrCat(what, " (while regrouping after ", regroup_->what, ")");
-    regroup_->silent_s = silent_s;
-    ++round_changes_;
+    GrowthBecomesFailure(what, silent_s);
   } else {
     StartRegroup(true, what, silent_s);
   }
@@ -120,6 +101,35 @@ bool JobTracker::Failure(const std::string& what, double silent_s,
                << " (cluster.max_restarts): " << what;
   Persist();
   return true;
+}
+
+bool JobTracker::FailureInRecovery(const std::string& what, double silent_s,
+                                   bool by_leave) {
+  // Counted once per regroup; the first heartbeat death gives silent_s.
+  if (regroup_->silent_s == 0) regroup_->silent_s = silent_s;
+  // A survivor's report opened it; the dead peer is the real cause.
+  if (regroup_->by_leave && !by_leave) {
+    regroup_->what =
+        absl::StrCat(what, " (its peers' collectives failed ", "first)");
+    regroup_->by_leave = false;
+  }
+  if (regroup_->over_budget && !regroup_->by_leave) {
+    FailOverBudget();
+    return false;
+  }
+  return true;
+}
+
+// A growth regroup that lost a member is a recovery after all; its record
+// times the failure's detection, not the growth's.
+void JobTracker::GrowthBecomesFailure(const std::string& what,
+                                      double silent_s) {
+  regroup_->failure = true;
+  regroup_->started_wall = absl::Now();
+  regroup_->what =
+      absl::StrCat(what, " (while regrouping after ", regroup_->what, ")");
+  regroup_->silent_s = silent_s;
+  ++round_changes_;
 }
 
 void JobTracker::StartRegroup(bool failure, std::string what, double silent_s) {
@@ -164,10 +174,8 @@ void JobTracker::FailOverBudget() {
 
 void JobTracker::CheckRegroup(Clock::time_point now) {
   if (regroup_->over_budget) {
-    const ClusterSpec& c = job_.cluster();
     const Clock::duration bound =
-        Millis(c.heartbeat_interval_ms() * c.heartbeat_misses()) +
-        std::chrono::seconds(1);
+        HeartbeatBound(job_.cluster()) + std::chrono::seconds(1);
     if (now - regroup_->started >= bound) FailOverBudget();
     return;
   }
@@ -239,4 +247,5 @@ void JobTracker::NoteProgress(const WorkerProgress& p) {
   }
   if (changed) Persist();
 }
+
 }  // namespace cohort

@@ -77,10 +77,8 @@ void JobTracker::AwaitRoomForReplacement(
            static_cast<int>(members_.size()) >= MaxWorkers();
   };
   if (!full()) return;
-  const ClusterSpec& c = job_.cluster();
   const Clock::time_point until =
-      Clock::now() + Millis(c.heartbeat_interval_ms() * c.heartbeat_misses()) +
-      std::chrono::seconds(1);
+      Clock::now() + HeartbeatBound(job_.cluster()) + std::chrono::seconds(1);
   auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !full(); };
   while (full() && Clock::now() < until && !(cancelled && cancelled())) {
     const Clock::time_point wake = std::min(until, Clock::now() + kPoll);
@@ -338,4 +336,5 @@ absl::Status JobTracker::TakeJoinToken() {
   join_tokens_ -= 1;
   return absl::OkStatus();
 }
+
 }  // namespace cohort

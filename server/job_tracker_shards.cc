@@ -49,40 +49,48 @@ absl::StatusOr<RegisterShardResponse> JobTracker::RegisterShard(
         absl::StrCat("job ", job_.name(), " has already ended (",
                      JobState_Name(state_), ": ", reason_, ")"));
   }
-  if (ShardsReady()) {
-    for (size_t i = 0; ShardsRestart() && i < shards_.size(); ++i) {
-      Shard& shard = shards_[i];
-      if (!shard.dead) continue;
-      LOG(WARNING) << "parameter-server shard " << i << " at "
-                   << request.address() << " (host " << request.host()
-                   << ", pid " << request.pid() << ") replaces the one at "
-                   << shard.request.address() << ", dead for "
-                   << absl::StrFormat("%.1fs",
-                                      Seconds(Clock::now() - shard.died));
-      shard.request = request;
-      shard.last_seen = Clock::now();
-      shard.stats = ShardStats();
-      shard.knows_end = false;
-      shard.dead = false;
-      shard.restoring = true;
-      ++shard.restarts;
-      return ShardAssignment(i);
-    }
-    const std::string who =
-        absl::StrCat("shard ", request.host(), ":", request.pid(), " at ",
-                     request.address());
-    if (ShardsRestart()) {
-      // A spare: its client retries UNAVAILABLE, so it stands by until a
-      // shard dies (or its connect timeout passes).
-      return absl::UnavailableError(absl::StrCat(
-          "the job already has its ", NumShards(),
-          " parameter-server shards (ps.shards) and none is dead; ", who,
-          " waits to replace one that dies"));
-    }
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the job already has its ", NumShards(),
-        " parameter-server shards (ps.shards); ", who, " cannot register"));
+  // Every index is taken: only a dead shard's replacement may register.
+  if (ShardsReady()) return ReplaceShard(request);
+  return AddShard(request);
+}
+
+absl::StatusOr<RegisterShardResponse> JobTracker::ReplaceShard(
+    const RegisterShardRequest& request) {
+  for (size_t i = 0; ShardsRestart() && i < shards_.size(); ++i) {
+    Shard& shard = shards_[i];
+    if (!shard.dead) continue;
+    LOG(WARNING) << "parameter-server shard " << i << " at "
+                 << request.address() << " (host " << request.host() << ", pid "
+                 << request.pid() << ") replaces the one at "
+                 << shard.request.address() << ", dead for "
+                 << absl::StrFormat("%.1fs",
+                                    Seconds(Clock::now() - shard.died));
+    shard.request = request;
+    shard.last_seen = Clock::now();
+    shard.stats = ShardStats();
+    shard.knows_end = false;
+    shard.dead = false;
+    shard.restoring = true;
+    ++shard.restarts;
+    return ShardAssignment(i);
   }
+  const std::string who = absl::StrCat(
+      "shard ", request.host(), ":", request.pid(), " at ", request.address());
+  if (ShardsRestart()) {
+    // A spare: its client retries UNAVAILABLE, so it stands by until a
+    // shard dies (or its connect timeout passes).
+    return absl::UnavailableError(
+        absl::StrCat("the job already has its ", NumShards(),
+                     " parameter-server shards (ps.shards) and none is dead; ",
+                     who, " waits to replace one that dies"));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the job already has its ", NumShards(),
+      " parameter-server shards (ps.shards); ", who, " cannot register"));
+}
+
+RegisterShardResponse JobTracker::AddShard(
+    const RegisterShardRequest& request) {
   Shard shard;
   shard.request = request;
   shard.last_seen = Clock::now();
@@ -193,8 +201,7 @@ absl::StatusOr<PlanPartitionsResponse> JobTracker::PlanPartitions(
 }
 
 bool JobTracker::CheckShardHeartbeats(Clock::time_point now) {
-  const Clock::duration limit = Millis(job_.cluster().heartbeat_interval_ms() *
-                                       job_.cluster().heartbeat_misses());
+  const Clock::duration limit = HeartbeatBound(job_.cluster());
   const int64_t wait_ms = job_.cluster().join_timeout_ms();
   for (size_t i = 0; i < shards_.size(); ++i) {
     Shard& shard = shards_[i];
@@ -232,4 +239,5 @@ bool JobTracker::CheckShardHeartbeats(Clock::time_point now) {
   }
   return true;
 }
+
 }  // namespace cohort
