@@ -7,8 +7,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -162,118 +166,134 @@ std::string LocalTimelinePath(const std::string& file, int64_t worker) {
   return absl::StrCat(stem, ".w", worker, ".json");
 }
 
-}  // namespace
-
-absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
-                      int* exit_code, const char* self_path) {
+// The flags of `cohort local`.
+struct LocalFlags {
   std::string job, devices, replicas, listen = "127.0.0.1:0", data_dir, report;
   std::string straggler, timeline;
   int64_t workers = 2, threads = 0, shards = 0, min_step_ms = 0;
-  FlagSet flags("local");
-  flags.String("job", &job, "job spec (.textproto); required");
-  flags.Int("workers", &workers, "worker processes (default 2)", 1, 64);
-  flags.String("devices", &devices,
+  SecurityOptions security;
+};
+
+void AddLocalFlags(FlagSet& flags, LocalFlags* f) {
+  flags.String("job", &f->job, "job spec (.textproto); required");
+  flags.Int("workers", &f->workers, "worker processes (default 2)", 1, 64);
+  flags.String("devices", &f->devices,
                "cpu:N (per worker), gpu:all or gpu:I,J,... (dealt out to the "
                "workers; default: every GPU if there is one, else cpu:1)");
-  flags.String("replicas", &replicas, "older name of --devices");
-  flags.Int("threads", &threads, "compute threads per worker", 1, 1024);
-  flags.String("listen", &listen,
+  flags.String("replicas", &f->replicas, "older name of --devices");
+  flags.Int("threads", &f->threads, "compute threads per worker", 1, 1024);
+  flags.String("listen", &f->listen,
                "coordinator HOST:PORT (default 127.0.0.1:0)");
-  flags.String("data-dir", &data_dir,
+  flags.String("data-dir", &f->data_dir,
                "data set directory (overrides the spec)");
-  flags.String("report", &report, "write the job's JSON report here");
-  flags.Int("shards", &shards,
+  flags.String("report", &f->report, "write the job's JSON report here");
+  flags.Int("shards", &f->shards,
             "parameter-server shard processes (jobs with mode: PS; default "
             "the spec's ps.shards)",
             1, 64);
-  flags.String("straggler", &straggler,
+  flags.String("straggler", &f->straggler,
                "RANK:FACTOR makes worker RANK FACTOR times slower (to study "
                "stragglers)");
-  flags.Int("min-step-ms", &min_step_ms,
+  flags.Int("min-step-ms", &f->min_step_ms,
             "every worker's forward and backward take at least this long "
             "(sleeping the rest): models workers on machines of their own "
             "when they share this machine's cores (default 0)",
             0, 3600000);
-  flags.String("timeline", &timeline,
+  flags.String("timeline", &f->timeline,
                "write each worker's Chrome trace of its steps' phases to "
                "FILE.w<i>.json (FILE without a .json ending)");
-  SecurityOptions security;
-  AddSecurityFlags(flags, &security);
-  RETURN_IF_ERROR(flags.Parse(args));
-  if (flags.help_requested()) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    *help = true;
-    return absl::OkStatus();
-  }
-  if (job.empty()) return absl::InvalidArgumentError("--job=FILE is required");
-  ASSIGN_OR_RETURN(const Devices all_devices,
-                   ResolveDevices(devices, replicas));
-  ASSIGN_OR_RETURN(const std::vector<Devices> worker_devices,
-                   SplitDevices(all_devices, static_cast<int>(workers)));
+  AddSecurityFlags(flags, &f->security);
+}
+
+// The coordinator's options for the job `f` names, sized to exactly
+// f->workers workers. In PS mode f->shards becomes the spec's shard count
+// (after --shards overrode it).
+absl::StatusOr<CoordinatorOptions> LocalCoordinatorOptions(LocalFlags* f) {
   CoordinatorOptions o;
-  ASSIGN_OR_RETURN(o.job, LoadJobSpec(job));
-  if (!straggler.empty()) RETURN_IF_ERROR(ParseStraggler(straggler).status());
-  if (shards > 0 && o.job.mode() != PS) {
+  ASSIGN_OR_RETURN(o.job, LoadJobSpec(f->job));
+  if (!f->straggler.empty()) {
+    RETURN_IF_ERROR(ParseStraggler(f->straggler).status());
+  }
+  if (f->shards > 0 && o.job.mode() != PS) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--shards needs a job with `mode: PS`; ", job,
+        absl::StrCat("--shards needs a job with `mode: PS`; ", f->job,
                      " trains with all-reduce"));
   }
   if (o.job.mode() == PS) {
-    if (shards > 0) o.job.mutable_ps()->set_shards(static_cast<int>(shards));
-    shards = o.job.ps().shards();
+    if (f->shards > 0) {
+      o.job.mutable_ps()->set_shards(static_cast<int>(f->shards));
+    }
+    f->shards = o.job.ps().shards();
   }
-  o.job.mutable_cluster()->set_min_workers(static_cast<int>(workers));
-  o.job.mutable_cluster()->set_max_workers(static_cast<int>(workers));
-  o.listen = listen;
-  o.security = security;
-  o.report_path = !report.empty()
-                      ? report
+  o.job.mutable_cluster()->set_min_workers(static_cast<int>(f->workers));
+  o.job.mutable_cluster()->set_max_workers(static_cast<int>(f->workers));
+  o.listen = f->listen;
+  o.security = f->security;
+  o.report_path = !f->report.empty()
+                      ? f->report
                       : absl::StrCat("/tmp/cohort-local-", getpid(), ".json");
-  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
-                   CoordinatorServer::Start(o));
-  std::fprintf(
-      stderr, "cohort local: coordinator on %s, starting %lld workers%s\n",
-      coordinator->address().c_str(), static_cast<long long>(workers),
-      shards > 0 ? absl::StrCat(" and ", shards, " shards").c_str() : "");
-  signal(SIGINT, OnSignal);
-  signal(SIGTERM, OnSignal);
-  std::vector<Child> children;
-  for (int64_t i = 0; i < shards; ++i) {
+  return o;
+}
+
+// Starts f.shards parameter-server shard processes for `coordinator`.
+absl::Status StartShards(const char* self, const std::string& coordinator,
+                         const LocalFlags& f, std::vector<Child>* children) {
+  for (int64_t i = 0; i < f.shards; ++i) {
     Child c;
     c.name = absl::StrCat("shard process ", i);
-    std::vector<std::string> a = {
-        "ps", absl::StrCat("--coordinator=", coordinator->address()),
-        "--listen=127.0.0.1:0", "--quiet"};
-    for (std::string& s : SecurityArgs(security)) a.push_back(std::move(s));
-    ASSIGN_OR_RETURN(c.pid, Spawn(self_path, a));
-    children.push_back(c);
+    std::vector<std::string> a = {"ps",
+                                  absl::StrCat("--coordinator=", coordinator),
+                                  "--listen=127.0.0.1:0", "--quiet"};
+    for (std::string& s : SecurityArgs(f.security)) a.push_back(std::move(s));
+    ASSIGN_OR_RETURN(c.pid, Spawn(self, a));
+    children->push_back(c);
   }
-  for (int64_t i = 0; i < workers; ++i) {
+  return absl::OkStatus();
+}
+
+// The command line of worker process `i`, which trains on `devices`.
+std::vector<std::string> WorkerArgs(const std::string& coordinator,
+                                    const LocalFlags& f, int64_t i,
+                                    const Devices& devices) {
+  std::vector<std::string> a = {
+      "worker", absl::StrCat("--coordinator=", coordinator),
+      absl::StrCat("--devices=", devices.ToString()), "--quiet"};
+  if (!f.data_dir.empty()) a.push_back(absl::StrCat("--data-dir=", f.data_dir));
+  if (f.threads > 0) a.push_back(absl::StrCat("--threads=", f.threads));
+  if (!f.straggler.empty()) {
+    a.push_back(absl::StrCat("--straggler=", f.straggler));
+  }
+  if (f.min_step_ms > 0) {
+    a.push_back(absl::StrCat("--min-step-ms=", f.min_step_ms));
+  }
+  if (!f.timeline.empty()) {
+    a.push_back(absl::StrCat("--timeline=", LocalTimelinePath(f.timeline, i)));
+  }
+  for (std::string& s : SecurityArgs(f.security)) a.push_back(std::move(s));
+  return a;
+}
+
+// Starts f.workers worker processes for `coordinator`, worker i on
+// worker_devices[i].
+absl::Status StartWorkers(const char* self, const std::string& coordinator,
+                          const LocalFlags& f,
+                          const std::vector<Devices>& worker_devices,
+                          std::vector<Child>* children) {
+  for (int64_t i = 0; i < f.workers; ++i) {
     Child c;
     c.name = absl::StrCat("worker process ", i);
-    std::vector<std::string> a = {
-        "worker", absl::StrCat("--coordinator=", coordinator->address()),
-        absl::StrCat("--devices=", worker_devices[i].ToString()), "--quiet"};
-    if (!data_dir.empty()) a.push_back(absl::StrCat("--data-dir=", data_dir));
-    if (threads > 0) a.push_back(absl::StrCat("--threads=", threads));
-    if (!straggler.empty())
-      a.push_back(absl::StrCat("--straggler=", straggler));
-    if (min_step_ms > 0) {
-      a.push_back(absl::StrCat("--min-step-ms=", min_step_ms));
-    }
-    if (!timeline.empty()) {
-      a.push_back(absl::StrCat("--timeline=", LocalTimelinePath(timeline, i)));
-    }
-    for (std::string& s : SecurityArgs(security)) a.push_back(std::move(s));
-    ASSIGN_OR_RETURN(c.pid, Spawn(self_path, a));
-    children.push_back(c);
+    ASSIGN_OR_RETURN(
+        c.pid, Spawn(self, WorkerArgs(coordinator, f, i, worker_devices[i])));
+    children->push_back(c);
   }
-  std::atomic<bool> done{false};
-  std::thread waiter([&] {
-    coordinator->Wait();
-    done.store(true);
-  });
-  const bool live = isatty(STDERR_FILENO);
+  return absl::OkStatus();
+}
+
+// Shows progress until the job ends (`done`), a signal arrives, or a child
+// failed and none is left; returns the first failure seen ("" if none).
+std::string WatchJob(CoordinatorServer& coordinator,
+                     const std::atomic<bool>& done,
+                     std::vector<Child>& children, bool live) {
   std::string failure;
   absl::Time last_shown = absl::InfinitePast();
   while (!done.load()) {
@@ -285,11 +305,25 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
     if (!failure.empty() && !AnyRunning(children)) break;
     if (absl::Now() - last_shown >
         (live ? absl::Milliseconds(200) : absl::Seconds(5))) {
-      ShowProgress(coordinator->Status(), live);
+      ShowProgress(coordinator.Status(), live);
       last_shown = absl::Now();
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
+  return failure;
+}
+
+// Runs the job to its end, then stops every child and the coordinator;
+// returns the first failure seen ("" if none).
+std::string Supervise(CoordinatorServer& coordinator,
+                      std::vector<Child>& children) {
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    coordinator.Wait();
+    done.store(true);
+  });
+  const bool live = isatty(STDERR_FILENO);
+  std::string failure = WatchJob(coordinator, done, children, live);
   if (live) std::fprintf(stderr, "\r\033[K");
   if (!done.load()) {
     // A signal, or every worker gone before the job ended.
@@ -298,21 +332,67 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
     }
   }
   StopChildren(children, &failure);
-  coordinator->Shutdown();
+  coordinator.Shutdown();
   waiter.join();
-  const StatusResponse s = coordinator->Status();
+  return failure;
+}
+
+// Prints the result of a job that succeeded with no child `failure`, or
+// says why it did not; removes the report unless the user asked for it.
+absl::Status Conclude(const CoordinatorServer& coordinator,
+                      const std::string& report_path, bool keep_report,
+                      const std::string& failure, int* exit_code) {
+  const StatusResponse s = coordinator.Status();
   if (s.state() == SUCCEEDED && failure.empty()) {
-    PrintResult(o.report_path);
-    if (report.empty()) unlink(o.report_path.c_str());
+    PrintResult(report_path);
+    if (!keep_report) unlink(report_path.c_str());
     *exit_code = 0;
     return absl::OkStatus();
   }
-  if (report.empty()) unlink(o.report_path.c_str());
+  if (!keep_report) unlink(report_path.c_str());
   std::string why = s.reason();
   if (!failure.empty())
     why = why.empty() ? failure : absl::StrCat(failure, "; ", why);
   return absl::AbortedError(
       absl::StrCat("job ", JobState_Name(s.state()), ": ", why));
+}
+
+}  // namespace
+
+absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
+                      int* exit_code, const char* self_path) {
+  LocalFlags f;
+  FlagSet flags("local");
+  AddLocalFlags(flags, &f);
+  RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    *help = true;
+    return absl::OkStatus();
+  }
+  if (f.job.empty())
+    return absl::InvalidArgumentError("--job=FILE is required");
+  ASSIGN_OR_RETURN(const Devices all_devices,
+                   ResolveDevices(f.devices, f.replicas));
+  ASSIGN_OR_RETURN(const std::vector<Devices> worker_devices,
+                   SplitDevices(all_devices, static_cast<int>(f.workers)));
+  ASSIGN_OR_RETURN(const CoordinatorOptions o, LocalCoordinatorOptions(&f));
+  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
+                   CoordinatorServer::Start(o));
+  const std::string address = coordinator->address();
+  std::fprintf(
+      stderr, "cohort local: coordinator on %s, starting %lld workers%s\n",
+      address.c_str(), static_cast<long long>(f.workers),
+      f.shards > 0 ? absl::StrCat(" and ", f.shards, " shards").c_str() : "");
+  signal(SIGINT, OnSignal);
+  signal(SIGTERM, OnSignal);
+  std::vector<Child> children;
+  RETURN_IF_ERROR(StartShards(self_path, address, f, &children));
+  RETURN_IF_ERROR(
+      StartWorkers(self_path, address, f, worker_devices, &children));
+  const std::string failure = Supervise(*coordinator, children);
+  return Conclude(*coordinator, o.report_path, !f.report.empty(), failure,
+                  exit_code);
 }
 
 }  // namespace cohort

@@ -4,11 +4,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/stop_signal.h"
@@ -34,44 +38,37 @@ struct TrainFlags {
   bool quiet = false;
 };
 
-}  // namespace
-
-absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
-  TrainFlags f;
-  FlagSet flags("train");
-  flags.String("job", &f.job, "job spec (.textproto); required");
-  flags.String("data-dir", &f.data_dir,
+void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
+  flags.String("job", &f->job, "job spec (.textproto); required");
+  flags.String("data-dir", &f->data_dir,
                "data set directory (overrides the spec)");
-  flags.Int("epochs", &f.epochs, "epochs (overrides the spec)");
-  flags.Int("max-steps", &f.max_steps,
+  flags.Int("epochs", &f->epochs, "epochs (overrides the spec)");
+  flags.Int("max-steps", &f->max_steps,
             "stop after N steps (overrides the spec)");
-  flags.String("devices", &f.devices,
+  flags.String("devices", &f->devices,
                "cpu:N, gpu:all or gpu:I,J,... (default: every GPU if there "
                "is one, else cpu:1)");
-  flags.String("replicas", &f.replicas, "older name of --devices");
-  flags.Int("threads", &f.threads,
+  flags.String("replicas", &f->replicas, "older name of --devices");
+  flags.Int("threads", &f->threads,
             "compute threads in all (default: one per replica)", 1, 1024);
-  flags.String("report", &f.report, "write a JSON report to this file");
-  flags.String("checkpoint-dir", &f.checkpoint_dir,
+  flags.String("report", &f->report, "write a JSON report to this file");
+  flags.String("checkpoint-dir", &f->checkpoint_dir,
                "write checkpoints here and resume from the newest (overrides "
                "the spec's checkpoint.dir)");
-  flags.String("timeline", &f.timeline,
+  flags.String("timeline", &f->timeline,
                "write a Chrome trace of every step's phases to this file");
-  flags.Bool("quiet", &f.quiet, "no progress output");
-  RETURN_IF_ERROR(flags.Parse(args));
-  if (flags.help_requested()) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    *help = true;
-    return absl::OkStatus();
-  }
-  if (f.job.empty()) {
-    return absl::InvalidArgumentError("--job=FILE is required");
-  }
-  ASSIGN_OR_RETURN(const Devices devices,
-                   ResolveDevices(f.devices, f.replicas));
-  const int replicas = devices.replicas();
-  ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
+  flags.Bool("quiet", &f->quiet, "no progress output");
+}
 
+// `s`, a failure to use the file flag `flag` names, saying so.
+absl::Status FlagError(absl::string_view flag, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(flag, ": ", s.message()));
+}
+
+// The trainer's options from the flags, with SIGINT/SIGTERM installed to
+// stop it at a step boundary.
+TrainOptions MakeTrainOptions(const TrainFlags& f, const Devices& devices) {
+  const int replicas = devices.replicas();
   TrainOptions options;
   options.data_dir = f.data_dir;
   options.epochs = f.epochs;
@@ -83,33 +80,22 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   options.checkpoint_dir = f.checkpoint_dir;
   options.live_progress = isatty(STDERR_FILENO);
   options.stop_signal = InstallStopSignal();
-  std::unique_ptr<Timeline> timeline;
-  if (!f.timeline.empty()) {
-    timeline = std::make_unique<Timeline>(0, "cohort train");
-    // An empty trace first: a path that cannot be written is refused now,
-    // not after the training it was to record.
-    absl::Status s = timeline->Write(f.timeline);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("--timeline: ", s.message()));
-    }
-    options.timeline = timeline.get();
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
-                   Trainer::Create(spec, options));
-  if (!options.quiet) {
-    std::fprintf(stderr, "cohort train: %s | devices %s | threads %d\n",
-                 DescribeJobSpec(spec).c_str(), devices.ToString().c_str(),
-                 options.threads);
-  }
-  absl::StatusOr<TrainResult> run = trainer->Run();
-  if (timeline != nullptr) {
-    absl::Status s = timeline->Write(f.timeline);
-    if (!s.ok() && run.ok()) {
-      return absl::Status(s.code(), absl::StrCat("--timeline: ", s.message()));
-    }
-  }
-  if (!run.ok()) return run.status();
-  const TrainResult& r = *run;
+  return options;
+}
+
+// The --timeline recorder (null without the flag). An empty trace is
+// written first: a path that cannot be written is refused now, not after
+// the training it was to record.
+absl::StatusOr<std::unique_ptr<Timeline>> OpenTimeline(
+    const std::string& path) {
+  if (path.empty()) return nullptr;
+  auto timeline = std::make_unique<Timeline>(0, "cohort train");
+  absl::Status s = timeline->Write(path);
+  if (!s.ok()) return FlagError("--timeline", s);
+  return timeline;
+}
+
+void PrintTrainResult(const TrainResult& r) {
   std::printf(
       "result: steps %lld | epochs %lld | %.0f samples/s | train %.2fs | "
       "final loss %.4f",
@@ -120,11 +106,47 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   }
   std::printf("\n");
   std::fflush(stdout);
+}
+
+}  // namespace
+
+absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
+  TrainFlags f;
+  FlagSet flags("train");
+  AddTrainFlags(flags, &f);
+  RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    *help = true;
+    return absl::OkStatus();
+  }
+  if (f.job.empty()) {
+    return absl::InvalidArgumentError("--job=FILE is required");
+  }
+  ASSIGN_OR_RETURN(const Devices devices,
+                   ResolveDevices(f.devices, f.replicas));
+  ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
+  TrainOptions options = MakeTrainOptions(f, devices);
+  ASSIGN_OR_RETURN(std::unique_ptr<Timeline> timeline,
+                   OpenTimeline(f.timeline));
+  options.timeline = timeline.get();
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                   Trainer::Create(spec, options));
+  if (!options.quiet) {
+    std::fprintf(stderr, "cohort train: %s | devices %s | threads %d\n",
+                 DescribeJobSpec(spec).c_str(), devices.ToString().c_str(),
+                 options.threads);
+  }
+  absl::StatusOr<TrainResult> run = trainer->Run();
+  if (timeline != nullptr) {
+    absl::Status s = timeline->Write(f.timeline);
+    if (!s.ok() && run.ok()) return FlagError("--timeline", s);
+  }
+  if (!run.ok()) return run.status();
+  PrintTrainResult(*run);
   if (!f.report.empty()) {
-    absl::Status s = WriteReport(f.report, r);
-    if (!s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("--report: ", s.message()));
-    }
+    absl::Status s = WriteReport(f.report, *run);
+    if (!s.ok()) return FlagError("--report", s);
   }
   return absl::OkStatus();
 }

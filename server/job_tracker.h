@@ -198,6 +198,7 @@ class JobTracker {
     int restarts = 0;
   };
 
+  // The job's shape, from its spec.
   bool PsMode() const { return job_.mode() == PS; }
   int NumShards() const {
     return PsMode() ? std::max(1, job_.ps().shards()) : 0;
@@ -206,19 +207,10 @@ class JobTracker {
   bool ShardsReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return static_cast<int>(shards_.size()) >= NumShards();
   }
-  absl::Status RequirePsMode(absl::string_view what) const;
   // Whether a dead shard waits for a replacement instead of failing the job.
   bool ShardsRestart() const {
     return PsMode() && !job_.checkpoint().dir().empty();
   }
-  // The answer to shard `index`'s registration.
-  RegisterShardResponse ShardAssignment(int index) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The shard branch of CheckHeartbeats; false when the job ended.
-  bool CheckShardHeartbeats(Clock::time_point now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ShardStatus DescribeShard(int index, Clock::time_point now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int MinWorkers() const { return job_.cluster().min_workers(); }
   int MaxWorkers() const { return job_.cluster().max_workers(); }
   // Elastic recovery applies (and costs restarts) in all-reduce jobs;
@@ -227,10 +219,60 @@ class JobTracker {
   bool CanGrow() const {
     return Elastic() && job_.cluster().max_restarts() > 0;
   }
+
+  // The member functions are defined across one file per responsibility:
+  //   job_tracker.cc              life cycle: construction, the watchdog
+  //                               thread, BeginEpoch, Finish, Stop, End,
+  //                               Shutdown, WaitForEnd; request fencing
+  //   job_tracker_rendezvous.cc   Join, the forming round, ranks
+  //   job_tracker_regroup.cc      elastic recovery, generation records
+  //   job_tracker_heartbeats.cc   worker heartbeats, stragglers
+  //   job_tracker_shards.cc       parameter-server shards, partition plan
+  //   job_tracker_persistence.cc  Persist, Restore
+  //   job_tracker_views.cc        Status, Metrics, ReportJson
+  // Helpers they share are in job_tracker_internal.h.
+
+  // --- job_tracker.cc: life cycle and fencing.
+  // The member a Heartbeat or Finish request (`request_name`) comes from.
+  absl::StatusOr<Member*> FindCaller(absl::string_view request_name,
+                                     uint64_t generation,
+                                     const std::string& worker_id, int32_t rank)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION for a request naming generation `got`, not the
+  // current one.
+  absl::Status WrongGeneration(uint64_t got) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void End(JobState state, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WatchdogLoop();
+  bool AllKnowEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- job_tracker_rendezvous.cc: Join and the forming round.
   absl::Status CheckCanJoin(const JoinRequest& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AwaitRoomForReplacement(const std::function<bool()>& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rate limit for Join (a token bucket); UNAVAILABLE when empty.
+  absl::Status TakeJoinToken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddJoiner(const JoinRequest& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AwaitRound(uint64_t generation, Clock::time_point deadline,
+                          const std::function<bool()>& cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<Clock::time_point> LastCallEnd() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status JoinTimeout(Clock::duration waited) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeaveRound(const std::string& worker_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the forming round may complete now (first round or regroup).
+  bool RoundReady(Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CompleteRound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<int> AssignRanks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JoinResponse Assignment(const Member& m) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- job_tracker_regroup.cc: elastic recovery.
   // Whether `r` from member `m` of the current generation leaves it (a
   // rejoin) rather than retrying its first Join.
   bool Rejoins(const JoinRequest& r, const Member& m) const
@@ -247,6 +289,13 @@ class JobTracker {
   // count once. Returns false when the job ended.
   bool Failure(const std::string& what, double silent_s, bool by_leave = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Failure() during a failure regroup: no restart is used; returns false
+  // when the job ended.
+  bool FailureInRecovery(const std::string& what, double silent_s,
+                         bool by_leave) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Failure() during a growth regroup: it becomes a failure regroup.
+  void GrowthBecomesFailure(const std::string& what, double silent_s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the job after an over-budget regroup, naming its cause.
   void FailOverBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Member `m` is gone (`what`): in PS mode the job fails, in all-reduce
@@ -258,18 +307,11 @@ class JobTracker {
   // rejoined, dead nor finished.
   int Awaited() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RegroupReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether the forming round may complete now (first round or regroup).
-  bool RoundReady(Clock::time_point now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Watchdog: completes a ready regroup, or at its deadline drops the
   // members that did not rejoin and completes it, or fails the job.
   void CheckRegroup(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // ABORTED for a request of generation g (`what`) during a regroup.
   absl::Status RegroupAborted(absl::string_view what) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // FAILED_PRECONDITION for a request naming generation `got`, not the
-  // current one.
-  absl::Status WrongGeneration(uint64_t got) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Appends the record of the generation just formed (keeps the last
   // kMaxRecords).
@@ -277,44 +319,46 @@ class JobTracker {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fills the current generation's record from a heartbeat's progress.
   void NoteProgress(const WorkerProgress& p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddJoiner(const JoinRequest& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AwaitRound(uint64_t generation, Clock::time_point deadline,
-                          const std::function<bool()>& cancelled)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::optional<Clock::time_point> LastCallEnd() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status JoinTimeout(Clock::duration waited) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void LeaveRound(const std::string& worker_id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CompleteRound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<int> AssignRanks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  JoinResponse Assignment(const Member& m) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The member a Heartbeat or Finish request (`request_name`) comes from.
-  absl::StatusOr<Member*> FindCaller(absl::string_view request_name,
-                                     uint64_t generation,
-                                     const std::string& worker_id, int32_t rank)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void End(JobState state, std::string reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // --- job_tracker_heartbeats.cc: worker liveness and stragglers.
   void CheckHeartbeats() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After `m`'s heartbeat: compares its own step time with the median of
   // the other live workers' and counts the steps it stays above
   // kStragglerRatio; kStragglerSteps of them make it a straggler.
   void UpdateStraggler(Member& m) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Rate limit for Join (a token bucket); UNAVAILABLE when empty.
-  absl::Status TakeJoinToken() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<std::string> Stragglers() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
+  // --- job_tracker_shards.cc: parameter-server shards.
+  absl::Status RequirePsMode(absl::string_view what) const;
+  // RegisterShard once every index is taken: `request` takes a dead
+  // shard's index, or is refused.
+  absl::StatusOr<RegisterShardResponse> ReplaceShard(
+      const RegisterShardRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RegisterShard while indexes are free: `request` takes the next one.
+  RegisterShardResponse AddShard(const RegisterShardRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to shard `index`'s registration.
+  RegisterShardResponse ShardAssignment(int index) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The shard branch of CheckHeartbeats; false when the job ended.
+  bool CheckShardHeartbeats(Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- job_tracker_persistence.cc: the durable state.
   // Writes the durable state (after each change of it); failures are
   // logged, since the job itself can go on.
   void Persist() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WatchdogLoop();
-  bool AllKnowEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Restore's members of `st`, each with `now` as its last heartbeat
+  // (moved by the coordinator's grace period).
+  absl::Status RestoreMembers(const CoordinatorState& st, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- job_tracker_views.cc: status and metrics.
   WorkerStatus Describe(const Member& m, Clock::time_point now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<WorkerStatus> Workers() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ShardStatus DescribeShard(int index, Clock::time_point now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JobSpec job_;
   const std::string state_path_;  // empty: not durable

@@ -2,14 +2,13 @@
 #include <algorithm>
 
 #include "server/job_tracker.h"
+#include "server/job_tracker_internal.h"
 #include "server/report.h"
 
 namespace cohort {
 namespace {
 
-double Seconds(JobTracker::Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
+using job_tracker_internal::Seconds;
 
 }  // namespace
 
