@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
+#include "worker/gpu/layers/gpu_layer_factory.h"
 #include "worker/zoo.h"
 
 namespace cohort {
