@@ -5,17 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/tensor.h"
 #include "kernels/cuda/cuda_status.h"
+#include "worker/gpu/layers/gpu_layer_factory.h"
 #include "worker/zoo.h"
 
 namespace cohort {
 namespace {
-
-int64_t Product(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
 
 absl::Status Upload(float* device, const float* host, int64_t n) {
   return CudaStatus(
@@ -38,12 +34,12 @@ absl::StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(
   std::unique_ptr<GpuModel> m(new GpuModel(context));
   ASSIGN_OR_RETURN(const std::vector<LayerSpec> specs, LayerSpecs(spec));
   Shape shape = input_shape;
-  m->input_size_ = Product(input_shape);
+  m->input_size_ = NumElements(input_shape);
   for (const LayerSpec& s : specs) {
     ASSIGN_OR_RETURN(std::unique_ptr<GpuLayer> layer,
                      MakeGpuLayer(s, precision));
     ASSIGN_OR_RETURN(shape, layer->Configure(shape));
-    m->out_sizes_.push_back(Product(shape));
+    m->out_sizes_.push_back(NumElements(shape));
     m->layers_.push_back(std::move(layer));
   }
   m->output_shape_ = shape;
@@ -61,7 +57,7 @@ absl::StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(
     std::vector<float*> values, grads;
     m->layer_offsets_.push_back(sizes.empty() ? -1 : entries[e].offset);
     for (int64_t size : sizes) {
-      if (e >= entries.size() || Product(entries[e].shape) != size) {
+      if (e >= entries.size() || NumElements(entries[e].shape) != size) {
         return absl::InternalError(
             absl::StrCat("GPU ", layer->Name(), ": parameter ", e,
                          " does not match the CPU model's layout"));

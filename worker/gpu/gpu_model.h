@@ -3,9 +3,9 @@
 // the CPU model's (same offsets, alignment padding included), so the flat
 // buffer moves between engines, the optimizer and all-reduce unchanged.
 //
-// Activations are NCHW on the device (worker/gpu/gpu_layers.h). The model
-// starts from the CPU model's parameters and buffers, so a GPU run and a
-// CPU run from one seed begin identically.
+// Activations are NCHW on the device (worker/gpu/layers/gpu_layer.h). The
+// model starts from the CPU model's parameters and buffers, so a GPU run
+// and a CPU run from one seed begin identically.
 //
 // Ownership: owns its layers, the flat buffers and the activations; borrows
 // the GpuContext, which must outlive it. Thread safety: none; one thread
@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
 #include "worker/gpu/gpu_context.h"
-#include "worker/gpu/gpu_layers.h"
+#include "worker/gpu/layers/gpu_layer.h"
 #include "worker/model.h"
 
 namespace cohort {
@@ -32,7 +32,7 @@ class GpuModel {
  public:
   // The GPU layers of `spec` for per-sample `input_shape`, laid out and
   // initialized as `cpu` (built from the same spec and shape), computing in
-  // `precision` (worker/gpu/gpu_layers.h; parameters, gradients and
+  // `precision` (worker/gpu/layers/gpu_layer.h; parameters, gradients and
   // activations stay float32 either way).
   static absl::StatusOr<std::unique_ptr<GpuModel>> Create(
       const ModelSpec& spec, const Shape& input_shape, Model<float>& cpu,

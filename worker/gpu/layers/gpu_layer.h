@@ -1,6 +1,7 @@
-// The GPU engine's layers: the CPU engine's layer set (worker/layers/) on
-// one CUDA device, with cuBLAS for Linear and cuDNN for convolution,
-// BatchNorm, pooling and ReLU.
+// The layer interface of cohort's GPU engine: the CPU engine's layer set
+// (worker/layers/) on one CUDA device, with cuBLAS for Linear and cuDNN for
+// convolution, BatchNorm, pooling and ReLU. One layer per file here, as in
+// worker/layers/; MakeGpuLayer (gpu_layer_factory.h) builds one from a spec.
 //
 // Precision: activations, gradients between layers and parameters are
 // float32 in both precisions. In BF16, Linear and convolution (also inside
@@ -20,11 +21,10 @@
 // layers. Ownership: a layer owns its descriptors and scratch memory, not
 // the parameters or activations. Thread safety: none; one thread drives a
 // layer, on its GpuContext's stream.
-#ifndef COHORT_WORKER_GPU_GPU_LAYERS_H_
-#define COHORT_WORKER_GPU_GPU_LAYERS_H_
+#ifndef COHORT_WORKER_GPU_LAYERS_GPU_LAYER_H_
+#define COHORT_WORKER_GPU_LAYERS_GPU_LAYER_H_
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +32,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/tensor.h"
-#include "proto/job.pb.h"
 #include "worker/gpu/gpu_context.h"
 #include "worker/layers/layer.h"
 
@@ -63,11 +62,6 @@ class GpuLayer {
                                 float* grad_in) = 0;
 };
 
-// The GPU layer for one layer spec (proto/job.proto LayerSpec) in
-// `precision`, or UNIMPLEMENTED naming a kind the GPU engine does not have.
-absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(
-    const LayerSpec& spec, Precision precision = FP32);
-
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_GPU_GPU_LAYERS_H_
+#endif  // COHORT_WORKER_GPU_LAYERS_GPU_LAYER_H_
