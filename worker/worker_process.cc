@@ -222,10 +222,11 @@ TrainOptions WorkerTrainOptions(const WorkerOptions& o,
   return t;
 }
 
-// GPU workers: NCCL over every GPU of the job, instead of Gloo.
-absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
-                         const JoinResponse& join, HeartbeatSender& heartbeat,
-                         Timeline* timeline, TrainResult* result) {
+// GPU workers: NCCL over every GPU of the job for the gradients (Gloo
+// still carries the loop's small collectives: state agreement, sums).
+absl::StatusOr<std::shared_ptr<NcclCommunicator>> GpuCommunicators(
+    const WorkerOptions& o, CoordinatorClient& client,
+    const JoinResponse& join) {
   const ClusterSpec& cluster = join.job().cluster();
   GpuWorkerPlacement placement;
   placement.rank = join.rank();
@@ -234,22 +235,15 @@ absl::Status TrainOnGpus(const WorkerOptions& o, CoordinatorClient& client,
   placement.total_replicas = join.total_replicas();
   placement.gpus = o.gpus;
   ASSIGN_OR_RETURN(const GpuPluginApi* gpu, LoadGpuPlugin());
-  ASSIGN_OR_RETURN(std::shared_ptr<NcclCommunicator> nccl,
-                   gpu->create_worker_nccl(
-                       client, absl::StrCat(join.kv_prefix(), "nccl/"),
-                       placement, cluster.nccl_algorithm(),
-                       absl::Milliseconds(cluster.collective_timeout_ms())));
-  DistributedContext dist = JobContext(join, client, heartbeat, o.metrics);
-  dist.nccl = nccl.get();
-  TrainOptions t = WorkerTrainOptions(o, join, &dist, timeline);
-  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
-                   Trainer::Create(join.job(), t));
-  ASSIGN_OR_RETURN(*result, trainer->Run());
-  return absl::OkStatus();
+  return gpu->create_worker_nccl(
+      client, absl::StrCat(join.kv_prefix(), "nccl/"), placement,
+      cluster.nccl_algorithm(),
+      absl::Milliseconds(cluster.collective_timeout_ms()));
 }
 
 // Whether this worker regroups with its peers when its generation ends,
-// instead of failing: all-reduce jobs on CPU workers with restarts allowed.
+// instead of failing: all-reduce jobs with restarts allowed, on CPU workers
+// (a GPU worker's NCCL communicators are not re-formed mid-job yet).
 bool Elastic(const WorkerOptions& o, const JobSpec& job) {
   return job.mode() != PS && o.gpus.empty() && job.cluster().max_restarts() > 0;
 }
@@ -258,9 +252,6 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    const JoinResponse& join, const std::string& worker_id,
                    HeartbeatSender& heartbeat, ElasticState* elastic,
                    Timeline* timeline, TrainResult* result) {
-  if (!o.gpus.empty()) {
-    return TrainOnGpus(o, client, join, heartbeat, timeline, result);
-  }
   const ClusterSpec& cluster = join.job().cluster();
   KvGlooStore store(&client, join.kv_prefix(),
                     absl::Milliseconds(cluster.collective_timeout_ms()));
@@ -278,6 +269,11 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   DistributedContext dist = JobContext(join, client, heartbeat, o.metrics);
   dist.comm = comm.get();
   dist.bucket_bytes = cluster.bucket_bytes();
+  std::shared_ptr<NcclCommunicator> nccl;
+  if (!o.gpus.empty()) {
+    ASSIGN_OR_RETURN(nccl, GpuCommunicators(o, client, join));
+    dist.nccl = nccl.get();
+  }
   PsLink ps;
   if (join.job().mode() == PS) {
     dist.ps_mode = true;
