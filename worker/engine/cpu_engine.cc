@@ -13,6 +13,7 @@
 #include "common/tensor.h"
 #include "worker/compute_threads.h"
 #include "worker/data/loader.h"
+#include "worker/engine/model_state.h"
 #include "worker/exchange/allreduce_exchange.h"
 #include "worker/exchange/ps_exchange.h"
 #include "worker/exchange/replica_sum.h"
@@ -191,18 +192,9 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> CpuEngine::CreateExchange() {
       dist_->bucket_bytes, std::move(offsets), options_.timeline);
 }
 
-// Sizes include each tensor's alignment padding, so they tile the flat
-// buffer exactly (padding stays zero: its gradient is always zero).
+// Padding stays zero: its gradient is always zero.
 std::vector<int64_t> CpuEngine::ParamSizes() const {
-  const Tensor& params = replicas_[0].model->params();
-  const auto& entries = replicas_[0].model->param_store().entries();
-  std::vector<int64_t> sizes;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const int64_t end =
-        i + 1 < entries.size() ? entries[i + 1].offset : params.size();
-    sizes.push_back(end - entries[i].offset);
-  }
-  return sizes;
+  return PaddedParamSizes(*replicas_[0].model);
 }
 
 void CpuEngine::SeedStep(int64_t step) {
@@ -392,17 +384,12 @@ std::vector<std::pair<std::string, int64_t>> CpuEngine::StateLayout() const {
     layout.emplace_back(absl::StrCat("optimizer.", k),
                         per_element ? n : states[k]->size());
   }
-  const std::vector<Tensor*> buffers = replicas_[0].model->Buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    layout.emplace_back(absl::StrCat("buffer.", i), buffers[i]->size());
-  }
+  AppendBufferLayout(*replicas_[0].model, &layout);
   return layout;
 }
 
 absl::StatusOr<std::vector<CheckpointTensor>> CpuEngine::CaptureState() {
-  std::vector<CheckpointTensor> out;
-  const Tensor& p = replicas_[0].model->params();
-  out.push_back({"params", {p.size()}, {p.data(), p.data() + p.size()}});
+  std::vector<CheckpointTensor> out = {ParamsTensor(*replicas_[0].model)};
   const size_t states = slices_[0].optimizer != nullptr
                             ? slices_[0].optimizer->State().size()
                             : 0;
@@ -419,21 +406,13 @@ absl::StatusOr<std::vector<CheckpointTensor>> CpuEngine::CaptureState() {
     t.shape = {static_cast<int64_t>(t.values.size())};
     out.push_back(std::move(t));
   }
-  std::vector<Tensor*> buffers = replicas_[0].model->Buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const Tensor& b = *buffers[i];
-    out.push_back({absl::StrCat("buffer.", i),
-                   {b.size()},
-                   {b.data(), b.data() + b.size()}});
-  }
+  AppendBufferTensors(*replicas_[0].model, &out);
   return out;
 }
 
 absl::Status CpuEngine::RestoreState(const std::vector<float>& flat) {
-  const float* from = flat.data();
-  Tensor& p = replicas_[0].model->params();
-  std::copy(from, from + p.size(), p.data());
-  from += p.size();
+  const Tensor& p = replicas_[0].model->params();
+  const float* from = RestoreParams(flat.data(), *replicas_[0].model);
   const size_t states = slices_[0].optimizer != nullptr
                             ? slices_[0].optimizer->State().size()
                             : 0;
@@ -447,10 +426,7 @@ absl::Status CpuEngine::RestoreState(const std::vector<float>& flat) {
     }
     from += per_element ? p.size() : slices_[0].optimizer->State()[k]->size();
   }
-  for (Tensor* b : replicas_[0].model->Buffers()) {
-    std::copy(from, from + b->size(), b->data());
-    from += b->size();
-  }
+  RestoreBuffers(from, *replicas_[0].model);
   return absl::OkStatus();
 }
 

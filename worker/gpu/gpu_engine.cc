@@ -16,6 +16,7 @@
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/ops.h"
+#include "worker/engine/model_state.h"
 #include "worker/gpu/gpu_engine_impl.h"
 #include "worker/zoo.h"
 
@@ -431,14 +432,7 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> GpuEngine::CreateExchange() {
 }
 
 std::vector<int64_t> GpuEngine::ParamSizes() const {
-  const auto& entries = host_model_->param_store().entries();
-  std::vector<int64_t> sizes;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const int64_t end = i + 1 < entries.size() ? entries[i + 1].offset
-                                               : host_model_->params().size();
-    sizes.push_back(end - entries[i].offset);
-  }
-  return sizes;
+  return PaddedParamSizes(*host_model_);
 }
 
 // Dropout on the GPU draws from its own generator, seeded per replica once

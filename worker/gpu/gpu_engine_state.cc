@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/ops.h"
+#include "worker/engine/model_state.h"
 #include "worker/gpu/gpu_engine_impl.h"
 
 namespace cohort {
@@ -110,10 +111,7 @@ std::vector<std::pair<std::string, int64_t>> GpuEngine::StateLayout() const {
   if (IsAdam(spec_.optimizer())) {
     layout.emplace_back(absl::StrCat("optimizer.", k), 1);  // steps taken
   }
-  const std::vector<Tensor*> buffers = host_model_->Buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    layout.emplace_back(absl::StrCat("buffer.", i), buffers[i]->size());
-  }
+  AppendBufferLayout(*host_model_, &layout);
   return layout;
 }
 
@@ -122,9 +120,7 @@ absl::StatusOr<std::vector<CheckpointTensor>> GpuEngine::CaptureState() {
   Device& d = devices_[0];
   RETURN_IF_ERROR(d.context->Activate());
   RETURN_IF_ERROR(d.model->CopyToCpu(*host_model_));
-  std::vector<CheckpointTensor> out;
-  const Tensor& p = host_model_->params();
-  out.push_back({"params", {p.size()}, {p.data(), p.data() + p.size()}});
+  std::vector<CheckpointTensor> out = {ParamsTensor(*host_model_)};
   size_t k = 0;
   for (const auto& [device, n] : OptimizerState(d)) {
     CheckpointTensor t{absl::StrCat("optimizer.", k++), {n}, {}};
@@ -140,28 +136,17 @@ absl::StatusOr<std::vector<CheckpointTensor>> GpuEngine::CaptureState() {
                    {1},
                    {static_cast<float>(adam_steps_)}});
   }
-  std::vector<Tensor*> buffers = host_model_->Buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const Tensor& b = *buffers[i];
-    out.push_back({absl::StrCat("buffer.", i),
-                   {b.size()},
-                   {b.data(), b.data() + b.size()}});
-  }
+  AppendBufferTensors(*host_model_, &out);
   return out;
 }
 
 absl::Status GpuEngine::RestoreState(const std::vector<float>& flat) {
-  const float* from = flat.data();
-  Tensor& p = host_model_->params();
-  std::copy(from, from + p.size(), p.data());
-  from += p.size();
+  const int64_t n = host_model_->params().size();
+  const float* from = RestoreParams(flat.data(), *host_model_);
   const float* optimizer = from;
-  from += OptimizerState(devices_[0]).size() * p.size();
+  from += OptimizerState(devices_[0]).size() * n;
   if (IsAdam(spec_.optimizer())) adam_steps_ = static_cast<int64_t>(*from++);
-  for (Tensor* b : host_model_->Buffers()) {
-    std::copy(from, from + b->size(), b->data());
-    from += b->size();
-  }
+  RestoreBuffers(from, *host_model_);
   return OnEveryGpu([&](Device& d) -> absl::Status {
     RETURN_IF_ERROR(d.model->CopyFromCpu(*host_model_));
     const float* src = optimizer;

@@ -1,0 +1,57 @@
+#include "worker/engine/model_state.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+
+std::vector<int64_t> PaddedParamSizes(Model<float>& model) {
+  const auto& entries = model.param_store().entries();
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const int64_t end =
+        i + 1 < entries.size() ? entries[i + 1].offset : model.params().size();
+    sizes.push_back(end - entries[i].offset);
+  }
+  return sizes;
+}
+
+void AppendBufferLayout(Model<float>& model, StateLayoutEntries* layout) {
+  const std::vector<Tensor*> buffers = model.Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    layout->emplace_back(absl::StrCat("buffer.", i), buffers[i]->size());
+  }
+}
+
+CheckpointTensor ParamsTensor(Model<float>& model) {
+  const Tensor& p = model.params();
+  return {"params", {p.size()}, {p.data(), p.data() + p.size()}};
+}
+
+void AppendBufferTensors(Model<float>& model,
+                         std::vector<CheckpointTensor>* out) {
+  const std::vector<Tensor*> buffers = model.Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const Tensor& b = *buffers[i];
+    out->push_back({absl::StrCat("buffer.", i),
+                    {b.size()},
+                    {b.data(), b.data() + b.size()}});
+  }
+}
+
+const float* RestoreParams(const float* from, Model<float>& model) {
+  Tensor& p = model.params();
+  std::copy(from, from + p.size(), p.data());
+  return from + p.size();
+}
+
+const float* RestoreBuffers(const float* from, Model<float>& model) {
+  for (Tensor* b : model.Buffers()) {
+    std::copy(from, from + b->size(), b->data());
+    from += b->size();
+  }
+  return from;
+}
+
+}  // namespace cohort
