@@ -8,6 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace {
@@ -66,17 +67,25 @@ void BucketReducer::SetBoundaries(std::vector<int64_t> boundaries) {
   bound_grads_ = nullptr;  // rebind with the new buckets
 }
 
-int64_t BucketReducer::BucketStart(int64_t end) const {
-  if (boundaries_.empty()) return std::max<int64_t>(0, end - bucket_elems_);
-  // The largest boundary that still leaves the bucket at least
-  // bucket_elems_ long, or 0.
-  auto it = std::lower_bound(boundaries_.begin(), boundaries_.end(), end);
-  while (it != boundaries_.begin()) {
-    --it;
-    if (*it <= 0 || end - *it >= bucket_elems_)
-      return std::max<int64_t>(0, *it);
+// The buckets from the back, closed parameter by parameter (or every
+// bucket_elems_ without boundaries) once they hold bucket_elems_: what
+// BucketPlanner makes of backward reporting each boundary in turn.
+absl::StatusOr<std::vector<GradientBucket>> BucketReducer::Plan(
+    int64_t count) const {
+  std::vector<int64_t> offsets;
+  if (boundaries_.empty()) {
+    for (int64_t end = count - bucket_elems_; end > 0; end -= bucket_elems_) {
+      offsets.push_back(end);
+    }
+  } else {
+    for (auto it = boundaries_.rbegin(); it != boundaries_.rend(); ++it) {
+      if (*it > 0 && *it < count) offsets.push_back(*it);
+    }
   }
-  return 0;
+  BucketBudget budget;
+  budget.bytes = bucket_elems_ * static_cast<int64_t>(sizeof(float));
+  budget.first_bytes = budget.bytes;
+  return PlanBuckets(offsets, count, budget);
 }
 
 absl::Status BucketReducer::Bind(float* grads, int64_t count) {
@@ -84,11 +93,11 @@ absl::Status BucketReducer::Bind(float* grads, int64_t count) {
   buckets_.clear();
   bound_grads_ = nullptr;
   bound_count_ = -1;
-  for (int64_t end = count; end > 0;) {
+  ASSIGN_OR_RETURN(const std::vector<GradientBucket> plan, Plan(count));
+  for (const GradientBucket& b : plan) {
     Bucket bucket;
-    bucket.start = BucketStart(end);
-    bucket.count = end - bucket.start;
-    end = bucket.start;
+    bucket.start = b.begin;
+    bucket.count = b.size();
     buckets_.push_back(std::move(bucket));
   }
   for (size_t i = 0; i < buckets_.size(); ++i) {

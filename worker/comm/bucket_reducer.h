@@ -33,8 +33,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
 
 namespace cohort {
@@ -90,7 +92,7 @@ class BucketReducer {
   };
 
   absl::Status Bind(float* grads, int64_t count);
-  int64_t BucketStart(int64_t end) const;
+  absl::StatusOr<std::vector<GradientBucket>> Plan(int64_t count) const;
   bool HasWork(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool NextReady(int lane) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop(int lane);

@@ -27,7 +27,7 @@
 #include "worker/comm/nccl_communicator.h"
 #include "worker/data/loader.h"
 #include "worker/engine/device_engine.h"
-#include "worker/gpu/buckets.h"
+#include "worker/comm/buckets.h"
 #include "worker/gpu/gpu_context.h"
 #include "worker/gpu/gpu_model.h"
 #include "worker/model.h"

@@ -1,5 +1,7 @@
-// Gradient buckets for the GPU trainer: which ranges of the flat gradient
-// buffer to all-reduce, and when, while backward is still running.
+// Gradient buckets: which ranges of the flat gradient buffer to all-reduce,
+// and when, while backward is still running. The one planner of cohort:
+// the GPU engine drives it from backward's offsets; the CPU BucketReducer
+// plans its buckets with it once, from the parameters' offsets.
 //
 // Backward produces gradients from the last layer to the first; after each
 // layer with parameters the model reports the offset from which every
@@ -7,8 +9,9 @@
 // offsets into buckets: the open range [offset, end) is closed as a bucket
 // once it holds at least its byte budget, so a bucket never splits a
 // layer's parameters and is handed to the all-reduce as soon as its last
-// layer is done. Like PyTorch DDP, the first bucket of a pass has a smaller
-// budget (1 MiB by default), so communication starts early; Finish() closes
+// layer is done. Like PyTorch DDP, the first bucket of a pass may have a
+// smaller budget (1 MiB by default), so communication starts early (the CPU
+// reducer keeps one budget for all, first_bytes = bytes); Finish() closes
 // what is left down to offset 0. The buckets of a pass tile [0, flat_size)
 // exactly (no gap, no overlap), so each gradient is summed once and the
 // 1 / replicas scaling that follows yields the mean everywhere.
@@ -18,8 +21,8 @@
 //
 // Pure C++ (no CUDA). Ownership: plain values. Thread safety: none; one
 // planner per model replica, driven by the thread running its backward.
-#ifndef COHORT_WORKER_GPU_BUCKETS_H_
-#define COHORT_WORKER_GPU_BUCKETS_H_
+#ifndef COHORT_WORKER_COMM_BUCKETS_H_
+#define COHORT_WORKER_COMM_BUCKETS_H_
 
 #include <cstdint>
 #include <optional>
@@ -97,4 +100,4 @@ absl::StatusOr<std::vector<GradientBucket>> PlanBuckets(
 
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_GPU_BUCKETS_H_
+#endif  // COHORT_WORKER_COMM_BUCKETS_H_

@@ -1,4 +1,4 @@
-#include "worker/gpu/buckets.h"
+#include "worker/comm/buckets.h"
 
 #include <algorithm>
 #include <cstdint>
