@@ -29,6 +29,16 @@ bool FailedInCollective(const absl::Status& s) {
          s.code() == absl::StatusCode::kInternal;
 }
 
+// What the exchange needs of a step.
+ExchangeStep ForExchange(const StepPlan& plan, int64_t first_chunk) {
+  ExchangeStep ex;
+  ex.clock = plan.step;
+  ex.lr = plan.lr;
+  ex.active = plan.active;
+  ex.first_chunk = first_chunk;
+  return ex;
+}
+
 }  // namespace
 
 // One loader per local replica over its share of an epoch's order.
@@ -235,25 +245,44 @@ double TrainingLoop::AccountStep(int64_t epoch,
   return loss;
 }
 
-absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
-                                                     Progress& progress) {
-  if (SharedData()) return TrainSharedEpoch(epoch, progress);
+// One loader per local replica over its share of `epoch` from
+// segment_start_ (a resumed epoch deals out the rest of its order over
+// this world).
+absl::Status TrainingLoop::OpenLoaders(int64_t epoch, LoaderSource* source) {
   uint64_t seed = spec_.seed();
   if (dist_ != nullptr) {
     ASSIGN_OR_RETURN(seed, dist_->epoch_seed(epoch));
   }
-  // A resumed epoch deals out the rest of its order over this world.
   segment_start_ = epoch == start_epoch_ ? start_position_ : 0;
-  LoaderSource source;
   for (int r = 0; r < engine_->replicas(); ++r) {
     DistributedSampler sampler(data_.train->size(), TotalReplicas(),
                                GlobalReplica(r), seed, true, spec_.drop_last());
-    source.loaders_.push_back(std::make_unique<Loader>(
+    source->loaders_.push_back(std::make_unique<Loader>(
         data_.train.get(), sampler.IndicesFrom(epoch, segment_start_),
         spec_.batch_size(), spec_.drop_last(), engine_->batch_layout(),
         std::max(1, spec_.data().loader_threads()),
         std::max(1, spec_.data().prefetch())));
   }
+  return absl::OkStatus();
+}
+
+// Step (or round) `clock` of the run over `active` local replicas; `more`:
+// another step of this epoch follows.
+StepPlan TrainingLoop::PlanStep(int64_t clock, int active, bool more) const {
+  StepPlan plan;
+  plan.step = clock;
+  plan.lr =
+      LearningRate(spec_.optimizer(), spec_.lr_schedule(), clock, TotalSteps());
+  plan.active = active;
+  plan.more = more;
+  return plan;
+}
+
+absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
+                                                     Progress& progress) {
+  if (SharedData()) return TrainSharedEpoch(epoch, progress);
+  LoaderSource source;
+  RETURN_IF_ERROR(OpenLoaders(epoch, &source));
   EpochResult er;
   er.epoch = epoch;
   const absl::Time start = absl::Now();
@@ -272,19 +301,11 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
       return absl::CancelledError("stopped as asked (stop_after_steps)");
     }
     engine_->SeedStep(step_);
-    StepPlan plan;
-    plan.step = step_;
-    plan.lr = LearningRate(spec_.optimizer(), spec_.lr_schedule(), step_,
-                           TotalSteps());
-    plan.active = engine_->replicas();
-    plan.more =
-        er.steps + 1 < batches && (max_steps_ <= 0 || step_ + 1 < max_steps_);
-    ExchangeStep ex;
-    ex.clock = step_;
-    ex.lr = plan.lr;
-    ex.active = plan.active;
-    ASSIGN_OR_RETURN(const double loss,
-                     Step(plan, ex, source, epoch, er, progress));
+    const StepPlan plan = PlanStep(
+        step_, engine_->replicas(),
+        er.steps + 1 < batches && (max_steps_ <= 0 || step_ + 1 < max_steps_));
+    ASSIGN_OR_RETURN(const double loss, Step(plan, ForExchange(plan, 0), source,
+                                             epoch, er, progress));
     cur_epoch_steps_ = er.steps;
     cur_position_ = std::min(data_.train->size(),
                              segment_start_ + (er.steps - first) * per_step);
@@ -335,19 +356,10 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
     const int64_t round = global / TR;
     next_round_ = (global + count - 1) / TR + 1;
     RETURN_IF_ERROR(Pull(round));
-    StepPlan plan;
-    plan.step = round;
-    plan.lr = LearningRate(spec_.optimizer(), spec_.lr_schedule(), round,
-                           TotalSteps());
-    plan.active = static_cast<int>(count);
-    ExchangeStep ex;
-    ex.clock = round;
-    ex.lr = plan.lr;
-    ex.active = plan.active;
-    ex.first_chunk = global;
+    const StepPlan plan = PlanStep(round, static_cast<int>(count), false);
     source.first_ = first;
-    ASSIGN_OR_RETURN(const double loss,
-                     Step(plan, ex, source, epoch, er, progress));
+    ASSIGN_OR_RETURN(const double loss, Step(plan, ForExchange(plan, global),
+                                             source, epoch, er, progress));
     RETURN_IF_ERROR(ReportStep(epoch, loss));
     if (StopSignalled()) return StopWithFinalCheckpoint();
   }

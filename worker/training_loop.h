@@ -60,6 +60,8 @@ class TrainingLoop : public Trainer {
   // --- training_loop.cc: epochs and steps ---
   absl::StatusOr<TrainResult> RunEpochs();
   absl::Status ReadLimits();
+  absl::Status OpenLoaders(int64_t epoch, LoaderSource* source);
+  StepPlan PlanStep(int64_t clock, int active, bool more) const;
   absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
   absl::StatusOr<EpochResult> TrainSharedEpoch(int64_t epoch,
                                                Progress& progress);
