@@ -344,6 +344,92 @@ absl::Status CheckFooter(const char* footer, uint64_t file_bytes,
   return absl::OkStatus();
 }
 
+// The size of the open file, which must be a regular file large enough to
+// hold an empty checkpoint.
+absl::StatusOr<uint64_t> CheckedFileSize(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot stat: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) return DataLoss("not a regular file");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size < kMinFileBytes) {
+    return DataLoss(absl::StrCat("file is ", size,
+                                 " bytes, shorter than any checkpoint (",
+                                 kMinFileBytes, ")"));
+  }
+  return size;
+}
+
+// Checks the magic and version and returns the header body's length, which
+// fits in the `size`-byte file.
+absl::StatusOr<uint64_t> ReadPreamble(int fd, uint64_t size) {
+  char preamble[kPreambleBytes];
+  RETURN_IF_ERROR(PreadAll(fd, 0, preamble, sizeof(preamble)));
+  if (std::memcmp(preamble, kHeadMagic, sizeof(kHeadMagic)) != 0) {
+    return DataLoss("not a cohort checkpoint (magic is not COHORTCK)");
+  }
+  const uint32_t version = GetU32(preamble + 8);
+  if (version != kFormatVersion) {
+    return DataLoss(absl::StrCat("format version ", version,
+                                 ", this build reads version ",
+                                 kFormatVersion));
+  }
+  const uint64_t header_bytes = GetU32(preamble + 12);
+  if (header_bytes > size - kMinFileBytes || header_bytes > kMaxHeaderBytes) {
+    return DataLoss(absl::StrCat("header length ", header_bytes,
+                                 " does not fit in the ", size, "-byte file"));
+  }
+  return header_bytes;
+}
+
+// Preamble, header body and header CRC, the CRC verified.
+absl::StatusOr<std::string> ReadHeader(int fd, uint64_t header_bytes) {
+  // Bounded by the real file size, checked by ReadPreamble.
+  std::string header(kPreambleBytes + header_bytes + kCrcBytes, '\0');
+  RETURN_IF_ERROR(PreadAll(fd, 0, header.data(), header.size()));
+  const size_t crc_at = header.size() - kCrcBytes;
+  const uint32_t stored = GetU32(header.data() + crc_at);
+  const uint32_t computed = Crc32c(header.data(), crc_at);
+  if (stored != computed) {
+    return DataLoss(
+        absl::StrFormat("header CRC32C mismatch (stored %08x, "
+                        "computed %08x)",
+                        stored, computed));
+  }
+  return header;
+}
+
+// Reads the tensors of c->tensors (sized by ParseHeader) from just after
+// `header`, checking each one's CRC32C and then the whole file's against
+// `file_crc`, the footer's.
+absl::Status ReadTensors(int fd, const std::string& header,
+                         const std::vector<TensorEntry>& entries,
+                         uint32_t file_crc, Checkpoint* c) {
+  uint32_t running = Crc32c(header.data(), header.size());
+  uint64_t offset = header.size();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    CheckpointTensor& t = c->tensors[i];
+    t.values.resize(entries[i].bytes / sizeof(float));  // fits, checked
+    RETURN_IF_ERROR(PreadAll(fd, offset, t.values.data(), entries[i].bytes));
+    const uint32_t crc = Crc32c(t.values.data(), entries[i].bytes);
+    if (crc != entries[i].crc) {
+      return DataLoss(absl::StrFormat(
+          "tensor '%s' CRC32C mismatch (stored %08x, computed %08x)", t.name,
+          entries[i].crc, crc));
+    }
+    running = Crc32c(t.values.data(), entries[i].bytes, running);
+    offset += entries[i].bytes;
+  }
+  if (running != file_crc) {
+    return DataLoss(
+        absl::StrFormat("file CRC32C mismatch (stored %08x, computed %08x)",
+                        file_crc, running));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -420,48 +506,10 @@ absl::StatusOr<Checkpoint> ReadVerified(const std::string& path) {
     return absl::UnavailableError(
         absl::StrCat("cannot open: ", std::strerror(errno)));
   }
-  struct stat st;
-  if (fstat(fd.get(), &st) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot stat: ", std::strerror(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) return DataLoss("not a regular file");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kMinFileBytes) {
-    return DataLoss(absl::StrCat("file is ", size,
-                                 " bytes, shorter than any checkpoint (",
-                                 kMinFileBytes, ")"));
-  }
-
-  char preamble[kPreambleBytes];
-  RETURN_IF_ERROR(PreadAll(fd.get(), 0, preamble, sizeof(preamble)));
-  if (std::memcmp(preamble, kHeadMagic, sizeof(kHeadMagic)) != 0) {
-    return DataLoss("not a cohort checkpoint (magic is not COHORTCK)");
-  }
-  const uint32_t version = GetU32(preamble + 8);
-  if (version != kFormatVersion) {
-    return DataLoss(absl::StrCat("format version ", version,
-                                 ", this build reads version ",
-                                 kFormatVersion));
-  }
-  const uint64_t header_bytes = GetU32(preamble + 12);
-  if (header_bytes > size - kMinFileBytes || header_bytes > kMaxHeaderBytes) {
-    return DataLoss(absl::StrCat("header length ", header_bytes,
-                                 " does not fit in the ", size, "-byte file"));
-  }
-
-  // Bounded by the real file size, checked above.
-  std::string header(kPreambleBytes + header_bytes + kCrcBytes, '\0');
-  RETURN_IF_ERROR(PreadAll(fd.get(), 0, header.data(), header.size()));
-  const size_t crc_at = header.size() - kCrcBytes;
-  const uint32_t stored = GetU32(header.data() + crc_at);
-  const uint32_t computed = Crc32c(header.data(), crc_at);
-  if (stored != computed) {
-    return DataLoss(
-        absl::StrFormat("header CRC32C mismatch (stored %08x, "
-                        "computed %08x)",
-                        stored, computed));
-  }
+  ASSIGN_OR_RETURN(const uint64_t size, CheckedFileSize(fd.get()));
+  ASSIGN_OR_RETURN(const uint64_t header_bytes, ReadPreamble(fd.get(), size));
+  ASSIGN_OR_RETURN(const std::string header,
+                   ReadHeader(fd.get(), header_bytes));
 
   Checkpoint c;
   std::vector<TensorEntry> entries;
@@ -476,28 +524,7 @@ absl::StatusOr<Checkpoint> ReadVerified(const std::string& path) {
       PreadAll(fd.get(), size - kFooterBytes, footer, sizeof(footer)));
   uint32_t file_crc = 0;
   RETURN_IF_ERROR(CheckFooter(footer, size, &file_crc));
-
-  uint32_t running = Crc32c(header.data(), header.size());
-  uint64_t offset = header.size();
-  for (size_t i = 0; i < entries.size(); ++i) {
-    CheckpointTensor& t = c.tensors[i];
-    t.values.resize(entries[i].bytes / sizeof(float));  // fits, checked
-    RETURN_IF_ERROR(
-        PreadAll(fd.get(), offset, t.values.data(), entries[i].bytes));
-    const uint32_t crc = Crc32c(t.values.data(), entries[i].bytes);
-    if (crc != entries[i].crc) {
-      return DataLoss(absl::StrFormat(
-          "tensor '%s' CRC32C mismatch (stored %08x, computed %08x)", t.name,
-          entries[i].crc, crc));
-    }
-    running = Crc32c(t.values.data(), entries[i].bytes, running);
-    offset += entries[i].bytes;
-  }
-  if (running != file_crc) {
-    return DataLoss(
-        absl::StrFormat("file CRC32C mismatch (stored %08x, computed %08x)",
-                        file_crc, running));
-  }
+  RETURN_IF_ERROR(ReadTensors(fd.get(), header, entries, file_crc, &c));
   return c;
 }
 
