@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -155,114 +156,171 @@ absl::Status CrossEntropy(const Buffers& x, int64_t c, cudaStream_t s) {
   return SoftmaxCrossEntropyAsync(buf, x.n / c, c, s);
 }
 
-std::vector<Result> Measure(const Buffers& x, cudaStream_t s, int repeats) {
-  std::vector<Result> results;
-  const int64_t n = x.n;
-  auto run = [&](const std::string& name, double bytes, bool checked,
-                 const std::function<absl::Status()>& fn) {
-    const double t = TimeIt(s, repeats, name, fn);
-    results.push_back({name, bytes, t > 0 ? bytes * n / t / 1e9 : 0, checked});
-  };
-  run("copy (device to device)", 8, false, [&] {
-    return CudaStatus(
-        cudaMemcpyAsync(x.a, x.p, n * 4, cudaMemcpyDeviceToDevice, s), "copy");
-  });
+// Times kernels over one set of buffers and keeps their results in the
+// order they ran. Single-threaded; borrows the buffers and the stream.
+class KernelTimer {
+ public:
+  KernelTimer(const Buffers& x, cudaStream_t s, int repeats)
+      : x_(x), s_(s), repeats_(repeats) {}
 
-  // Optimizers: the check.
+  // Times `fn`, which moves `bytes` per element; `checked`: held to
+  // kMinOptimizerRatio of the copy.
+  void Run(const std::string& name, double bytes, bool checked,
+           const std::function<absl::Status()>& fn) {
+    const double t = TimeIt(s_, repeats_, name, fn);
+    results_.push_back(
+        {name, bytes, t > 0 ? bytes * x_.n / t / 1e9 : 0, checked});
+  }
+
+  const Buffers& x() const { return x_; }
+  cudaStream_t stream() const { return s_; }
+  std::vector<Result> TakeResults() { return std::move(results_); }
+
+ private:
+  const Buffers& x_;
+  const cudaStream_t s_;
+  const int repeats_;
+  std::vector<Result> results_;
+};
+
+// The optimizers: the check.
+void MeasureOptimizers(KernelTimer& timer) {
+  const Buffers& x = timer.x();
+  const int64_t n = x.n;
+  cudaStream_t s = timer.stream();
   gpu::SgdOptions momentum;
   momentum.momentum = 0.9;
-  run("sgd momentum (p, g, b -> p, b)", 20, true,
-      [&] { return gpu::SgdStep(x.p, x.g, x.a, n, 1e-3, momentum, s); });
+  timer.Run("sgd momentum (p, g, b -> p, b)", 20, true,
+            [&] { return gpu::SgdStep(x.p, x.g, x.a, n, 1e-3, momentum, s); });
   int64_t step = 0;
-  run("adam (p, g, m, v -> p, m, v)", 28, true, [&] {
+  timer.Run("adam (p, g, m, v -> p, m, v)", 28, true, [&] {
     return gpu::AdamStep(x.p, x.g, x.a, x.b, n, 1e-3, ++step,
                          gpu::AdamOptions(), s);
   });
   gpu::AdamOptions adamw;
   adamw.decoupled = true;
   adamw.weight_decay = 0.01;
-  run("adamw (p, g, m, v -> p, m, v)", 28, false, [&] {
+  timer.Run("adamw (p, g, m, v -> p, m, v)", 28, false, [&] {
     return gpu::AdamStep(x.p, x.g, x.a, x.b, n, 1e-3, ++step, adamw, s);
   });
-  run("sgd (p, g -> p)", 12, false, [&] {
+  timer.Run("sgd (p, g -> p)", 12, false, [&] {
     return gpu::SgdStep(x.p, x.g, nullptr, n, 1e-3, gpu::SgdOptions(), s);
   });
+}
 
-  // Gradient averaging.
-  run("scale in place (y -> y)", 8, false,
-      [&] { return gpu::ScaleInPlace(x.g, n, 0.5f, s); });
+// Gradient averaging.
+void MeasureAveraging(KernelTimer& timer) {
+  const Buffers& x = timer.x();
+  const int64_t n = x.n;
+  cudaStream_t s = timer.stream();
+  timer.Run("scale in place (y -> y)", 8, false,
+            [&] { return gpu::ScaleInPlace(x.g, n, 0.5f, s); });
   const float* two[] = {x.p, x.g};
-  run("sum 2 replicas scaled (a, b -> out)", 12, false,
-      [&] { return gpu::SumScaled(two, 2, n, 0.5f, x.a, s); });
+  timer.Run("sum 2 replicas scaled (a, b -> out)", 12, false,
+            [&] { return gpu::SumScaled(two, 2, n, 0.5f, x.a, s); });
   const float* four[] = {x.p, x.g, x.b, x.c};
-  run("sum 4 replicas scaled (a, b, c, d -> out)", 20, false,
-      [&] { return gpu::SumScaled(four, 4, n, 0.25f, x.a, s); });
+  timer.Run("sum 4 replicas scaled (a, b, c, d -> out)", 20, false,
+            [&] { return gpu::SumScaled(four, 4, n, 0.25f, x.a, s); });
+}
 
-  // Bias + activation: dense {N, 1024} and convolution-like {64, N*H*W}.
+// Bias + activation: dense {N, 1024} and convolution-like {64, N*H*W}.
+void MeasureBiasActivation(KernelTimer& timer) {
+  const Buffers& x = timer.x();
+  const int64_t n = x.n;
+  cudaStream_t s = timer.stream();
   const int64_t cols = 1024, rows = n / cols;
   const int64_t channels = 64, spatial = n / channels;
-  run("bias+relu forward, per column (x -> y)", 8, false, [&] {
+  timer.Run("bias+relu forward, per column (x -> y)", 8, false, [&] {
     return gpu::BiasActivationForward(x.p, x.scalars, rows, cols,
                                       gpu::BiasLayout::kPerColumn,
                                       gpu::Activation::kRelu, x.a, s);
   });
-  run("bias+relu forward, per row (x -> y)", 8, false, [&] {
+  timer.Run("bias+relu forward, per row (x -> y)", 8, false, [&] {
     return gpu::BiasActivationForward(x.p, x.scalars, channels, spatial,
                                       gpu::BiasLayout::kPerRow,
                                       gpu::Activation::kRelu, x.a, s);
   });
-  run("relu backward + bias grad, per column (y, dy -> dx)", 12, false, [&] {
-    return gpu::BiasActivationBackward(
-        x.p, x.g, rows, cols, gpu::BiasLayout::kPerColumn,
-        gpu::Activation::kRelu, x.a, x.scalars, s);
-  });
-  run("relu backward + bias grad, per row (y, dy -> dx)", 12, false, [&] {
+  timer.Run("relu backward + bias grad, per column (y, dy -> dx)", 12, false,
+            [&] {
+              return gpu::BiasActivationBackward(
+                  x.p, x.g, rows, cols, gpu::BiasLayout::kPerColumn,
+                  gpu::Activation::kRelu, x.a, x.scalars, s);
+            });
+  timer.Run("relu backward + bias grad, per row (y, dy -> dx)", 12, false, [&] {
     return gpu::BiasActivationBackward(
         x.p, x.g, channels, spatial, gpu::BiasLayout::kPerRow,
         gpu::Activation::kRelu, x.a, x.scalars, s);
   });
+}
 
-  // Casts (into and out of the 16-bit half of c).
+// Casts (into and out of the 16-bit half of c), then dropout.
+void MeasureCastsAndDropout(KernelTimer& timer) {
+  const Buffers& x = timer.x();
+  const int64_t n = x.n;
+  cudaStream_t s = timer.stream();
   uint16_t* half = reinterpret_cast<uint16_t*>(x.c);
-  run("float -> bf16", 6, false,
-      [&] { return gpu::FloatToBf16(x.p, half, n, s); });
-  run("bf16 -> float", 6, false,
-      [&] { return gpu::Bf16ToFloat(half, x.a, n, s); });
-  run("float -> fp16", 6, false,
-      [&] { return gpu::FloatToFp16(x.p, half, n, s); });
-  run("fp16 -> float", 6, false,
-      [&] { return gpu::Fp16ToFloat(half, x.a, n, s); });
+  timer.Run("float -> bf16", 6, false,
+            [&] { return gpu::FloatToBf16(x.p, half, n, s); });
+  timer.Run("bf16 -> float", 6, false,
+            [&] { return gpu::Bf16ToFloat(half, x.a, n, s); });
+  timer.Run("float -> fp16", 6, false,
+            [&] { return gpu::FloatToFp16(x.p, half, n, s); });
+  timer.Run("fp16 -> float", 6, false,
+            [&] { return gpu::Fp16ToFloat(half, x.a, n, s); });
 
-  // Dropout.
-  run("dropout forward + mask (x -> y, mask)", 9, false,
-      [&] { return gpu::DropoutForward(x.p, x.a, x.mask, n, 0.5, 1, 0, s); });
-  run("dropout forward (x -> y)", 8, false,
-      [&] { return gpu::DropoutForward(x.p, x.a, nullptr, n, 0.5, 1, 0, s); });
-  run("dropout backward (dy -> dx)", 8, false,
-      [&] { return gpu::DropoutBackward(x.g, x.a, n, 0.5, 1, 0, s); });
+  timer.Run("dropout forward + mask (x -> y, mask)", 9, false, [&] {
+    return gpu::DropoutForward(x.p, x.a, x.mask, n, 0.5, 1, 0, s);
+  });
+  timer.Run("dropout forward (x -> y)", 8, false, [&] {
+    return gpu::DropoutForward(x.p, x.a, nullptr, n, 0.5, 1, 0, s);
+  });
+  timer.Run("dropout backward (dy -> dx)", 8, false,
+            [&] { return gpu::DropoutBackward(x.g, x.a, n, 0.5, 1, 0, s); });
+}
 
-  // Softmax cross-entropy: logits read, gradient written.
-  run("softmax cross-entropy, 1000 classes (logits -> grad)", 8, false,
-      [&] { return CrossEntropy(x, 1000, s); });
-  run("softmax cross-entropy, 10 classes (logits -> grad)", 8, false,
-      [&] { return CrossEntropy(x, 10, s); });
+// Softmax cross-entropy (logits read, gradient written), then the
+// reductions (one read of the input).
+void MeasureLossAndReductions(KernelTimer& timer) {
+  const Buffers& x = timer.x();
+  const int64_t n = x.n;
+  cudaStream_t s = timer.stream();
+  timer.Run("softmax cross-entropy, 1000 classes (logits -> grad)", 8, false,
+            [&] { return CrossEntropy(x, 1000, s); });
+  timer.Run("softmax cross-entropy, 10 classes (logits -> grad)", 8, false,
+            [&] { return CrossEntropy(x, 10, s); });
 
-  // Reductions: one read of the input.
-  run("sum", 4, false, [&] {
+  timer.Run("sum", 4, false, [&] {
     return SumAsync(x.p, n, x.scalars, x.workspace, x.workspace_bytes, s);
   });
-  run("sum of squares", 4, false, [&] {
+  timer.Run("sum of squares", 4, false, [&] {
     return SumSquaresAsync(x.p, n, x.scalars, x.workspace, x.workspace_bytes,
                            s);
   });
-  run("max abs", 4, false, [&] {
+  timer.Run("max abs", 4, false, [&] {
     return MaxAbsAsync(x.p, n, x.scalars, x.workspace, x.workspace_bytes, s);
   });
-  run("column sums {N, 1024}", 4, false,
-      [&] { return ColumnSumsAsync(x.p, rows, cols, x.scalars, s); });
-  run("row sums {64, N*H*W}", 4, false,
-      [&] { return RowSumsAsync(x.p, channels, spatial, x.scalars, s); });
-  return results;
+  const int64_t cols = 1024, rows = n / cols;
+  const int64_t channels = 64, spatial = n / channels;
+  timer.Run("column sums {N, 1024}", 4, false,
+            [&] { return ColumnSumsAsync(x.p, rows, cols, x.scalars, s); });
+  timer.Run("row sums {64, N*H*W}", 4, false,
+            [&] { return RowSumsAsync(x.p, channels, spatial, x.scalars, s); });
+}
+
+// Every kernel, the device copy first (Main divides by results[0]).
+std::vector<Result> Measure(const Buffers& x, cudaStream_t s, int repeats) {
+  KernelTimer timer(x, s, repeats);
+  timer.Run("copy (device to device)", 8, false, [&] {
+    return CudaStatus(
+        cudaMemcpyAsync(x.a, x.p, x.n * 4, cudaMemcpyDeviceToDevice, s),
+        "copy");
+  });
+  MeasureOptimizers(timer);
+  MeasureAveraging(timer);
+  MeasureBiasActivation(timer);
+  MeasureCastsAndDropout(timer);
+  MeasureLossAndReductions(timer);
+  return timer.TakeResults();
 }
 
 int Main() {

@@ -1,7 +1,10 @@
 // ShardState's checkpoint captures, restore and the recovery after it (the
 // header comment of shard_state.h says what they mean).
 #include <algorithm>
+#include <memory>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -22,6 +25,81 @@ absl::Status CheckRanges(const std::map<int64_t, int64_t>& ranges, int64_t lo,
           ") is empty, overlaps another or lies outside [", lo, ", ", hi, "]"));
     }
     next = end;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BadCapture(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("shard checkpoint: ", what));
+}
+
+// Each partition's parameters and optimizer state have the sizes the job's
+// optimizer gives a partition of its size: Restore copies into buffers of
+// those sizes and trusts these checks.
+absl::Status CheckCaptureTensors(const ShardState::Capture& c,
+                                 const OptimizerSpec& optimizer) {
+  if (c.params.size() != c.partitions.size() ||
+      c.optimizer_state.size() != c.partitions.size()) {
+    return BadCapture("tensors do not match the partitions");
+  }
+  for (size_t i = 0; i < c.partitions.size(); ++i) {
+    const Partition& p = c.partitions[i];
+    if (c.params[i] == nullptr ||
+        static_cast<int64_t>(c.params[i]->size()) != p.count()) {
+      return BadCapture(absl::StrCat(
+          "partition ", p.id(), " parameters are not ", p.count(), " values"));
+    }
+    const std::unique_ptr<Optimizer<float>> probe =
+        MakeOptimizer<float>(optimizer, p.count());
+    const std::vector<Tensor*> state = probe->State();
+    if (c.optimizer_state[i].size() != state.size()) {
+      return BadCapture(absl::StrCat(
+          "partition ", p.id(), " has ", c.optimizer_state[i].size(),
+          " optimizer tensors, the job's optimizer ", state.size()));
+    }
+    for (size_t k = 0; k < state.size(); ++k) {
+      if (static_cast<int64_t>(c.optimizer_state[i][k].size()) !=
+          state[k]->size()) {
+        return BadCapture(absl::StrCat(
+            "partition ", p.id(), " optimizer tensor ", k, " has ",
+            c.optimizer_state[i][k].size(), " values, not ", state[k]->size()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Clocks, version, watermark, chunk ranges and seqs are within the limits a
+// live shard keeps them in.
+absl::Status CheckCaptureProgress(const ShardState::Capture& c) {
+  if (static_cast<int32_t>(c.clocks.size()) != c.world_size) {
+    return BadCapture(
+        absl::StrCat(c.clocks.size(), " clocks for world_size ", c.world_size));
+  }
+  for (int64_t clock : c.clocks) {
+    if (clock < 0 || clock > kMaxClock) {
+      return BadCapture(
+          absl::StrCat("clock ", clock, " is outside [0, ", kMaxClock, "]"));
+    }
+  }
+  if (c.version < 0 || c.next_sync_clock < 0 || c.next_sync_clock > kMaxClock ||
+      c.watermark < 0 || c.watermark > kMaxChunk) {
+    return BadCapture(absl::StrCat("version ", c.version, ", next_sync_clock ",
+                                   c.next_sync_clock, " or watermark ",
+                                   c.watermark, " out of range"));
+  }
+  // Ranges above the watermark would have been merged into it.
+  if (absl::Status s = CheckRanges(c.applied_ahead, c.watermark + 1, kMaxChunk,
+                                   "applied chunk");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckRanges(c.forgiven, 0, c.watermark, "forgiven");
+      !s.ok()) {
+    return s;
+  }
+  for (const auto& [worker, seq] : c.last_seq) {
+    if (seq == 0) return BadCapture(absl::StrCat("seq 0 for worker ", worker));
   }
   return absl::OkStatus();
 }
@@ -124,17 +202,14 @@ absl::StatusOr<ShardState::Capture> ShardState::CaptureNow() {
 }
 
 absl::Status ShardState::CheckCaptureLocked(const Capture& c) const {
-  auto bad = [](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("shard checkpoint: ", what));
-  };
   if (c.shard_index != shard_index_) {
-    return bad(absl::StrCat("it is of shard ", c.shard_index,
-                            ", this is shard ", shard_index_));
+    return BadCapture(absl::StrCat("it is of shard ", c.shard_index,
+                                   ", this is shard ", shard_index_));
   }
   if (c.consistency != job_.ps().consistency()) {
-    return bad(absl::StrCat("it was written in ",
-                            Consistency_Name(c.consistency), ", the job is ",
-                            Consistency_Name(job_.ps().consistency())));
+    return BadCapture(absl::StrCat(
+        "it was written in ", Consistency_Name(c.consistency), ", the job is ",
+        Consistency_Name(job_.ps().consistency())));
   }
   // The layout passes the same checks as an Init's.
   InitHeader h;
@@ -143,66 +218,12 @@ absl::Status ShardState::CheckCaptureLocked(const Capture& c) const {
   h.set_total_replicas(c.total_replicas);
   for (const Partition& p : c.partitions) *h.add_partitions() = p;
   if (absl::Status s = CheckInitHeaderLocked(h); !s.ok()) {
-    return bad(std::string(s.message()));
+    return BadCapture(std::string(s.message()));
   }
-  if (c.params.size() != c.partitions.size() ||
-      c.optimizer_state.size() != c.partitions.size()) {
-    return bad("tensors do not match the partitions");
-  }
-  for (size_t i = 0; i < c.partitions.size(); ++i) {
-    const Partition& p = c.partitions[i];
-    if (c.params[i] == nullptr ||
-        static_cast<int64_t>(c.params[i]->size()) != p.count()) {
-      return bad(absl::StrCat("partition ", p.id(), " parameters are not ",
-                              p.count(), " values"));
-    }
-    const std::unique_ptr<Optimizer<float>> probe =
-        MakeOptimizer<float>(job_.optimizer(), p.count());
-    const std::vector<Tensor*> state = probe->State();
-    if (c.optimizer_state[i].size() != state.size()) {
-      return bad(absl::StrCat(
-          "partition ", p.id(), " has ", c.optimizer_state[i].size(),
-          " optimizer tensors, the job's optimizer ", state.size()));
-    }
-    for (size_t k = 0; k < state.size(); ++k) {
-      if (static_cast<int64_t>(c.optimizer_state[i][k].size()) !=
-          state[k]->size()) {
-        return bad(absl::StrCat("partition ", p.id(), " optimizer tensor ", k,
-                                " has ", c.optimizer_state[i][k].size(),
-                                " values, not ", state[k]->size()));
-      }
-    }
-  }
-  if (static_cast<int32_t>(c.clocks.size()) != c.world_size) {
-    return bad(
-        absl::StrCat(c.clocks.size(), " clocks for world_size ", c.world_size));
-  }
-  for (int64_t clock : c.clocks) {
-    if (clock < 0 || clock > kMaxClock) {
-      return bad(
-          absl::StrCat("clock ", clock, " is outside [0, ", kMaxClock, "]"));
-    }
-  }
-  if (c.version < 0 || c.next_sync_clock < 0 || c.next_sync_clock > kMaxClock ||
-      c.watermark < 0 || c.watermark > kMaxChunk) {
-    return bad(absl::StrCat("version ", c.version, ", next_sync_clock ",
-                            c.next_sync_clock, " or watermark ", c.watermark,
-                            " out of range"));
-  }
-  // Ranges above the watermark would have been merged into it.
-  if (absl::Status s = CheckRanges(c.applied_ahead, c.watermark + 1, kMaxChunk,
-                                   "applied chunk");
-      !s.ok()) {
+  if (absl::Status s = CheckCaptureTensors(c, job_.optimizer()); !s.ok()) {
     return s;
   }
-  if (absl::Status s = CheckRanges(c.forgiven, 0, c.watermark, "forgiven");
-      !s.ok()) {
-    return s;
-  }
-  for (const auto& [worker, seq] : c.last_seq) {
-    if (seq == 0) return bad(absl::StrCat("seq 0 for worker ", worker));
-  }
-  return absl::OkStatus();
+  return CheckCaptureProgress(c);
 }
 
 void ShardState::ExpectRestore() {
