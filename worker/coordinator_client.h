@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.grpc.pb.h"
-#include "server/security.h"
+#include "common/security.h"
 #include "worker/comm/kv_client.h"
 
 namespace cohort {
@@ -28,7 +28,7 @@ class CoordinatorClient : public KvClient {
  public:
   // Does not connect yet (gRPC connects lazily). InvalidArgument for an
   // address that is not HOST:PORT, or an unreadable token or TLS file.
-  // `security`: the job token to send and TLS (server/security.h).
+  // `security`: the job token to send and TLS (common/security.h).
   static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Create(
       const std::string& address, const SecurityOptions& security = {});
 

@@ -39,7 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
-#include "server/security.h"
+#include "common/security.h"
 
 namespace grpc {
 class Status;
@@ -62,7 +62,7 @@ struct PsClientOptions {
   // retries; called from the client's shard threads, possibly at once.
   // Empty: addresses never change.
   std::function<absl::StatusOr<std::string>(int index)> shard_address;
-  // The job token to send and TLS (server/security.h).
+  // The job token to send and TLS (common/security.h).
   SecurityOptions security;
 };
 

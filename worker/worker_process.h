@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/security.h"
+#include "common/security.h"
 
 namespace cohort {
 
@@ -37,7 +37,7 @@ struct WorkerOptions {
   // See TrainOptions::min_step_seconds; every worker.
   double min_step_seconds = 0;
   // The job token and TLS for the coordinator and the shards
-  // (server/security.h).
+  // (common/security.h).
   SecurityOptions security;
   // Receives the worker's place in the job at every join and its progress
   // at every report, for its Prometheus /metrics

@@ -14,7 +14,7 @@
 #include "server/ps/limits.h"
 #include "server/ps/shard_checkpoint.h"
 #include "server/ps/shard_state.h"
-#include "server/security.h"
+#include "common/security.h"
 
 namespace cohort {
 namespace {
@@ -43,7 +43,7 @@ void Drain(Reader* reader, Message* scratch) {
 
 }  // namespace
 
-// Every method checks the job token first (server/security.h says why
+// Every method checks the job token first (common/security.h says why
 // there and not in an interceptor).
 class ShardServer::Service final : public ParameterServer::Service {
  public:
