@@ -15,6 +15,7 @@
 #include "common/listen.h"
 #include "common/logging.h"
 #include "common/prometheus.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/partition.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "server/ps/shard_server.h"
@@ -22,7 +23,6 @@
 #include "worker/comm/kv_client.h"
 #include "worker/comm/test_ranks.h"
 #include "worker/ps_client.h"
-#include "worker/spec.h"
 #include "worker/trainer.h"
 
 namespace cohort {

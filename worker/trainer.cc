@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/checkpoint.h"
 #include "common/logging.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "proto/coordinator.pb.h"
@@ -31,7 +32,6 @@
 #include "worker/optim/optimizer.h"
 #include "worker/progress.h"
 #include "worker/replica_pool.h"
-#include "worker/spec.h"
 #include "worker/timeline.h"
 #include "worker/zoo.h"
 
