@@ -68,10 +68,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kernels/update_rules.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
-#include "worker/optim/optimizer.h"
 
 namespace cohort {
 
@@ -137,7 +137,7 @@ class ShardState {
     int64_t version = 0;
     std::vector<Partition> partitions;
     std::vector<std::shared_ptr<const std::vector<float>>> params;
-    // Per partition, its optimizer's state tensors (Optimizer::State()).
+    // Per partition, its optimizer's state tensors (UpdateRule::State()).
     std::vector<std::vector<std::vector<float>>> optimizer_state;
     std::vector<int64_t> clocks;  // per rank
     int64_t next_sync_clock = 0;
@@ -232,7 +232,7 @@ class ShardState {
   struct Part {
     Partition partition;
     std::shared_ptr<std::vector<float>> params;  // copy-on-write
-    std::unique_ptr<Optimizer<float>> optimizer;
+    std::unique_ptr<UpdateRule<float>> optimizer;
   };
   // SYNC: one step's gradients so far.
   struct Pending {
@@ -241,6 +241,12 @@ class ShardState {
     double lr = 0;
     std::set<int32_t> ranks;
   };
+
+  // The server-side optimizer of one partition of `count` parameters: the
+  // update rule (kernels/update_rules.h) that `spec` describes, as the
+  // workers' engines make it.
+  static std::unique_ptr<UpdateRule<float>> NewOptimizer(
+      const OptimizerSpec& spec, int64_t count);
 
   absl::Status CheckInitHeaderLocked(const InitHeader& header) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

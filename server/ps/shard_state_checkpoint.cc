@@ -156,8 +156,8 @@ absl::Status ShardState::CheckCaptureLocked(const Capture& c) const {
       return bad(absl::StrCat("partition ", p.id(), " parameters are not ",
                               p.count(), " values"));
     }
-    const std::unique_ptr<Optimizer<float>> probe =
-        MakeOptimizer<float>(job_.optimizer(), p.count());
+    const std::unique_ptr<UpdateRule<float>> probe =
+        NewOptimizer(job_.optimizer(), p.count());
     const std::vector<Tensor*> state = probe->State();
     if (c.optimizer_state[i].size() != state.size()) {
       return bad(absl::StrCat(
@@ -230,8 +230,7 @@ absl::Status ShardState::Restore(const Capture& c) {
     Part part;
     part.partition = c.partitions[i];
     part.params = std::make_shared<std::vector<float>>(*c.params[i]);
-    part.optimizer =
-        MakeOptimizer<float>(job_.optimizer(), c.partitions[i].count());
+    part.optimizer = NewOptimizer(job_.optimizer(), c.partitions[i].count());
     const std::vector<Tensor*> state = part.optimizer->State();
     for (size_t k = 0; k < state.size(); ++k) {
       std::copy(c.optimizer_state[i][k].begin(), c.optimizer_state[i][k].end(),
