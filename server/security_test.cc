@@ -18,6 +18,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "client/coordinator_client.h"
+#include "client/ps_client.h"
 #include "common/partition.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -27,8 +29,6 @@
 #include "server/coordinator.h"
 #include "server/ps/shard_server.h"
 #include "server/test_util.h"
-#include "worker/coordinator_client.h"
-#include "worker/ps_client.h"
 
 namespace cohort {
 namespace {

@@ -7,14 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/ps_limits.h"
 #include "common/listen.h"
 #include "common/logging.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "proto/ps.grpc.pb.h"
-#include "server/ps/limits.h"
 #include "server/ps/shard_checkpoint.h"
 #include "server/ps/shard_state.h"
-#include "common/security.h"
 
 namespace cohort {
 namespace {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "client/ps_limits.h"
+#include "client/restart_window.h"
 #include "common/logging.h"
-#include "server/ps/limits.h"
-#include "server/ps/restart_window.h"
 
 namespace cohort {
 namespace {

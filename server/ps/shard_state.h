@@ -44,7 +44,8 @@
 // Until its restore is done, a replacement answers UNAVAILABLE, which
 // workers retry (ExpectRestore). In a job whose shards restart, a pull
 // waits for slow ranks up to rpc_timeout plus the restart window
-// (restart_window.h): a rank may be stalled by another shard's restart.
+// (client/restart_window.h): a rank may be stalled by another shard's
+// restart.
 //
 // Thread safety: ShardState is thread-safe; one mutex guards everything and
 // WaitForPull and NextCapture block only their caller. ChunkAssembler is
@@ -224,8 +225,8 @@ class ShardState {
   Consistency consistency() const;
   absl::Duration rpc_timeout() const;
   // How long a pull may wait for slow ranks: rpc_timeout, plus the restart
-  // window in a job whose shards restart (restart_window.h), since a rank
-  // may be stalled by another shard's restart.
+  // window in a job whose shards restart (client/restart_window.h), since a
+  // rank may be stalled by another shard's restart.
   absl::Duration pull_timeout() const;
 
  private:

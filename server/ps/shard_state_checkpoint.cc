@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/ps/limits.h"
+#include "client/ps_limits.h"
 #include "server/ps/shard_state.h"
 
 namespace cohort {

@@ -8,8 +8,8 @@
 //
 // Thread safety: all methods may be called from any thread (the gRPC stub is
 // thread-safe; the joined state is set once by Join before other calls).
-#ifndef COHORT_WORKER_COORDINATOR_CLIENT_H_
-#define COHORT_WORKER_COORDINATOR_CLIENT_H_
+#ifndef COHORT_CLIENT_COORDINATOR_CLIENT_H_
+#define COHORT_CLIENT_COORDINATOR_CLIENT_H_
 
 #include <memory>
 #include <optional>
@@ -18,9 +18,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "proto/coordinator.grpc.pb.h"
+#include "client/kv_client.h"
 #include "common/security.h"
-#include "worker/comm/kv_client.h"
+#include "proto/coordinator.grpc.pb.h"
 
 namespace cohort {
 
@@ -100,4 +100,4 @@ class CoordinatorClient : public KvClient {
 
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_COORDINATOR_CLIENT_H_
+#endif  // COHORT_CLIENT_COORDINATOR_CLIENT_H_
