@@ -15,13 +15,13 @@
 #include "client/ps_client.h"
 #include "client/restart_window.h"
 #include "common/status_macros.h"
-#include "server/metrics_exporter.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
 #include "worker/gpu/gpu_plugin.h"
 #include "worker/heartbeat.h"
 #include "worker/timeline.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
 
 namespace cohort {
 namespace {

@@ -41,7 +41,7 @@ struct WorkerOptions {
   SecurityOptions security;
   // Receives the worker's place in the job at every join and its progress
   // at every report, for its Prometheus /metrics
-  // (server/metrics_exporter.h). Borrowed; null: none.
+  // (worker/worker_metrics.h). Borrowed; null: none.
   WorkerMetrics* metrics = nullptr;
   // Non-empty: write a Chrome trace of every step's phases here (checked
   // writable before joining; written when the worker ends, ok or not).

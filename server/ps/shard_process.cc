@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "client/coordinator_client.h"
 #include "common/logging.h"
+#include "common/prometheus.h"
 #include "common/status_macros.h"
 #include "server/metrics_exporter.h"
 #include "server/ps/shard_server.h"

@@ -33,7 +33,8 @@ struct ShardProcessOptions {
   // the coordinator (common/security.h).
   SecurityOptions security;
   // HOST:PORT of a plaintext HTTP server with the shard's Prometheus
-  // metrics at /metrics (server/metrics_exporter.h). Empty: none.
+  // metrics at /metrics (server/metrics_exporter.h, served by
+  // common/prometheus.h). Empty: none.
   std::string metrics_listen;
 };
 
