@@ -51,12 +51,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "client/ps_client.h"
 #include "common/malloc_tuning.h"
 #include "common/partition.h"
 #include "common/status_macros.h"
 #include "proto/job.pb.h"
 #include "server/ps/shard_server.h"
-#include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, sizes_mib, "1,4,16,64,256",
           "model sizes in MiB, comma-separated");

@@ -11,11 +11,12 @@
 #include "cli/flags.h"
 #include "cli/stop_signal.h"
 #include "cli/train_command.h"
+#include "common/prometheus.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
-#include "server/metrics_exporter.h"
 #include "server/ps/shard_process.h"
-#include "worker/spec.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_process.h"
 
 namespace cohort {

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
-#include "server/security.h"
+#include "common/security.h"
 
 namespace cohort {
 
@@ -34,7 +34,7 @@ struct Straggler {
 absl::StatusOr<Straggler> ParseStraggler(const std::string& value);
 
 // --token-file, --tls-cert, --tls-key, --tls-ca and --tls-client-auth, the
-// same on every command, into *o (server/security.h).
+// same on every command, into *o (common/security.h).
 void AddSecurityFlags(FlagSet& flags, SecurityOptions* o);
 // Those flags as arguments, for a child process (cohort local).
 std::vector<std::string> SecurityArgs(const SecurityOptions& o);

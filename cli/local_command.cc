@@ -25,9 +25,9 @@
 #include "cli/flags.h"
 #include "cli/train_command.h"
 #include "common/files.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
-#include "worker/spec.h"
 
 namespace cohort {
 namespace {

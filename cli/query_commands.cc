@@ -8,9 +8,9 @@
 #include "absl/time/clock.h"
 #include "cli/cluster_commands.h"
 #include "cli/flags.h"
+#include "client/coordinator_client.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
-#include "worker/coordinator_client.h"
 
 namespace cohort {
 namespace {

@@ -16,8 +16,8 @@
 #include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/stop_signal.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
-#include "worker/spec.h"
 #include "worker/timeline.h"
 #include "worker/trainer.h"
 

@@ -132,4 +132,19 @@ std::string PrometheusText::Render() const {
   return out;
 }
 
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
+    const std::string& listen, const std::string& what,
+    std::function<std::string()> render) {
+  HttpServerOptions o;
+  o.listen = listen;
+  o.what = what;
+  o.routes["/metrics"] = [render = std::move(render)](const HttpRequest&) {
+    HttpResponse r;
+    r.content_type = kPrometheusContentType;
+    r.body = render();
+    return r;
+  };
+  return HttpServer::Start(std::move(o));
+}
+
 }  // namespace cohort

@@ -13,19 +13,26 @@
 // Names are the caller's constants: a malformed or undeclared name, or a
 // name declared twice, is a programmer error (CHECK).
 //
-// Ownership and thread safety: a plain value type; not thread-safe (build
-// one per scrape).
+// ServeMetrics puts such a text behind /metrics of a small HTTP server
+// (common/http_server.h), rendered anew for every scrape.
+//
+// Ownership and thread safety: PrometheusText is a plain value type; not
+// thread-safe (build one per scrape).
 #ifndef COHORT_COMMON_PROMETHEUS_H_
 #define COHORT_COMMON_PROMETHEUS_H_
 
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/http_server.h"
 
 namespace cohort {
 
@@ -75,6 +82,13 @@ std::string PrometheusEscapeLabelValue(absl::string_view value);
 std::string PrometheusEscapeHelp(absl::string_view help);
 // A sample value: "42", "0.25", "NaN", "+Inf", "-Inf".
 std::string PrometheusValue(double value);
+
+// Serves `render()` at /metrics on `listen` (HOST:PORT, port 0: any), with
+// Prometheus' content type. `what` names the flag in errors
+// ("--metrics-listen"). Errors as HttpServer::Start's.
+absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
+    const std::string& listen, const std::string& what,
+    std::function<std::string()> render);
 
 }  // namespace cohort
 

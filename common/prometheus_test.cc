@@ -1,12 +1,22 @@
 #include "common/prometheus.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <string>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
 namespace {
+
+using ::testing::HasSubstr;
 
 TEST(PrometheusTextTest, GroupsEachFamilyWhateverTheOrderOfSamples) {
   PrometheusText t;
@@ -75,6 +85,37 @@ TEST(PrometheusTextDeathTest, UndeclaredOrMalformedNamesAreBugs) {
   t.Declare("ok", PrometheusText::Type::kGauge, "");
   EXPECT_DEATH(t.Declare("ok", PrometheusText::Type::kGauge, ""), "twice");
   EXPECT_DEATH(t.Add("ok", {{"__x", "1"}}, 1), "bad label name");
+}
+
+TEST(ServeMetricsTest, AnswersScrapesWithThePrometheusContentType) {
+  int renders = 0;
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      ServeMetrics("127.0.0.1:0", "--metrics-listen", [&renders] {
+        ++renders;
+        return std::string("# HELP x y\n# TYPE x gauge\nx 1\n");
+      });
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_port = htons((*server)->port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0),
+            static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buf[1024];
+  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) {
+    response.append(buf, n);
+  }
+  close(fd);
+  EXPECT_THAT(response, HasSubstr("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(response, HasSubstr("Content-Type: text/plain; version=0.0.4; "
+                                  "charset=utf-8\r\n"));
+  EXPECT_THAT(response, HasSubstr("\r\n\r\n# HELP x y\n# TYPE x gauge\nx 1\n"));
+  (*server)->Shutdown();
+  EXPECT_EQ(renders, 1);
 }
 
 }  // namespace

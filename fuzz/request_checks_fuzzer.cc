@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec.h"
 #include "fuzz/fuzz_util.h"
 #include "fuzz/proto_mutator.h"
 #include "google/protobuf/util/message_differencer.h"

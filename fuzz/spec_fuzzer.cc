@@ -1,4 +1,4 @@
-// Fuzzes the job spec loader (worker/spec.h) with arbitrary text.
+// Fuzzes the job spec loader (common/spec.h) with arbitrary text.
 //
 // Properties: a rejected spec is INVALID_ARGUMENT with a message naming the
 // file; an accepted one survives the round trip the header promises
@@ -9,11 +9,11 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "common/spec.h"
 #include "fuzz/fuzz_util.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "proto/job.pb.h"
-#include "worker/spec.h"
 
 namespace cohort {
 namespace {

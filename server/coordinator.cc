@@ -15,6 +15,7 @@
 #include "common/listen.h"
 #include "common/logging.h"
 #include "common/prometheus.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -69,7 +70,7 @@ HttpResponse StatusJson(const StatusResponse& status) {
 
 // The RPC boundary: checks fields, calls the tracker or its KV store, and
 // converts absl::Status to grpc::Status. Thread-safe (the tracker is).
-// Every method checks the job token first (server/security.h says why
+// Every method checks the job token first (common/security.h says why
 // there and not in an interceptor); the health service needs none.
 class CoordinatorServer::Service final : public Coordinator::Service {
  public:

@@ -26,7 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
-#include "server/security.h"
+#include "common/security.h"
 
 namespace grpc {
 class Server;
@@ -49,7 +49,7 @@ struct CoordinatorOptions {
   std::string report_path;
   // Keep answering (status, metrics) after the job ends, until Stop.
   bool serve_after_done = false;
-  // Job token and TLS (server/security.h): every method but the health
+  // Job token and TLS (common/security.h): every method but the health
   // service's needs the token when security.token_file is set.
   SecurityOptions security;
   // HOST:PORT of a second, plaintext server with only the health service

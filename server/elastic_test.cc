@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/spec.h"
 #include "gtest/gtest.h"
 #include "server/job_tracker.h"
 #include "server/request_checks.h"

@@ -5,77 +5,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/prometheus.h"
+#include "common/worker_progress_metrics.h"
 
 namespace cohort {
 namespace {
 
 using Type = PrometheusText::Type;
-
-constexpr char kStepSeconds[] = "cohort_worker_step_seconds";
-
-// The step-time phases, as label values and their StepTimes field.
-const std::vector<std::pair<const char*, double (StepTimes::*)() const>>&
-Phases() {
-  static const auto* phases =
-      new std::vector<std::pair<const char*, double (StepTimes::*)() const>>{
-          {"data", &StepTimes::data_s},
-          {"compute", &StepTimes::compute_s},
-          {"comm_wait", &StepTimes::comm_wait_s},
-          {"optimizer", &StepTimes::optimizer_s},
-      };
-  return *phases;
-}
-
-// The families of a worker's progress, shared by the coordinator's view of
-// every worker and a worker's own /metrics (which has no labels: the
-// scrape target is the worker).
-void DeclareProgress(PrometheusText& t) {
-  t.Declare("cohort_worker_step", Type::kGauge,
-            "Training steps the worker has taken.");
-  t.Declare("cohort_worker_epoch", Type::kGauge,
-            "The epoch the worker is training (from 0).");
-  t.Declare("cohort_worker_loss", Type::kGauge,
-            "The worker's training loss at its latest step.");
-  t.Declare("cohort_worker_samples_per_second", Type::kGauge,
-            "The worker's training throughput over its last reporting "
-            "window.");
-  t.Declare(kStepSeconds, Type::kGauge,
-            "Mean seconds per step over the last reporting window, by phase "
-            "(data loading, forward and backward, waiting for the gradient "
-            "all-reduce, optimizer).");
-  t.Declare("cohort_worker_allreduced_bytes_total", Type::kCounter,
-            "Gradient bytes the worker has all-reduced.");
-  t.Declare("cohort_worker_allreduce_bus_bandwidth_bytes_per_second",
-            Type::kGauge,
-            "All-reduce bus bandwidth over the last reporting window.");
-  t.Declare("cohort_worker_test_accuracy", Type::kGauge,
-            "Test accuracy (0..1) after the newest evaluated epoch.");
-  t.Declare("cohort_worker_finished_epochs", Type::kGauge,
-            "Epochs the worker has finished.");
-}
-
-void AddProgress(PrometheusText& t, const PrometheusLabels& labels,
-                 const WorkerProgress& p) {
-  t.Add("cohort_worker_step", labels, p.step());
-  t.Add("cohort_worker_epoch", labels, p.epoch());
-  t.Add("cohort_worker_loss", labels, p.loss());
-  t.Add("cohort_worker_samples_per_second", labels, p.samples_per_s());
-  for (const auto& [phase, field] : Phases()) {
-    PrometheusLabels l = labels;
-    l.emplace_back("phase", phase);
-    t.Add(kStepSeconds, l, (p.times().*field)());
-  }
-  t.Add("cohort_worker_allreduced_bytes_total", labels, p.bytes_allreduced());
-  t.Add("cohort_worker_allreduce_bus_bandwidth_bytes_per_second", labels,
-        p.busbw_gbps() * 1e9);
-  if (p.finished_epoch() > 0 && p.finished_epoch_test_accuracy() >= 0) {
-    t.Add("cohort_worker_test_accuracy", labels,
-          p.finished_epoch_test_accuracy());
-  }
-  t.Add("cohort_worker_finished_epochs", labels, p.finished_epoch());
-}
 
 void AddJob(PrometheusText& t, const StatusResponse& s) {
   t.Declare("cohort_job_state", Type::kGauge,
@@ -113,7 +49,7 @@ void AddJob(PrometheusText& t, const StatusResponse& s) {
 }
 
 void AddWorkers(PrometheusText& t, const StatusResponse& s) {
-  DeclareProgress(t);
+  DeclareWorkerProgress(t);
   t.Declare("cohort_worker_heartbeat_age_seconds", Type::kGauge,
             "Seconds since the worker's last heartbeat.");
   t.Declare("cohort_worker_straggler", Type::kGauge,
@@ -126,7 +62,7 @@ void AddWorkers(PrometheusText& t, const StatusResponse& s) {
   for (const WorkerStatus& w : s.workers()) {
     const PrometheusLabels labels = {{"rank", absl::StrCat(w.rank())},
                                      {"host", w.host()}};
-    AddProgress(t, labels, w.progress());
+    AddWorkerProgress(t, labels, w.progress());
     t.Add("cohort_worker_heartbeat_age_seconds", labels, w.heartbeat_age_s());
     t.Add("cohort_worker_straggler", labels, w.straggler() ? 1 : 0);
     t.Add("cohort_worker_busy_vs_median_ratio", labels, w.busy_vs_median());
@@ -229,60 +165,6 @@ std::string ShardMetricsText(const ShardStats& stats) {
             stats.restored_version());
   }
   return t.Render();
-}
-
-WorkerMetrics::WorkerMetrics() : started_(absl::Now()) {}
-
-void WorkerMetrics::Joined(const JoinResponse& join) {
-  absl::MutexLock lock(&mu_);
-  joined_ = true;
-  generation_ = join.generation();
-  rank_ = join.rank();
-  world_size_ = join.world_size();
-  restarts_ = join.restarts();
-}
-
-void WorkerMetrics::Update(const WorkerProgress& progress) {
-  absl::MutexLock lock(&mu_);
-  has_progress_ = true;
-  progress_ = progress;
-}
-
-std::string WorkerMetrics::Text() const {
-  PrometheusText t;
-  absl::MutexLock lock(&mu_);
-  if (joined_) {
-    t.Gauge("cohort_worker_rank", "The worker's rank in its generation.",
-            rank_);
-    t.Gauge("cohort_worker_generation",
-            "The generation the worker last joined.", generation_);
-    t.Gauge("cohort_worker_world_size", "Workers in that generation.",
-            world_size_);
-    t.Counter("cohort_restarts_total",
-              "The job's generations opened after a failure, as of the "
-              "worker's last join.",
-              restarts_);
-  }
-  DeclareProgress(t);
-  if (has_progress_) AddProgress(t, {}, progress_);
-  t.Gauge("cohort_uptime_seconds", "Seconds since the worker started.",
-          absl::ToDoubleSeconds(absl::Now() - started_));
-  return t.Render();
-}
-
-absl::StatusOr<std::unique_ptr<HttpServer>> ServeMetrics(
-    const std::string& listen, const std::string& what,
-    std::function<std::string()> render) {
-  HttpServerOptions o;
-  o.listen = listen;
-  o.what = what;
-  o.routes["/metrics"] = [render = std::move(render)](const HttpRequest&) {
-    HttpResponse r;
-    r.content_type = kPrometheusContentType;
-    r.body = render();
-    return r;
-  };
-  return HttpServer::Start(std::move(o));
 }
 
 }  // namespace cohort

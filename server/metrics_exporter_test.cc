@@ -1,19 +1,14 @@
 #include "server/metrics_exporter.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/prometheus_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/dashboard.h"
@@ -24,43 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// Checks the structure the 0.0.4 format requires and promtool enforces:
-// every sample's family has HELP and TYPE lines before it, a family's
-// samples are contiguous, no family appears twice, no sample line twice.
-// Returns the problems found.
-std::vector<std::string> FormatProblems(const std::string& text) {
-  std::vector<std::string> problems;
-  std::set<std::string> families, samples;
-  std::string current;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (line.empty()) continue;
-    if (absl::StartsWith(line, "# HELP ")) {
-      const std::string name(line.substr(7, line.find(' ', 7) - 7));
-      if (!families.insert(name).second) {
-        problems.push_back(absl::StrCat("family twice: ", name));
-      }
-      current = name;
-      continue;
-    }
-    if (absl::StartsWith(line, "# TYPE ")) {
-      if (!absl::StartsWith(line.substr(7), current + " ")) {
-        problems.push_back(absl::StrCat("TYPE without HELP: ", line));
-      }
-      continue;
-    }
-    const size_t end = line.find_first_of("{ ");
-    const std::string name(line.substr(0, end));
-    if (name != current) {
-      problems.push_back(absl::StrCat("sample outside its family: ", line));
-    }
-    const std::string key(line.substr(0, line.rfind(' ')));
-    if (!samples.insert(key).second) {
-      problems.push_back(absl::StrCat("duplicate sample: ", line));
-    }
-  }
-  return problems;
-}
 
 WorkerStatus Worker(int rank, const std::string& host, int64_t step,
                     double loss) {
@@ -112,7 +70,7 @@ StatusResponse TwoWorkerStatus() {
 
 TEST(CoordinatorMetricsTest, ExportsTheJobWorkersAndShards) {
   const std::string text = CoordinatorMetricsText(TwoWorkerStatus());
-  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
+  EXPECT_THAT(PrometheusFormatProblems(text), ::testing::IsEmpty()) << text;
   for (const char* line : {
            "cohort_job_state{state=\"RUNNING\"} 1",
            "cohort_job_state{state=\"FORMING\"} 0",
@@ -172,7 +130,7 @@ TEST(CoordinatorMetricsTest, TwoWorkersWithOneLabelSetAreExportedOnce) {
   StatusResponse s = TwoWorkerStatus();
   *s.add_workers() = Worker(0, "h0", 5, 1.0);  // e.g. while regrouping
   const std::string text = CoordinatorMetricsText(s);
-  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
+  EXPECT_THAT(PrometheusFormatProblems(text), ::testing::IsEmpty()) << text;
   EXPECT_THAT(text,
               HasSubstr("cohort_worker_step{rank=\"0\",host=\"h0\"} 19\n"));
 }
@@ -180,7 +138,7 @@ TEST(CoordinatorMetricsTest, TwoWorkersWithOneLabelSetAreExportedOnce) {
 TEST(CoordinatorMetricsTest, AnEmptyJobIsWellFormed) {
   StatusResponse s;
   const std::string text = CoordinatorMetricsText(s);
-  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
+  EXPECT_THAT(PrometheusFormatProblems(text), ::testing::IsEmpty()) << text;
   EXPECT_THAT(text, HasSubstr("cohort_job_state{state=\"FORMING\"} 1\n"));
   EXPECT_THAT(text, Not(HasSubstr("cohort_worker_")));
   EXPECT_THAT(text, Not(HasSubstr("cohort_shard_")));
@@ -199,7 +157,7 @@ TEST(ShardMetricsTest, ExportsItsStatistics) {
   s.set_checkpoint_version(-1);
   for (int k = 0; k < 9; ++k) s.add_staleness_histogram(k == 0 ? 8 : k == 8);
   const std::string text = ShardMetricsText(s);
-  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
+  EXPECT_THAT(PrometheusFormatProblems(text), ::testing::IsEmpty()) << text;
   for (const char* line : {
            "cohort_shard_pushes_total 10",
            "cohort_shard_duplicate_pushes_total 1",
@@ -217,89 +175,6 @@ TEST(ShardMetricsTest, ExportsItsStatistics) {
        }) {
     EXPECT_THAT(text, HasSubstr(absl::StrCat("\n", line, "\n"))) << line;
   }
-}
-
-TEST(WorkerMetricsTest, ExportsItsLatestProgressAndPlace) {
-  WorkerMetrics m;
-  std::string text = m.Text();
-  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
-  EXPECT_THAT(text, HasSubstr("\ncohort_uptime_seconds "));
-  EXPECT_THAT(text, Not(HasSubstr("cohort_worker_")));
-
-  JoinResponse join;
-  join.set_generation(2);
-  join.set_rank(1);
-  join.set_world_size(3);
-  join.set_restarts(1);
-  m.Joined(join);
-  WorkerProgress p = Worker(1, "h", 42, 0.25).progress();
-  p.set_finished_epoch(2);
-  p.set_finished_epoch_test_accuracy(0.875);
-  m.Update(p);
-  text = m.Text();
-  EXPECT_THAT(FormatProblems(text), ::testing::IsEmpty()) << text;
-  for (const char* line : {
-           "cohort_worker_rank 1",
-           "cohort_worker_generation 2",
-           "cohort_worker_world_size 3",
-           "cohort_restarts_total 1",
-           "cohort_worker_step 42",
-           "cohort_worker_loss 0.25",
-           "cohort_worker_samples_per_second 200",
-           "cohort_worker_step_seconds{phase=\"compute\"} 0.02",
-           "cohort_worker_allreduced_bytes_total 123456789012",
-           "cohort_worker_test_accuracy 0.875",
-           "cohort_worker_finished_epochs 2",
-       }) {
-    EXPECT_THAT(text, HasSubstr(absl::StrCat("\n", line, "\n"))) << line;
-  }
-}
-
-TEST(WorkerMetricsTest, UpdatesAndScrapesMayRace) {
-  WorkerMetrics m;
-  std::thread writer([&m] {
-    for (int i = 1; i <= 2000; ++i) {
-      WorkerProgress p;
-      p.set_step(i);
-      m.Update(p);
-    }
-  });
-  for (int i = 0; i < 200; ++i) {
-    EXPECT_THAT(FormatProblems(m.Text()), ::testing::IsEmpty());
-  }
-  writer.join();
-  EXPECT_THAT(m.Text(), HasSubstr("\ncohort_worker_step 2000\n"));
-}
-
-TEST(ServeMetricsTest, AnswersScrapesWithThePrometheusContentType) {
-  int renders = 0;
-  absl::StatusOr<std::unique_ptr<HttpServer>> server =
-      ServeMetrics("127.0.0.1:0", "--metrics-listen", [&renders] {
-        ++renders;
-        return std::string("# HELP x y\n# TYPE x gauge\nx 1\n");
-      });
-  ASSERT_TRUE(server.ok()) << server.status();
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_port = htons((*server)->port());
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-  ASSERT_EQ(send(fd, request.data(), request.size(), 0),
-            static_cast<ssize_t>(request.size()));
-  std::string response;
-  char buf[1024];
-  for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) {
-    response.append(buf, n);
-  }
-  close(fd);
-  EXPECT_THAT(response, HasSubstr("HTTP/1.1 200 OK\r\n"));
-  EXPECT_THAT(response, HasSubstr("Content-Type: text/plain; version=0.0.4; "
-                                  "charset=utf-8\r\n"));
-  EXPECT_THAT(response, HasSubstr("\r\n\r\n# HELP x y\n# TYPE x gauge\nx 1\n"));
-  (*server)->Shutdown();
-  EXPECT_EQ(renders, 1);
 }
 
 TEST(MetricsHistoryTest, SamplesTheRunningJob) {

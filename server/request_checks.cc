@@ -127,21 +127,6 @@ absl::Status PositiveCluster(absl::string_view field, int64_t v) {
 
 }  // namespace
 
-void FillClusterDefaults(ClusterSpec* c) {
-  if (c->min_workers() == 0) c->set_min_workers(1);
-  if (c->max_workers() == 0) c->set_max_workers(c->min_workers());
-  if (c->last_call_ms() == 0) c->set_last_call_ms(2000);
-  if (c->join_timeout_ms() == 0) c->set_join_timeout_ms(60000);
-  if (c->heartbeat_interval_ms() == 0) c->set_heartbeat_interval_ms(1000);
-  if (c->heartbeat_misses() == 0) c->set_heartbeat_misses(3);
-  if (c->bucket_bytes() == 0) c->set_bucket_bytes(25 << 20);
-  if (c->allreduce_algorithm().empty()) {
-    c->set_allreduce_algorithm("halving_doubling");
-  }
-  if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
-  if (c->coordinator_grace_ms() == 0) c->set_coordinator_grace_ms(60000);
-}
-
 absl::Status CheckClusterSpec(const ClusterSpec& c) {
   RETURN_IF_ERROR(PositiveCluster("min_workers", c.min_workers()));
   if (c.max_workers() < c.min_workers() || c.max_workers() > 4096) {

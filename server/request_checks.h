@@ -28,12 +28,8 @@ inline constexpr int kMaxTextBytes = 64 << 10;  // errors and stop reasons
 inline constexpr int kMaxParamTensors = 1 << 20;
 inline constexpr int64_t kMaxParamElements = int64_t{1} << 36;  // 256 GiB
 
-// Fills the defaults documented in proto/job.proto (zero means default).
-// Idempotent; the same values as the worker's spec loader.
-void FillClusterDefaults(ClusterSpec* cluster);
-
-// Checks a ClusterSpec after FillClusterDefaults; messages name the field
-// as "job.cluster.<field>".
+// Checks a ClusterSpec after FillClusterDefaults (common/spec.h); messages
+// name the field as "job.cluster.<field>".
 absl::Status CheckClusterSpec(const ClusterSpec& cluster);
 
 absl::Status CheckJoinRequest(const JoinRequest& request);

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "common/listen.h"
+#include "common/spec.h"
 #include "gtest/gtest.h"
 #include "server/test_util.h"
 

@@ -1,8 +1,9 @@
 // The job token and TLS, against real servers on 127.0.0.1: every method of
 // the coordinator and of a shard refuses a call without the right token,
 // health answers without it, TLS and mutual TLS accept exactly the clients
-// they should, and bad token or PEM files fail naming the file.
-#include "server/security.h"
+// they should, and bad token or PEM files fail naming the file (the token
+// file's own checks are in common/security_test.cc).
+#include "common/security.h"
 
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/generic/generic_stub.h>
@@ -17,6 +18,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "client/coordinator_client.h"
+#include "client/ps_client.h"
 #include "common/partition.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -26,8 +29,6 @@
 #include "server/coordinator.h"
 #include "server/ps/shard_server.h"
 #include "server/test_util.h"
-#include "worker/coordinator_client.h"
-#include "worker/ps_client.h"
 
 namespace cohort {
 namespace {
@@ -40,12 +41,6 @@ constexpr char kUnauthenticated[] = "missing or wrong job token";
 std::string TmpDir() {
   const char* d = std::getenv("TEST_TMPDIR");
   return d != nullptr ? d : "/tmp";
-}
-
-std::string WriteTmp(const std::string& name, const std::string& contents) {
-  const std::string path = absl::StrCat(TmpDir(), "/", name);
-  std::ofstream(path) << contents;
-  return path;
 }
 
 std::string Slurp(const std::string& path) {
@@ -182,47 +177,6 @@ std::unique_ptr<CoordinatorServer> StartCoordinator(
 }
 
 // --- files ---
-
-TEST(ReadTokenTest, TrimsWhitespace) {
-  const std::string path = WriteTmp("t1", "  s3cret-token\n\n");
-  absl::StatusOr<std::string> t = ReadToken(path);
-  ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_EQ(*t, "s3cret-token");
-}
-
-TEST(ReadTokenTest, EmptyMissingAndUnprintableFailNamingThePath) {
-  for (const char* contents : {"", " \n\t\n"}) {
-    const std::string path = WriteTmp("empty", contents);
-    absl::StatusOr<std::string> t = ReadToken(path);
-    ASSERT_FALSE(t.ok());
-    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(t.status().message(), HasSubstr(path));
-    EXPECT_THAT(t.status().message(), HasSubstr("empty"));
-  }
-  const std::string missing = absl::StrCat(TmpDir(), "/no/such/token");
-  absl::StatusOr<std::string> t = ReadToken(missing);
-  ASSERT_FALSE(t.ok());
-  EXPECT_THAT(t.status().message(), HasSubstr(missing));
-
-  const std::string path = WriteTmp("binary", "abc\x01secretpart");
-  t = ReadToken(path);
-  ASSERT_FALSE(t.ok());
-  EXPECT_THAT(t.status().message(), HasSubstr(path));
-  EXPECT_THAT(t.status().message(), Not(HasSubstr("secretpart")));
-}
-
-TEST(TokenMatchesTest, OnlyTheExactBearerValue) {
-  EXPECT_TRUE(TokenMatches("Bearer abc123", "abc123"));
-  EXPECT_FALSE(TokenMatches("Bearer abc124", "abc123"));
-  EXPECT_FALSE(TokenMatches("Bearer abc12", "abc123"));    // a prefix
-  EXPECT_FALSE(TokenMatches("Bearer abc1234", "abc123"));  // longer
-  EXPECT_FALSE(TokenMatches("abc123", "abc123"));          // no scheme
-  EXPECT_FALSE(TokenMatches("bearer abc123", "abc123"));
-  EXPECT_FALSE(TokenMatches("", "abc123"));
-  EXPECT_FALSE(TokenMatches("Bearer ", ""));  // no token: nothing matches
-  // The same bytes at the end: a difference anywhere counts.
-  EXPECT_FALSE(TokenMatches("Xearer abc123", "abc123"));
-}
 
 TEST_F(Pki, BadTlsFilesFailNamingTheFile) {
   SecurityOptions o;

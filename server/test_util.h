@@ -17,7 +17,8 @@
 namespace cohort {
 namespace testing {
 
-// A job named "test" with seed 42 and the given cluster settings.
+// A job named "test" with seed 42 and the given cluster settings; a
+// cluster without max_restarts gets 0 (a fixed world).
 JobSpec TestJob(const ClusterSpec& cluster);
 
 // Starts a coordinator on 127.0.0.1:0; CHECK-fails if it cannot.

@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "client/kv_client.h"
+#include "common/spec.h"
 #include "gtest/gtest.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
-#include "worker/comm/kv_client.h"
-#include "worker/spec.h"
 #include "worker/trainer.h"
 
 namespace cohort {

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/spec.h"
 #include "worker/trainer.h"
 
 namespace cohort {

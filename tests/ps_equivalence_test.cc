@@ -14,16 +14,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/kv_client.h"
+#include "client/ps_client.h"
 #include "common/partition.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "gtest/gtest.h"
 #include "server/ps/shard_server.h"
 #include "worker/comm/communicator.h"
-#include "worker/comm/kv_client.h"
 #include "worker/comm/test_ranks.h"
 #include "worker/exchange/ps_exchange.h"
-#include "worker/ps_client.h"
-#include "worker/spec.h"
 #include "worker/trainer.h"
 
 namespace cohort {

@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "worker/coordinator_client.h"
+#include "client/coordinator_client.h"
 
 namespace cohort {
 

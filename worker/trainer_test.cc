@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/spec.h"
 #include "gtest/gtest.h"
-#include "worker/spec.h"
 
 namespace cohort {
 namespace {

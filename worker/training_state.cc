@@ -11,9 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "worker/comm/communicator.h"
-#include "worker/spec.h"
 #include "worker/timeline.h"
 #include "worker/training_loop.h"
 

@@ -11,18 +11,18 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/coordinator_client.h"
+#include "client/ps_client.h"
+#include "client/restart_window.h"
 #include "common/status_macros.h"
-#include "server/metrics_exporter.h"
-#include "server/ps/restart_window.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
-#include "worker/coordinator_client.h"
 #include "worker/exchange/ps_exchange.h"
 #include "worker/gpu/gpu_plugin.h"
 #include "worker/heartbeat.h"
-#include "worker/ps_client.h"
 #include "worker/timeline.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
 
 namespace cohort {
 namespace {

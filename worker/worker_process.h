@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/security.h"
+#include "common/security.h"
 
 namespace cohort {
 
@@ -37,11 +37,11 @@ struct WorkerOptions {
   // See TrainOptions::min_step_seconds; every worker.
   double min_step_seconds = 0;
   // The job token and TLS for the coordinator and the shards
-  // (server/security.h).
+  // (common/security.h).
   SecurityOptions security;
   // Receives the worker's place in the job at every join and its progress
   // at every report, for its Prometheus /metrics
-  // (server/metrics_exporter.h). Borrowed; null: none.
+  // (worker/worker_metrics.h). Borrowed; null: none.
   WorkerMetrics* metrics = nullptr;
   // Non-empty: write a Chrome trace of every step's phases here (checked
   // writable before joining; written when the worker ends, ok or not).

@@ -83,23 +83,6 @@ absl::Status CheckDropoutP(absl::string_view op, double p) {
   return absl::OkStatus();
 }
 
-// The per-step scalars of worker/optim/optimizer.cc's Adam::Step: computed
-// in double, then rounded to float.
-internal::AdamScalars MakeAdamScalars(double lr, int64_t step,
-                                      const AdamOptions& o) {
-  const double t = static_cast<double>(step);
-  internal::AdamScalars s;
-  s.decay = static_cast<float>(o.decoupled ? 1.0 - lr * o.weight_decay : 1.0);
-  s.l2 = static_cast<float>(o.decoupled ? 0.0 : o.weight_decay);
-  s.beta2 = static_cast<float>(o.beta2);
-  s.lerp1 = static_cast<float>(1.0 - o.beta1);
-  s.one_minus_beta2 = static_cast<float>(1.0 - o.beta2);
-  s.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(o.beta2, t)));
-  s.eps = static_cast<float>(o.eps);
-  s.step_size = static_cast<float>(lr / (1.0 - std::pow(o.beta1, t)));
-  return s;
-}
-
 // The shared body of the four casts.
 template <typename In, typename Out>
 absl::Status Cast(absl::string_view op, const In* in, Out* out, int64_t n,
@@ -146,8 +129,9 @@ absl::Status AdamStep(float* params, const float* grads, float* m, float* v,
   if (n == 0) return absl::OkStatus();
   RETURN_IF_ERROR(CheckPointers(
       kOp, {{"params", params}, {"grads", grads}, {"m", m}, {"v", v}}));
-  internal::LaunchAdam(params, grads, m, v, n,
-                       MakeAdamScalars(lr, step, options), stream);
+  internal::LaunchAdam(
+      params, grads, m, v, n,
+      MakeAdamScalars<float>(lr, static_cast<double>(step), options), stream);
   return LaunchStatus(kOp);
 }
 

@@ -42,7 +42,7 @@ __device__ int64_t GridStride() {
 
 // ---------------------------------------------------------------- optimizers
 
-// The float AVX2 loop of worker/optim/optimizer.cc, one element per
+// The float AVX2 loop of kernels/update_rules.cc, one element per
 // iteration: g = fma(wd, p, grad); b = fma(mu, b, g);
 // d = nesterov ? fma(mu, b, g) : b; p = fma(-lr, d, p).
 template <bool kMomentum, bool kNesterov>
@@ -62,7 +62,7 @@ __global__ void SgdKernel(float* p, const float* g, float* b, int64_t n,
   }
 }
 
-// The float AVX2 loop of AdamKernel in worker/optim/optimizer.cc.
+// The float AVX2 loop of AdamKernel in kernels/update_rules.cc.
 __global__ void AdamKernel(float* p, const float* g, float* m, float* v,
                            int64_t n, AdamScalars s) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {

@@ -12,7 +12,7 @@
 //
 // The mathematics is the CPU engine's, operation for operation, so results
 // agree to float rounding (and bit-for-bit where the operations are the
-// same IEEE ones): worker/optim/optimizer.h for the optimizers,
+// same IEEE ones): kernels/update_rules.h for the optimizers,
 // kernels/elementwise.h and worker/layers/{linear,conv,activation,dropout}
 // for the layers, kernels/cuda/ops_reference.h for the casts and dropout
 // masks (re-exported here).
@@ -31,19 +31,18 @@
 
 #include "absl/status/status.h"
 #include "kernels/cuda/ops_reference.h"
+#include "kernels/update_options.h"
 
 namespace cohort {
 namespace gpu {
 
 // ---------------------------------------------------------------- optimizers
 
-// torch.optim.SGD's hyper-parameters (dampening 0), as OptimizerSpec holds
-// them; the kernel rounds them to float as the CPU Sgd<float> does.
-struct SgdOptions {
-  double momentum = 0;
-  double weight_decay = 0;
-  bool nesterov = false;
-};
+// The optimizers' hyper-parameters, one definition with the CPU rules
+// (kernels/update_options.h); the kernels round them to float as the CPU
+// UpdateRule<float> does.
+using ::cohort::AdamOptions;
+using ::cohort::SgdOptions;
 
 // One SGD step over `n` parameters:
 //   g = grad + wd * p;  b = mu * b + g;  d = nesterov ? g + mu * b : b;
@@ -54,20 +53,11 @@ absl::Status SgdStep(float* params, const float* grads, float* momentum_buffer,
                      int64_t n, double lr, const SgdOptions& options,
                      cudaStream_t stream);
 
-// Adam's hyper-parameters; `decoupled` selects AdamW (weight decay applied
-// as p *= 1 - lr * wd instead of as an L2 gradient term).
-struct AdamOptions {
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0;
-  bool decoupled = false;
-};
-
 // One Adam/AdamW step over `n` parameters with moments `m` and `v` (n floats
 // each, zero before the first step). `step` counts the steps taken
 // including this one (1 on the first call): it sets the bias corrections,
-// computed in double on the host exactly as worker/optim does.
+// computed on the host by MakeAdamScalars (kernels/update_options.h), as
+// the CPU rules compute them.
 absl::Status AdamStep(float* params, const float* grads, float* m, float* v,
                       int64_t n, double lr, int64_t step,
                       const AdamOptions& options, cudaStream_t stream);

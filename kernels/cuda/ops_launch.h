@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/update_options.h"
+
 namespace cohort {
 namespace gpu {
 namespace ops_internal {
@@ -20,18 +22,9 @@ void LaunchSgd(float* params, const float* grads, float* momentum_buffer,
                int64_t n, float lr, float weight_decay, float momentum,
                bool nesterov, cudaStream_t stream);
 
-// Adam's per-step scalars, computed in double and rounded to float by the
-// host exactly as worker/optim/optimizer.cc's AdamStep.
-struct AdamScalars {
-  float decay;  // AdamW: p *= decay first; 1 for Adam
-  float l2;     // Adam: g += l2 * p; 0 for AdamW
-  float beta2;
-  float lerp1;  // 1 - beta1
-  float one_minus_beta2;
-  float bc2_sqrt;  // sqrt(1 - beta2^t)
-  float eps;
-  float step_size;  // lr / (1 - beta1^t)
-};
+// Adam's per-step scalars, made on the host by MakeAdamScalars
+// (kernels/update_options.h, the one definition the CPU rules use too).
+using AdamScalars = ::cohort::AdamScalars<float>;
 void LaunchAdam(float* params, const float* grads, float* m, float* v,
                 int64_t n, const AdamScalars& s, cudaStream_t stream);
 

@@ -1,6 +1,6 @@
 // The CUDA kernels of kernels/cuda/ops.h against CPU references: the CPU
-// optimizers of worker/optim, plain loops for the elementwise operations,
-// and kernels/cuda/ops_reference.h for casts and dropout masks.
+// update rules of kernels/update_rules.h, plain loops for the elementwise
+// operations, and kernels/cuda/ops_reference.h for casts and dropout masks.
 //
 // Tests that need a GPU skip with the reason where there is none. Argument
 // checks and the comparison of the reference casts with the CUDA headers'
@@ -26,8 +26,7 @@
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/dropout_rng.h"
 #include "kernels/cuda/ops_reference.h"
-#include "proto/job.pb.h"
-#include "worker/optim/optimizer.h"
+#include "kernels/update_rules.h"
 
 namespace cohort {
 namespace gpu {
@@ -183,14 +182,8 @@ TEST_F(OpsTest, SgdMatchesCpuOptimizerOverSeveralSteps) {
                                 " wd " + std::to_string(c.weight_decay) +
                                 (c.nesterov ? " nesterov" : "") + " n " +
                                 std::to_string(n);
-      OptimizerSpec spec;
-      spec.set_kind(OptimizerSpec::SGD);
-      spec.set_momentum(c.momentum);
-      spec.set_weight_decay(c.weight_decay);
-      spec.set_nesterov(c.nesterov);
-      std::unique_ptr<Optimizer<float>> cpu = MakeOptimizer<float>(spec, n);
-      const SgdOptions options{spec.momentum(), spec.weight_decay(),
-                               spec.nesterov()};
+      const SgdOptions options{c.momentum, c.weight_decay, c.nesterov};
+      std::unique_ptr<UpdateRule<float>> cpu = MakeSgdRule<float>(options, n);
 
       std::vector<float> p = RandomNormal(n, 1);
       DeviceArray<float> dp, dg, db;
@@ -223,25 +216,21 @@ TEST_F(OpsTest, SgdMatchesCpuOptimizerOverSeveralSteps) {
 
 TEST_F(OpsTest, AdamAndAdamWMatchCpuOptimizerOverSeveralSteps) {
   const double lrs[] = {1e-3, 5e-4, 2e-3, 1e-3};
-  for (OptimizerSpec::Kind kind : {OptimizerSpec::ADAM, OptimizerSpec::ADAMW}) {
+  for (bool decoupled : {false, true}) {
     for (float wd : {0.0f, 0.01f}) {
       for (int64_t n : kSizes) {
-        const std::string where =
-            std::string(kind == OptimizerSpec::ADAM ? "adam" : "adamw") +
-            " wd " + std::to_string(wd) + " n " + std::to_string(n);
-        OptimizerSpec spec;
-        spec.set_kind(kind);
-        spec.set_weight_decay(wd);
-        spec.set_beta1(0.9f);
-        spec.set_beta2(0.999f);
-        spec.set_eps(1e-8f);
-        std::unique_ptr<Optimizer<float>> cpu = MakeOptimizer<float>(spec, n);
+        const std::string where = std::string(decoupled ? "adamw" : "adam") +
+                                  " wd " + std::to_string(wd) + " n " +
+                                  std::to_string(n);
+        // The hyper-parameters as a job spec's floats hold them.
         AdamOptions options;
-        options.beta1 = spec.beta1();
-        options.beta2 = spec.beta2();
-        options.eps = spec.eps();
-        options.weight_decay = spec.weight_decay();
-        options.decoupled = kind == OptimizerSpec::ADAMW;
+        options.beta1 = 0.9f;
+        options.beta2 = 0.999f;
+        options.eps = 1e-8f;
+        options.weight_decay = wd;
+        options.decoupled = decoupled;
+        std::unique_ptr<UpdateRule<float>> cpu =
+            MakeAdamRule<float>(options, n);
 
         std::vector<float> p = RandomNormal(n, 2);
         const std::vector<float> zeros(n, 0.0f);

@@ -13,9 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/spec.h"
 #include "common/status_macros.h"
 #include "proto/ps.pb.h"
-#include "worker/spec.h"
 
 namespace cohort {
 namespace {

@@ -8,11 +8,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/coordinator_client.h"
 #include "common/logging.h"
+#include "common/prometheus.h"
 #include "common/status_macros.h"
 #include "server/metrics_exporter.h"
 #include "server/ps/shard_server.h"
-#include "worker/coordinator_client.h"
 
 namespace cohort {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/security.h"
+#include "common/security.h"
 
 namespace cohort {
 
@@ -30,10 +30,11 @@ struct ShardProcessOptions {
   // How long registration retries an unreachable coordinator.
   absl::Duration connect_timeout = absl::Seconds(60);
   // The job token and TLS, for both the shard's server and its client to
-  // the coordinator (server/security.h).
+  // the coordinator (common/security.h).
   SecurityOptions security;
   // HOST:PORT of a plaintext HTTP server with the shard's Prometheus
-  // metrics at /metrics (server/metrics_exporter.h). Empty: none.
+  // metrics at /metrics (server/metrics_exporter.h, served by
+  // common/prometheus.h). Empty: none.
   std::string metrics_listen;
 };
 

@@ -7,14 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/ps_limits.h"
 #include "common/listen.h"
 #include "common/logging.h"
+#include "common/security.h"
 #include "common/status_macros.h"
 #include "proto/ps.grpc.pb.h"
-#include "server/ps/limits.h"
 #include "server/ps/shard_checkpoint.h"
 #include "server/ps/shard_state.h"
-#include "server/security.h"
 
 namespace cohort {
 namespace {
@@ -43,7 +43,7 @@ void Drain(Reader* reader, Message* scratch) {
 
 }  // namespace
 
-// Every method checks the job token first (server/security.h says why
+// Every method checks the job token first (common/security.h says why
 // there and not in an interceptor).
 class ShardServer::Service final : public ParameterServer::Service {
  public:

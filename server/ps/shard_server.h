@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
-#include "server/security.h"
+#include "common/security.h"
 
 namespace grpc {
 class Server;
@@ -36,7 +36,7 @@ struct ShardServerOptions {
   std::string listen = "127.0.0.1:0";
   JobSpec job;
   int shard_index = 0;
-  // Job token and TLS (server/security.h): every method needs the token
+  // Job token and TLS (common/security.h): every method needs the token
   // when security.token_file is set.
   SecurityOptions security;
 };

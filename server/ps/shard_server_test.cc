@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/ps_client.h"
+#include "client/ps_limits.h"
 #include "common/partition.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/ps.grpc.pb.h"
-#include "server/ps/limits.h"
-#include "worker/ps_client.h"
 
 namespace cohort {
 namespace {

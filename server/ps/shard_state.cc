@@ -7,8 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "server/ps/limits.h"
-#include "server/ps/restart_window.h"
+#include "client/ps_limits.h"
+#include "client/restart_window.h"
+#include "common/logging.h"
 
 namespace cohort {
 namespace {
@@ -109,6 +110,32 @@ absl::StatusOr<std::vector<std::vector<float>>> ChunkAssembler::Finish() {
 }
 
 // --- ShardState ---
+
+std::unique_ptr<UpdateRule<float>> ShardState::NewOptimizer(
+    const OptimizerSpec& spec, int64_t count) {
+  switch (spec.kind()) {
+    case OptimizerSpec::SGD: {
+      SgdOptions o;
+      o.momentum = spec.momentum();
+      o.weight_decay = spec.weight_decay();
+      o.nesterov = spec.nesterov();
+      return MakeSgdRule<float>(o, count);
+    }
+    case OptimizerSpec::ADAM:
+    case OptimizerSpec::ADAMW: {
+      AdamOptions o;
+      o.beta1 = spec.beta1();
+      o.beta2 = spec.beta2();
+      o.eps = spec.eps();
+      o.weight_decay = spec.weight_decay();
+      o.decoupled = spec.kind() == OptimizerSpec::ADAMW;
+      return MakeAdamRule<float>(o, count);
+    }
+    default:
+      CHECK(false) << "unknown optimizer kind " << spec.kind();
+      return nullptr;
+  }
+}
 
 ShardState::ShardState(const JobSpec& job, int shard_index)
     : staleness_(kStalenessBuckets, 0), window_start_(absl::Now()) {
@@ -251,7 +278,7 @@ absl::StatusOr<bool> ShardState::Init(const InitHeader& header,
     Part part;
     part.partition = p;
     part.params = std::make_shared<std::vector<float>>(std::move(values[i]));
-    part.optimizer = MakeOptimizer<float>(job_.optimizer(), p.count());
+    part.optimizer = NewOptimizer(job_.optimizer(), p.count());
     parts.push_back(std::move(part));
   }
   parts_ = std::move(parts);

@@ -44,7 +44,8 @@
 // Until its restore is done, a replacement answers UNAVAILABLE, which
 // workers retry (ExpectRestore). In a job whose shards restart, a pull
 // waits for slow ranks up to rpc_timeout plus the restart window
-// (restart_window.h): a rank may be stalled by another shard's restart.
+// (client/restart_window.h): a rank may be stalled by another shard's
+// restart.
 //
 // Thread safety: ShardState is thread-safe; one mutex guards everything and
 // WaitForPull and NextCapture block only their caller. ChunkAssembler is
@@ -68,10 +69,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "kernels/update_rules.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
-#include "worker/optim/optimizer.h"
 
 namespace cohort {
 
@@ -115,6 +116,12 @@ class ChunkAssembler {
 
 class ShardState {
  public:
+  // The server-side optimizer of one partition of `count` parameters: the
+  // update rule (kernels/update_rules.h) that `spec` describes, as the
+  // workers' engines make it.
+  static std::unique_ptr<UpdateRule<float>> NewOptimizer(
+      const OptimizerSpec& spec, int64_t count);
+
   // What a pull returns: a consistent, immutable view of every partition.
   // Parameters are copy-on-write: a pull shares the current buffers, and an
   // update that finds a buffer still shared copies it first, so a pull
@@ -137,7 +144,7 @@ class ShardState {
     int64_t version = 0;
     std::vector<Partition> partitions;
     std::vector<std::shared_ptr<const std::vector<float>>> params;
-    // Per partition, its optimizer's state tensors (Optimizer::State()).
+    // Per partition, its optimizer's state tensors (UpdateRule::State()).
     std::vector<std::vector<std::vector<float>>> optimizer_state;
     std::vector<int64_t> clocks;  // per rank
     int64_t next_sync_clock = 0;
@@ -224,15 +231,15 @@ class ShardState {
   Consistency consistency() const;
   absl::Duration rpc_timeout() const;
   // How long a pull may wait for slow ranks: rpc_timeout, plus the restart
-  // window in a job whose shards restart (restart_window.h), since a rank
-  // may be stalled by another shard's restart.
+  // window in a job whose shards restart (client/restart_window.h), since a
+  // rank may be stalled by another shard's restart.
   absl::Duration pull_timeout() const;
 
  private:
   struct Part {
     Partition partition;
     std::shared_ptr<std::vector<float>> params;  // copy-on-write
-    std::unique_ptr<Optimizer<float>> optimizer;
+    std::unique_ptr<UpdateRule<float>> optimizer;
   };
   // SYNC: one step's gradients so far.
   struct Pending {

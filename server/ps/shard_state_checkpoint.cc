@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/ps/limits.h"
+#include "client/ps_limits.h"
 #include "server/ps/shard_state.h"
 
 namespace cohort {
@@ -49,8 +49,8 @@ absl::Status CheckCaptureTensors(const ShardState::Capture& c,
       return BadCapture(absl::StrCat(
           "partition ", p.id(), " parameters are not ", p.count(), " values"));
     }
-    const std::unique_ptr<Optimizer<float>> probe =
-        MakeOptimizer<float>(optimizer, p.count());
+    const std::unique_ptr<UpdateRule<float>> probe =
+        ShardState::NewOptimizer(optimizer, p.count());
     const std::vector<Tensor*> state = probe->State();
     if (c.optimizer_state[i].size() != state.size()) {
       return BadCapture(absl::StrCat(
@@ -251,8 +251,7 @@ absl::Status ShardState::Restore(const Capture& c) {
     Part part;
     part.partition = c.partitions[i];
     part.params = std::make_shared<std::vector<float>>(*c.params[i]);
-    part.optimizer =
-        MakeOptimizer<float>(job_.optimizer(), c.partitions[i].count());
+    part.optimizer = NewOptimizer(job_.optimizer(), c.partitions[i].count());
     const std::vector<Tensor*> state = part.optimizer->State();
     for (size_t k = 0; k < state.size(); ++k) {
       std::copy(c.optimizer_state[i][k].begin(), c.optimizer_state[i][k].end(),

@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "client/ps_limits.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/ps/limits.h"
 
 namespace cohort {
 namespace {

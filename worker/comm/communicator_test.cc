@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "client/kv_client.h"
 #include "gtest/gtest.h"
 #include "worker/comm/gloo_store.h"
-#include "worker/comm/kv_client.h"
 #include "worker/comm/test_ranks.h"
 
 namespace cohort {

@@ -19,8 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/kv_client.h"
 #include "gloo/rendezvous/store.h"
-#include "worker/comm/kv_client.h"
 
 namespace cohort {
 

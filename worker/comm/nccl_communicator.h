@@ -53,7 +53,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "worker/comm/kv_client.h"
+#include "client/kv_client.h"
 
 namespace cohort {
 

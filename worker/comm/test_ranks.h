@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/kv_client.h"
 #include "worker/comm/communicator.h"
-#include "worker/comm/kv_client.h"
 
 namespace cohort {
 

@@ -15,9 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "client/ps_client.h"
 #include "worker/exchange/gradient_exchange.h"
 #include "worker/exchange/ps_connect.h"
-#include "worker/ps_client.h"
 
 namespace cohort {
 

@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint.h"
+#include "common/spec.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/require_gpus.h"
-#include "worker/spec.h"
 #include "worker/trainer.h"
 
 namespace cohort {

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "client/kv_client.h"
+#include "common/spec.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/require_gpus.h"
-#include "worker/comm/kv_client.h"
 #include "worker/gpu/gpu_engine.h"
-#include "worker/spec.h"
 #include "worker/trainer.h"
 
 namespace cohort {

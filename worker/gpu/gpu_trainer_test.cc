@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/spec.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/require_gpus.h"
-#include "worker/spec.h"
 #include "worker/trainer.h"
 
 namespace cohort {

@@ -1,210 +1,30 @@
 #include "worker/optim/optimizer.h"
 
-#include <immintrin.h>
-
-#include <cmath>
-#include <type_traits>
-
 #include "common/logging.h"
 
 namespace cohort {
-namespace {
-
-// Lanes of one AVX2 register of floats; the float kernels run whole vectors
-// and leave the tail (< 8 elements) to the generic loop.
-constexpr int64_t kLanes = 8;
-
-template <typename T>
-int64_t VectorEnd(int64_t n) {
-  if constexpr (std::is_same_v<T, float>) return n - n % kLanes;
-  return 0;
-}
-
-// SGD without momentum: p -= lr * (g + wd * p).
-template <typename T>
-void SgdPlain(T* p, const T* g, int64_t n, T lr, T wd) {
-  int64_t i = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    const __m256 vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
-    for (; i < VectorEnd<T>(n); i += kLanes) {
-      __m256 vp = _mm256_loadu_ps(p + i);
-      __m256 vg = _mm256_fmadd_ps(vwd, vp, _mm256_loadu_ps(g + i));
-      _mm256_storeu_ps(p + i, _mm256_fnmadd_ps(vlr, vg, vp));
-    }
-  }
-  for (; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
-}
-
-// SGD with momentum `mu` and buffer `b`; Nesterov as a template argument so
-// that each loop body is branch-free.
-template <typename T, bool kNesterov>
-void SgdMomentum(T* p, const T* g, T* b, int64_t n, T lr, T wd, T mu) {
-  int64_t i = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    const __m256 vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd),
-                 vmu = _mm256_set1_ps(mu);
-    for (; i < VectorEnd<T>(n); i += kLanes) {
-      __m256 vp = _mm256_loadu_ps(p + i);
-      __m256 vg = _mm256_fmadd_ps(vwd, vp, _mm256_loadu_ps(g + i));
-      __m256 vb = _mm256_fmadd_ps(vmu, _mm256_loadu_ps(b + i), vg);
-      _mm256_storeu_ps(b + i, vb);
-      __m256 vd = kNesterov ? _mm256_fmadd_ps(vmu, vb, vg) : vb;
-      _mm256_storeu_ps(p + i, _mm256_fnmadd_ps(vlr, vd, vp));
-    }
-  }
-  for (; i < n; ++i) {
-    T gi = g[i] + wd * p[i];
-    b[i] = mu * b[i] + gi;
-    p[i] -= lr * (kNesterov ? gi + mu * b[i] : b[i]);
-  }
-}
-
-template <typename T>
-class Sgd : public Optimizer<T> {
- public:
-  Sgd(const OptimizerSpec& spec, int64_t n)
-      : n_(n),
-        mu_(spec.momentum()),
-        wd_(spec.weight_decay()),
-        nesterov_(spec.nesterov()) {
-    if (mu_ != 0) buffer_.Resize({n});
-  }
-
-  void Step(absl::Span<T> params, absl::Span<const T> grads,
-            double lr) override {
-    CHECK_EQ(static_cast<int64_t>(params.size()), n_);
-    CHECK_EQ(static_cast<int64_t>(grads.size()), n_);
-    T* p = params.data();
-    const T* g = grads.data();
-    if (mu_ == 0) {
-      SgdPlain<T>(p, g, n_, lr, wd_);
-    } else if (nesterov_) {
-      SgdMomentum<T, true>(p, g, buffer_.data(), n_, lr, wd_, mu_);
-    } else {
-      SgdMomentum<T, false>(p, g, buffer_.data(), n_, lr, wd_, mu_);
-    }
-  }
-
-  std::vector<BasicTensor<T>*> State() override {
-    if (mu_ == 0) return {};
-    return {&buffer_};
-  }
-
- private:
-  int64_t n_;
-  T mu_;
-  T wd_;
-  bool nesterov_;
-  BasicTensor<T> buffer_;  // empty without momentum
-};
-
-// Per-step scalars of Adam/AdamW, computed in double as PyTorch does.
-template <typename T>
-struct AdamStep {
-  T decay;  // AdamW: p *= decay first; 1 for Adam
-  T l2;     // Adam: g += l2 * p; 0 for AdamW
-  T beta2;
-  T lerp1;  // 1 - beta1
-  T one_minus_beta2;
-  T bc2_sqrt;  // sqrt(1 - beta2^t)
-  T eps;
-  T step_size;  // lr / (1 - beta1^t)
-};
-
-template <typename T>
-void AdamKernel(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<T>& s) {
-  int64_t i = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    const __m256 decay = _mm256_set1_ps(s.decay), l2 = _mm256_set1_ps(s.l2),
-                 beta2 = _mm256_set1_ps(s.beta2),
-                 lerp1 = _mm256_set1_ps(s.lerp1),
-                 omb2 = _mm256_set1_ps(s.one_minus_beta2),
-                 bc2 = _mm256_set1_ps(s.bc2_sqrt), eps = _mm256_set1_ps(s.eps),
-                 step = _mm256_set1_ps(s.step_size);
-    for (; i < VectorEnd<T>(n); i += kLanes) {
-      __m256 vp = _mm256_loadu_ps(p + i);
-      __m256 vg = _mm256_fmadd_ps(l2, vp, _mm256_loadu_ps(g + i));
-      __m256 vm = _mm256_loadu_ps(m + i);
-      vm = _mm256_fmadd_ps(lerp1, _mm256_sub_ps(vg, vm), vm);
-      __m256 vv = _mm256_mul_ps(beta2, _mm256_loadu_ps(v + i));
-      vv = _mm256_fmadd_ps(omb2, _mm256_mul_ps(vg, vg), vv);
-      _mm256_storeu_ps(m + i, vm);
-      _mm256_storeu_ps(v + i, vv);
-      __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2), eps);
-      vp = _mm256_fnmadd_ps(step, _mm256_div_ps(vm, denom),
-                            _mm256_mul_ps(vp, decay));
-      _mm256_storeu_ps(p + i, vp);
-    }
-  }
-  for (; i < n; ++i) {
-    T gi = g[i] + s.l2 * p[i];
-    m[i] += s.lerp1 * (gi - m[i]);
-    v[i] = s.beta2 * v[i] + s.one_minus_beta2 * (gi * gi);
-    T denom = std::sqrt(v[i]) / s.bc2_sqrt + s.eps;
-    p[i] = p[i] * s.decay - s.step_size * (m[i] / denom);
-  }
-}
-
-template <typename T>
-class Adam : public Optimizer<T> {
- public:
-  Adam(const OptimizerSpec& spec, int64_t n)
-      : n_(n),
-        beta1_(spec.beta1()),
-        beta2_(spec.beta2()),
-        eps_(spec.eps()),
-        wd_(spec.weight_decay()),
-        decoupled_(spec.kind() == OptimizerSpec::ADAMW),
-        m_(Shape{n}),
-        v_(Shape{n}),
-        step_(Shape{1}) {}
-
-  void Step(absl::Span<T> params, absl::Span<const T> grads,
-            double lr) override {
-    CHECK_EQ(static_cast<int64_t>(params.size()), n_);
-    CHECK_EQ(static_cast<int64_t>(grads.size()), n_);
-    step_[0] += 1;
-    double t = static_cast<double>(step_[0]);
-    AdamStep<T> s;
-    s.decay = decoupled_ ? 1.0 - lr * wd_ : 1.0;
-    s.l2 = decoupled_ ? 0.0 : wd_;
-    s.beta2 = beta2_;
-    s.lerp1 = 1.0 - beta1_;
-    s.one_minus_beta2 = 1.0 - beta2_;
-    s.bc2_sqrt = std::sqrt(1.0 - std::pow(beta2_, t));
-    s.eps = eps_;
-    s.step_size = lr / (1.0 - std::pow(beta1_, t));
-    AdamKernel<T>(params.data(), grads.data(), m_.data(), v_.data(), n_, s);
-  }
-
-  std::vector<BasicTensor<T>*> State() override { return {&m_, &v_, &step_}; }
-
- private:
-  int64_t n_;
-  // Hyper-parameters in double: the bias corrections are computed in double
-  // (as PyTorch does in Python) before being rounded to T.
-  double beta1_;
-  double beta2_;
-  double eps_;
-  double wd_;
-  bool decoupled_;
-  BasicTensor<T> m_;
-  BasicTensor<T> v_;
-  BasicTensor<T> step_;
-};
-
-}  // namespace
 
 template <typename T>
 std::unique_ptr<Optimizer<T>> MakeOptimizer(const OptimizerSpec& spec,
                                             int64_t num_elements) {
-  CHECK_GE(num_elements, 0);
   switch (spec.kind()) {
-    case OptimizerSpec::SGD:
-      return std::make_unique<Sgd<T>>(spec, num_elements);
+    case OptimizerSpec::SGD: {
+      SgdOptions o;
+      o.momentum = spec.momentum();
+      o.weight_decay = spec.weight_decay();
+      o.nesterov = spec.nesterov();
+      return MakeSgdRule<T>(o, num_elements);
+    }
     case OptimizerSpec::ADAM:
-    case OptimizerSpec::ADAMW:
-      return std::make_unique<Adam<T>>(spec, num_elements);
+    case OptimizerSpec::ADAMW: {
+      AdamOptions o;
+      o.beta1 = spec.beta1();
+      o.beta2 = spec.beta2();
+      o.eps = spec.eps();
+      o.weight_decay = spec.weight_decay();
+      o.decoupled = spec.kind() == OptimizerSpec::ADAMW;
+      return MakeAdamRule<T>(o, num_elements);
+    }
     default:
       CHECK(false) << "unknown optimizer kind " << spec.kind();
       return nullptr;

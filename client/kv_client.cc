@@ -1,4 +1,4 @@
-#include "worker/comm/kv_client.h"
+#include "client/kv_client.h"
 
 #include <utility>
 

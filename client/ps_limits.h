@@ -1,7 +1,7 @@
 // Size limits of the parameter-server protocol (proto/ps.proto), shared by
 // the shard and the worker's client so both cut and accept the same chunks.
-#ifndef COHORT_SERVER_PS_LIMITS_H_
-#define COHORT_SERVER_PS_LIMITS_H_
+#ifndef COHORT_CLIENT_PS_LIMITS_H_
+#define COHORT_CLIENT_PS_LIMITS_H_
 
 #include <cstdint>
 
@@ -31,4 +31,4 @@ inline constexpr int64_t kMaxChunk = kMaxClock * kMaxTotalReplicas;
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVER_PS_LIMITS_H_
+#endif  // COHORT_CLIENT_PS_LIMITS_H_

@@ -1,4 +1,4 @@
-#include "worker/coordinator_client.h"
+#include "client/coordinator_client.h"
 
 #include <grpcpp/grpcpp.h>
 

@@ -8,8 +8,8 @@
 //
 // Thread safety: all methods may be called from any thread (the gRPC stub is
 // thread-safe; the joined state is set once by Join before other calls).
-#ifndef COHORT_WORKER_COORDINATOR_CLIENT_H_
-#define COHORT_WORKER_COORDINATOR_CLIENT_H_
+#ifndef COHORT_CLIENT_COORDINATOR_CLIENT_H_
+#define COHORT_CLIENT_COORDINATOR_CLIENT_H_
 
 #include <memory>
 #include <optional>
@@ -18,9 +18,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/kv_client.h"
+#include "common/security.h"
 #include "proto/coordinator.grpc.pb.h"
-#include "server/security.h"
-#include "worker/comm/kv_client.h"
 
 namespace cohort {
 
@@ -28,7 +28,7 @@ class CoordinatorClient : public KvClient {
  public:
   // Does not connect yet (gRPC connects lazily). InvalidArgument for an
   // address that is not HOST:PORT, or an unreadable token or TLS file.
-  // `security`: the job token to send and TLS (server/security.h).
+  // `security`: the job token to send and TLS (common/security.h).
   static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Create(
       const std::string& address, const SecurityOptions& security = {});
 
@@ -100,4 +100,4 @@ class CoordinatorClient : public KvClient {
 
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_COORDINATOR_CLIENT_H_
+#endif  // COHORT_CLIENT_COORDINATOR_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/ps_limits.h"
 #include "common/logging.h"
 #include "proto/ps.grpc.pb.h"
-#include "server/ps/limits.h"
 
 namespace cohort {
 namespace {
@@ -402,7 +402,7 @@ absl::Status PsClient::PullShard(Shard& s, int64_t clock, float* params) {
   absl::Status bad;  // a malformed response (not retried)
   int64_t elements = 0;
   // The shard bounds a pull's wait for slow ranks by rpc_timeout plus the
-  // restart window (server/ps/restart_window.h); the grace comes after.
+  // restart window (client/restart_window.h); the grace comes after.
   grpc::Status st =
       Retry(s, options_.restart_window, kPullGrace, [&](absl::Time d) {
         grpc::ClientContext ctx;

@@ -25,8 +25,8 @@
 // between BeginPush and FinishPush. The client owns one thread per shard,
 // started by Create and joined by the destructor, which runs that shard's
 // RPCs.
-#ifndef COHORT_WORKER_PS_CLIENT_H_
-#define COHORT_WORKER_PS_CLIENT_H_
+#ifndef COHORT_CLIENT_PS_CLIENT_H_
+#define COHORT_CLIENT_PS_CLIENT_H_
 
 #include <cstdint>
 #include <functional>
@@ -38,8 +38,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "proto/coordinator.pb.h"
-#include "server/security.h"
 
 namespace grpc {
 class Status;
@@ -55,14 +55,14 @@ struct PsClientOptions {
   absl::Duration rpc_timeout = absl::Seconds(30);
   // How much longer than rpc_timeout a call retries UNAVAILABLE: as long as
   // a dead shard's replacement may take to serve (zero: no restarts, the
-  // job fails when a shard dies; server/ps/restart_window.h). A pull may
+  // job fails when a shard dies; client/restart_window.h). A pull may
   // also wait this much longer on a shard for peers the restart stalls.
   absl::Duration restart_window = absl::ZeroDuration();
   // Where shard `index` serves now (the coordinator's view), asked between
   // retries; called from the client's shard threads, possibly at once.
   // Empty: addresses never change.
   std::function<absl::StatusOr<std::string>(int index)> shard_address;
-  // The job token to send and TLS (server/security.h).
+  // The job token to send and TLS (common/security.h).
   SecurityOptions security;
 };
 
@@ -165,4 +165,4 @@ class PsClient {
 
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_PS_CLIENT_H_
+#endif  // COHORT_CLIENT_PS_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "worker/spec.h"
+#include "common/spec.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -527,23 +527,6 @@ void FillSyntheticDefaults(uint64_t job_seed, SyntheticSpec* y) {
   if (y->seed() == 0) y->set_seed(job_seed);
 }
 
-void FillClusterDefaults(ClusterSpec* c) {
-  if (c->min_workers() == 0) c->set_min_workers(1);
-  if (c->max_workers() == 0) c->set_max_workers(c->min_workers());
-  if (c->last_call_ms() == 0) c->set_last_call_ms(2000);
-  if (c->join_timeout_ms() == 0) c->set_join_timeout_ms(60000);
-  if (c->heartbeat_interval_ms() == 0) c->set_heartbeat_interval_ms(1000);
-  if (c->heartbeat_misses() == 0) c->set_heartbeat_misses(3);
-  if (c->bucket_bytes() == 0) c->set_bucket_bytes(25 << 20);
-  if (c->allreduce_algorithm().empty()) {
-    c->set_allreduce_algorithm("halving_doubling");
-  }
-  if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
-  if (c->nccl_algorithm().empty()) c->set_nccl_algorithm("flat");
-  if (c->coordinator_grace_ms() == 0) c->set_coordinator_grace_ms(60000);
-  if (!c->has_max_restarts()) c->set_max_restarts(3);
-}
-
 void FillPsDefaults(PsSpec* p) {
   if (p->shards() == 0) p->set_shards(1);
   if (p->consistency() == SSP && p->staleness() == 0) p->set_staleness(2);
@@ -616,6 +599,23 @@ std::string DescribeOptimizer(const OptimizerSpec& o, const LrSchedule& l) {
 }
 
 }  // namespace
+
+void FillClusterDefaults(ClusterSpec* c) {
+  if (c->min_workers() == 0) c->set_min_workers(1);
+  if (c->max_workers() == 0) c->set_max_workers(c->min_workers());
+  if (c->last_call_ms() == 0) c->set_last_call_ms(2000);
+  if (c->join_timeout_ms() == 0) c->set_join_timeout_ms(60000);
+  if (c->heartbeat_interval_ms() == 0) c->set_heartbeat_interval_ms(1000);
+  if (c->heartbeat_misses() == 0) c->set_heartbeat_misses(3);
+  if (c->bucket_bytes() == 0) c->set_bucket_bytes(25 << 20);
+  if (c->allreduce_algorithm().empty()) {
+    c->set_allreduce_algorithm("halving_doubling");
+  }
+  if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
+  if (c->nccl_algorithm().empty()) c->set_nccl_algorithm("flat");
+  if (c->coordinator_grace_ms() == 0) c->set_coordinator_grace_ms(60000);
+  if (!c->has_max_restarts()) c->set_max_restarts(3);
+}
 
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
                                      const std::string& filename) {

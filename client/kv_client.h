@@ -5,8 +5,8 @@
 // The gRPC implementation lives with the coordinator client; InMemoryKv below
 // serves tests and single-process runs. Implementations must be thread-safe:
 // several threads of one worker may share a client.
-#ifndef COHORT_WORKER_COMM_KV_CLIENT_H_
-#define COHORT_WORKER_COMM_KV_CLIENT_H_
+#ifndef COHORT_CLIENT_KV_CLIENT_H_
+#define COHORT_CLIENT_KV_CLIENT_H_
 
 #include <cstdint>
 #include <map>
@@ -75,4 +75,4 @@ class InMemoryKv : public KvClient {
 
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_COMM_KV_CLIENT_H_
+#endif  // COHORT_CLIENT_KV_CLIENT_H_

@@ -26,8 +26,8 @@
 //
 // Everything here is thread-safe: the functions are pure (besides reading
 // files) and a TokenCheck is immutable.
-#ifndef COHORT_SERVER_SECURITY_H_
-#define COHORT_SERVER_SECURITY_H_
+#ifndef COHORT_COMMON_SECURITY_H_
+#define COHORT_COMMON_SECURITY_H_
 
 #include <grpcpp/channel.h>
 #include <grpcpp/security/credentials.h>
@@ -124,4 +124,4 @@ class TokenCheck {
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVER_SECURITY_H_
+#endif  // COHORT_COMMON_SECURITY_H_

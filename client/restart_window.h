@@ -2,8 +2,8 @@
 // restart from their checkpoints, shared by the shards and the workers'
 // clients so that both wait as long (server/job_tracker.h says what the
 // coordinator does meanwhile).
-#ifndef COHORT_SERVER_PS_RESTART_WINDOW_H_
-#define COHORT_SERVER_PS_RESTART_WINDOW_H_
+#ifndef COHORT_CLIENT_RESTART_WINDOW_H_
+#define COHORT_CLIENT_RESTART_WINDOW_H_
 
 #include "absl/time/time.h"
 #include "proto/job.pb.h"
@@ -27,4 +27,4 @@ inline absl::Duration ShardRestartWindow(const JobSpec& job) {
 
 }  // namespace cohort
 
-#endif  // COHORT_SERVER_PS_RESTART_WINDOW_H_
+#endif  // COHORT_CLIENT_RESTART_WINDOW_H_

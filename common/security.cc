@@ -1,4 +1,4 @@
-#include "server/security.h"
+#include "common/security.h"
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>

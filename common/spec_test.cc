@@ -1,4 +1,4 @@
-#include "worker/spec.h"
+#include "common/spec.h"
 
 #include <cstdio>
 #include <string>

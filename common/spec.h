@@ -16,8 +16,8 @@
 // builder and the loader own those (and `--data-dir` may supply the latter).
 //
 // Thread safety: all functions are pure and may be called concurrently.
-#ifndef COHORT_WORKER_SPEC_H_
-#define COHORT_WORKER_SPEC_H_
+#ifndef COHORT_COMMON_SPEC_H_
+#define COHORT_COMMON_SPEC_H_
 
 #include <string>
 
@@ -48,6 +48,12 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 // schedule.
 std::string DescribeJobSpec(const JobSpec& spec);
 
+// Fills the cluster defaults documented in proto/job.proto (zero, or unset
+// for max_restarts, means default). Idempotent. ParseJobSpec calls it; the
+// coordinator calls it too, on a spec it is handed, so that both read the
+// same cluster.
+void FillClusterDefaults(ClusterSpec* cluster);
+
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_SPEC_H_
+#endif  // COHORT_COMMON_SPEC_H_
