@@ -19,9 +19,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
-#include "common/security.h"
 
 namespace grpc {
 class Server;

@@ -1,5 +1,6 @@
-#include "kernels/cuda/loss.h"
-
+// The fused softmax cross-entropy kernels (kernels/cuda/loss.h) against
+// the CPU engine's loss (worker/loss.h). Here rather than beside the
+// kernels because kernels/ may not depend on worker/. Skips without a GPU.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "common/tensor.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/loss.h"
 #include "worker/loss.h"
 
 namespace cohort {
