@@ -18,6 +18,7 @@
 #include "kernels/cuda/ops.h"
 #include "worker/engine/model_state.h"
 #include "worker/gpu/gpu_engine_impl.h"
+#include "worker/optim/optimizer.h"
 #include "worker/zoo.h"
 
 namespace cohort {
@@ -391,21 +392,12 @@ absl::Status GpuEngine::OptimizerStep(Device& d, double lr) {
   }
   const OptimizerSpec& o = spec_.optimizer();
   if (o.kind() == OptimizerSpec::SGD) {
-    gpu::SgdOptions so;
-    so.momentum = o.momentum();
-    so.weight_decay = o.weight_decay();
-    so.nesterov = o.nesterov();
     return gpu::SgdStep(d.model->params(), d.model->grads(), d.momentum.data(),
-                        n, lr, so, s);
+                        n, lr, SgdOptionsOf(o), s);
   }
-  gpu::AdamOptions ao;
-  ao.beta1 = o.beta1();
-  ao.beta2 = o.beta2();
-  ao.eps = o.eps();
-  ao.weight_decay = o.weight_decay();
-  ao.decoupled = o.kind() == OptimizerSpec::ADAMW;
   return gpu::AdamStep(d.model->params(), d.model->grads(), d.adam_m.data(),
-                       d.adam_v.data(), n, lr, adam_steps_, ao, s);
+                       d.adam_v.data(), n, lr, adam_steps_, AdamOptionsOf(o),
+                       s);
 }
 
 absl::Status GpuEngine::EnqueueResult(Device& d) {

@@ -4,27 +4,33 @@
 
 namespace cohort {
 
+SgdOptions SgdOptionsOf(const OptimizerSpec& spec) {
+  SgdOptions o;
+  o.momentum = spec.momentum();
+  o.weight_decay = spec.weight_decay();
+  o.nesterov = spec.nesterov();
+  return o;
+}
+
+AdamOptions AdamOptionsOf(const OptimizerSpec& spec) {
+  AdamOptions o;
+  o.beta1 = spec.beta1();
+  o.beta2 = spec.beta2();
+  o.eps = spec.eps();
+  o.weight_decay = spec.weight_decay();
+  o.decoupled = spec.kind() == OptimizerSpec::ADAMW;
+  return o;
+}
+
 template <typename T>
 std::unique_ptr<Optimizer<T>> MakeOptimizer(const OptimizerSpec& spec,
                                             int64_t num_elements) {
   switch (spec.kind()) {
-    case OptimizerSpec::SGD: {
-      SgdOptions o;
-      o.momentum = spec.momentum();
-      o.weight_decay = spec.weight_decay();
-      o.nesterov = spec.nesterov();
-      return MakeSgdRule<T>(o, num_elements);
-    }
+    case OptimizerSpec::SGD:
+      return MakeSgdRule<T>(SgdOptionsOf(spec), num_elements);
     case OptimizerSpec::ADAM:
-    case OptimizerSpec::ADAMW: {
-      AdamOptions o;
-      o.beta1 = spec.beta1();
-      o.beta2 = spec.beta2();
-      o.eps = spec.eps();
-      o.weight_decay = spec.weight_decay();
-      o.decoupled = spec.kind() == OptimizerSpec::ADAMW;
-      return MakeAdamRule<T>(o, num_elements);
-    }
+    case OptimizerSpec::ADAMW:
+      return MakeAdamRule<T>(AdamOptionsOf(spec), num_elements);
     default:
       CHECK(false) << "unknown optimizer kind " << spec.kind();
       return nullptr;

@@ -24,6 +24,11 @@ using Optimizer = UpdateRule<T>;
 // The optimizer `spec` describes, for a flat buffer of `num_elements`.
 // `spec` must have been validated and its defaults filled (ParseJobSpec);
 // Adam's betas and eps are used as given, zeros included.
+// The update rules' options for `spec` (SGD family, Adam family): one
+// mapping for the CPU rules and the GPU kernels.
+SgdOptions SgdOptionsOf(const OptimizerSpec& spec);
+AdamOptions AdamOptionsOf(const OptimizerSpec& spec);
+
 template <typename T>
 std::unique_ptr<Optimizer<T>> MakeOptimizer(const OptimizerSpec& spec,
                                             int64_t num_elements);
