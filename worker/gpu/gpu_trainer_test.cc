@@ -4,8 +4,6 @@
 // does. (gpu_trainer_overlap_test covers the bucketed all-reduce and the
 // double-buffered input.) Runs where a CUDA device exists; skips with the
 // reason elsewhere (CI).
-#include "worker/gpu/gpu_engine.h"
-
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -16,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/require_gpus.h"
+#include "worker/gpu/gpu_engine.h"
 #include "worker/trainer.h"
 
 namespace cohort {
