@@ -1,6 +1,7 @@
 #include "worker/gpu/gpu_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/reduce.h"
 #include "worker/engine/model_state.h"
 #include "worker/gpu/gpu_engine_impl.h"
 #include "worker/optim/optimizer.h"
@@ -60,6 +62,12 @@ absl::Status GpuEngine::CheckSupported() const {
     return absl::UnimplementedError(
         "the GPU engine trains with cross-entropy only; MSE runs on CPU "
         "devices (--devices=cpu:N)");
+  }
+  if (spec_.nonfinite_gradients() == NONFINITE_SKIP) {
+    return absl::UnimplementedError(
+        "nonfinite_gradients: NONFINITE_SKIP runs on CPU devices only (a GPU "
+        "step's update is queued before its gradient is checked); on GPUs "
+        "a NaN or infinite gradient fails the job");
   }
   return absl::OkStatus();
 }
@@ -143,7 +151,10 @@ absl::Status GpuEngine::SetupDevice(int i) {
   d.model->SeedRandom(spec_.seed() + GlobalReplica(i));
   RETURN_IF_ERROR(d.context->Activate());
   RETURN_IF_ERROR(SetupOptimizerState(d));
-  RETURN_IF_ERROR(d.result.Reserve(4));  // loss, pad, int64 correct
+  // The loss, the gradient's sum of squares, the int64 correct count.
+  RETURN_IF_ERROR(d.result.Reserve(4));
+  RETURN_IF_ERROR(d.reduce_workspace.Reserve(static_cast<int64_t>(
+      ReduceWorkspaceBytes(d.model->flat_size()) / 4 + 2)));
   RETURN_IF_ERROR(d.pair.Reserve(2));
   ASSIGN_OR_RETURN(d.staged_result,
                    PinnedBuffer<float>::Allocate(pinned_.get(), 4));
@@ -390,6 +401,11 @@ absl::Status GpuEngine::OptimizerStep(Device& d, double lr) {
     RETURN_IF_ERROR(
         gpu::ScaleInPlace(d.model->grads(), n, 1.0f / TotalReplicas(), s));
   }
+  // Read with the loss after the step: a NaN or infinity anywhere makes it
+  // non-finite (see Update).
+  RETURN_IF_ERROR(SumSquaresAsync(
+      d.model->grads(), n, d.result.data() + 1, d.reduce_workspace.data(),
+      d.reduce_workspace.capacity() * sizeof(float), s));
   const OptimizerSpec& o = spec_.optimizer();
   if (o.kind() == OptimizerSpec::SGD) {
     return gpu::SgdStep(d.model->params(), d.model->grads(), d.momentum.data(),
@@ -414,6 +430,7 @@ absl::Status GpuEngine::TakeResult(Device& d) {
       CudaStatus(cudaEventSynchronize(d.step_done.get()),
                  absl::StrCat("GPU ", d.ordinal, ": waiting for the step")));
   d.loss = d.staged_result.data()[0];
+  d.grad_squares = d.staged_result.data()[1];
   std::memcpy(&d.correct, d.staged_result.data() + 2, sizeof(int64_t));
   return absl::OkStatus();
 }
@@ -450,9 +467,11 @@ absl::Status GpuEngine::ForwardBackward(const StepPlan&, BatchSource& source,
 }
 
 // The optimizer after the all-reduce (the GPU's stream waits for it), then
-// the next batch's upload while the GPU works, then the step's loss. The
-// gradient is not checked for NaN or infinity on GPUs yet: the policy
-// nonfinite_gradients applies to CPU devices only.
+// the next batch's upload while the GPU works, then the step's loss and the
+// averaged gradient's sum of squares. The update is queued before the
+// check's result is known (the GPU never waits for the host mid-step), so
+// a non-finite gradient fails the step (nonfinite_gradients: FAIL) after
+// it was applied; NONFINITE_SKIP is refused on GPUs at setup.
 absl::StatusOr<bool> GpuEngine::Update(const StepPlan& plan, bool) {
   ++adam_steps_;
   const double lr = plan.lr;
@@ -467,7 +486,9 @@ absl::StatusOr<bool> GpuEngine::Update(const StepPlan& plan, bool) {
   // Every collective of the step is done by now (the optimizer waited for
   // them); this reports a communicator that failed or was aborted.
   if (nccl_ != nullptr) RETURN_IF_ERROR(nccl_->Wait());
-  return true;
+  return std::all_of(devices_.begin(), devices_.end(), [](const Device& d) {
+    return std::isfinite(d.grad_squares);
+  });
 }
 
 absl::StatusOr<std::vector<ReplicaResult>> GpuEngine::Results(const StepPlan&) {

@@ -139,6 +139,7 @@ struct Device {
   PinnedBuffer<float> staged_result;  // loss, then correct as a float pair
   Event step_done;                    // compute stream, after the result copy
   DeviceFloats grad_out, workspace, result, pair;
+  DeviceFloats reduce_workspace;  // the gradient's sum of squares
   DeviceFloats momentum, adam_m, adam_v;
   int64_t capacity = 0;  // samples grad_out and workspace hold
   // With NCCL: the communication stream and this step's gradient buckets,
@@ -149,6 +150,7 @@ struct Device {
   std::vector<Event> bucket_ready;
   Event reduced;  // comm stream, after the step's last all-reduce
   float loss = 0;
+  float grad_squares = 0;  // this step's averaged gradient, for NaN/Inf
   int64_t correct = 0;
   int64_t seen = 0;
 };

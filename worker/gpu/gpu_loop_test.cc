@@ -111,5 +111,28 @@ TEST(GpuLoop, AStopSignalWritesAFinalCheckpoint) {
   EXPECT_EQ(c->step, 1);
 }
 
+// A diverging run fails naming the step (nonfinite_gradients: FAIL, the
+// default); skipping such steps is refused on GPUs, in one sentence.
+TEST(GpuLoop, ANonFiniteGradientFailsAndSkippingIsRefused) {
+  REQUIRE_GPU();
+  JobSpec spec = Spec();
+  spec.clear_checkpoint();
+  spec.mutable_optimizer()->set_kind(OptimizerSpec::SGD);
+  spec.mutable_optimizer()->set_lr(1e30);
+  TrainOptions o;
+  o.quiet = true;
+  o.gpus = {0};
+  absl::StatusOr<TrainResult> r = Train(spec, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
+      << r.status();
+  EXPECT_NE(r.status().message().find("NaN or infinite"),
+            absl::string_view::npos)
+      << r.status();
+  spec.set_nonfinite_gradients(NONFINITE_SKIP);
+  r = Train(spec, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented) << r.status();
+}
+
 }  // namespace
 }  // namespace cohort
