@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/dir_lock.h"
 #include "common/files.h"
 #include "common/http_server.h"
 #include "common/listen.h"
@@ -205,6 +207,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                      ParseListenAddress(options.health_listen));
     RETURN_IF_ERROR(ProbeListen(health));
   }
+  std::unique_ptr<DirectoryLock> state_lock;
   if (!options.state_dir.empty()) {
     if (options.job.mode() == PS) {
       return absl::FailedPreconditionError(
@@ -217,6 +220,19 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
       return absl::InvalidArgumentError(absl::StrCat(
           "--state-dir ", options.state_dir, ": ", error.message()));
     }
+    // Two coordinators on one state directory would each take the other's
+    // job for its own; the lock is held for this process's life.
+    absl::StatusOr<std::unique_ptr<DirectoryLock>> lock =
+        DirectoryLock::Acquire(
+            options.state_dir,
+            absl::StrCat("pid ", getpid(),
+                         ", coordinator --listen=", options.listen));
+    if (!lock.ok()) {
+      return absl::Status(
+          lock.status().code(),
+          absl::StrCat("--state-dir: ", lock.status().message()));
+    }
+    state_lock = *std::move(lock);
   }
   ASSIGN_OR_RETURN(TokenCheck token_check,
                    TokenCheck::FromOptions(options.security));
@@ -224,12 +240,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                    ServerCredentials(options.security));
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(
       std::move(options), where.host, std::move(token_check)));
+  server->state_lock_ = std::move(state_lock);
   RETURN_IF_ERROR(server->tracker_->Restore());
   // Before gRPC, so that a busy metrics port fails the start cleanly.
   RETURN_IF_ERROR(server->ServeMetrics());
   RETURN_IF_ERROR(server->Serve(std::move(credentials)));
   if (!server->options_.health_listen.empty()) {
     RETURN_IF_ERROR(server->ServeHealth());
+  }
+  if (server->state_lock_ != nullptr) {
+    server->state_lock_->SetHolder(
+        absl::StrCat("pid ", getpid(), ", coordinator at ", server->address()));
   }
   return server;
 }

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/dir_lock.h"
 #include "common/security.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
@@ -117,6 +118,8 @@ class CoordinatorServer {
   const CoordinatorOptions options_;
   const std::string host_;
   int port_ = 0;
+  // --state-dir's lock, held for the server's life (common/dir_lock.h).
+  std::unique_ptr<DirectoryLock> state_lock_;
   std::unique_ptr<JobTracker> tracker_;
   // What the dashboard draws; also fed by finished workers' results.
   std::unique_ptr<MetricsHistory> history_;
