@@ -96,7 +96,8 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
       stderr, "cohort coordinator: job %s%s\n", JobState_Name(state).c_str(),
       s.reason().empty() ? "" : absl::StrCat(": ", s.reason()).c_str());
   *exit_code = state == SUCCEEDED ? 0 : 1;
-  return absl::OkStatus();
+  // A report that could not be written loses the result: not a success.
+  return c->report_status();
 }
 
 absl::Status RunWorkerCommand(const std::vector<std::string>& args,

@@ -344,6 +344,8 @@ absl::Status Conclude(const CoordinatorServer& coordinator,
                       const std::string& failure, int* exit_code) {
   const StatusResponse s = coordinator.Status();
   if (s.state() == SUCCEEDED && failure.empty()) {
+    // A report that could not be written loses the result.
+    RETURN_IF_ERROR(coordinator.report_status());
     PrintResult(report_path);
     if (!keep_report) unlink(report_path.c_str());
     *exit_code = 0;

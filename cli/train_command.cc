@@ -16,6 +16,7 @@
 #include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/stop_signal.h"
+#include "common/files.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "worker/timeline.h"
@@ -126,6 +127,12 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   ASSIGN_OR_RETURN(const Devices devices,
                    ResolveDevices(f.devices, f.replicas));
   ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
+  // Output paths are checked before the work, not after it.
+  if (!f.report.empty()) {
+    if (absl::Status s = CheckCanWriteFile(f.report); !s.ok()) {
+      return FlagError("--report", s);
+    }
+  }
   TrainOptions options = MakeTrainOptions(f, devices);
   ASSIGN_OR_RETURN(std::unique_ptr<Timeline> timeline,
                    OpenTimeline(f.timeline));

@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -24,6 +26,19 @@ std::string DirName(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
+}
+
+// Creates and removes a file in `dir`.
+absl::Status ProbeDir(const std::string& dir, const std::string& what) {
+  std::string name = absl::StrCat(dir, "/.cohort-probe-XXXXXX");
+  const int fd = mkstemp(name.data());
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write ", what, ": ", dir, ": ", std::strerror(errno)));
+  }
+  close(fd);
+  unlink(name.c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -75,6 +90,25 @@ absl::Status WriteFileAtomically(const std::string& path,
     close(dir);
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckCanWriteFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", path, ": it is a directory"));
+  }
+  return ProbeDir(DirName(path), path);
+}
+
+absl::Status CheckCanWriteDir(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot create ", dir, ": ", error.message()));
+  }
+  return ProbeDir(dir, dir);
 }
 
 }  // namespace cohort

@@ -19,6 +19,16 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);
 
+// Before a long run: whether WriteFileAtomically(path, ...) can succeed,
+// i.e. the directory exists and a file can be created in it and `path`
+// is not a directory. Creates and removes a probe file; never touches
+// `path`. INVALID_ARGUMENT naming the path and the reason.
+absl::Status CheckCanWriteFile(const std::string& path);
+
+// The same for a directory files will be written into: creates it (and
+// its parents) if needed, then probes it.
+absl::Status CheckCanWriteDir(const std::string& dir);
+
 }  // namespace cohort
 
 #endif  // COHORT_COMMON_FILES_H_

@@ -207,6 +207,12 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
                      ParseListenAddress(options.health_listen));
     RETURN_IF_ERROR(ProbeListen(health));
   }
+  if (!options.report_path.empty()) {
+    if (absl::Status s = CheckCanWriteFile(options.report_path); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--report: ", s.message()));
+    }
+  }
   std::unique_ptr<DirectoryLock> state_lock;
   if (!options.state_dir.empty()) {
     if (options.job.mode() == PS) {

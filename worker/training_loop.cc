@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/data/loader.h"
@@ -123,6 +124,13 @@ absl::Status TrainingLoop::ReadLimits() {
     return absl::InvalidArgumentError(
         "checkpoints to " + checkpoint_dir_ +
         " need checkpoint.every_steps or checkpoint.every_seconds in the spec");
+  }
+  // Found out now, not at the first checkpoint after hours of training.
+  if (Checkpoints()) {
+    if (absl::Status s = CheckCanWriteDir(checkpoint_dir_); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint directory: ", s.message()));
+    }
   }
   return absl::OkStatus();
 }
