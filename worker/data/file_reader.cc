@@ -30,8 +30,10 @@ size_t SizeHint(const std::vector<uint8_t>& gz) {
   if (n < 18) return 64 * 1024;
   const size_t isize = size_t{gz[n - 4]} | (size_t{gz[n - 3]} << 8) |
                        (size_t{gz[n - 2]} << 16) | (size_t{gz[n - 1]} << 24);
-  // Deflate never expands by more than ~1032x; anything else is a lie.
-  return std::max<size_t>(std::min(isize, n * 1100), 64 * 1024);
+  // Deflate never expands by more than ~1032x; anything else is a lie. A
+  // large claim is only believed as far as the output actually grows.
+  return std::clamp<size_t>(std::min(isize, n * 1100), 64 * 1024,
+                            size_t{64} << 20);
 }
 
 bool HasGzipMagic(const uint8_t* p, size_t n) {
@@ -88,7 +90,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
 }
 
 absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
-                                            const std::string& path) {
+                                            const std::string& path,
+                                            const ExpectedSize& expected_size) {
   if (!HasGzipMagic(gz.data(), gz.size())) {
     return absl::DataLossError(absl::StrCat(
         path, " is not a gzip file (expected magic bytes 1f 8b)."));
@@ -100,8 +103,20 @@ absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
   z_stream* s = inflater.strm();
   std::vector<uint8_t> out(SizeHint(gz));
   size_t in_pos = 0, out_pos = 0;
+  size_t limit = 0;  // the header's size plus one byte, once known
   while (true) {
-    if (out_pos == out.size()) out.resize(out.size() * 2);
+    if (limit == 0 && expected_size) {
+      const size_t want = expected_size(out.data(), out_pos);
+      if (want > 0) limit = want + 1;
+    }
+    if (limit > 0 && out_pos >= limit) {
+      return absl::DataLossError(
+          absl::StrCat(path, " decompresses to more than the ", limit - 1,
+                       " bytes its header implies; stopped there."));
+    }
+    if (out_pos == out.size()) {
+      out.resize(limit > 0 ? std::min(limit, out.size() * 2) : out.size() * 2);
+    }
     const size_t in_chunk = std::min(gz.size() - in_pos, kMaxChunk);
     const size_t out_chunk = std::min(out.size() - out_pos, kMaxChunk);
     s->next_in = const_cast<Bytef*>(gz.data() + in_pos);
@@ -142,10 +157,11 @@ absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
   return out;
 }
 
-absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(const std::string& path) {
+absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(
+    const std::string& path, const ExpectedSize& expected_size) {
   absl::StatusOr<std::vector<uint8_t>> bytes = ReadFileBytes(path);
   if (!bytes.ok() || !absl::EndsWith(path, ".gz")) return bytes;
-  return Gunzip(*bytes, path);
+  return Gunzip(*bytes, path, expected_size);
 }
 
 }  // namespace cohort

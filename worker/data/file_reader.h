@@ -10,6 +10,7 @@
 #define COHORT_WORKER_DATA_FILE_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,20 @@ absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 // Decompresses a complete gzip stream (one or more members) read from
 // `path` (used in messages only): DataLoss for a missing gzip magic,
 // corrupt data or a stream that ends early.
-absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
-                                            const std::string& path);
+//
+// `expected_size`, when given, is asked with the first bytes decompressed
+// (a format's header) for the size the whole file must have; it returns 0
+// while it needs more bytes. Decompression then stops one byte past that
+// size, so a small file that inflates to gigabytes fails at once instead of
+// exhausting memory.
+using ExpectedSize = std::function<size_t(const uint8_t* head, size_t n)>;
+absl::StatusOr<std::vector<uint8_t>> Gunzip(
+    const std::vector<uint8_t>& gz, const std::string& path,
+    const ExpectedSize& expected_size = nullptr);
 
 // Reads `path`, decompressing it when its name ends in ".gz".
-absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(const std::string& path);
+absl::StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(
+    const std::string& path, const ExpectedSize& expected_size = nullptr);
 
 }  // namespace cohort
 

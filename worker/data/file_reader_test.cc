@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/data/test_util.h"
@@ -88,6 +89,48 @@ TEST(FileReader, RejectsTrailingGarbage) {
   gz.push_back(0x42);
   absl::StatusOr<std::vector<uint8_t>> r = Gunzip(gz, "/d/f.gz");
   EXPECT_THAT(r.status().message(), HasSubstr("trailing garbage"));
+}
+
+}  // namespace
+}  // namespace cohort
+
+namespace cohort {
+namespace {
+
+// Issue 16, defect 6: a small .gz whose header implies N bytes but which
+// inflates far beyond: decompression stops one byte past N, at once.
+TEST(FileReader, StopsInflatingPastTheSizeTheHeaderImplies) {
+  std::vector<uint8_t> bomb(size_t{256} << 20, 0);  // 256 MiB of zeros
+  bomb[7] = 100;  // an IDX-like header: 8 bytes + 100 one-byte records
+  const std::vector<uint8_t> gz = GzipBytes(bomb);
+  ASSERT_LT(gz.size(), size_t{1} << 20);
+  bomb = {};
+  const ExpectedSize idx = [](const uint8_t* head, size_t n) -> size_t {
+    return n < 8 ? 0 : 8 + head[7];
+  };
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::vector<uint8_t>> r = Gunzip(gz, "/d/bomb.gz", idx);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("decompresses to more than the 108 bytes"));
+  EXPECT_LT(seconds, 1.0);
+  // Without the bound the same file decompresses whole.
+  absl::StatusOr<std::vector<uint8_t>> whole = Gunzip(gz, "/d/bomb.gz");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->size(), size_t{256} << 20);
+}
+
+TEST(FileReader, AFileOfExactlyTheImpliedSizePasses) {
+  std::vector<uint8_t> data(8 + 50, 1);
+  data[7] = 50;
+  const ExpectedSize idx = [](const uint8_t* head, size_t n) -> size_t {
+    return n < 8 ? 0 : 8 + head[7];
+  };
+  absl::StatusOr<std::vector<uint8_t>> r =
+      Gunzip(GzipBytes(data), "/d/ok.gz", idx);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, data);
 }
 
 }  // namespace

@@ -71,9 +71,24 @@ absl::StatusOr<int64_t> CheckIdx(const std::string& path,
   return count;
 }
 
+// An IDX file's size by its header: `header_bytes` with the record count
+// at byte 4 and, for images, rows and columns at 8 and 12 (0 until the
+// header has arrived). Bounds what a .gz file may inflate to.
+ExpectedSize IdxSize(size_t header_bytes) {
+  return [header_bytes](const uint8_t* head, size_t n) -> size_t {
+    if (n < header_bytes) return 0;
+    uint64_t record = 1;
+    for (size_t at = 8; at < header_bytes; at += 4) {
+      record *= BigEndian32(head + at);
+    }
+    return header_bytes + uint64_t{BigEndian32(head + 4)} * record;
+  };
+}
+
 // The pixels of an images file, header stripped.
 absl::StatusOr<std::vector<uint8_t>> ReadImages(const std::string& path) {
-  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadMaybeGzipped(path));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                   ReadMaybeGzipped(path, IdxSize(16)));
   if (bytes.size() >= 16) {
     const uint32_t rows = BigEndian32(bytes.data() + 8);
     const uint32_t cols = BigEndian32(bytes.data() + 12);
@@ -91,7 +106,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadImages(const std::string& path) {
 }
 
 absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path) {
-  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadMaybeGzipped(path));
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                   ReadMaybeGzipped(path, IdxSize(8)));
   RETURN_IF_ERROR(CheckIdx(path, bytes, kLabelsMagic, 8, 1).status());
   bytes.erase(bytes.begin(), bytes.begin() + 8);
   for (size_t i = 0; i < bytes.size(); ++i) {
