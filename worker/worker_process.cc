@@ -1,5 +1,7 @@
 #include "worker/worker_process.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +43,33 @@ bool IsLoopback(const std::string& address) {
   return absl::StartsWith(address, "127.") ||
          absl::StartsWith(address, "localhost:") ||
          absl::StartsWith(address, "[::1]");
+}
+
+// The address peers reach this worker on, as Gloo will bind and advertise
+// it: --host (an IPv6 address may come in brackets), else loopback for a
+// loopback coordinator, else the host name. Resolved here, before joining:
+// Gloo itself crashes on a name that does not resolve, and a job must not
+// form around a worker that cannot take part.
+absl::StatusOr<std::string> AdvertisedHost(const WorkerOptions& o,
+                                           const std::string& coordinator) {
+  std::string host = !o.host.empty()           ? o.host
+                     : IsLoopback(coordinator) ? "127.0.0.1"
+                                               : HostName();
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints = {};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int error = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (error != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        o.host.empty() ? "this machine's host name \"" : "--host=\"", host,
+        "\" does not resolve (", gai_strerror(error),
+        "): give --host an address or name peers can reach this worker on"));
+  }
+  freeaddrinfo(found);
+  return host;
 }
 
 JoinRequest MakeJoin(const WorkerOptions& o) {
@@ -260,9 +289,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   gloo.timeout = absl::Milliseconds(cluster.collective_timeout_ms());
   gloo.wait = GlooWait(cluster.collective_wait());
   gloo.cores_per_rank = o.replicas * std::max(1, o.threads);
-  gloo.hostname = !o.host.empty()                ? o.host
-                  : IsLoopback(client.address()) ? "127.0.0.1"
-                                                 : HostName();
+  ASSIGN_OR_RETURN(gloo.hostname, AdvertisedHost(o, client.address()));
   ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> comm,
       CreateGlooCommunicator(store, join.rank(), join.world_size(), gloo));
@@ -363,6 +390,7 @@ absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> client,
                    CoordinatorClient::Create(o.coordinator, o.security));
+  RETURN_IF_ERROR(AdvertisedHost(o, client->address()).status());
   JoinRequest request = MakeJoin(o);
   ElasticState elastic;
   // Each pass is one generation of the job; an elastic worker whose
