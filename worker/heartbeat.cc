@@ -44,6 +44,9 @@ void HeartbeatSender::Loop() {
       p = progress_;
     }
     absl::StatusOr<HeartbeatResponse> r = client_->Heartbeat(p);
+    // The owner has moved on (its generation ended) while this call was in
+    // flight: its answer is about a generation this worker has left.
+    if (done_.HasBeenNotified()) break;
     absl::Status stop;
     bool regroup = false;
     if (r.ok()) {

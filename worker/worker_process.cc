@@ -22,6 +22,7 @@
 #include "worker/exchange/ps_exchange.h"
 #include "worker/gpu/gpu_plugin.h"
 #include "worker/heartbeat.h"
+#include "worker/stop_watchdog.h"
 #include "worker/timeline.h"
 #include "worker/trainer.h"
 #include "worker/worker_metrics.h"
@@ -119,19 +120,6 @@ bool IsCommunicationError(const absl::Status& s) {
     default:
       return false;
   }
-}
-
-// Exits the process if it is still running kStopGrace after a stop signal:
-// a collective stuck on a stopped (not dead) peer would otherwise wait for
-// its full timeout.
-void ExitAfterGrace(const absl::Status& why) {
-  std::thread([why] {
-    absl::SleepFor(kStopGrace);
-    std::fprintf(stderr, "cohort worker: %s\n",
-                 std::string(why.message()).c_str());
-    std::fflush(stderr);
-    std::_Exit(1);
-  }).detach();
 }
 
 GlooOptions::Wait GlooWait(CollectiveWait wait) {
@@ -406,9 +394,13 @@ absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
                                     request.host(), ":", request.pid(), ")"));
     }
     const ClusterSpec& cluster = join.job().cluster();
+    // Declared before the heartbeat sender, so destroyed after it: a stop
+    // that arrives for this generation cannot outlive it (stop_watchdog.h).
+    StopWatchdog watchdog(kStopGrace);
     HeartbeatSender heartbeat(
         client.get(), absl::Milliseconds(cluster.heartbeat_interval_ms()),
-        TolerateCoordinatorOutage(o, join, *client), ExitAfterGrace);
+        TolerateCoordinatorOutage(o, join, *client),
+        [&watchdog](const absl::Status& why) { watchdog.Arm(why); });
     TrainResult result;
     absl::Status s = Train(o, *client, join, request.worker_id(), heartbeat,
                            &elastic, timeline, &result);
