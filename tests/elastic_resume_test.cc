@@ -44,7 +44,8 @@ struct RankResult {
 // generation ends under them) and keeps its state for the next one.
 std::vector<RankResult> Generation(const JobSpec& spec,
                                    std::vector<ElasticState>& states,
-                                   int64_t stop_after, const std::string& key) {
+                                   int64_t stop_after, const std::string& key,
+                                   double min_step_seconds = 0) {
   const int workers = states.size();
   InMemoryKv kv;
   std::vector<RankResult> out(workers);
@@ -70,6 +71,7 @@ std::vector<RankResult> Generation(const JobSpec& spec,
       o.distributed = &d;
       o.elastic = &states[w];
       o.stop_after_steps = stop_after;
+      o.min_step_seconds = min_step_seconds;
       o.final_parameters = &out[w].params;
       absl::StatusOr<TrainResult> r = Train(spec, o);
       out[w].status = r.status();
@@ -117,6 +119,36 @@ TEST(ElasticResume, SameWorldResumesExactlyFromOneHolder) {
   const std::vector<RankResult> other = Generation(spec, fresh, 0, "c/");
   ASSERT_TRUE(other[0].status.ok()) << other[0].status;
   EXPECT_NE(other[0].params, reference[0].params);
+}
+
+// Issue 16, defect 8: after a regroup the result covers every generation:
+// the training time of the epoch the first one ended in, and that epoch's
+// loss over all of its steps (it was divided by all steps but summed over
+// the last generation's only).
+TEST(ElasticResume, TheResultCoversEveryGeneration) {
+  const JobSpec spec = Spec();
+  constexpr double kStep = 0.05;  // each step takes at least this long
+  std::vector<ElasticState> straight(3);
+  const std::vector<RankResult> reference =
+      Generation(spec, straight, 0, "s/", kStep);
+  ASSERT_TRUE(reference[0].status.ok()) << reference[0].status;
+  std::vector<ElasticState> states(3);
+  Generation(spec, states, 5, "a/", kStep);
+  const std::vector<RankResult> second =
+      Generation(spec, states, 0, "b/", kStep);
+  ASSERT_TRUE(second[0].status.ok()) << second[0].status;
+  const TrainResult& got = second[0].result;
+  const TrainResult& want = reference[0].result;
+  EXPECT_EQ(got.samples, want.samples);
+  EXPECT_GE(got.train_seconds, 0.9 * kStep * want.steps)
+      << got.train_seconds << " s for " << want.steps << " steps";
+  ASSERT_EQ(got.epoch_results.size(), 1);
+  ASSERT_EQ(want.epoch_results.size(), 1);
+  EXPECT_EQ(got.epoch_results[0].steps, want.epoch_results[0].steps);
+  // The same losses added in the same order.
+  EXPECT_EQ(got.epoch_results[0].train_loss, want.epoch_results[0].train_loss);
+  EXPECT_EQ(got.epoch_results[0].train_accuracy,
+            want.epoch_results[0].train_accuracy);
 }
 
 TEST(ElasticResume, SmallerWorldTrainsExactlyTheRestOfTheEpoch) {

@@ -168,6 +168,17 @@ struct ElasticState {
   // Training done in earlier generations (samples, training time, epoch
   // results), added to the last generation's result.
   TrainResult carried;
+  // The epoch a generation ended in, as far as it got: its loss sum,
+  // correct and seen counts over `steps` steps, so that the epoch's
+  // figures cover all of it once a later generation finishes it.
+  struct PartialEpoch {
+    int64_t epoch = -1;
+    int64_t steps = 0;
+    double loss_sum = 0;
+    int64_t correct = 0;
+    int64_t seen = 0;
+  };
+  PartialEpoch partial;
 };
 
 // Fills the totals every trainer reports the same way at the end of Run():

@@ -245,6 +245,7 @@ double TrainingLoop::AccountStep(int64_t epoch,
     window_samples_ += r.seen;
   }
   epoch_loss_sum_ += loss;
+  ++epoch_loss_steps_;
   recent_losses_.push_back(loss);
   ++step_;
   ++er.steps;
@@ -447,6 +448,22 @@ absl::StatusOr<TrainResult> TrainingLoop::Run() {
   return result;
 }
 
+// Zero, or what an earlier generation trained of this epoch.
+void TrainingLoop::StartEpochTotals(int64_t epoch) {
+  epoch_loss_sum_ = 0;
+  epoch_loss_steps_ = 0;
+  epoch_correct_ = 0;
+  epoch_seen_ = 0;
+  epoch_start_ = absl::Now();
+  const ElasticState* e = options_.elastic;
+  if (e != nullptr && e->partial.epoch == epoch && epoch == start_epoch_) {
+    epoch_loss_sum_ = e->partial.loss_sum;
+    epoch_loss_steps_ = e->partial.steps;
+    epoch_correct_ = e->partial.correct;
+    epoch_seen_ = e->partial.seen;
+  }
+}
+
 absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
   Progress progress(options_.live_progress, options_.quiet,
                     options_.log_every_seconds, spec_.batch_size());
@@ -456,11 +473,11 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
   const absl::Time training_start = absl::Now();
   for (int64_t epoch = start_epoch_; epoch < epochs_; ++epoch) {
     if (StepLimitReached()) break;
-    epoch_loss_sum_ = 0;
-    epoch_correct_ = 0;
-    epoch_seen_ = 0;
+    StartEpochTotals(epoch);
     ASSIGN_OR_RETURN(EpochResult er, TrainEpoch(epoch, progress));
-    er.train_loss = er.steps > 0 ? epoch_loss_sum_ / er.steps : 0;
+    epoch_start_ = absl::InfinitePast();
+    er.train_loss =
+        epoch_loss_steps_ > 0 ? epoch_loss_sum_ / epoch_loss_steps_ : 0;
     er.train_accuracy =
         epoch_seen_ > 0 ? static_cast<double>(epoch_correct_) / epoch_seen_ : 0;
     result_.train_seconds += er.seconds;

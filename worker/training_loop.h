@@ -77,6 +77,7 @@ class TrainingLoop : public Trainer {
                      EpochResult& er, Progress& progress);
   absl::Status ReportStep(int64_t epoch, double loss);
   absl::Status MaybeEvaluate(EpochResult& er, bool epoch_complete);
+  void StartEpochTotals(int64_t epoch);
   void Trace(absl::string_view name, int lane, absl::Time start,
              absl::Time end = absl::Now(), absl::string_view args = "");
 
@@ -171,7 +172,11 @@ class TrainingLoop : public Trainer {
   bool epoch_complete_ = false;  // the last TrainEpoch ran out of data
   // Shared data: the round after the newest chunk claimed.
   int64_t next_round_ = 0;
-  // The current epoch's totals, kept by AccountStep.
+  // The current epoch's totals, kept by AccountStep (over
+  // epoch_loss_steps_ steps: a resumed epoch's first steps may have run
+  // elsewhere), and when its training began.
+  int64_t epoch_loss_steps_ = 0;
+  absl::Time epoch_start_ = absl::InfinitePast();
   double epoch_loss_sum_ = 0;
   int64_t epoch_correct_ = 0;
   int64_t epoch_seen_ = 0;

@@ -254,6 +254,12 @@ void TrainingLoop::SaveForNextGeneration() {
   TrainResult& carried = e->carried;
   carried.samples += result_.samples;
   carried.train_seconds += result_.train_seconds;
+  // The epoch this generation ended in: its time and figures so far.
+  if (epoch_start_ != absl::InfinitePast()) {
+    carried.train_seconds += absl::ToDoubleSeconds(absl::Now() - epoch_start_);
+    e->partial = {cur_epoch_, epoch_loss_steps_, epoch_loss_sum_,
+                  epoch_correct_, epoch_seen_};
+  }
   carried.eval_seconds += result_.eval_seconds;
   carried.skipped_steps += result_.skipped_steps;
   carried.epoch_results.insert(carried.epoch_results.end(),
