@@ -46,6 +46,19 @@ int64_t EpochSteps(const Checkpoint& c) {
   return std::max<int64_t>(0, epoch_steps);
 }
 
+// A checkpoint that cannot be written is the job's failure, never a peer's:
+// the file error (UNAVAILABLE, which reads as a lost peer and would send
+// the job into regroup after regroup) becomes RESOURCE_EXHAUSTED, naming
+// the step, the path and the errno.
+absl::Status WriteOrFail(const std::string& dir, const Checkpoint& c,
+                         const CheckpointWriteOptions& o) {
+  const absl::Status s = WriteCheckpoint(dir, c, o);
+  if (s.ok()) return s;
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the checkpoint of step ", c.step, " cannot be written (",
+                   s.message(), "); the job fails rather than go on unsaved"));
+}
+
 }  // namespace
 
 absl::StatusOr<Checkpoint> TrainingLoop::Capture(int64_t epoch,
@@ -229,7 +242,7 @@ absl::Status TrainingLoop::StopWithFinalCheckpoint() {
     const absl::Time start = absl::Now();
     ASSIGN_OR_RETURN(Checkpoint c,
                      Capture(cur_epoch_, cur_position_, cur_epoch_steps_));
-    RETURN_IF_ERROR(WriteCheckpoint(checkpoint_dir_, c, o));
+    RETURN_IF_ERROR(WriteOrFail(checkpoint_dir_, c, o));
     Trace("checkpoint", Timeline::kStepLane, start, absl::Now(),
           absl::StrCat("\"step\": ", step_, ", \"final\": true"));
     where = absl::StrCat("; final checkpoint in ", checkpoint_dir_);
@@ -300,7 +313,7 @@ absl::Status TrainingLoop::MaybeCheckpoint(int64_t epoch,
   ASSIGN_OR_RETURN(Checkpoint c,
                    epoch_done ? Capture(epoch + 1, 0, 0)
                               : Capture(epoch, cur_position_, steps_in_epoch));
-  RETURN_IF_ERROR(WriteCheckpoint(checkpoint_dir_, c, o));
+  RETURN_IF_ERROR(WriteOrFail(checkpoint_dir_, c, o));
   last_checkpoint_ = absl::Now();
   Trace("checkpoint", Timeline::kStepLane, start, last_checkpoint_,
         absl::StrCat("\"step\": ", step_));
