@@ -168,11 +168,16 @@ absl::Status TrainingLoop::FinishExchange() {
                                            : Timeline::kStepLane,
         t);
   times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
+  TakeExchangeStats(/*in_window=*/true);
+  return s;
+}
+
+void TrainingLoop::TakeExchangeStats(bool in_window) {
   const ExchangeStats stats = exchange_->TakeStats();
   bytes_reduced_ += stats.bytes;
+  if (!in_window) return;
   window_bytes_ += stats.bytes;
   window_comm_s_ += stats.comm_seconds;
-  return s;
 }
 
 // The optimizer on the combined gradient, unless it holds a NaN or an
@@ -202,8 +207,7 @@ absl::Status TrainingLoop::Pull(int64_t clock) {
   Trace("pull", Timeline::kBucketLane, t, absl::Now(),
         absl::StrCat("\"clock\": ", clock));
   times_.set_comm_wait_s(times_.comm_wait_s() + Seconds(t));
-  const ExchangeStats stats = exchange_->TakeStats();
-  bytes_reduced_ += stats.bytes;
+  TakeExchangeStats(/*in_window=*/false);
   return s;
 }
 
@@ -228,12 +232,11 @@ absl::StatusOr<double> TrainingLoop::Step(const StepPlan& plan,
       RETURN_IF_ERROR(Pull(step_ + 1));
     }
   }
-  ASSIGN_OR_RETURN(std::vector<ReplicaResult> results, engine_->Results(plan));
-  return AccountStep(epoch, results, er, progress);
+  return AccountStep(epoch, engine_->Results(plan), er, progress);
 }
 
 double TrainingLoop::AccountStep(int64_t epoch,
-                                 const std::vector<ReplicaResult>& results,
+                                 absl::Span<const ReplicaResult> results,
                                  EpochResult& er, Progress& progress) {
   double loss = 0;
   const int count = static_cast<int>(results.size());

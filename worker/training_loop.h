@@ -17,6 +17,7 @@
 #define COHORT_WORKER_TRAINING_LOOP_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,10 +71,13 @@ class TrainingLoop : public Trainer {
                               BatchSource& source, int64_t epoch,
                               EpochResult& er, Progress& progress);
   absl::Status FinishExchange();
+  // Adds what the exchange moved since the last call to the totals (and,
+  // when `in_window`, to the bus-bandwidth window).
+  void TakeExchangeStats(bool in_window);
   absl::Status Update(const StepPlan& plan);
   absl::Status Pull(int64_t clock);
   void SlowDown(double compute_s);
-  double AccountStep(int64_t epoch, const std::vector<ReplicaResult>& results,
+  double AccountStep(int64_t epoch, absl::Span<const ReplicaResult> results,
                      EpochResult& er, Progress& progress);
   absl::Status ReportStep(int64_t epoch, double loss);
   absl::Status MaybeEvaluate(EpochResult& er, bool epoch_complete);

@@ -277,7 +277,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   gloo.timeout = absl::Milliseconds(cluster.collective_timeout_ms());
   gloo.wait = GlooWait(cluster.collective_wait());
   gloo.cores_per_rank = o.replicas * std::max(1, o.threads);
-  ASSIGN_OR_RETURN(gloo.hostname, AdvertisedHost(o, client.address()));
+  gloo.hostname = o.host;  // resolved once, in RunGenerations
   ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> comm,
       CreateGlooCommunicator(store, join.rank(), join.world_size(), gloo));
@@ -366,26 +366,15 @@ void LogJoined(const WorkerOptions& o, const JoinResponse& join, bool rejoin) {
 namespace {
 
 // Joins, trains and reports, one generation after another.
-absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
-  if (!(o.slowdown >= 1.0)) {  // NaN too
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--slowdown must be at least 1 (1: full speed), got ", o.slowdown));
-  }
-  if (!(o.min_step_seconds >= 0) || o.min_step_seconds > 3600) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--min-step-ms must be in [0, 3600000], got ",
-                     o.min_step_seconds * 1000));
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> client,
-                   CoordinatorClient::Create(o.coordinator, o.security));
-  RETURN_IF_ERROR(AdvertisedHost(o, client->address()).status());
+absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
+                       Timeline* timeline) {
   JoinRequest request = MakeJoin(o);
   ElasticState elastic;
   // Each pass is one generation of the job; an elastic worker whose
   // generation ends (a peer failed, or the world grows) joins the next.
   while (true) {
     ASSIGN_OR_RETURN(JoinResponse join,
-                     client->Join(request, o.connect_timeout));
+                     client.Join(request, o.connect_timeout));
     LogJoined(o, join, request.leaving_generation() > 0);
     if (o.metrics != nullptr) o.metrics->Joined(join);
     if (timeline != nullptr) {
@@ -398,13 +387,13 @@ absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
     // that arrives for this generation cannot outlive it (stop_watchdog.h).
     StopWatchdog watchdog(kStopGrace);
     HeartbeatSender heartbeat(
-        client.get(), absl::Milliseconds(cluster.heartbeat_interval_ms()),
-        TolerateCoordinatorOutage(o, join, *client),
+        &client, absl::Milliseconds(cluster.heartbeat_interval_ms()),
+        TolerateCoordinatorOutage(o, join, client),
         [&watchdog](const absl::Status& why) { watchdog.Arm(why); });
     TrainResult result;
-    absl::Status s = Train(o, *client, join, request.worker_id(), heartbeat,
+    absl::Status s = Train(o, client, join, request.worker_id(), heartbeat,
                            &elastic, timeline, &result);
-    if (s.ok()) return client->Finish(true, "", ToWorkerResult(result));
+    if (s.ok()) return client.Finish(true, "", ToWorkerResult(result));
     if (o.stop_signal != nullptr && o.stop_signal->load()) {
       // Told to stop (a pod being deleted): leave without reporting a
       // failure. Peers see this worker go; an elastic job goes on without
@@ -436,10 +425,30 @@ absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
     }
     absl::Status why = heartbeat.StopReason();
     if (!why.ok()) s = why;
-    client->Finish(false, std::string(s.message()), WorkerResult())
+    client.Finish(false, std::string(s.message()), WorkerResult())
         .IgnoreError();
     return s;
   }
+}
+
+// Checks the options and resolves the advertised host, then joins and
+// trains (RunJoined).
+absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
+  if (!(o.slowdown >= 1.0)) {  // NaN too
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--slowdown must be at least 1 (1: full speed), got ", o.slowdown));
+  }
+  if (!(o.min_step_seconds >= 0) || o.min_step_seconds > 3600) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min-step-ms must be in [0, 3600000], got ",
+                     o.min_step_seconds * 1000));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorClient> client,
+                   CoordinatorClient::Create(o.coordinator, o.security));
+  // From here on o.host is the resolved address Gloo advertises.
+  WorkerOptions resolved = o;
+  ASSIGN_OR_RETURN(resolved.host, AdvertisedHost(o, client->address()));
+  return RunJoined(resolved, *client, timeline);
 }
 
 }  // namespace

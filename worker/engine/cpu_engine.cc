@@ -80,7 +80,6 @@ class CpuEngine : public DeviceEngine {
   int64_t num_parameters() const override {
     return replicas_[0].model->num_parameters();
   }
-  std::string device_name() const override { return "cpu"; }
   absl::StatusOr<std::unique_ptr<GradientExchange>> CreateExchange() override;
   std::vector<int64_t> ParamSizes() const override;
   void SeedStep(int64_t step) override;
@@ -88,8 +87,7 @@ class CpuEngine : public DeviceEngine {
                                GradientExchange& exchange) override;
   absl::StatusOr<bool> Update(const StepPlan& plan,
                               bool combine_local) override;
-  absl::StatusOr<std::vector<ReplicaResult>> Results(
-      const StepPlan& plan) override;
+  absl::Span<const ReplicaResult> Results(const StepPlan& plan) override;
   StepTiming timing() const override { return timing_; }
   absl::StatusOr<EvalSums> Evaluate(const Dataset& test,
                                     bool across_workers) override;
@@ -128,7 +126,8 @@ class CpuEngine : public DeviceEngine {
   std::vector<Replica> replicas_;
   std::vector<float*> grads_;  // each replica's gradient buffer
   std::vector<Slice> slices_;
-  std::vector<char> slice_finite_;  // per slice, this step
+  std::vector<char> slice_finite_;      // per slice, this step
+  std::vector<ReplicaResult> results_;  // Results()' storage, one a replica
   StepTiming timing_;
 };
 
@@ -155,6 +154,7 @@ absl::Status CpuEngine::Build() {
     replicas_[r].model->SeedRandom(spec_.seed() + GlobalReplica(r));
   }
   for (Replica& rep : replicas_) grads_.push_back(rep.model->grads().data());
+  results_.resize(R);
   // In PS mode the shards own the optimizer and its state.
   BuildSlices(dist_ == nullptr || !dist_->ps_mode);
   return absl::OkStatus();
@@ -302,11 +302,9 @@ absl::StatusOr<bool> CpuEngine::Update(const StepPlan& plan,
   return finite;
 }
 
-absl::StatusOr<std::vector<ReplicaResult>> CpuEngine::Results(
-    const StepPlan& plan) {
-  std::vector<ReplicaResult> out;
-  for (int r = 0; r < plan.active; ++r) out.push_back(replicas_[r].result);
-  return out;
+absl::Span<const ReplicaResult> CpuEngine::Results(const StepPlan& plan) {
+  for (int r = 0; r < plan.active; ++r) results_[r] = replicas_[r].result;
+  return absl::MakeConstSpan(results_.data(), plan.active);
 }
 
 // Averages BatchNorm statistics over workers, so that every worker

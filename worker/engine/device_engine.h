@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/checkpoint.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
@@ -82,8 +83,6 @@ class DeviceEngine {
   virtual int replicas() const = 0;
   virtual BatchLayout batch_layout() const = 0;
   virtual int64_t num_parameters() const = 0;
-  // "cpu" or "gpu", for messages.
-  virtual std::string device_name() const = 0;
 
   // The exchange for this engine's gradients in its job (the
   // DistributedContext it was made with; none: a single process).
@@ -104,8 +103,8 @@ class DeviceEngine {
   virtual absl::StatusOr<bool> Update(const StepPlan& plan,
                                       bool combine_local) = 0;
   // The step's results, replicas [0, plan.active); after Update or Pull.
-  virtual absl::StatusOr<std::vector<ReplicaResult>> Results(
-      const StepPlan& plan) = 0;
+  // Valid until the next step (engine-owned: no allocation per step).
+  virtual absl::Span<const ReplicaResult> Results(const StepPlan& plan) = 0;
   virtual StepTiming timing() const = 0;
 
   // Evaluates the test set. With `across_workers`, every replica of the

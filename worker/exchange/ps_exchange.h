@@ -9,7 +9,6 @@
 #define COHORT_WORKER_EXCHANGE_PS_EXCHANGE_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 

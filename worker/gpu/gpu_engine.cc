@@ -491,10 +491,13 @@ absl::StatusOr<bool> GpuEngine::Update(const StepPlan& plan, bool) {
   });
 }
 
-absl::StatusOr<std::vector<ReplicaResult>> GpuEngine::Results(const StepPlan&) {
-  std::vector<ReplicaResult> out;
-  for (const Device& d : devices_) out.push_back({d.loss, d.correct, d.seen});
-  return out;
+absl::Span<const ReplicaResult> GpuEngine::Results(const StepPlan&) {
+  results_.resize(devices_.size());
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const Device& d = devices_[i];
+    results_[i] = {d.loss, d.correct, d.seen};
+  }
+  return results_;
 }
 
 }  // namespace gpu_engine

@@ -172,7 +172,6 @@ class GpuEngine : public DeviceEngine {
   int64_t num_parameters() const override {
     return host_model_->num_parameters();
   }
-  std::string device_name() const override { return "gpu"; }
   absl::StatusOr<std::unique_ptr<GradientExchange>> CreateExchange() override;
   std::vector<int64_t> ParamSizes() const override;
   void SeedStep(int64_t step) override;
@@ -180,8 +179,7 @@ class GpuEngine : public DeviceEngine {
                                GradientExchange& exchange) override;
   absl::StatusOr<bool> Update(const StepPlan& plan,
                               bool combine_local) override;
-  absl::StatusOr<std::vector<ReplicaResult>> Results(
-      const StepPlan& plan) override;
+  absl::Span<const ReplicaResult> Results(const StepPlan& plan) override;
   StepTiming timing() const override { return timing_; }
   absl::StatusOr<EvalSums> Evaluate(const Dataset& test,
                                     bool across_workers) override;
@@ -254,6 +252,7 @@ class GpuEngine : public DeviceEngine {
   BatchSource* source_ = nullptr;  // the current epoch's, for Prefetch
   int64_t classes_ = 0;
   int64_t adam_steps_ = 0;
+  std::vector<ReplicaResult> results_;  // Results()' storage, one a GPU
   StepTiming timing_;
 };
 
