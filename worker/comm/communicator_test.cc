@@ -3,7 +3,11 @@
 #include <atomic>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 #include "client/kv_client.h"
 #include "gtest/gtest.h"
@@ -271,6 +275,49 @@ TEST(GlooCommunicator, StalledRankFailsTheOthersWithinTheTimeout) {
         EXPECT_NE(results[0].message().find("rank 2"), std::string::npos)
             << results[0];
       }
+    }
+  }
+}
+
+
+// What a worker's heartbeat thread does when the coordinator's verdict
+// arrives (the generation is over) while the training thread is blocked in
+// a collective on a peer that went silent: Abort from another thread ends
+// the collective at once, not at the collective timeout (30 s here).
+TEST(GlooCommunicator, AbortFromAnotherThreadEndsABlockedCollective) {
+  for (GlooOptions::Wait wait :
+       {GlooOptions::Wait::kSpin, GlooOptions::Wait::kBlock}) {
+    for (int64_t count : {int64_t{1000}, int64_t{8} << 20}) {
+      SCOPED_TRACE(absl::StrCat("wait ", static_cast<int>(wait), " count ",
+                                count));
+      GlooOptions options = Options("halving_doubling", absl::Seconds(30));
+      options.wait = wait;
+      auto group = LocalGroup::Connect(3, options);
+      ASSERT_TRUE(group.ok()) << group.status();
+      std::vector<absl::Status> results(3);
+      std::vector<double> seconds(3);
+      std::thread verdict([&] {
+        absl::SleepFor(absl::Milliseconds(300));
+        for (int rank = 0; rank < 2; ++rank) {
+          (*group)->comm(rank).Abort(
+              absl::AbortedError("the coordinator regroups the job"));
+        }
+      });
+      (*group)->Run([&](int rank) {
+        if (rank == 2) return;  // silent: never enters the collective
+        std::vector<float> data(count, 1.0f);
+        auto start = std::chrono::steady_clock::now();
+        results[rank] = (*group)->comm(rank).AllReduceSum(data.data(), count);
+        seconds[rank] = SecondsSince(start);
+      });
+      verdict.join();
+      for (int rank = 0; rank < 2; ++rank) {
+        EXPECT_FALSE(results[rank].ok());
+        EXPECT_LT(seconds[rank], 2.0) << "rank " << rank << ": " << results[rank];
+      }
+      // Rank 2 is still healthy here; aborting it lets the group's
+      // destructor hang up without waiting for the others.
+      (*group)->comm(2).Abort(absl::AbortedError("test over"));
     }
   }
 }

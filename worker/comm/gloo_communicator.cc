@@ -7,8 +7,11 @@
 // one shared TCP device: consecutive all-reduces of Gloo on one context leave
 // the wire idle between them, which two lanes fill. Gloo reports errors by
 // throwing; nothing thrown escapes this file.
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -37,6 +40,7 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
+#include "gloo/transport/tcp/pair.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_diagnostics.h"
 
@@ -74,6 +78,71 @@ int BcubeBase(int size) {
 
 using Context = gloo::rendezvous::Context;
 using Ops = std::vector<std::unique_ptr<gloo::Algorithm>>;
+
+// The sockets under a communicator's Gloo TCP pairs. Gloo offers no way to
+// interrupt a thread blocked in one of its collectives:
+// Context::closeConnections needs the pair's lock, which a synchronous
+// receive holds while it waits in recv(2), so a thread waiting on a silent
+// peer waits out the whole timeout. shutdown(2) on the socket ends the wait
+// at once (recv sees end of file; the event loop sees the hang-up) and,
+// unlike close(2), leaves the descriptor to Gloo. The descriptor is a
+// protected member of Gloo's pair; naming it through a derived class is the
+// language's way to read it without changing Gloo.
+struct PairSocket : gloo::transport::tcp::Pair {
+  // -1 unless `pair` is a TCP pair.
+  static int Of(gloo::transport::Pair* pair) {
+    auto* tcp = dynamic_cast<gloo::transport::tcp::Pair*>(pair);
+    return tcp == nullptr ? -1 : tcp->*(&PairSocket::fd_);
+  }
+};
+
+// Duplicates of the connected sockets of every pair in `contexts` (the
+// caller closes them), or an empty list when one of them is not a
+// connected TCP socket: a Gloo whose pair differs from the header this was
+// compiled against must not make Abort shut down descriptors that belong
+// to someone else. Duplicates, because Gloo closes a pair's descriptor when
+// the pair fails, after which its number may name another file; a
+// duplicate names the same socket until it is closed.
+std::vector<int> PairSockets(
+    const std::vector<const std::vector<std::shared_ptr<Context>>*>& contexts) {
+  std::vector<int> fds;
+  for (const auto* lanes : contexts) {
+    for (const auto& lane : *lanes) {
+      for (int peer = 0; peer < lane->size; ++peer) {
+        if (peer == lane->rank) continue;
+        const int fd = PairSocket::Of(lane->getPair(peer).get());
+        int type = 0;
+        socklen_t type_size = sizeof(type);
+        sockaddr_storage addr;
+        socklen_t addr_size = sizeof(addr);
+        if (fd < 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &type_size) != 0 ||
+            type != SOCK_STREAM ||
+            getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &addr_size) !=
+                0) {
+          return {};
+        }
+        fds.push_back(fd);
+      }
+    }
+  }
+  std::vector<int> sorted = fds;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return {};
+  }
+  std::vector<int> copies;
+  for (int fd : fds) {
+    const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (copy < 0) break;
+    copies.push_back(copy);
+  }
+  if (copies.size() != fds.size()) {
+    for (int copy : copies) close(copy);
+    return {};
+  }
+  return copies;
+}
 
 class GlooCommunicator;
 
@@ -114,7 +183,8 @@ class GlooCommunicator : public Communicator {
         sync_piece_(sync_piece_bytes / int64_t{sizeof(float)}),
         algorithm_(algorithm),
         options_(options),
-        peers_(std::move(peers)) {}
+        peers_(std::move(peers)),
+        sockets_(PairSockets({&lanes_, &sync_lanes_})) {}
   ~GlooCommunicator() override;
 
   int rank() const override { return lanes_[0]->rank; }
@@ -143,6 +213,11 @@ class GlooCommunicator : public Communicator {
   // Marks the communicator broken with a status describing `e`.
   absl::Status Fail(const std::exception& e, int64_t count);
   void CloseConnections();
+  // Shuts down every pair's socket (see PairSocket); safe from any thread
+  // while the communicator lives.
+  void ShutdownSockets();
+  // Waits (boundedly) until no peer is inside its last collective.
+  void Quiesce();
 
   const std::vector<std::shared_ptr<Context>> lanes_;
   // Synchronous pairs for small all-reduces, one context per lane (empty
@@ -155,6 +230,10 @@ class GlooCommunicator : public Communicator {
   const AlgorithmKind algorithm_;
   const GlooOptions options_;
   const PeerNames peers_;
+  // Duplicates of every pair's socket, taken once connected (PairSockets)
+  // and closed by the destructor; empty when they could not be identified,
+  // and Abort then cannot interrupt a collective that is already waiting.
+  const std::vector<int> sockets_;
   mutable absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };
@@ -162,6 +241,12 @@ class GlooCommunicator : public Communicator {
 absl::Status GlooPlan::Run() { return comm_->RunOps(ops_, count_); }
 
 GlooCommunicator::~GlooCommunicator() {
+  Quiesce();
+  // The contexts, destroyed after this, close the sockets for good.
+  for (int fd : sockets_) close(fd);
+}
+
+void GlooCommunicator::Quiesce() {
   if (!broken().ok() || size() == 1) return;
   // Gloo fails a pending receive as soon as its peer's socket closes, even
   // when the data has already arrived. A barrier first makes sure no peer is
@@ -241,7 +326,14 @@ void GlooCommunicator::Abort(const absl::Status& why) {
     if (!broken_.ok()) return;
     broken_ = why.ok() ? absl::AbortedError("aborted") : why;
   }
+  // Abort may come from another thread (the heartbeat's, on the
+  // coordinator's verdict) while a collective blocks on a silent peer.
+  ShutdownSockets();
   CloseConnections();
+}
+
+void GlooCommunicator::ShutdownSockets() {
+  for (int fd : sockets_) ::shutdown(fd, SHUT_RDWR);
 }
 
 void GlooCommunicator::CloseConnections() {
@@ -272,7 +364,9 @@ absl::Status GlooCommunicator::Fail(const std::exception& e, int64_t count) {
     broken_ = status;
   }
   // Peers (and our other lanes) blocked on this rank now fail at once
-  // instead of at their timeout.
+  // instead of at their timeout; our duplicates would otherwise keep the
+  // sockets open after Gloo closes them.
+  ShutdownSockets();
   CloseConnections();
   return status;
 }
