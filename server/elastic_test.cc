@@ -4,6 +4,7 @@
 // survivors rejoin as the next generation, replacements and growth, the
 // restarts budget, the join timeout, fencing of the old generation, the KV
 // abort, generation records, and Persist/Restore. PS jobs keep failing.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -806,6 +807,38 @@ TEST(Elastic, ParameterServerJobsStillFailWhenAWorkerDies) {
       << s.reason();
   EXPECT_FALSE(Contains(s.reason(), "restarts")) << s.reason();
   EXPECT_EQ(s.restarts(), 0);
+}
+
+// Issue 16 (1): a worker that leaves every generation it is in (its own
+// fault, e.g. a disk it cannot write, which it mistook for a broken peer)
+// while its peer stays healthy. Every generation after the first must be
+// counted against cluster.max_restarts, and the job must fail once they
+// are used up: never a generation past 1 + max_restarts, never SUCCEEDED.
+TEST(Elastic, AWorkerThatLeavesEveryGenerationUsesUpTheRestarts) {
+  constexpr int kRestarts = 3;
+  JobTracker t(Spec(2, 2, kRestarts));
+  std::vector<JoinResponse> current = FormFirst(t, 2);
+  uint64_t highest = 1;
+  for (int round = 0; round < 2 * kRestarts + 2; ++round) {
+    if (t.Status().state() != RUNNING) break;
+    Beater b1(t, current[1], "w1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    const uint64_t g = current[0].generation();
+    PendingJoin j0(t, Request("w0", g));
+    if (!WaitFor([&] { return b1.regroup() || b1.told_to_stop(); })) break;
+    if (b1.told_to_stop()) break;
+    PendingJoin j1(t, Request("w1", g));
+    absl::StatusOr<JoinResponse> r0 = j0.Get(), r1 = j1.Get();
+    if (!r0.ok() || !r1.ok()) break;
+    highest = std::max<uint64_t>({highest, r0->generation(), r1->generation()});
+    current = {*r0, *r1};
+  }
+  ASSERT_TRUE(WaitFor([&] { return t.Status().state() != RUNNING; }));
+  const StatusResponse s = t.Status();
+  EXPECT_EQ(s.state(), FAILED) << s.reason();
+  EXPECT_EQ(s.restarts(), kRestarts);
+  EXPECT_LE(highest, 1u + kRestarts);
+  EXPECT_TRUE(Contains(s.reason(), "no restarts left")) << s.reason();
 }
 
 }  // namespace

@@ -138,7 +138,9 @@ void JobTracker::AddJoiner(const JoinRequest& r) {
             << " of " << MinWorkers() << ".." << MaxWorkers() << ")";
   if (n == MinWorkers()) min_reached_ = Clock::now();
   // The last-call window is AwaitRound's business.
-  if ((n == MaxWorkers() && ShardsReady()) || (regroup_ && RegroupReady())) {
+  // A regroup completes on its own terms (RegroupReady): a full house must
+  // not form a generation that the restarts budget no longer allows.
+  if (regroup_ ? RegroupReady() : n == MaxWorkers() && ShardsReady()) {
     CompleteRound();
   }
 }
@@ -260,6 +262,12 @@ std::vector<int> JobTracker::AssignRanks() const {
 }
 
 void JobTracker::CompleteRound() {
+  // The one place generations form: whatever path got here, a recovery
+  // past cluster.max_restarts ends the job instead.
+  if (regroup_ && regroup_->over_budget) {
+    FailOverBudget();
+    return;
+  }
   const std::vector<int> ranks = AssignRanks();
   const Clock::time_point now = Clock::now();
   int64_t previous_step = 0;

@@ -5,9 +5,9 @@
 
 namespace cohort {
 
-HeartbeatSender::HeartbeatSender(
-    CoordinatorClient* client, absl::Duration interval, int misses,
-    std::function<void(const absl::Status&)> on_stop)
+HeartbeatSender::HeartbeatSender(CoordinatorClient* client,
+                                 absl::Duration interval, int misses,
+                                 std::function<void(const Verdict&)> on_stop)
     : client_(client),
       interval_(interval),
       misses_(misses),
@@ -49,12 +49,14 @@ void HeartbeatSender::Loop() {
     if (done_.HasBeenNotified()) break;
     absl::Status stop;
     bool regroup = false;
+    bool orderly = false;
     if (r.ok()) {
       last_answer = absl::Now();
       if (r->stop()) {
         stop = absl::AbortedError(
             absl::StrCat("the coordinator stopped the job (",
                          JobState_Name(r->state()), "): ", r->reason()));
+        orderly = r->state() == STOPPED;
       } else if (r->regroup()) {
         regroup = true;
         stop = absl::AbortedError(
@@ -78,7 +80,7 @@ void HeartbeatSender::Loop() {
         stop_ = stop;
         regroup_ = regroup;
       }
-      if (on_stop_ && !regroup) on_stop_(stop);
+      if (on_stop_) on_stop_(Verdict{stop, regroup, orderly});
     }
   }
 }

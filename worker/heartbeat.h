@@ -27,10 +27,21 @@ namespace cohort {
 
 class HeartbeatSender {
  public:
+  // What the coordinator's first stop signal asks of the worker (passed to
+  // on_stop).
+  struct Verdict {
+    absl::Status why;
+    // The generation is over and the worker joins the next one.
+    bool regroup = false;
+    // The job is stopping in order (a user's Stop): the worker finishes
+    // the step in flight and writes its final checkpoint, so collectives in
+    // flight must be left to complete.
+    bool orderly = false;
+  };
   // `client` must outlive the sender. `on_stop` (optional) is called once,
   // from the heartbeat thread, when a stop signal first arrives.
   HeartbeatSender(CoordinatorClient* client, absl::Duration interval,
-                  int misses, std::function<void(const absl::Status&)> on_stop);
+                  int misses, std::function<void(const Verdict&)> on_stop);
   ~HeartbeatSender();  // stops the thread
 
   void Update(const WorkerProgress& progress);
@@ -47,7 +58,7 @@ class HeartbeatSender {
   CoordinatorClient* const client_;
   const absl::Duration interval_;
   const int misses_;
-  std::function<void(const absl::Status&)> on_stop_;
+  std::function<void(const Verdict&)> on_stop_;
   absl::Mutex mu_;
   WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
   absl::Status stop_ ABSL_GUARDED_BY(mu_);

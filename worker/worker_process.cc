@@ -17,6 +17,7 @@
 #include "client/ps_client.h"
 #include "client/restart_window.h"
 #include "common/status_macros.h"
+#include "worker/collective_interrupt.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
 #include "worker/exchange/ps_exchange.h"
@@ -258,6 +259,17 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator>> GpuCommunicators(
       absl::Milliseconds(cluster.collective_timeout_ms()));
 }
 
+// The coordinator's verdict, on the heartbeat thread. A collective blocked
+// on a peer that the coordinator already declared dead ends now, not at the
+// collective timeout; an orderly stop leaves the step in flight to finish
+// (and its final checkpoint to be written). Any stop but a regroup also
+// starts the grace period after which a stuck worker exits.
+void OnVerdict(const HeartbeatSender::Verdict& v,
+               CollectiveInterrupt& interrupt, StopWatchdog& watchdog) {
+  if (!v.orderly) interrupt.Interrupt(v.why);
+  if (!v.regroup) watchdog.Arm(v.why);
+}
+
 // Whether this worker regroups with its peers when its generation ends,
 // instead of failing: all-reduce jobs with restarts allowed, on CPU workers
 // (a GPU worker's NCCL communicators are not re-formed mid-job yet).
@@ -267,8 +279,9 @@ bool Elastic(const WorkerOptions& o, const JobSpec& job) {
 
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    const JoinResponse& join, const std::string& worker_id,
-                   HeartbeatSender& heartbeat, ElasticState* elastic,
-                   Timeline* timeline, TrainResult* result) {
+                   HeartbeatSender& heartbeat, CollectiveInterrupt* interrupt,
+                   ElasticState* elastic, Timeline* timeline,
+                   TrainResult* result) {
   const ClusterSpec& cluster = join.job().cluster();
   KvGlooStore store(&client, join.kv_prefix(),
                     absl::Milliseconds(cluster.collective_timeout_ms()));
@@ -281,6 +294,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   ASSIGN_OR_RETURN(
       std::unique_ptr<Communicator> comm,
       CreateGlooCommunicator(store, join.rank(), join.world_size(), gloo));
+  ScopedInterruptible interruptible(interrupt, comm.get());
   DistributedContext dist = JobContext(join, client, heartbeat, o.metrics);
   dist.comm = comm.get();
   dist.bucket_bytes = cluster.bucket_bytes();
@@ -386,13 +400,16 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
     // Declared before the heartbeat sender, so destroyed after it: a stop
     // that arrives for this generation cannot outlive it (stop_watchdog.h).
     StopWatchdog watchdog(kStopGrace);
+    CollectiveInterrupt interrupt;
     HeartbeatSender heartbeat(
         &client, absl::Milliseconds(cluster.heartbeat_interval_ms()),
         TolerateCoordinatorOutage(o, join, client),
-        [&watchdog](const absl::Status& why) { watchdog.Arm(why); });
+        [&](const HeartbeatSender::Verdict& v) {
+          OnVerdict(v, interrupt, watchdog);
+        });
     TrainResult result;
     absl::Status s = Train(o, client, join, request.worker_id(), heartbeat,
-                           &elastic, timeline, &result);
+                           &interrupt, &elastic, timeline, &result);
     if (s.ok()) return client.Finish(true, "", ToWorkerResult(result));
     if (o.stop_signal != nullptr && o.stop_signal->load()) {
       // Told to stop (a pod being deleted): leave without reporting a

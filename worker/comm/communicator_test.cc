@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-
 #include "client/kv_client.h"
 #include "gtest/gtest.h"
 #include "worker/comm/gloo_store.h"
@@ -279,7 +278,6 @@ TEST(GlooCommunicator, StalledRankFailsTheOthersWithinTheTimeout) {
   }
 }
 
-
 // What a worker's heartbeat thread does when the coordinator's verdict
 // arrives (the generation is over) while the training thread is blocked in
 // a collective on a peer that went silent: Abort from another thread ends
@@ -288,8 +286,8 @@ TEST(GlooCommunicator, AbortFromAnotherThreadEndsABlockedCollective) {
   for (GlooOptions::Wait wait :
        {GlooOptions::Wait::kSpin, GlooOptions::Wait::kBlock}) {
     for (int64_t count : {int64_t{1000}, int64_t{8} << 20}) {
-      SCOPED_TRACE(absl::StrCat("wait ", static_cast<int>(wait), " count ",
-                                count));
+      SCOPED_TRACE(
+          absl::StrCat("wait ", static_cast<int>(wait), " count ", count));
       GlooOptions options = Options("halving_doubling", absl::Seconds(30));
       options.wait = wait;
       auto group = LocalGroup::Connect(3, options);
@@ -313,7 +311,8 @@ TEST(GlooCommunicator, AbortFromAnotherThreadEndsABlockedCollective) {
       verdict.join();
       for (int rank = 0; rank < 2; ++rank) {
         EXPECT_FALSE(results[rank].ok());
-        EXPECT_LT(seconds[rank], 2.0) << "rank " << rank << ": " << results[rank];
+        EXPECT_LT(seconds[rank], 2.0)
+            << "rank " << rank << ": " << results[rank];
       }
       // Rank 2 is still healthy here; aborting it lets the group's
       // destructor hang up without waiting for the others.

@@ -216,6 +216,9 @@ class GlooCommunicator : public Communicator {
   // Shuts down every pair's socket (see PairSocket); safe from any thread
   // while the communicator lives.
   void ShutdownSockets();
+  // Ends every pair: shuts the sockets down, or where they are unknown
+  // closes Gloo's connections (which cannot wake a waiting collective).
+  void HangUp();
   // Waits (boundedly) until no peer is inside its last collective.
   void Quiesce();
 
@@ -306,6 +309,12 @@ GlooCommunicator::PlanAllReduceSum(float* data, int64_t count, int lane) {
   } catch (const std::exception& e) {
     return Fail(e, count);
   }
+  // Gloo signals a failure only to the buffers that exist when a pair
+  // fails; a buffer created on an already failed pair would wait out the
+  // whole timeout. Abort marks the communicator broken before it shuts the
+  // sockets down, so this check sees any abort that could have closed a
+  // pair while the operations were being built.
+  RETURN_IF_ERROR(broken());
   return std::unique_ptr<AllReducePlan>(
       new GlooPlan(this, count, std::move(ops)));
 }
@@ -328,8 +337,18 @@ void GlooCommunicator::Abort(const absl::Status& why) {
   }
   // Abort may come from another thread (the heartbeat's, on the
   // coordinator's verdict) while a collective blocks on a silent peer.
+  HangUp();
+}
+
+void GlooCommunicator::HangUp() {
+  if (sockets_.empty()) {
+    CloseConnections();
+    return;
+  }
+  // Not closeConnections as well: a pair closed that way is taken out of
+  // Gloo's event loop before the loop has read the end of file, and then
+  // never tells the buffers waiting on it, which wait out the timeout.
   ShutdownSockets();
-  CloseConnections();
 }
 
 void GlooCommunicator::ShutdownSockets() {
@@ -366,8 +385,7 @@ absl::Status GlooCommunicator::Fail(const std::exception& e, int64_t count) {
   // Peers (and our other lanes) blocked on this rank now fail at once
   // instead of at their timeout; our duplicates would otherwise keep the
   // sockets open after Gloo closes them.
-  ShutdownSockets();
-  CloseConnections();
+  HangUp();
   return status;
 }
 
