@@ -23,6 +23,7 @@
 #include "worker/exchange/ps_exchange.h"
 #include "worker/gpu/gpu_plugin.h"
 #include "worker/heartbeat.h"
+#include "worker/stop_signal_watch.h"
 #include "worker/stop_watchdog.h"
 #include "worker/timeline.h"
 #include "worker/trainer.h"
@@ -34,6 +35,16 @@ namespace {
 // After the coordinator says stop, a worker blocked in a collective gets
 // this long to notice by itself before the process exits anyway.
 constexpr absl::Duration kStopGrace = absl::Seconds(3);
+
+// How long past cluster.collective_timeout_ms connecting to the peers may
+// take before the worker gives up on it (StopSignalWatch::Waiting).
+constexpr absl::Duration kConnectSlack = absl::Seconds(2);
+
+// How long after a termination signal the step in flight may stay blocked
+// in a collective before its collectives are aborted (stop_signal_watch.h):
+// long enough for peers signalled at about the same time to reach the same
+// step boundary, short enough to honour the signal within two seconds.
+constexpr absl::Duration kSignalStepGrace = absl::Milliseconds(1500);
 
 std::string HostName() {
   char name[256] = {};
@@ -262,12 +273,20 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator>> GpuCommunicators(
 // The coordinator's verdict, on the heartbeat thread. A collective blocked
 // on a peer that the coordinator already declared dead ends now, not at the
 // collective timeout; an orderly stop leaves the step in flight to finish
-// (and its final checkpoint to be written). Any stop but a regroup also
-// starts the grace period after which a stuck worker exits.
+// (and its final checkpoint to be written). Any stop but a regroup ends a
+// worker that waits with nothing to save at once, and otherwise starts the
+// grace period after which a stuck worker exits.
 void OnVerdict(const HeartbeatSender::Verdict& v,
-               CollectiveInterrupt& interrupt, StopWatchdog& watchdog) {
+               CollectiveInterrupt& interrupt, StopWatchdog& watchdog,
+               StopSignalWatch& watch) {
+  if (v.regroup) {
+    interrupt.Interrupt(v.why);
+    return;
+  }
+  // Connecting to peers or waiting for a verdict: nothing to save.
+  watch.EndIfWaiting(v.why);
   if (!v.orderly) interrupt.Interrupt(v.why);
-  if (!v.regroup) watchdog.Arm(v.why);
+  watchdog.Arm(v.why);
 }
 
 // Whether this worker regroups with its peers when its generation ends,
@@ -280,8 +299,8 @@ bool Elastic(const WorkerOptions& o, const JobSpec& job) {
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    const JoinResponse& join, const std::string& worker_id,
                    HeartbeatSender& heartbeat, CollectiveInterrupt* interrupt,
-                   ElasticState* elastic, Timeline* timeline,
-                   TrainResult* result) {
+                   StopSignalWatch* watch, ElasticState* elastic,
+                   Timeline* timeline, TrainResult* result) {
   const ClusterSpec& cluster = join.job().cluster();
   KvGlooStore store(&client, join.kv_prefix(),
                     absl::Milliseconds(cluster.collective_timeout_ms()));
@@ -291,15 +310,23 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   gloo.wait = GlooWait(cluster.collective_wait());
   gloo.cores_per_rank = o.replicas * std::max(1, o.threads);
   gloo.hostname = o.host;  // resolved once, in RunGenerations
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<Communicator> comm,
-      CreateGlooCommunicator(store, join.rank(), join.world_size(), gloo));
+  std::unique_ptr<Communicator> comm;
+  {
+    // Bounded here: Gloo's connect to an unreachable peer took 27 s with a
+    // 5 s timeout (tests/multihost_test).
+    StopSignalWatch::Waiting waiting(
+        watch, "connecting to its peers",
+        absl::Now() + gloo.timeout + kConnectSlack);
+    ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(store, join.rank(),
+                                                  join.world_size(), gloo));
+  }
   ScopedInterruptible interruptible(interrupt, comm.get());
   DistributedContext dist = JobContext(join, client, heartbeat, o.metrics);
   dist.comm = comm.get();
   dist.bucket_bytes = cluster.bucket_bytes();
   std::shared_ptr<NcclCommunicator> nccl;
   if (!o.gpus.empty()) {
+    StopSignalWatch::Waiting waiting(watch, "connecting to its peers (NCCL)");
     ASSIGN_OR_RETURN(nccl, GpuCommunicators(o, client, join));
     dist.nccl = nccl.get();
   }
@@ -320,6 +347,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   TrainOptions t = WorkerTrainOptions(o, join, &dist, timeline);
   if (Elastic(o, join.job())) t.elastic = elastic;
   absl::Status s = [&]() -> absl::Status {
+    StopSignalWatch::Training training(watch, interrupt);
     ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
                      Trainer::Create(join.job(), t));
     ASSIGN_OR_RETURN(*result, trainer->Run());
@@ -384,11 +412,16 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
                        Timeline* timeline) {
   JoinRequest request = MakeJoin(o);
   ElasticState elastic;
+  StopSignalWatch watch(o.stop_signal, kSignalStepGrace);
   // Each pass is one generation of the job; an elastic worker whose
   // generation ends (a peer failed, or the world grows) joins the next.
   while (true) {
-    ASSIGN_OR_RETURN(JoinResponse join,
-                     client.Join(request, o.connect_timeout));
+    absl::StatusOr<JoinResponse> joined;
+    {
+      StopSignalWatch::Waiting waiting(&watch, "joining the job");
+      joined = client.Join(request, o.connect_timeout);
+    }
+    ASSIGN_OR_RETURN(JoinResponse join, std::move(joined));
     LogJoined(o, join, request.leaving_generation() > 0);
     if (o.metrics != nullptr) o.metrics->Joined(join);
     if (timeline != nullptr) {
@@ -405,11 +438,11 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
         &client, absl::Milliseconds(cluster.heartbeat_interval_ms()),
         TolerateCoordinatorOutage(o, join, client),
         [&](const HeartbeatSender::Verdict& v) {
-          OnVerdict(v, interrupt, watchdog);
+          OnVerdict(v, interrupt, watchdog, watch);
         });
     TrainResult result;
     absl::Status s = Train(o, client, join, request.worker_id(), heartbeat,
-                           &interrupt, &elastic, timeline, &result);
+                           &interrupt, &watch, &elastic, timeline, &result);
     if (s.ok()) return client.Finish(true, "", ToWorkerResult(result));
     if (o.stop_signal != nullptr && o.stop_signal->load()) {
       // Told to stop (a pod being deleted): leave without reporting a
@@ -435,6 +468,8 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
     // declared that peer dead. Its verdict names the root cause (the dead
     // worker's rank and host), so wait for it as long as it can take.
     if (IsCommunicationError(s)) {
+      StopSignalWatch::Waiting waiting(&watch,
+                                       "waiting for the coordinator's verdict");
       const absl::Time until = absl::Now() + VerdictWait(cluster);
       while (heartbeat.StopReason().ok() && absl::Now() < until) {
         absl::SleepFor(absl::Milliseconds(50));

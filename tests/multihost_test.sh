@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Faults across hosts: each worker and the coordinator in a network
+# namespace of its own, joined by a bridge the test makes (tests/netns_lib.sh;
+# skipped with the reason where namespaces cannot be made).
+#   1. A silent 5 s cut of one worker of three (its packets dropped, the
+#      link up): the coordinator declares it dead within the heartbeat
+#      bound, the survivors leave their blocked all-reduce at once (the
+#      verdict aborts it) and train again within the bound + 1.5 s; when the
+#      link returns the worker rejoins, stays (no stale stop kills it), and
+#      the job ends with three workers after at most one restart.
+#   2. A peer that cannot be reached while the workers connect (its Gloo
+#      address routes into the switch, which drops it): SIGTERM ends a
+#      worker stuck in the connect within two seconds, and the connect of
+#      the other fails within the collective timeout, not the minutes that
+#      Gloo's per-lane waits used to add up to.
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
+cohort="$1"
+netns_require
+netns_setup 4  # h0: coordinator; h1..h3: workers
+
+now() { date +%s.%N; }
+coord_addr="$(netns_addr h0):29400"
+status() {  # status PYTHON-EXPRESSION over the StatusResponse `s`
+  on h0 "$cohort" status --coordinator="$coord_addr" --json --timeout=2 2>/dev/null |
+    /usr/bin/python3 -c "import json,sys; s=json.load(sys.stdin); print($1)" 2>/dev/null
+}
+start_coordinator() {  # start_coordinator SPEC NAME
+  ip netns exec "$(netns_ns h0)" "$cohort" coordinator --job="$1" --listen="$coord_addr" \
+    --report="$tmp/$2.json" 2>"$tmp/$2.coord.err" &
+  coord=$!; pids+=($coord)
+}
+start_worker() {  # start_worker HOST NAME [flags]: sets wpid
+  local host="$1" name="$2"
+  shift 2
+  ip netns exec "$(netns_ns "$host")" "$cohort" worker \
+    --coordinator="$coord_addr" --host="$(netns_addr "$host")" "$@" \
+    2>"$tmp/$name.$host.err" &
+  wpid=$!; pids+=($wpid)
+}
+
+# 1. Heartbeats every 300 ms, dead after 3 misses: the bound is 0.9 s.
+bound=0.9
+cat > "$tmp/cut.textproto" <<'SPEC'
+name: "cut"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 4096 test_samples: 512 } }
+batch_size: 32
+epochs: 6
+optimizer { lr: 0.05 momentum: 0.9 }
+cluster { min_workers: 2 max_workers: 3 heartbeat_interval_ms: 300
+          heartbeat_misses: 3 collective_timeout_ms: 30000 max_restarts: 3
+          last_call_ms: 10000 }
+SPEC
+start_coordinator "$tmp/cut.textproto" cut
+w=()
+for h in h1 h2 h3; do start_worker "$h" cut --min-step-ms=40; w+=($wpid); done
+first_step() { [[ "$(status "[g for g in s['generations'] if int(g['generation']) == $1][0]['firstStepUnixS']")" =~ ^[1-9] ]]; }
+if wait_for 60 first_step 1; then
+  sleep 1
+  cut_at=$(now)
+  netns_cut h3
+  if wait_for 20 first_step 2; then
+    resumed=$(status "[g for g in s['generations'] if int(g['generation']) == 2][0]['firstStepUnixS']")
+    took=$(/usr/bin/python3 -c "print('%.2f' % ($resumed - $cut_at))")
+    limit=$(/usr/bin/python3 -c "print($bound + 1.5)")
+    if /usr/bin/python3 -c "import sys; sys.exit(0 if $took <= $limit else 1)"; then
+      ok "silent cut of one worker of three: training again after ${took} s (bound ${bound} s + 1.5 s = ${limit} s)"
+    else
+      fail "silent cut: training again only after ${took} s (limit ${limit} s)"
+    fi
+  else
+    fail "silent cut: the survivors never trained as generation 2: $(tail -5 "$tmp/cut.coord.err")"
+  fi
+  sleep "$(/usr/bin/python3 -c "print(max(0.0, 5 - ($(now) - $cut_at)))")"
+  netns_heal h3
+  healed_at=$(now)
+  # The cut worker rejoins (growth) and must still be there 5 s later: a
+  # stale stop used to kill it 3 s after it rejoined.
+  world3() { [[ "$(status "s['worldSize']")" == 3 && "$(status "s['regrouping']")" == False ]]; }
+  if wait_for 20 world3; then
+    ok "the cut worker rejoined $(/usr/bin/python3 -c "print('%.1f' % ($(now) - $healed_at))") s after its link returned (generation $(status "s['generation']"))"
+    sleep 4
+    alive=no
+    kill -0 "${w[2]}" 2>/dev/null && alive=yes
+  else
+    fail "the cut worker never rejoined: $(tail -3 "$tmp/cut.h3.err") / $(tail -3 "$tmp/cut.coord.err")"
+  fi
+  rcs=""
+  for p in "${w[@]}"; do wait "$p"; rcs+="$? "; done
+  wait "$coord"; rc=$?
+  if [[ "${alive:-no}" == yes || "$rcs" == "0 0 0 " ]] \
+      && ! grep -q "dropped from the job" "$tmp/cut.h3.err"; then
+    ok "the rejoined worker was not killed by a stale stop (alive 4 s later: ${alive:-no}; exits $rcs)"
+  else
+    fail "the rejoined worker was stopped: $(tail -3 "$tmp/cut.h3.err")"
+  fi
+  restarts=$(grep -c "restart [0-9]* of [0-9]* (cluster.max_restarts)" "$tmp/cut.coord.err")
+  world=$(/usr/bin/python3 -c "import json; r = json.load(open('$tmp/cut.json')); print(r['state'], r['world_size'])" 2>/dev/null)
+  if [[ $rc -eq 0 && "$world" == "SUCCEEDED 3" && $restarts -le 1 ]]; then
+    ok "a 5 s cut cost $restarts restart; the job SUCCEEDED with 3 workers (worker exits: $rcs)"
+  else
+    fail "after the cut: coordinator exit $rc, report '$world' (want SUCCEEDED 3), $restarts restarts (want <= 1); workers: $rcs"
+  fi
+else
+  fail "the job never trained: $(tail -5 "$tmp/cut.coord.err")"
+fi
+kill -9 "$coord" 2>/dev/null
+
+# 2. h1's Gloo address (10.1.0.11, a second address of its loopback) is
+# lower than h2's, so h2 connects to it, through the switch, which drops it.
+on h1 ip addr add 10.1.0.11/32 dev lo
+on h2 ip route add 10.1.0.0/16 via 10.77.0.1
+cat > "$tmp/unreachable.textproto" <<'SPEC'
+name: "unreachable"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 1024 test_samples: 256 } }
+batch_size: 32
+epochs: 1
+optimizer { lr: 0.05 }
+cluster { min_workers: 2 max_workers: 2 heartbeat_interval_ms: 300
+          heartbeat_misses: 3 collective_timeout_ms: 5000 max_restarts: 0 }
+SPEC
+formed() { grep -q "generation 1 formed" "$tmp/$1.coord.err"; }
+# 2a. Left alone, both workers are gone within the collective timeout
+# (5 s) plus the 2 s a connect may run over it, plus the heartbeat bound:
+# one gives up on the connect, the coordinator ends the job, the other
+# leaves at once.
+start_coordinator "$tmp/unreachable.textproto" alone
+ip netns exec "$(netns_ns h1)" "$cohort" worker --coordinator="$coord_addr" \
+  --host=10.1.0.11 2>"$tmp/alone.h1.err" &
+a1=$!; pids+=($a1)
+start_worker h2 alone; a2=$wpid
+if wait_for 20 formed alone; then
+  formed_at=$(now)
+  wait "$a1"; rc1=$?
+  wait "$a2"; rc2=$?
+  took=$(/usr/bin/python3 -c "print('%.1f' % ($(now) - $formed_at))")
+  why=$(cat "$tmp/alone.h1.err" "$tmp/alone.h2.err" | grep -m1 "did not finish within")
+  if [[ $rc1 -ne 0 && $rc2 -ne 0 && -n "$why" ]] \
+      && /usr/bin/python3 -c "import sys; sys.exit(0 if $took <= 5 + 2 + 2 else 1)"; then
+    ok "connecting to an unreachable peer: both workers gone $took s after the job formed (collective_timeout_ms 5000): ${why#cohort worker: }"
+  else
+    fail "connecting to an unreachable peer: workers gone after $took s, exits $rc1/$rc2 (want both failed within 9 s, one saying why): $(tail -2 "$tmp/alone.h1.err" "$tmp/alone.h2.err")"
+  fi
+else
+  fail "the job never formed: $(tail -3 "$tmp/alone.coord.err")"
+fi
+kill -9 "$coord" 2>/dev/null; wait "$coord" 2>/dev/null
+
+# 2b. SIGTERM while stuck in the connect.
+start_coordinator "$tmp/unreachable.textproto" term
+ip netns exec "$(netns_ns h1)" "$cohort" worker --coordinator="$coord_addr" \
+  --host=10.1.0.11 2>"$tmp/term.h1.err" &
+t1=$!; pids+=($t1)
+start_worker h2 term; t2=$wpid
+if wait_for 20 formed term; then
+  sleep 1
+  signalled=$(now)
+  kill -TERM "$t2"
+  wait "$t2"; rc2=$?
+  took=$(/usr/bin/python3 -c "print('%.2f' % ($(now) - $signalled))")
+  if grep -q "stopped by a termination signal while connecting" "$tmp/term.h2.err" \
+      && /usr/bin/python3 -c "import sys; sys.exit(0 if $took <= 2 else 1)"; then
+    ok "SIGTERM during the connect ended the worker in $took s (exit $rc2): $(tail -1 "$tmp/term.h2.err")"
+  else
+    fail "SIGTERM during the connect took $took s (want <= 2 s): $(tail -2 "$tmp/term.h2.err")"
+  fi
+  # Its peer, stuck in the same connect, leaves once the coordinator ends
+  # the job (it noticed the signalled worker's silence).
+  ended() { grep -q "job unreachable FAILED" "$tmp/term.coord.err"; }
+  if wait_for 10 ended; then
+    ended_at=$(now)
+    wait "$t1"; rc1=$?
+    took=$(/usr/bin/python3 -c "print('%.2f' % ($(now) - $ended_at))")
+    if grep -q "(while connecting to its peers)" "$tmp/term.h1.err" \
+        && /usr/bin/python3 -c "import sys; sys.exit(0 if $took <= 2 else 1)"; then
+      ok "the peer stuck in the connect left $took s after the job ended (exit $rc1): $(tail -1 "$tmp/term.h1.err")"
+    else
+      fail "the peer stuck in the connect left only $took s after the job ended: $(tail -2 "$tmp/term.h1.err")"
+    fi
+  else
+    fail "the coordinator did not end the job: $(tail -3 "$tmp/term.coord.err")"
+  fi
+else
+  fail "the job never formed: $(tail -3 "$tmp/term.coord.err")"
+fi
+kill -9 "$coord" 2>/dev/null
+
+finish
