@@ -23,6 +23,8 @@ netns_cleanup() {
 }
 
 netns_require() {
+  # Bazel's test environment leaves the administrator's folders off PATH.
+  PATH="$PATH:/usr/sbin:/sbin"
   if ! command -v ip >/dev/null || ! command -v bridge >/dev/null; then
     echo "SKIP: iproute2 (ip, bridge) is not installed"
     exit 0

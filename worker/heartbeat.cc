@@ -34,6 +34,11 @@ bool HeartbeatSender::Regroup() {
   return regroup_;
 }
 
+bool HeartbeatSender::Dropped() {
+  absl::MutexLock lock(&mu_);
+  return dropped_;
+}
+
 void HeartbeatSender::Loop() {
   absl::Time last_answer = absl::Now();
   bool signalled = false;
@@ -50,6 +55,7 @@ void HeartbeatSender::Loop() {
     absl::Status stop;
     bool regroup = false;
     bool orderly = false;
+    bool dropped = false;
     if (r.ok()) {
       last_answer = absl::Now();
       if (r->stop()) {
@@ -65,6 +71,7 @@ void HeartbeatSender::Loop() {
     } else if (r.status().code() == absl::StatusCode::kFailedPrecondition) {
       // A refused heartbeat means this worker is no longer part of the job
       // (fenced out after it was declared dead).
+      dropped = true;
       stop = absl::FailedPreconditionError(absl::StrCat(
           "dropped from the job by the coordinator: ", r.status().message()));
     } else if (absl::Now() - last_answer > interval_ * misses_) {
@@ -79,8 +86,9 @@ void HeartbeatSender::Loop() {
         absl::MutexLock lock(&mu_);
         stop_ = stop;
         regroup_ = regroup;
+        dropped_ = dropped;
       }
-      if (on_stop_) on_stop_(Verdict{stop, regroup, orderly});
+      if (on_stop_) on_stop_(Verdict{stop, regroup, dropped, orderly});
     }
   }
 }

@@ -33,6 +33,10 @@ class HeartbeatSender {
     absl::Status why;
     // The generation is over and the worker joins the next one.
     bool regroup = false;
+    // The coordinator refused the heartbeat: it declared this worker dead
+    // (a cut link, a long pause) and fenced it out of the generation. An
+    // elastic job's worker may join anew.
+    bool dropped = false;
     // The job is stopping in order (a user's Stop): the worker finishes
     // the step in flight and writes its final checkpoint, so collectives in
     // flight must be left to complete.
@@ -48,9 +52,10 @@ class HeartbeatSender {
   // OK while the worker may go on; otherwise why it must stop (or leave
   // its generation, when Regroup()).
   absl::Status StopReason();
-  // Whether the coordinator said this generation is over. on_stop is not
-  // called for a regroup.
+  // Whether the coordinator said this generation is over.
   bool Regroup();
+  // Whether the coordinator dropped this worker from the job (Verdict).
+  bool Dropped();
 
  private:
   void Loop();
@@ -63,6 +68,7 @@ class HeartbeatSender {
   WorkerProgress progress_ ABSL_GUARDED_BY(mu_);
   absl::Status stop_ ABSL_GUARDED_BY(mu_);
   bool regroup_ ABSL_GUARDED_BY(mu_) = false;
+  bool dropped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification done_;
   std::thread thread_;
 };

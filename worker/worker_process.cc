@@ -276,10 +276,12 @@ absl::StatusOr<std::shared_ptr<NcclCommunicator>> GpuCommunicators(
 // (and its final checkpoint to be written). Any stop but a regroup ends a
 // worker that waits with nothing to save at once, and otherwise starts the
 // grace period after which a stuck worker exits.
-void OnVerdict(const HeartbeatSender::Verdict& v,
+void OnVerdict(const HeartbeatSender::Verdict& v, bool elastic,
                CollectiveInterrupt& interrupt, StopWatchdog& watchdog,
                StopSignalWatch& watch) {
-  if (v.regroup) {
+  // An elastic job's worker that was declared dead (a link cut for longer
+  // than the heartbeat bound) joins anew, like one whose generation ended.
+  if (v.regroup || (v.dropped && elastic)) {
     interrupt.Interrupt(v.why);
     return;
   }
@@ -438,7 +440,7 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
         &client, absl::Milliseconds(cluster.heartbeat_interval_ms()),
         TolerateCoordinatorOutage(o, join, client),
         [&](const HeartbeatSender::Verdict& v) {
-          OnVerdict(v, interrupt, watchdog, watch);
+          OnVerdict(v, Elastic(o, join.job()), interrupt, watchdog, watch);
         });
     TrainResult result;
     absl::Status s = Train(o, client, join, request.worker_id(), heartbeat,
@@ -451,8 +453,9 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
       return s;
     }
     const bool elastic_job = Elastic(o, join.job());
-    if (elastic_job && (heartbeat.Regroup() || (IsCommunicationError(s) &&
-                                                heartbeat.StopReason().ok()))) {
+    if (elastic_job &&
+        (heartbeat.Regroup() || heartbeat.Dropped() ||
+         (IsCommunicationError(s) && heartbeat.StopReason().ok()))) {
       // Rejoining at once tells the coordinator that this generation is
       // broken, which is quicker than waiting for it to notice.
       if (!o.quiet) {
