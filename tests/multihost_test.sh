@@ -13,6 +13,9 @@
 #      worker stuck in the connect within two seconds, and the connect of
 #      the other fails within the collective timeout, not the minutes that
 #      Gloo's per-lane waits used to add up to.
+#   3. Advertised hosts: a container-style host name that resolves nowhere
+#      is one line naming it and --host (exit 2), not a crash after the job
+#      forms; workers on IPv6 addresses, bracketed or not, train.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
@@ -187,5 +190,43 @@ else
   fail "the job never formed: $(tail -3 "$tmp/term.coord.err")"
 fi
 kill -9 "$coord" 2>/dev/null
+
+# 3a. A host name that is in no hosts file (a container's "worker-7f3a").
+hostname_out=$(unshare --uts sh -c "hostname worker-7f3a && exec ip netns exec $(netns_ns h1) \
+  $cohort worker --coordinator=$coord_addr --connect-timeout=5" 2>&1)
+rc=$?
+if [[ $rc -eq 2 && "$hostname_out" == *worker-7f3a*--host* && $(wc -l <<<"$hostname_out") -eq 1 ]]; then
+  ok "an unresolvable host name: exit 2, one line: $hostname_out"
+else
+  fail "an unresolvable host name: exit $rc (want 2 and one line naming it and --host): $hostname_out"
+fi
+
+# 3b. IPv6: one worker's --host bracketed, the other's bare.
+on h1 ip -6 addr add fd77::11/64 dev eth0 nodad
+on h2 ip -6 addr add fd77::12/64 dev eth0 nodad
+cat > "$tmp/v6.textproto" <<'SPEC'
+name: "v6"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 1024 test_samples: 256 } }
+batch_size: 32
+epochs: 1
+optimizer { lr: 0.05 }
+cluster { min_workers: 2 max_workers: 2 }
+SPEC
+start_coordinator "$tmp/v6.textproto" v6
+ip netns exec "$(netns_ns h1)" "$cohort" worker --coordinator="$coord_addr" \
+  --host="[fd77::11]" 2>"$tmp/v6.h1.err" &
+v1=$!; pids+=($v1)
+ip netns exec "$(netns_ns h2)" "$cohort" worker --coordinator="$coord_addr" \
+  --host=fd77::12 2>"$tmp/v6.h2.err" &
+v2=$!; pids+=($v2)
+wait "$v1"; rc1=$?
+wait "$v2"; rc2=$?
+wait "$coord"; rc=$?
+if [[ $rc1 -eq 0 && $rc2 -eq 0 && $rc -eq 0 ]]; then
+  ok "workers at [fd77::11] and fd77::12 trained the job (all exits 0)"
+else
+  fail "IPv6 workers: exits $rc1/$rc2, coordinator $rc: $(tail -2 "$tmp/v6.h1.err" "$tmp/v6.h2.err" "$tmp/v6.coord.err")"
+fi
 
 finish
