@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/spec.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -135,13 +136,18 @@ TEST(Trainer, Bf16OnCpuReplicasIsRefusedNamingTheFix) {
       << r.status();
 }
 
+// ParseJobSpec refuses such a spec already (common/model_sizes.h); the
+// trainer must too, for a spec that reached it another way.
 TEST(Trainer, InconsistentLayerShapesNameTheLayer) {
-  JobSpec spec = Spec(R"(
+  JobSpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(
     model { layers { linear { out_features: 50 } }
             layers { conv2d { out_channels: 4 kernel: 3 } } }
     data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64
            test_samples: 16 } }
-    batch_size: 8 epochs: 1 optimizer { lr: 0.1 })");
+    batch_size: 8 epochs: 1 optimizer { lr: 0.1 })",
+                                                            &spec));
+  EXPECT_FALSE(ParseJobSpec(spec.DebugString(), "x").ok());
   TrainOptions o;
   o.quiet = true;
   absl::StatusOr<TrainResult> r = Train(spec, o);
