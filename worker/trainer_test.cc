@@ -157,6 +157,32 @@ TEST(Trainer, InconsistentLayerShapesNameTheLayer) {
       << r.status();
 }
 
+// A model that cannot fit is refused before anything is allocated, with
+// one line naming the layer and what the machine has.
+TEST(Trainer, RefusesAJobLargerThanTheMachinesMemory) {
+  JobSpec spec = Spec(R"(
+    model { layers { linear { out_features: 100000000 } } }
+    data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64
+           test_samples: 16 } }
+    batch_size: 8 epochs: 1 optimizer { lr: 0.1 })");
+  TrainOptions o;
+  o.quiet = true;
+  o.available_memory = int64_t{1} << 30;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(spec, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(t.status().message())
+                .rfind("layer 0 (linear) needs 75.3 GiB of parameters", 0),
+            0u)
+      << t.status();
+  EXPECT_NE(t.status().message().find("this machine has 1.0 GiB available"),
+            std::string::npos)
+      << t.status();
+  // A small job passes the check.
+  o.available_memory = int64_t{1} << 30;
+  EXPECT_TRUE(Trainer::Create(Spec(kSyntheticMlp), o).ok());
+}
+
 TEST(Trainer, ReportIsJsonWithTheRequiredKeys) {
   TrainResult r;
   r.samples_per_s = 1234.5;
