@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,9 @@
 #include "cli/flags.h"
 #include "cli/train_command.h"
 #include "common/files.h"
+#include "common/machine_memory.h"
+#include "common/memory_estimate.h"
+#include "common/model_sizes.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
@@ -235,6 +239,48 @@ absl::StatusOr<CoordinatorOptions> LocalCoordinatorOptions(LocalFlags* f) {
   return o;
 }
 
+// Every worker (and, in PS mode, every shard) of the job runs on this
+// machine, so the job as a whole must fit it: checked before anything
+// starts, instead of each process finding out alone. Workers may hold
+// different numbers of GPUs; the fewest is counted for all (a lower bound,
+// like the estimate itself).
+absl::Status CheckLocalMemory(const JobSpec& job,
+                              const std::vector<Devices>& worker_devices,
+                              int64_t shards) {
+  ASSIGN_OR_RETURN(const ModelSizes sizes, InferJobModelSizes(job));
+  WorkerMemoryOptions w;
+  w.replicas = worker_devices[0].replicas();
+  w.total_replicas = 0;
+  for (const Devices& d : worker_devices) {
+    w.replicas = std::min(w.replicas, d.replicas());
+    w.total_replicas += d.replicas();
+  }
+  w.gpus = !worker_devices[0].gpus.empty();
+  w.checkpoints = !job.checkpoint().dir().empty();
+  const int workers = static_cast<int>(worker_devices.size());
+  const std::string processes = absl::StrCat(
+      workers, workers == 1 ? " worker" : " workers",
+      shards > 0
+          ? absl::StrCat(" and ", shards, shards == 1 ? " shard" : " shards")
+          : "");
+  MemoryEstimate all = Times(EstimateWorkerMemory(job, sizes, w), workers,
+                             workers == 1 ? "worker" : "workers");
+  if (shards > 0) {
+    const MemoryEstimate shard = EstimateShardMemory(
+        job, sizes.padded_parameters / shards, sizes.padded_parameters);
+    for (const MemoryPart& p : Times(shard, static_cast<int>(shards),
+                                     shards == 1 ? "shard" : "shards")
+                                   .parts) {
+      all.parts.push_back(p);
+      all.total += p.bytes;
+    }
+  }
+  absl::StatusOr<AvailableMemory> available = DetectAvailableMemory();
+  if (!available.ok()) return absl::OkStatus();  // nothing to compare with
+  return CheckMemoryFits(all, *available,
+                         absl::StrCat("this job (", processes, ")"));
+}
+
 // Starts f.shards parameter-server shard processes for `coordinator`.
 absl::Status StartShards(const char* self, const std::string& coordinator,
                          const LocalFlags& f, std::vector<Child>* children) {
@@ -379,6 +425,7 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
   ASSIGN_OR_RETURN(const std::vector<Devices> worker_devices,
                    SplitDevices(all_devices, static_cast<int>(f.workers)));
   ASSIGN_OR_RETURN(const CoordinatorOptions o, LocalCoordinatorOptions(&f));
+  RETURN_IF_ERROR(CheckLocalMemory(o.job, worker_devices, f.shards));
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
                    CoordinatorServer::Start(o));
   const std::string address = coordinator->address();

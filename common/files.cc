@@ -57,6 +57,86 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return s.str();
 }
 
+namespace {
+
+// "a FIFO", "a character device"...: what a path that is not a regular
+// file is, for the message that refuses it.
+std::string FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// "16 MiB" or "1000 bytes".
+std::string BytesLimit(int64_t bytes) {
+  if (bytes > 0 && bytes % (1 << 20) == 0) {
+    return absl::StrCat(bytes >> 20, " MiB");
+  }
+  return absl::StrCat(bytes, " bytes");
+}
+
+absl::Status TooLarge(const std::string& path, int64_t max_bytes,
+                      absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " ", path, " is larger than ", BytesLimit(max_bytes),
+                   "; it should be a short text file"));
+}
+
+// The contents of the open file `fd`, read only if it is a regular file of
+// at most `max_bytes`.
+absl::StatusOr<std::string> ReadBounded(int fd, const std::string& path,
+                                        int64_t max_bytes,
+                                        absl::string_view what) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("cannot read ", what, " ", path));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " is a directory, not a file"));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " ", path, " is ", FileKind(st.st_mode), ", not a regular file"));
+  }
+  if (st.st_size > max_bytes) return TooLarge(path, max_bytes, what);
+  std::string text;
+  char buf[1 << 14];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::DataLossError(absl::StrCat("cannot read ", what, " ", path,
+                                              ": ", std::strerror(errno)));
+    }
+    if (n == 0) return text;
+    text.append(buf, n);
+    // It may have grown since fstat.
+    if (static_cast<int64_t>(text.size()) > max_bytes) {
+      return TooLarge(path, max_bytes, what);
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path,
+                                            int64_t max_bytes,
+                                            absl::string_view what) {
+  // Without O_NONBLOCK, opening a FIFO would wait for a writer.
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("cannot open ", what, " ", path));
+  }
+  absl::StatusOr<std::string> text = ReadBounded(fd, path, max_bytes, what);
+  close(fd);
+  return text;
+}
+
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents) {
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());

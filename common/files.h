@@ -7,6 +7,7 @@
 #ifndef COHORT_COMMON_FILES_H_
 #define COHORT_COMMON_FILES_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,17 @@
 namespace cohort {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// The contents of the regular file at `path`, for small files a user names
+// (a job spec). Refused before reading, with InvalidArgument naming `what`
+// and the path: a directory, a device (/dev/zero), a FIFO (opened without
+// waiting for a writer), a socket, or a file larger than `max_bytes` (also
+// one that grows past it while being read). An open failure has the errno's
+// code ("cannot open WHAT PATH: No such file or directory"); a read error
+// is DataLoss.
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path,
+                                            int64_t max_bytes,
+                                            absl::string_view what);
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents);

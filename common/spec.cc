@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -13,7 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/files.h"
 #include "common/logging.h"
+#include "common/memory_estimate.h"
+#include "common/model_sizes.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -117,6 +119,13 @@ class Scope {
     return absl::InvalidArgumentError(
         absl::StrCat(Prefix(*file_, missing ? at_ : loc), Name(fd, index), " ",
                      what, missing ? " (missing)" : ""));
+  }
+
+  // "FILE:L:C: " of `field` (of the enclosing message when the field was
+  // not written), to start a message of one's own.
+  std::string At(const Message& m, absl::string_view field, int index) const {
+    const Loc loc = Locate(Field(m, field), index);
+    return Prefix(*file_, loc.line < 0 ? at_ : loc);
   }
 
   // Whether `field` appears in the text.
@@ -485,6 +494,45 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   return NonNegative(e, j.eval(), "batch_size", j.eval().batch_size());
 }
 
+// Where a size error of `spec`'s model points: the layer (or the zoo name)
+// that failed, else what gave the input (the zoo name, the synthetic
+// shape, or the data kind).
+std::string SizeErrorAt(const JobSpec& j, const Scope& s, int failed_layer) {
+  const Scope model = s.Nested(j, "model", -1);
+  if (!j.model().zoo().empty()) return model.At(j.model(), "zoo", -1);
+  if (failed_layer >= 0) return model.At(j.model(), "layers", failed_layer);
+  const Scope data = s.Nested(j, "data", -1);
+  if (j.data().kind() != DatasetSpec::SYNTHETIC) {
+    return data.At(j.data(), "kind", -1);
+  }
+  return data.Nested(j.data(), "synthetic", -1)
+      .At(j.data().synthetic(), "shape", 0);
+}
+
+// Every size the job will have, in checked arithmetic, before anything is
+// allocated (common/model_sizes.h, common/memory_estimate.h): a layer
+// whose input does not fit it, an unknown zoo model, or parameters,
+// activations or data whose bytes pass 2^63 are refused here, in every
+// process that reads a spec. Whether they fit a machine is for the
+// processes that will hold them to say.
+absl::Status CheckSizes(const JobSpec& j, const Scope& s) {
+  int failed_layer = -1;
+  absl::StatusOr<ModelSizes> sizes = InferJobModelSizes(j, &failed_layer);
+  if (!sizes.ok()) {
+    // Without a failed layer, the input is at fault: name where it is set.
+    const bool input = failed_layer < 0 && j.model().zoo().empty() &&
+                       j.data().kind() == DatasetSpec::SYNTHETIC;
+    return absl::InvalidArgumentError(absl::StrCat(
+        SizeErrorAt(j, s, failed_layer), input ? "data.synthetic.shape: " : "",
+        sizes.status().message()));
+  }
+  const absl::Status fits =
+      CheckNoOverflow(EstimateWorkerMemory(j, *sizes, WorkerMemoryOptions()));
+  if (fits.ok()) return fits;
+  return absl::InvalidArgumentError(
+      absl::StrCat(s.At(j, "model", -1), fits.message()));
+}
+
 void FillLayerDefaults(LayerSpec* l) {
   switch (l->kind_case()) {
     case LayerSpec::kConv1D:
@@ -633,21 +681,13 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
   RETURN_IF_ERROR(CheckUtf8(spec, Scope(&filename, &tree, "", Loc())));
   RETURN_IF_ERROR(CheckJob(spec, Scope(&filename, &tree, "", Loc())));
   FillDefaults(&spec);
+  RETURN_IF_ERROR(CheckSizes(spec, Scope(&filename, &tree, "", Loc())));
   return spec;
 }
 
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::ErrnoToStatus(errno, "cannot open job spec " + path);
-  }
-  std::string text;
-  char buf[1 << 14];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return absl::DataLossError("cannot read job spec " + path);
+  ASSIGN_OR_RETURN(const std::string text,
+                   ReadRegularFile(path, kMaxJobSpecBytes, "job spec"));
   return ParseJobSpec(text, path);
 }
 

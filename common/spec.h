@@ -12,13 +12,19 @@
 // read as 0.9). This keeps normalisation idempotent: parsing the text form of
 // a normalised spec gives the same spec back.
 //
-// Zoo model names and data directories are not checked here: the model
-// builder and the loader own those (and `--data-dir` may supply the latter).
+// Sizes are checked too, in checked arithmetic (common/model_sizes.h): a
+// zoo name, a layer whose input does not fit it, or a model or data set
+// whose bytes pass 2^63 is an error pointing at the layer (or the zoo name,
+// or the synthetic shape). Whether the job fits a machine's memory is for
+// the processes that hold it to check (common/memory_estimate.h). Data
+// directories are not checked here: the loader owns those (and `--data-dir`
+// may supply them).
 //
 // Thread safety: all functions are pure and may be called concurrently.
 #ifndef COHORT_COMMON_SPEC_H_
 #define COHORT_COMMON_SPEC_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -39,9 +45,14 @@ uint64_t TrainingHash(const JobSpec& spec);
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
                                      const std::string& filename);
 
+// The most a job spec file may hold.
+inline constexpr int64_t kMaxJobSpecBytes = int64_t{16} << 20;
+
 // Reads the file at `path`, then ParseJobSpec. When the file cannot be
 // read: the errno's status code (NotFound, PermissionDenied...) and a
-// message naming the path.
+// message naming the path. InvalidArgument, without reading it, for a path
+// that is not a regular file (a directory, /dev/zero, a FIFO: opening one
+// does not wait for a writer) or one larger than kMaxJobSpecBytes.
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 
 // One line for logs: name, model, data, batch, stopping rule, optimizer and

@@ -289,6 +289,7 @@ TEST(ParseJobSpec, AcceptsBottleneckBlocksAndTheResnet50Zoo) {
       "OK");
   absl::StatusOr<JobSpec> spec = ParseJobSpec(
       "batch_size: 4\nepochs: 1\nmodel { zoo: \"resnet50\" }\n"
+      "data { synthetic { shape: [3, 224, 224] } }\n"
       "optimizer { lr: 0.1 }\n",
       kFile);
   EXPECT_TRUE(spec.ok()) << spec.status();
@@ -377,7 +378,7 @@ TEST(ParseJobSpec, FullSpecRoundTrips) {
 TEST(ParseJobSpec, NormalisedSpecParsesToItself) {
   // Defaults filled once must survive a second pass unchanged.
   absl::StatusOr<JobSpec> spec = ParseJobSpec(
-      "batch_size: 2\nmax_steps: 3\nmodel { zoo: \"mlp\" }\n"
+      "batch_size: 2\nmax_steps: 3\nmodel { zoo: \"mlp_mnist\" }\n"
       "optimizer { kind: ADAMW lr: 0.01 weight_decay: 0.01 }\n",
       kFile);
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -387,10 +388,11 @@ TEST(ParseJobSpec, NormalisedSpecParsesToItself) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(
       google::protobuf::util::MessageDifferencer::Equals(*spec, *again));
-  EXPECT_EQ(DescribeJobSpec(*spec),
-            "job \"job\": model mlp, data SYNTHETIC [1, 28, 28] x10 classes, "
-            "batch 2, 3 steps, ADAMW lr 0.01 wd 0.01 betas 0.9/0.999 eps "
-            "1e-08, schedule CONSTANT");
+  EXPECT_EQ(
+      DescribeJobSpec(*spec),
+      "job \"job\": model mlp_mnist, data SYNTHETIC [1, 28, 28] x10 classes, "
+      "batch 2, 3 steps, ADAMW lr 0.01 wd 0.01 betas 0.9/0.999 eps "
+      "1e-08, schedule CONSTANT");
 }
 
 TEST(LoadJobSpec, ReadsFileAndNamesItInErrors) {
@@ -407,6 +409,52 @@ TEST(LoadJobSpec, ReadsFileAndNamesItInErrors) {
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(spec.status().message(),
             "cannot open job spec " + path + ": No such file or directory");
+}
+
+// Sizes (common/model_sizes.h) are the spec's business: a layer whose input
+// does not fit, an unknown zoo model or sizes past 2^63 bytes point into
+// the file.
+TEST(ParseJobSpec, ChecksSizesPointingAtTheLayer) {
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { relu {} }\n"
+                               "  layers { linear { out_features: 5 } }\n")),
+            "jobs/x.textproto:5:3: layer 1 (linear) cannot take input of "
+            "shape [1, 28, 28]: it expects a flat input {features}; put a "
+            "flatten layer before it");
+  EXPECT_EQ(ErrorOf(Valid("data { kind: CIFAR10 }\n")),
+            "jobs/x.textproto:2:9: zoo model lenet5 takes samples of shape "
+            "[1, 28, 28] but the data set gives [3, 32, 32]");
+  std::string text = Valid();
+  text.replace(text.find("lenet5"), 6, "lenet9");
+  EXPECT_EQ(ErrorOf(text).rfind("jobs/x.textproto:2:9: unknown zoo model "
+                                "\"lenet9\"; known models: ",
+                                0),
+            0u);
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { conv2d { out_channels: 2000000000 "
+                               "kernel: 1 padding: 2000000000 } }\n")),
+            "jobs/x.textproto:4:3: layer 0 (conv2d) cannot take input of "
+            "shape [1, 28, 28]: its output passes 2^63 elements");
+  // 784 x 10^8 parameters are fine for arithmetic; whether they fit a
+  // machine is the worker's question.
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { flatten {} }\n  layers { linear { "
+                               "out_features: 100000000 } }\n")),
+            "OK");
+  const std::string overflow = ErrorOf(
+      "batch_size: 2000000000\nmax_steps: 1\noptimizer { lr: 0.1 }\n"
+      "model { layers { conv2d { out_channels: 4 kernel: 1 padding: "
+      "100000 } }\n        layers { global_avgpool {} } }\n");
+  EXPECT_EQ(overflow.rfind("jobs/x.textproto:4:1: layer 0 (conv2d) needs more "
+                           "than 8 EiB of activations",
+                           0),
+            0u)
+      << overflow;
+}
+
+TEST(LoadJobSpec, RefusesWhatIsNotAShortTextFile) {
+  absl::StatusOr<JobSpec> spec = LoadJobSpec("/dev/zero");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(spec.status().message(),
+            "job spec /dev/zero is a character device, not a regular file");
+  EXPECT_EQ(kMaxJobSpecBytes, 16 << 20);
 }
 
 }  // namespace

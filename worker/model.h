@@ -68,6 +68,8 @@ class Model {
 
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shape_; }
+  // Each layer's per-sample output shape.
+  const std::vector<Shape>& layer_outputs() const { return layer_outputs_; }
   // One line per layer with its output shape and parameter count.
   std::string Summary() const;
 

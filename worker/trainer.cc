@@ -6,6 +6,9 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/machine_memory.h"
+#include "common/memory_estimate.h"
+#include "common/model_sizes.h"
 #include "common/status_macros.h"
 #include "proto/coordinator.pb.h"
 #include "worker/engine/cpu_engine.h"
@@ -47,6 +50,35 @@ absl::Status CheckOptions(const JobSpec& spec, const TrainOptions& options) {
   return absl::OkStatus();
 }
 
+// Refuses a job whose parameters, activations and data cannot fit in this
+// machine's memory before any of it is allocated. An elastic worker that
+// regroups already holds the job's state, which a fresh reading of the
+// machine would count twice: it was checked in its first generation.
+absl::Status CheckMemory(const JobSpec& spec, const TrainOptions& options) {
+  if (options.elastic != nullptr && options.elastic->snapshot.has_value()) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const ModelSizes sizes, InferJobModelSizes(spec));
+  WorkerMemoryOptions w;
+  w.gpus = !options.gpus.empty();
+  w.replicas =
+      w.gpus ? static_cast<int>(options.gpus.size()) : options.replicas;
+  w.total_replicas = options.distributed != nullptr
+                         ? options.distributed->total_replicas
+                         : w.replicas;
+  w.checkpoints =
+      !options.checkpoint_dir.empty() || !spec.checkpoint().dir().empty();
+  AvailableMemory available{options.available_memory,
+                            "TrainOptions.available_memory"};
+  if (options.available_memory < 0) {
+    absl::StatusOr<AvailableMemory> detected = DetectAvailableMemory();
+    if (!detected.ok()) return absl::OkStatus();  // nothing to compare with
+    available = *detected;
+  }
+  return CheckMemoryFits(EstimateWorkerMemory(spec, sizes, w), available,
+                         "this process");
+}
+
 }  // namespace
 
 void FillProgress(int64_t step, int64_t epoch, double loss,
@@ -66,6 +98,7 @@ void FillProgress(int64_t step, int64_t epoch, double loss,
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     const JobSpec& spec, const TrainOptions& options) {
   RETURN_IF_ERROR(CheckOptions(spec, options));
+  RETURN_IF_ERROR(CheckMemory(spec, options));
   EngineFactory make_engine = CreateCpuEngine;
   if (!options.gpus.empty()) {
     ASSIGN_OR_RETURN(const GpuPluginApi* gpu, LoadGpuPlugin());

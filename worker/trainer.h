@@ -114,6 +114,11 @@ struct TrainOptions {
   // Receives a timeline of every step's phases (worker/timeline.h).
   // Borrowed; null: none.
   Timeline* timeline = nullptr;
+  // Bytes this process may still allocate, for the check Create() makes
+  // before allocating anything: the job's estimated memory
+  // (common/memory_estimate.h) must fit. -1: read the machine's
+  // (common/machine_memory.h).
+  int64_t available_memory = -1;
   // Set (by a signal handler) when the process must stop: training ends
   // after the step in flight, a process that writes checkpoints writes a
   // final one of that step, and Run() returns CANCELLED saying so.
@@ -205,7 +210,10 @@ void FillProgress(int64_t step, int64_t epoch, double loss,
 
 // A prepared training run: data loaded, models built and checked against
 // the data. Create() does everything that can fail because of the user's
-// input, so a caller can report such errors before training starts.
+// input, so a caller can report such errors before training starts. It
+// first checks that the job fits this machine's memory (FAILED_PRECONDITION
+// naming the layer or data set that needs the most, and what the machine
+// has), so that an oversized model is refused, not killed mid-allocation.
 class Trainer {
  public:
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(

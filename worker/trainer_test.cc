@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/spec.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -135,13 +136,18 @@ TEST(Trainer, Bf16OnCpuReplicasIsRefusedNamingTheFix) {
       << r.status();
 }
 
+// ParseJobSpec refuses such a spec already (common/model_sizes.h); the
+// trainer must too, for a spec that reached it another way.
 TEST(Trainer, InconsistentLayerShapesNameTheLayer) {
-  JobSpec spec = Spec(R"(
+  JobSpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(
     model { layers { linear { out_features: 50 } }
             layers { conv2d { out_channels: 4 kernel: 3 } } }
     data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64
            test_samples: 16 } }
-    batch_size: 8 epochs: 1 optimizer { lr: 0.1 })");
+    batch_size: 8 epochs: 1 optimizer { lr: 0.1 })",
+                                                            &spec));
+  EXPECT_FALSE(ParseJobSpec(spec.DebugString(), "x").ok());
   TrainOptions o;
   o.quiet = true;
   absl::StatusOr<TrainResult> r = Train(spec, o);
@@ -149,6 +155,32 @@ TEST(Trainer, InconsistentLayerShapesNameTheLayer) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("layer 1"), std::string::npos)
       << r.status();
+}
+
+// A model that cannot fit is refused before anything is allocated, with
+// one line naming the layer and what the machine has.
+TEST(Trainer, RefusesAJobLargerThanTheMachinesMemory) {
+  JobSpec spec = Spec(R"(
+    model { layers { linear { out_features: 100000000 } } }
+    data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64
+           test_samples: 16 } }
+    batch_size: 8 epochs: 1 optimizer { lr: 0.1 })");
+  TrainOptions o;
+  o.quiet = true;
+  o.available_memory = int64_t{1} << 30;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(spec, o);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(std::string(t.status().message())
+                .rfind("layer 0 (linear) needs 75.3 GiB of parameters", 0),
+            0u)
+      << t.status();
+  EXPECT_NE(t.status().message().find("this machine has 1.0 GiB available"),
+            std::string::npos)
+      << t.status();
+  // A small job passes the check.
+  o.available_memory = int64_t{1} << 30;
+  EXPECT_TRUE(Trainer::Create(Spec(kSyntheticMlp), o).ok());
 }
 
 TEST(Trainer, ReportIsJsonWithTheRequiredKeys) {

@@ -1,11 +1,10 @@
 #include "worker/zoo.h"
 
 #include <functional>
-#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "common/model_sizes.h"
 #include "common/status_macros.h"
 #include "worker/layers/activation.h"
 #include "worker/layers/batchnorm.h"
@@ -18,128 +17,6 @@
 
 namespace cohort {
 namespace {
-
-// Appends layer specs with a terse syntax, so zoo definitions read like a
-// table.
-class Builder {
- public:
-  Builder& Linear(int64_t out) {
-    Next().mutable_linear()->set_out_features(out);
-    return *this;
-  }
-  Builder& Conv2d(int64_t out, int64_t k, int64_t stride = 1, int64_t pad = 0,
-                  bool bias = true) {
-    Conv(Next().mutable_conv2d(), out, k, stride, pad, bias);
-    return *this;
-  }
-  Builder& Conv1d(int64_t out, int64_t k, int64_t pad) {
-    Conv(Next().mutable_conv1d(), out, k, 1, pad, true);
-    return *this;
-  }
-  Builder& ReLU() {
-    Next().mutable_relu();
-    return *this;
-  }
-  // stride 0: the kernel size.
-  Builder& MaxPool(int64_t k, int64_t stride = 0, int64_t pad = 0) {
-    PoolSpec* p = Next().mutable_maxpool2d();
-    p->set_kernel(k);
-    p->set_stride(stride > 0 ? stride : k);
-    p->set_padding(pad);
-    return *this;
-  }
-  Builder& BN1d() {
-    Next().mutable_batchnorm1d();
-    return *this;
-  }
-  Builder& BN2d() {
-    Next().mutable_batchnorm2d();
-    return *this;
-  }
-  Builder& Flatten() {
-    Next().mutable_flatten();
-    return *this;
-  }
-  Builder& Block(int64_t out, int64_t stride, bool bottleneck) {
-    ResidualSpec* r = Next().mutable_residual();
-    r->set_out_channels(out);
-    r->set_stride(stride);
-    r->set_bottleneck(bottleneck);
-    return *this;
-  }
-  Builder& GlobalPool() {
-    Next().mutable_global_avgpool();
-    return *this;
-  }
-  std::vector<LayerSpec> Take() { return std::move(layers_); }
-
- private:
-  LayerSpec& Next() { return layers_.emplace_back(); }
-  static void Conv(ConvSpec* c, int64_t out, int64_t k, int64_t stride,
-                   int64_t pad, bool bias) {
-    c->set_out_channels(out);
-    c->set_kernel(k);
-    c->set_stride(stride);
-    c->set_padding(pad);
-    c->set_no_bias(!bias);
-  }
-
-  std::vector<LayerSpec> layers_;
-};
-
-void LeNetBody(Builder& b) {
-  b.ReLU().MaxPool(2).Conv2d(16, 5).ReLU().MaxPool(2).Flatten();
-  b.Linear(120).ReLU().Linear(84).ReLU().Linear(10);
-}
-
-// The four ResNet stages: blocks[i] blocks of out_channels widths[i]; the
-// first block of each stage after the first halves the resolution.
-void ResNetStages(Builder& b, const int64_t (&widths)[4],
-                  const int (&blocks)[4], bool bottleneck) {
-  for (int stage = 0; stage < 4; ++stage) {
-    for (int i = 0; i < blocks[stage]; ++i) {
-      b.Block(widths[stage], stage > 0 && i == 0 ? 2 : 1, bottleneck);
-    }
-  }
-}
-
-std::vector<LayerSpec> MakeZoo(const std::string& name) {
-  Builder b;
-  if (name == "mlp_seed") {
-    b.Linear(200).ReLU().Linear(10);
-  } else if (name == "mlp_mnist") {
-    b.Flatten().Linear(256).ReLU().Linear(128).ReLU().Linear(10);
-  } else if (name == "lenet5") {
-    b.Conv2d(6, 5, 1, 2);
-    LeNetBody(b);
-  } else if (name == "lenet_cifar") {
-    b.Conv2d(6, 5);
-    LeNetBody(b);
-  } else if (name == "conv1d_bn") {
-    b.Conv1d(16, 3, 1).BN1d().ReLU().Conv1d(32, 3, 1).BN1d().ReLU();
-    b.Conv1d(3, 3, 1);
-  } else if (name == "resnet18_cifar") {
-    b.Conv2d(64, 3, 1, 1, /*bias=*/false).BN2d().ReLU();
-    ResNetStages(b, {64, 128, 256, 512}, {2, 2, 2, 2}, /*bottleneck=*/false);
-    b.GlobalPool().Linear(10);
-  } else if (name == "resnet50") {
-    // torchvision's resnet50: 7x7 stem and max pool, bottleneck blocks.
-    b.Conv2d(64, 7, 2, 3, /*bias=*/false).BN2d().ReLU().MaxPool(3, 2, 1);
-    ResNetStages(b, {256, 512, 1024, 2048}, {3, 4, 6, 3}, /*bottleneck=*/true);
-    b.GlobalPool().Linear(1000);
-  }
-  return b.Take();
-}
-
-const std::map<std::string, Shape>& ZooShapes() {
-  static const auto* shapes = new std::map<std::string, Shape>{
-      {"mlp_seed", {100}},         {"mlp_mnist", {1, 28, 28}},
-      {"lenet5", {1, 28, 28}},     {"lenet_cifar", {3, 32, 32}},
-      {"conv1d_bn", {3, 10000}},   {"resnet18_cifar", {3, 32, 32}},
-      {"resnet50", {3, 224, 224}},
-  };
-  return *shapes;
-}
 
 template <typename T>
 std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
@@ -195,35 +72,33 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
   return nullptr;
 }
 
+// The model's layers, as configured, against the inference that sized it
+// (common/model_sizes.h): the validator and the memory estimate trusted
+// those sizes, so a difference is a bug in one of the two.
+template <typename T>
+absl::Status CheckAgreement(const Model<T>& model, const ModelSizes& sizes) {
+  const std::vector<Shape>& outputs = model.layer_outputs();
+  for (size_t i = 0; i < sizes.layers.size() && i < outputs.size(); ++i) {
+    if (outputs[i] != sizes.layers[i].output) {
+      return absl::InternalError(absl::StrCat(
+          LayerName(i, sizes.layers[i].kind), " gives ",
+          ShapeString(outputs[i]), " but the shape inference says ",
+          ShapeString(sizes.layers[i].output)));
+    }
+  }
+  if (outputs.size() != sizes.layers.size() ||
+      model.num_parameters() != sizes.parameters ||
+      model.param_store().values().size() != sizes.padded_parameters) {
+    return absl::InternalError(
+        absl::StrCat("the model has ", model.num_parameters(), " parameters (",
+                     model.param_store().values().size(),
+                     " padded) but the shape inference says ", sizes.parameters,
+                     " (", sizes.padded_parameters, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
-
-std::vector<std::string> ZooModelNames() {
-  std::vector<std::string> names;
-  for (const auto& [name, shape] : ZooShapes()) names.push_back(name);
-  return names;
-}
-
-absl::StatusOr<Shape> ZooInputShape(const std::string& name) {
-  auto it = ZooShapes().find(name);
-  if (it == ZooShapes().end()) {
-    return absl::NotFoundError(absl::StrCat(
-        "unknown zoo model \"", name,
-        "\"; known models: ", absl::StrJoin(ZooModelNames(), ", ")));
-  }
-  return it->second;
-}
-
-absl::StatusOr<std::vector<LayerSpec>> LayerSpecs(const ModelSpec& spec) {
-  if (!spec.zoo().empty()) {
-    RETURN_IF_ERROR(ZooInputShape(spec.zoo()).status());
-    return MakeZoo(spec.zoo());
-  }
-  if (spec.layers().empty()) {
-    return absl::InvalidArgumentError(
-        "the model names neither a zoo model nor any layers");
-  }
-  return std::vector<LayerSpec>(spec.layers().begin(), spec.layers().end());
-}
 
 template <typename T>
 absl::StatusOr<typename Model<T>::LayerList> BuildLayers(
@@ -245,9 +120,12 @@ template <typename T>
 absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
                                                      const Shape& input_shape,
                                                      uint64_t seed) {
+  ASSIGN_OR_RETURN(const std::vector<LayerSpec> specs, LayerSpecs(spec));
+  ASSIGN_OR_RETURN(const ModelSizes sizes, InferModelSizes(specs, input_shape));
   ASSIGN_OR_RETURN(auto layers, BuildLayers<T>(spec));
   ASSIGN_OR_RETURN(auto model,
                    Model<T>::Create(std::move(layers), input_shape));
+  RETURN_IF_ERROR(CheckAgreement(*model, sizes));
   model->InitializeParameters(seed);
   return model;
 }

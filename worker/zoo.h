@@ -1,20 +1,11 @@
-// Builds models: the named zoo models and user-defined layer lists.
+// Builds models: the named zoo models (common/zoo_specs.h lists them and
+// their input shapes) and user-defined layer lists.
 //
-// Zoo models (per-sample input shape in brackets):
-//   mlp_seed       [100]         linear 100-200-10
-//   mlp_mnist      [1, 28, 28]   flatten, linear 784-256-128-10
-//   lenet5         [1, 28, 28]   conv 1-6 k5 p2, pool, conv 6-16 k5, pool,
-//                                fc 400-120-84-10 (ReLU throughout)
-//   lenet_cifar    [3, 32, 32]   conv 3-6 k5, pool, conv 6-16 k5, pool,
-//                                fc 400-120-84-10
-//   conv1d_bn      [3, 10000]    conv1d 3-16-32-3, k3 p1, BatchNorm + ReLU
-//                                after the first two
-//   resnet18_cifar [3, 32, 32]   ResNet-18 for 32x32 inputs (3x3 stem, no
-//                                stem pooling), 10 classes
-//   resnet50       [3, 224, 224] torchvision's ResNet-50: conv 7x7 s2 p3,
-//                                BN, ReLU, maxpool k3 s2 p1, bottleneck
-//                                stages [3, 4, 6, 3] of 256-512-1024-2048,
-//                                global average pool, fc 2048-1000
+// Every model is sized by the checked shape inference (common/model_sizes.h)
+// before its buffers are allocated, and its configured layers must agree
+// with that inference, so the sizes the spec validator and the memory
+// estimate saw are the sizes the model has.
+//
 // All functions are thread-safe (they share no state).
 #ifndef COHORT_WORKER_ZOO_H_
 #define COHORT_WORKER_ZOO_H_
@@ -24,28 +15,21 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/zoo_specs.h"  // ZooModelNames, ZooInputShape, LayerSpecs
 #include "proto/job.pb.h"
 #include "worker/model.h"
 
 namespace cohort {
-
-// The names BuildLayers accepts in ModelSpec.zoo.
-std::vector<std::string> ZooModelNames();
-
-// The per-sample input shape a zoo model was designed for.
-absl::StatusOr<Shape> ZooInputShape(const std::string& name);
-
-// The layer list of `spec`: a zoo model's definition, or the explicit list.
-// NotFound lists the zoo names when the name is unknown. Every engine (CPU
-// and GPU) builds its layers from these.
-absl::StatusOr<std::vector<LayerSpec>> LayerSpecs(const ModelSpec& spec);
 
 // The layers for `spec` (a zoo name or an explicit list), unconfigured.
 // NotFound lists the zoo names when the name is unknown.
 template <typename T>
 absl::StatusOr<typename Model<T>::LayerList> BuildLayers(const ModelSpec& spec);
 
-// BuildLayers + Model::Create + initialisation from `seed`.
+// BuildLayers + Model::Create + initialisation from `seed`. The inference
+// runs first: InvalidArgument naming the layer when an input does not fit
+// or a size passes int64_t, before anything is allocated; Internal when
+// the layers' own configuration disagrees with it (a bug).
 template <typename T>
 absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
                                                      const Shape& input_shape,

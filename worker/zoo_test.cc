@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/model_sizes.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "worker/loss.h"
 
@@ -119,6 +121,78 @@ TEST(Zoo, ForwardOfLenetGivesFiniteLogits) {
   const Tensor& y = (*model)->Forward(x, Mode::kEval);
   ASSERT_EQ(y.shape(), Shape({4, 10}));
   for (int64_t i = 0; i < y.size(); ++i) EXPECT_TRUE(std::isfinite(y[i]));
+}
+
+// The model builder and the shape inference the validator and the memory
+// estimate use (common/model_sizes.h) must agree exactly: per-layer output
+// shapes, and every parameter tensor's length in the flat buffer.
+void ExpectInferenceMatchesTheModel(const ModelSpec& spec, const Shape& input) {
+  absl::StatusOr<ModelSizes> sizes = InferModelSizes(*LayerSpecs(spec), input);
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  auto model = BuildModel<float>(spec, input, 1);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ((*model)->layer_outputs().size(), sizes->layers.size());
+  for (size_t i = 0; i < sizes->layers.size(); ++i) {
+    EXPECT_EQ((*model)->layer_outputs()[i], sizes->layers[i].output)
+        << "layer " << i;
+  }
+  std::vector<int64_t> padded;
+  for (const auto& e : (*model)->param_store().entries()) {
+    padded.push_back((NumElements(e.shape) + 15) / 16 * 16);
+  }
+  EXPECT_EQ(padded, sizes->PaddedParamSizes());
+  EXPECT_EQ((*model)->num_parameters(), sizes->parameters);
+  EXPECT_EQ((*model)->params().size(), sizes->padded_parameters);
+}
+
+TEST(Zoo, ShapeInferenceAgreesWithEveryZooModel) {
+  for (const std::string& name : ZooModelNames()) {
+    SCOPED_TRACE(name);
+    ModelSpec spec;
+    spec.set_zoo(name);
+    ExpectInferenceMatchesTheModel(spec, *ZooInputShape(name));
+  }
+}
+
+TEST(Zoo, ShapeInferenceAgreesWithEveryLayerKind) {
+  const struct {
+    const char* layers;
+    Shape input;
+  } cases[] = {
+      {"layers { conv1d { out_channels: 5 kernel: 4 stride: 3 padding: 2 } } "
+       "layers { batchnorm1d {} } layers { relu {} } layers { dropout { p: "
+       "0.5 } } layers { global_avgpool {} } layers { batchnorm1d {} } "
+       "layers { linear { out_features: 7 no_bias: true } }",
+       {3, 50}},
+      {"layers { conv2d { out_channels: 6 kernel: 3 stride: 2 padding: 1 "
+       "no_bias: true } } layers { avgpool2d { kernel: 3 stride: 2 padding: "
+       "1 } } layers { maxpool2d { kernel: 2 } } layers { residual { "
+       "out_channels: 12 stride: 2 bottleneck: true } } layers { residual { "
+       "out_channels: 12 } } layers { residual { out_channels: 8 stride: 1 "
+       "} } layers { flatten {} } layers { linear { out_features: 3 } }",
+       {2, 37, 29}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.layers);
+    ModelSpec spec;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(c.layers, &spec));
+    ExpectInferenceMatchesTheModel(spec, c.input);
+  }
+}
+
+// The inference runs before the layers allocate anything: a model whose
+// sizes pass 2^63 is an error naming the layer, not a crash.
+TEST(Zoo, SizesPast64BitsAreRefusedBeforeAllocating) {
+  ModelSpec spec;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      "layers { flatten {} } layers { linear { out_features: 2147483647 } }",
+      &spec));
+  auto model = BuildModel<float>(spec, {1, 100000, 100000}, 1);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("layer 1 (linear)"),
+            std::string::npos)
+      << model.status();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "common/prometheus.h"
 #include "common/status_macros.h"
 #include "server/metrics_exporter.h"
+#include "server/ps/shard_memory.h"
 #include "server/ps/shard_server.h"
 
 namespace cohort {
@@ -93,7 +94,11 @@ absl::Status RegisterAndServe(const ShardProcessOptions& options,
   req.set_pid(getpid());
   ASSIGN_OR_RETURN(RegisterShardResponse reg,
                    coordinator->RegisterShard(req, options.connect_timeout));
-  absl::StatusOr<std::string> assigned = server.Assign(reg);
+  // Its slice must fit before anything is allocated for it.
+  const absl::Status fits = CheckShardMemory(
+      reg.job(), reg.shard_index(), reg.num_shards(), options.available_memory);
+  absl::StatusOr<std::string> assigned =
+      fits.ok() ? server.Assign(reg) : absl::StatusOr<std::string>(fits);
   if (!assigned.ok()) {
     // Serving without the dead shard's parameters would train on garbage:
     // the job fails, and says why.

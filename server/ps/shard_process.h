@@ -6,13 +6,15 @@
 // runs waits (registration is retried) until a shard dies, then takes its
 // index and restores that shard's newest checkpoint; if it has none that
 // fits, it tells the coordinator, which fails the job with the reason, and
-// returns that error without serving.
+// returns that error without serving. So does a shard whose slice of the
+// parameters does not fit this machine's memory (shard_memory.h).
 //
 // Thread safety: RunShardProcess blocks its caller; the gRPC server serves
 // on its own threads.
 #ifndef COHORT_SERVER_PS_SHARD_PROCESS_H_
 #define COHORT_SERVER_PS_SHARD_PROCESS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -36,6 +38,9 @@ struct ShardProcessOptions {
   // metrics at /metrics (server/metrics_exporter.h, served by
   // common/prometheus.h). Empty: none.
   std::string metrics_listen;
+  // Bytes the shard may allocate, for the check that its slice of the
+  // parameters fits (shard_memory.h); -1: what the machine has.
+  int64_t available_memory = -1;
 };
 
 // Runs until the job ends: OK when the coordinator says stop with the job

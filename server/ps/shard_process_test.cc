@@ -17,8 +17,11 @@ using ::testing::StartsWith;
 // RUNNING and the next with stop and `end_state`.
 class FakeCoordinator final : public Coordinator::Service {
  public:
-  FakeCoordinator(int beats_before_stop, JobState end_state)
-      : beats_before_stop_(beats_before_stop), end_state_(end_state) {}
+  FakeCoordinator(int beats_before_stop, JobState end_state,
+                  int out_features = 10)
+      : beats_before_stop_(beats_before_stop),
+        end_state_(end_state),
+        out_features_(out_features) {}
 
   grpc::Status RegisterShard(grpc::ServerContext*,
                              const RegisterShardRequest* req,
@@ -29,6 +32,12 @@ class FakeCoordinator final : public Coordinator::Service {
     resp->set_num_shards(1);
     resp->mutable_job()->mutable_cluster()->set_heartbeat_interval_ms(50);
     resp->mutable_job()->mutable_cluster()->set_heartbeat_misses(3);
+    JobSpec* job = resp->mutable_job();
+    job->set_mode(PS);
+    job->mutable_ps()->set_partition_bytes(4 << 20);
+    job->mutable_data()->mutable_synthetic()->add_shape(100);
+    job->mutable_model()->add_layers()->mutable_linear()->set_out_features(
+        out_features_);
     return grpc::Status::OK;
   }
   grpc::Status ShardHeartbeat(grpc::ServerContext*,
@@ -50,6 +59,7 @@ class FakeCoordinator final : public Coordinator::Service {
   absl::Mutex mu_;
   const int beats_before_stop_;
   const JobState end_state_;
+  const int out_features_;
   int beats_ = 0;
   RegisterShardRequest registered_;
   ShardHeartbeatRequest last_;
@@ -59,7 +69,8 @@ struct Running {
   FakeCoordinator fake;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
-  Running(int beats, JobState end) : fake(beats, end) {
+  Running(int beats, JobState end, int out_features = 10)
+      : fake(beats, end, out_features) {
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     b.RegisterService(&fake);
@@ -92,6 +103,23 @@ TEST(ShardProcessTest, ReportsTheReasonWhenTheJobFailed) {
   absl::Status s = RunShardProcess(o);
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr("rank 1 crashed"));
+}
+
+// A shard that cannot hold its slice of the parameters says so, tells the
+// coordinator (which fails the job with the reason) and does not serve.
+TEST(ShardProcessTest, RefusesASliceLargerThanItsMemory) {
+  Running c(3, SUCCEEDED, /*out_features=*/100000000);  // 10^10 parameters
+  ShardProcessOptions o;
+  o.coordinator = "127.0.0.1:" + std::to_string(c.port);
+  o.listen = "127.0.0.1:0";
+  o.available_memory = int64_t{1} << 30;
+  absl::Status s = RunShardProcess(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr("shard 0 at 127.0.0.1:"));
+  EXPECT_THAT(s.message(), HasSubstr("cannot serve: its "));
+  EXPECT_THAT(s.message(), HasSubstr("and this machine has 1.0 GiB available"));
+  absl::MutexLock lock(&c.fake.mu_);
+  EXPECT_THAT(c.fake.last_.failure(), HasSubstr("cannot serve: its "));
 }
 
 }  // namespace

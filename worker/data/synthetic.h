@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/memory_estimate.h"
 #include "common/tensor.h"
 #include "proto/job.pb.h"
 #include "worker/data/dataset.h"
@@ -41,8 +42,10 @@ class SyntheticDataset : public Dataset {
  public:
   enum class Split { kTrain, kTest };
 
-  // Splits above this many bytes of float32 features are not materialised.
-  static constexpr int64_t kMaxMaterializedBytes = int64_t{256} << 20;
+  // Splits above this many bytes of float32 features are not materialised
+  // (the memory estimate counts the others: common/memory_estimate.h).
+  static constexpr int64_t kMaxMaterializedBytes =
+      kMaxMaterializedSyntheticBytes;
 
   // `options` must be valid (see SyntheticOptionsFromSpec).
   SyntheticDataset(const SyntheticOptions& options, Split split);

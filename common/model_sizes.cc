@@ -1,0 +1,429 @@
+#include "common/model_sizes.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/checked_int.h"
+#include "common/status_macros.h"
+#include "common/zoo_specs.h"
+#include "google/protobuf/descriptor.h"
+
+namespace cohort {
+namespace {
+
+// One layer's inference: the per-sample output and the parameter tensors,
+// or a reason the input does not fit (without the "layer I" prefix, which
+// the caller adds).
+struct Inferred {
+  std::vector<CheckedInt> output;
+  std::vector<CheckedInt> params;
+  // Per-sample elements held, when more than the output (residual blocks).
+  std::optional<CheckedInt> activations;
+};
+
+absl::Status Unfit(absl::string_view why) {
+  return absl::InvalidArgumentError(why);
+}
+
+CheckedInt Elements(const std::vector<CheckedInt>& dims) {
+  CheckedInt n = 1;
+  for (CheckedInt d : dims) n *= d;
+  return n;
+}
+
+std::vector<CheckedInt> Checked(const Shape& s) {
+  return std::vector<CheckedInt>(s.begin(), s.end());
+}
+
+// (padded - kernel) / stride + 1, where the kernel is known to fit.
+CheckedInt Positions(CheckedInt padded, int64_t kernel, int64_t stride) {
+  if (padded.overflow()) return padded;
+  return CheckedInt((padded.value() - kernel) / stride + 1);
+}
+
+absl::StatusOr<Inferred> InferLinear(const LinearSpec& l, const Shape& in) {
+  if (l.out_features() <= 0) {
+    return Unfit(
+        absl::StrCat("out_features must be positive, got ", l.out_features()));
+  }
+  if (in.size() != 1) {
+    return Unfit(
+        "it expects a flat input {features}; put a flatten layer "
+        "before it");
+  }
+  Inferred r;
+  r.output = {l.out_features()};
+  r.params.push_back(CheckedInt(l.out_features()) * in[0]);
+  if (!l.no_bias()) r.params.push_back(l.out_features());
+  return r;
+}
+
+absl::StatusOr<Inferred> InferConv(const ConvSpec& c, int dims,
+                                   const Shape& in) {
+  const int64_t stride = c.stride() > 0 ? c.stride() : 1;
+  if (c.out_channels() <= 0 || c.kernel() <= 0 || c.stride() < 0 ||
+      c.padding() < 0) {
+    return Unfit(absl::StrCat(
+        "out_channels and kernel must be positive and stride and padding "
+        "not negative, got ",
+        c.out_channels(), ", ", c.kernel(), ", ", c.stride(), " and ",
+        c.padding()));
+  }
+  if (in.size() != static_cast<size_t>(dims) + 1) {
+    return Unfit(absl::StrCat("it expects a per-sample input ",
+                              dims == 2 ? "{C, H, W}" : "{C, L}"));
+  }
+  Inferred r;
+  r.output = {c.out_channels()};
+  for (size_t d = 1; d < in.size(); ++d) {
+    const CheckedInt padded = CheckedInt(in[d]) + CheckedInt(2) * c.padding();
+    if (padded < CheckedInt(c.kernel())) {
+      return Unfit(absl::StrCat("the input padded by ", c.padding(),
+                                " is smaller than the kernel ", c.kernel()));
+    }
+    r.output.push_back(Positions(padded, c.kernel(), stride));
+  }
+  CheckedInt weight = CheckedInt(c.out_channels()) * in[0];
+  for (int d = 0; d < dims; ++d) weight *= c.kernel();
+  r.params.push_back(weight);
+  if (!c.no_bias()) r.params.push_back(c.out_channels());
+  return r;
+}
+
+absl::StatusOr<Inferred> InferBatchNorm(bool two_d, const Shape& in) {
+  if (two_d ? in.size() != 3 : in.size() != 1 && in.size() != 2) {
+    return Unfit(two_d ? "it expects a per-sample input [C, H, W]"
+                       : "it expects a per-sample input [F] or [C, L]");
+  }
+  Inferred r;
+  r.output = Checked(in);
+  r.params = {in[0], in[0]};  // scale and shift
+  return r;
+}
+
+absl::StatusOr<Inferred> InferPool(const PoolSpec& p, const Shape& in) {
+  const int64_t stride = p.stride() > 0 ? p.stride() : p.kernel();
+  if (p.kernel() < 1 || p.stride() < 0 || p.padding() < 0 ||
+      2 * int64_t{p.padding()} > p.kernel()) {
+    return Unfit(absl::StrCat(
+        "kernel must be at least 1, stride not negative and padding in "
+        "[0, kernel / 2], got ",
+        p.kernel(), ", ", p.stride(), " and ", p.padding()));
+  }
+  if (in.size() != 3) return Unfit("it expects a per-sample input [C, H, W]");
+  // The pooling kernels index a plane with int32.
+  if (CheckedInt(in[1]) * in[2] >
+      CheckedInt(std::numeric_limits<int32_t>::max())) {
+    return Unfit("an input plane is too large for int32 indices");
+  }
+  Inferred r;
+  r.output = {in[0]};
+  for (int d = 1; d <= 2; ++d) {
+    const CheckedInt padded = CheckedInt(in[d]) + CheckedInt(2) * p.padding();
+    if (padded < CheckedInt(p.kernel())) {
+      return Unfit(absl::StrCat("the kernel ", p.kernel(),
+                                " does not fit the padded input"));
+    }
+    r.output.push_back(Positions(padded, p.kernel(), stride));
+  }
+  return r;
+}
+
+absl::StatusOr<Inferred> InferGlobalPool(const Shape& in) {
+  if (in.size() != 2 && in.size() != 3) {
+    return Unfit("it expects a per-sample input [C, H, W] or [C, L]");
+  }
+  Inferred r;
+  r.output = {in[0]};
+  return r;
+}
+
+absl::StatusOr<Inferred> InferFlatten(const Shape& in) {
+  if (in.empty() || in.size() > 3) {
+    return Unfit("it expects a per-sample input [F], [C, L] or [C, H, W]");
+  }
+  Inferred r;
+  r.output = {Elements(Checked(in))};
+  return r;
+}
+
+absl::StatusOr<LayerSizes> InferLayer(const LayerSpec& l, const Shape& in);
+
+// A residual block is a chain of convolutions, batch norms and ReLUs
+// (worker/layers/residual.h), and a shortcut convolution and batch norm
+// when the shape changes: inferred as those layers.
+std::vector<LayerSpec> ResidualMain(const ResidualSpec& r) {
+  const int64_t stride = r.stride() > 0 ? r.stride() : 1;
+  std::vector<LayerSpec> main;
+  auto conv = [&](int64_t out, int64_t k, int64_t s, int64_t pad) {
+    ConvSpec* c = main.emplace_back().mutable_conv2d();
+    c->set_out_channels(out);
+    c->set_kernel(k);
+    c->set_stride(s);
+    c->set_padding(pad);
+    c->set_no_bias(true);
+    main.emplace_back().mutable_batchnorm2d();
+  };
+  auto relu = [&] { main.emplace_back().mutable_relu(); };
+  if (!r.bottleneck()) {
+    conv(r.out_channels(), 3, stride, 1);
+    relu();
+    conv(r.out_channels(), 3, 1, 1);
+    return main;
+  }
+  const int64_t width = r.out_channels() / 4;
+  conv(width, 1, 1, 0);
+  relu();
+  conv(width, 3, stride, 1);
+  relu();
+  conv(r.out_channels(), 1, 1, 0);
+  return main;
+}
+
+// The shortcut when the block changes the shape: a strided 1x1
+// convolution without bias and a batch norm.
+std::vector<LayerSpec> ResidualShortcut(const ResidualSpec& r) {
+  std::vector<LayerSpec> shortcut(2);
+  ConvSpec* c = shortcut[0].mutable_conv2d();
+  c->set_out_channels(r.out_channels());
+  c->set_kernel(1);
+  c->set_stride(r.stride() > 0 ? r.stride() : 1);
+  c->set_no_bias(true);
+  shortcut[1].mutable_batchnorm2d();
+  return shortcut;
+}
+
+// Runs `chain` from *shape, appending its parameters and activations.
+absl::Status AddChain(const std::vector<LayerSpec>& chain, Shape* shape,
+                      Inferred* out) {
+  for (const LayerSpec& l : chain) {
+    ASSIGN_OR_RETURN(const LayerSizes s, InferLayer(l, *shape));
+    out->params.insert(out->params.end(), s.param_tensors.begin(),
+                       s.param_tensors.end());
+    *out->activations += s.activations;
+    *shape = s.output;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Inferred> InferResidual(const ResidualSpec& r, const Shape& in) {
+  const int64_t multiple = r.bottleneck() ? 4 : 1;
+  if (r.out_channels() < multiple || r.out_channels() % multiple != 0 ||
+      r.stride() < 0) {
+    return Unfit(absl::StrCat("out_channels must be a positive multiple of ",
+                              multiple, " and stride not negative, got ",
+                              r.out_channels(), " and ", r.stride()));
+  }
+  if (in.size() != 3) return Unfit("it expects a per-sample input [C, H, W]");
+  Inferred out;
+  out.activations = 0;
+  Shape main = in;
+  RETURN_IF_ERROR(AddChain(ResidualMain(r), &main, &out));
+  if (main != in) {
+    Shape shortcut = in;
+    RETURN_IF_ERROR(AddChain(ResidualShortcut(r), &shortcut, &out));
+  }
+  out.output = Checked(main);
+  return out;
+}
+
+absl::StatusOr<Inferred> InferKind(const LayerSpec& l, const Shape& in) {
+  switch (l.kind_case()) {
+    case LayerSpec::kLinear:
+      return InferLinear(l.linear(), in);
+    case LayerSpec::kConv1D:
+      return InferConv(l.conv1d(), 1, in);
+    case LayerSpec::kConv2D:
+      return InferConv(l.conv2d(), 2, in);
+    case LayerSpec::kBatchnorm1D:
+      return InferBatchNorm(false, in);
+    case LayerSpec::kBatchnorm2D:
+      return InferBatchNorm(true, in);
+    case LayerSpec::kMaxpool2D:
+      return InferPool(l.maxpool2d(), in);
+    case LayerSpec::kAvgpool2D:
+      return InferPool(l.avgpool2d(), in);
+    case LayerSpec::kGlobalAvgpool:
+      return InferGlobalPool(in);
+    case LayerSpec::kFlatten:
+      return InferFlatten(in);
+    case LayerSpec::kResidual:
+      return InferResidual(l.residual(), in);
+    case LayerSpec::kRelu:
+    case LayerSpec::kDropout: {
+      Inferred r;
+      r.output = Checked(in);
+      return r;
+    }
+    case LayerSpec::KIND_NOT_SET:
+      break;
+  }
+  return Unfit("it names no layer kind");
+}
+
+std::string Kind(const LayerSpec& l) {
+  const google::protobuf::OneofDescriptor* kind =
+      l.GetDescriptor()->oneof_decl(0);
+  const google::protobuf::FieldDescriptor* fd =
+      l.GetReflection()->GetOneofFieldDescriptor(l, kind);
+  return fd != nullptr ? fd->name() : "none";
+}
+
+// Converts a checked result to plain sizes; an overflow anywhere in it is
+// an error.
+absl::StatusOr<LayerSizes> Settle(const Inferred& r, const Shape& in) {
+  LayerSizes s;
+  s.input = in;
+  CheckedInt params = 0;
+  for (CheckedInt p : r.params) {
+    if (p.overflow()) return Unfit("its parameter count passes 2^63");
+    s.param_tensors.push_back(p.value());
+    params += p;
+  }
+  for (CheckedInt d : r.output) {
+    if (d.overflow()) return Unfit("its output size passes 2^63");
+    s.output.push_back(d.value());
+  }
+  const CheckedInt out = Elements(r.output);
+  const CheckedInt acts = r.activations.value_or(out);
+  if (params.overflow() || out.overflow() || acts.overflow()) {
+    return Unfit(params.overflow() ? "its parameters pass 2^63 elements"
+                                   : "its output passes 2^63 elements");
+  }
+  s.parameters = params.value();
+  s.activations = acts.value();
+  return s;
+}
+
+absl::StatusOr<LayerSizes> InferLayer(const LayerSpec& l, const Shape& in) {
+  ASSIGN_OR_RETURN(const Inferred r, InferKind(l, in));
+  ASSIGN_OR_RETURN(LayerSizes s, Settle(r, in));
+  s.kind = Kind(l);
+  return s;
+}
+
+absl::Status CheckInput(const Shape& input) {
+  for (int64_t d : input) {
+    if (d <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the per-sample input ", ShapeString(input),
+                       " has an empty dimension"));
+    }
+  }
+  if (input.empty() || Elements(Checked(input)).overflow()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the per-sample input ", ShapeString(input),
+        input.empty() ? " has no dimensions" : " has more than 2^63 elements"));
+  }
+  return absl::OkStatus();
+}
+
+// Adds `s` to the totals; false when one passes int64_t.
+bool Accumulate(const LayerSizes& s, CheckedInt* params, CheckedInt* padded,
+                CheckedInt* acts) {
+  for (int64_t p : s.param_tensors) *padded += RoundUpTo(p, kParamAlignment);
+  *params += s.parameters;
+  *acts += s.activations;
+  return !params->overflow() && !padded->overflow() && !acts->overflow();
+}
+
+// Layer i > 0 writes the gradient of its input, layer i-1's output, into
+// the buffer of parity (n - 1 - i) % 2.
+std::vector<ModelSizes::GradientBuffer> GradientBuffers(
+    const std::vector<LayerSizes>& layers) {
+  const int n = static_cast<int>(layers.size());
+  std::vector<ModelSizes::GradientBuffer> buffers(2);
+  for (int i = 1; i < n; ++i) {
+    ModelSizes::GradientBuffer& b = buffers[(n - 1 - i) % 2];
+    const int64_t elements = NumElements(layers[i].input);
+    if (elements > b.elements) b = {i - 1, elements};
+  }
+  std::vector<ModelSizes::GradientBuffer> used;
+  for (const ModelSizes::GradientBuffer& b : buffers) {
+    if (b.layer >= 0) used.push_back(b);
+  }
+  return used;
+}
+
+}  // namespace
+
+std::vector<int64_t> ModelSizes::PaddedParamSizes() const {
+  std::vector<int64_t> sizes;
+  for (const LayerSizes& l : layers) {
+    for (int64_t p : l.param_tensors) {
+      sizes.push_back(RoundUpTo(p, kParamAlignment).value());
+    }
+  }
+  return sizes;
+}
+
+std::string LayerName(int index, const std::string& kind) {
+  return absl::StrCat("layer ", index, " (", kind, ")");
+}
+
+absl::StatusOr<ModelSizes> InferModelSizes(const std::vector<LayerSpec>& layers,
+                                           const Shape& input,
+                                           int* failed_layer) {
+  if (failed_layer != nullptr) *failed_layer = -1;
+  RETURN_IF_ERROR(CheckInput(input));
+  ModelSizes m;
+  m.input = input;
+  CheckedInt params = 0, padded = 0, acts = 0;
+  Shape shape = input;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    absl::StatusOr<LayerSizes> s = InferLayer(layers[i], shape);
+    if (s.ok() && !Accumulate(*s, &params, &padded, &acts)) {
+      s = Unfit("the model's sizes pass 2^63 elements");
+    }
+    if (!s.ok()) {
+      if (failed_layer != nullptr) *failed_layer = static_cast<int>(i);
+      return absl::InvalidArgumentError(absl::StrCat(
+          LayerName(i, Kind(layers[i])), " cannot take input of shape ",
+          ShapeString(shape), ": ", s.status().message()));
+    }
+    shape = s->output;
+    m.layers.push_back(*std::move(s));
+  }
+  m.parameters = params.value();
+  m.padded_parameters = padded.value();
+  m.activations = acts.value();
+  m.gradient_buffers = GradientBuffers(m.layers);
+  return m;
+}
+
+Shape DataSampleShape(const DatasetSpec& data) {
+  switch (data.kind()) {
+    case DatasetSpec::MNIST:
+      return {1, 28, 28};
+    case DatasetSpec::CIFAR10:
+      return {3, 32, 32};
+    default:
+      break;
+  }
+  const auto& shape = data.synthetic().shape();
+  if (shape.empty()) return {1, 28, 28};
+  return Shape(shape.begin(), shape.end());
+}
+
+absl::StatusOr<ModelSizes> InferJobModelSizes(const JobSpec& spec,
+                                              int* failed_layer) {
+  if (failed_layer != nullptr) *failed_layer = -1;
+  const Shape input = DataSampleShape(spec.data());
+  if (!spec.model().zoo().empty()) {
+    ASSIGN_OR_RETURN(const Shape want, ZooInputShape(spec.model().zoo()));
+    if (want != input) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "zoo model ", spec.model().zoo(), " takes samples of shape ",
+          ShapeString(want), " but the data set gives ", ShapeString(input)));
+    }
+  }
+  ASSIGN_OR_RETURN(const std::vector<LayerSpec> layers,
+                   LayerSpecs(spec.model()));
+  return InferModelSizes(layers, input, failed_layer);
+}
+
+}  // namespace cohort

@@ -1,0 +1,153 @@
+#include "common/model_sizes.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/zoo_specs.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+// The layers of a ModelSpec written in text format.
+std::vector<LayerSpec> Layers(const std::string& text) {
+  ModelSpec m;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &m)) << text;
+  return {m.layers().begin(), m.layers().end()};
+}
+
+ModelSizes Zoo(const std::string& name) {
+  ModelSpec m;
+  m.set_zoo(name);
+  absl::StatusOr<ModelSizes> s =
+      InferModelSizes(*LayerSpecs(m), *ZooInputShape(name));
+  EXPECT_TRUE(s.ok()) << name << ": " << s.status();
+  return s.ok() ? *s : ModelSizes();
+}
+
+// The counts PyTorch reports for the same architectures (worker/zoo_test.cc
+// checks the built models against the same numbers).
+TEST(ModelSizes, ZooParameterCountsWithoutBuildingTheModels) {
+  EXPECT_EQ(Zoo("mlp_seed").parameters, 100 * 200 + 200 + 200 * 10 + 10);
+  EXPECT_EQ(Zoo("lenet5").parameters, 61706);
+  EXPECT_EQ(Zoo("lenet_cifar").parameters, 62006);
+  EXPECT_EQ(Zoo("resnet18_cifar").parameters, 11173962);
+  EXPECT_EQ(Zoo("resnet50").parameters, 25557032);
+  // torchvision's 161 parameter tensors.
+  EXPECT_EQ(Zoo("resnet50").PaddedParamSizes().size(), 161u);
+  EXPECT_EQ(Zoo("resnet50").layers.back().output, Shape({1000}));
+}
+
+TEST(ModelSizes, LenetShapesLayerByLayer) {
+  const ModelSizes s = Zoo("lenet5");
+  ASSERT_EQ(s.layers.size(), 12u);
+  EXPECT_EQ(s.layers[0].kind, "conv2d");
+  EXPECT_EQ(s.layers[0].output, Shape({6, 28, 28}));
+  EXPECT_EQ(s.layers[0].param_tensors, std::vector<int64_t>({6 * 25, 6}));
+  EXPECT_EQ(s.layers[2].output, Shape({6, 14, 14}));   // maxpool2d
+  EXPECT_EQ(s.layers[3].output, Shape({16, 10, 10}));  // conv2d k5
+  EXPECT_EQ(s.layers[6].output, Shape({400}));         // flatten
+  EXPECT_EQ(s.layers[11].output, Shape({10}));
+  // Backward's buffers: layer 11 (n - 1) writes the gradient of layer
+  // 10's output into one, layer 10 that of layer 9's into the other, ...;
+  // the largest each carries are layer 0's [6, 28, 28] (written by layer
+  // 1) and layer 1's (by layer 2).
+  ASSERT_EQ(s.gradient_buffers.size(), 2u);
+  EXPECT_EQ(s.gradient_buffers[0].layer, 0);
+  EXPECT_EQ(s.gradient_buffers[0].elements, 6 * 28 * 28);
+  EXPECT_EQ(s.gradient_buffers[1].layer, 1);
+  // Each tensor starts at a multiple of 16 elements: 150 -> 160, 6 -> 16...
+  EXPECT_EQ(s.PaddedParamSizes()[0], 160);
+  EXPECT_EQ(s.PaddedParamSizes()[1], 16);
+}
+
+TEST(ModelSizes, ResidualBlocksCountTheirInnerActivations) {
+  const std::vector<LayerSpec> block =
+      Layers("layers { residual { out_channels: 8 stride: 2 } }");
+  absl::StatusOr<ModelSizes> s = InferModelSizes(block, {4, 10, 10});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->layers[0].output, Shape({8, 5, 5}));
+  // conv1, bn1, conv2, bn2 and the shortcut's conv and bn.
+  EXPECT_EQ(
+      s->layers[0].param_tensors,
+      std::vector<int64_t>({8 * 4 * 9, 8, 8, 8 * 8 * 9, 8, 8, 8 * 4, 8, 8}));
+  // conv1, bn1, relu, conv2, bn2 and the shortcut's two, all [8, 5, 5].
+  EXPECT_EQ(s->layers[0].activations, 7 * 8 * 5 * 5);
+}
+
+TEST(ModelSizes, HugeButRepresentableSizesAreExact) {
+  absl::StatusOr<ModelSizes> s = InferModelSizes(
+      Layers("layers { flatten {} } layers { linear { out_features: "
+             "2147483647 } }"),
+      {1, 28, 28});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->parameters, int64_t{785} * 2147483647);
+  s = InferModelSizes(
+      Layers("layers { conv2d { out_channels: 4 kernel: 1 padding: 100000 } }"),
+      {1, 28, 28});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->layers[0].output, Shape({4, 200028, 200028}));
+  EXPECT_EQ(s->layers[0].activations, int64_t{4} * 200028 * 200028);
+}
+
+TEST(ModelSizes, SizesPast64BitsAreErrorsNamingTheLayer) {
+  int failed = -2;
+  absl::StatusOr<ModelSizes> s = InferModelSizes(
+      Layers("layers { relu {} } layers { conv2d { out_channels: 2000000000 "
+             "kernel: 1 padding: 2000000000 } }"),
+      {1, 1000000, 1000000}, &failed);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(failed, 1);
+  EXPECT_NE(s.status().message().find("layer 1 (conv2d)"), std::string::npos)
+      << s.status();
+  EXPECT_NE(s.status().message().find("2^63"), std::string::npos) << s.status();
+  // The input itself.
+  s = InferModelSizes(Layers("layers { relu {} }"),
+                      {int64_t{1} << 32, int64_t{1} << 32}, &failed);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(failed, -1);
+  EXPECT_NE(s.status().message().find("more than 2^63"), std::string::npos);
+}
+
+TEST(ModelSizes, InputsThatDoNotFitNameTheLayerAndShape) {
+  int failed = -2;
+  absl::StatusOr<ModelSizes> s =
+      InferModelSizes(Layers("layers { linear { out_features: 50 } } "
+                             "layers { conv2d { out_channels: 4 kernel: 3 } }"),
+                      {100}, &failed);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(failed, 1);
+  EXPECT_NE(s.status().message().find(
+                "layer 1 (conv2d) cannot take input of shape [50]"),
+            std::string::npos)
+      << s.status();
+  s = InferModelSizes(Layers("layers { linear { out_features: 5 } }"),
+                      {1, 28, 28});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("flatten"), std::string::npos);
+  s = InferModelSizes(Layers("layers { maxpool2d { kernel: 5 } }"), {1, 3, 3});
+  EXPECT_FALSE(s.ok());
+}
+
+TEST(ModelSizes, JobSizesUseTheDataSetsSampleShape) {
+  JobSpec spec;
+  spec.mutable_model()->set_zoo("lenet_cifar");
+  spec.mutable_data()->set_kind(DatasetSpec::CIFAR10);
+  EXPECT_TRUE(InferJobModelSizes(spec).ok());
+  spec.mutable_data()->set_kind(DatasetSpec::MNIST);
+  absl::StatusOr<ModelSizes> s = InferJobModelSizes(spec);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("takes samples of shape [3, 32, 32]"),
+            std::string::npos)
+      << s.status();
+  spec.mutable_model()->set_zoo("lenet9");
+  EXPECT_EQ(InferJobModelSizes(spec).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(DataSampleShape(DatasetSpec()), Shape({1, 28, 28}));
+}
+
+}  // namespace
+}  // namespace cohort
