@@ -72,6 +72,18 @@ absl::Status CoordinatorClient::FromGrpc(const grpc::Status& s,
                                    s.error_message(), hint));
 }
 
+bool CoordinatorClient::ConnectingEndsBy(absl::Time deadline) {
+  grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+  while (state == GRPC_CHANNEL_IDLE || state == GRPC_CHANNEL_CONNECTING) {
+    if (!channel_->WaitForStateChange(state, absl::ToChronoTime(deadline))) {
+      return false;
+    }
+    state = channel_->GetState(/*try_to_connect=*/true);
+  }
+  // READY, or a failure the call will report with gRPC's reason.
+  return true;
+}
+
 template <typename Call>
 absl::Status CoordinatorClient::RetryWhileUnavailable(
     absl::Duration connect_timeout, const char* what, const Call& call) {
@@ -80,6 +92,16 @@ absl::Status CoordinatorClient::RetryWhileUnavailable(
   int attempts = 0;
   while (true) {
     ++attempts;
+    // A port that accepts connections but never answers (or a firewall
+    // that drops them) would hold the call in gRPC's connect, up to its own
+    // 20 s deadline, past --connect-timeout.
+    if (!ConnectingEndsBy(give_up)) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot reach the coordinator at ", address_, " within ",
+          absl::FormatDuration(connect_timeout),
+          ": the connection never completed (a firewall drops the traffic, "
+          "or what listens there is not a cohort coordinator)"));
+    }
     grpc::Status s = call();
     if (s.ok()) return absl::OkStatus();
     const bool unavailable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
@@ -114,6 +136,14 @@ absl::StatusOr<JoinResponse> CoordinatorClient::Join(
     SetDeadline(&ctx, absl::Hours(1));
     return stub_->Join(&ctx, request, &response);
   });
+  if (absl::IsCancelled(s)) {
+    // This client never cancels a Join; a coordinator that shuts down
+    // (its job over) cancels the calls still waiting.
+    return absl::AbortedError(absl::StrCat(
+        "the coordinator at ", address_,
+        " shut down while this worker waited to join: the job has ended "
+        "(the coordinator's log and --report say how)"));
+  }
   if (!s.ok()) return s;
   generation_ = response.generation();
   worker_id_ = request.worker_id();

@@ -83,6 +83,9 @@ class CoordinatorClient : public KvClient {
   template <typename Call>
   absl::Status RetryWhileUnavailable(absl::Duration connect_timeout,
                                      const char* what, const Call& call);
+  // Waits until the channel stops connecting (ready, or failed with a
+  // reason a call reports); false if it is still connecting at `deadline`.
+  bool ConnectingEndsBy(absl::Time deadline);
 
   const std::string address_;
   const SecurityOptions security_;  // file names only, for error hints

@@ -10,6 +10,8 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <atomic>
+#include <cstdio>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -173,6 +175,23 @@ class TokenInterceptorFactory final
   const std::shared_ptr<const std::string> header_;
 };
 
+// Shorter tokens are refused by nothing but warned about (WarnIfGuessable).
+constexpr size_t kMinTokenChars = 16;
+
+// A token short enough to guess protects nothing, but refusing it would
+// break jobs that work today: say so once per process.
+void WarnIfGuessable(const std::string& path, const std::string& token) {
+  if (token.size() >= kMinTokenChars) return;
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) return;
+  std::fprintf(stderr,
+               "cohort: warning: the job token in %s has only %zu "
+               "characters, which anyone who can reach the port can guess; "
+               "use at least %zu random ones (e.g. head -c 24 /dev/urandom "
+               "| base64 > %s)\n",
+               path.c_str(), token.size(), kMinTokenChars, path.c_str());
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadToken(const std::string& path) {
@@ -194,6 +213,7 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
           "in gRPC metadata)"));
     }
   }
+  WarnIfGuessable(path, token);
   return token;
 }
 

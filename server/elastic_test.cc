@@ -841,5 +841,21 @@ TEST(Elastic, AWorkerThatLeavesEveryGenerationUsesUpTheRestarts) {
   EXPECT_TRUE(Contains(s.reason(), "no restarts left")) << s.reason();
 }
 
+// An empty state file (made by hand, or by a disk that lost it) is named as
+// such, not as "the state of another job (\"\")".
+TEST(Elastic, AnEmptyStateFileIsNotAnotherJobs) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(dir != nullptr ? dir : "/tmp") + "/empty.state";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  JobTracker t(Spec(2, 3, 3), path);
+  const absl::Status s = t.Restore();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_TRUE(Contains(std::string(s.message()), "is empty")) << s;
+  EXPECT_FALSE(Contains(std::string(s.message()), "another job")) << s;
+}
+
 }  // namespace
 }  // namespace cohort

@@ -22,7 +22,16 @@ absl::StatusOr<CoordinatorState> ParseState(const std::string& path,
                                             const std::string& bytes,
                                             const JobSpec& job) {
   CoordinatorState st;
-  if (!st.ParseFromString(bytes)) {
+  // An empty string parses as an empty message, which would read as the
+  // state of a job without a name; the coordinator never writes one (it
+  // writes a whole new file and renames it).
+  if (bytes.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        path,
+        " is empty: not a coordinator state file; remove it or use "
+        "another --state-dir"));
+  }
+  if (!st.ParseFromString(bytes) || !st.has_job()) {
     return absl::DataLossError(absl::StrCat(
         path, ": not a coordinator state file (corrupt or truncated)"));
   }

@@ -114,6 +114,37 @@ mkdir -p "$tmp/cifar_none"
 head -c 3073 /dev/zero > "$tmp/cifar_none/test_batch.bin"
 expect_error 'data_batch' train --job="$cifar_spec" --data-dir="$tmp/cifar_none"
 
+# A port that accepts connections but never answers: --connect-timeout
+# bounds the join (it used to take gRPC's own 20 s, then print a stray
+# "Timer list shutdown" line).
+/usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True); time.sleep(60)' > "$tmp/silent.port" &
+silent=$!
+for _ in $(seq 50); do [[ -s "$tmp/silent.port" ]] && break; sleep 0.1; done
+start=$SECONDS
+out=$("$cohort" worker --coordinator="127.0.0.1:$(cat "$tmp/silent.port")" --connect-timeout=2 2>&1)
+rc=$?
+took=$((SECONDS - start))
+kill "$silent" 2>/dev/null
+if [[ $rc -ne 0 && $took -le 5 && "$out" == *"within 2s"* && "$out" != *"Timer list"* ]]; then
+  echo "ok: a silent port: exit $rc after ${took} s: $out"
+else
+  echo "FAIL: a silent port: exit $rc after ${took} s (want <= 5 s, naming the 2 s): $out"
+  failures=$((failures + 1))
+fi
+
+# A guessable job token works but is warned about.
+printf 'x\n' > "$tmp/short.token"
+out=$(timeout 5 "$cohort" status --coordinator=127.0.0.1:1 --token-file="$tmp/short.token" --timeout=1 2>&1)
+if [[ "$out" == *"warning: the job token in $tmp/short.token has only 1 characters"* ]]; then
+  echo "ok: a one-character token is warned about"
+else
+  echo "FAIL: no warning for a one-character token: $out"
+  failures=$((failures + 1))
+fi
+
 # And a good run exits 0 and writes its report.
 if "$cohort" train --job="$good" --quiet --report="$tmp/r.json" >/dev/null 2>&1 \
     && grep -q '"samples_per_s"' "$tmp/r.json"; then

@@ -4,8 +4,9 @@
 #      2 and go on; a replacement grows the world back to 3; the job
 #      succeeds. Detection, recovery and steps lost are printed.
 #   2. SIGSTOP of a worker: it is declared dead after the heartbeat bound,
-#      the survivors leave their collective within its timeout and go on;
-#      after SIGCONT the stopped worker is fenced out (exits, refused).
+#      the survivors leave their collective at once and go on; after
+#      SIGCONT the stopped worker is fenced out of its generation and
+#      joins the job anew.
 #   3. The restart budget: a second failure past max_restarts fails the job
 #      naming the budget.
 set -u
@@ -123,8 +124,11 @@ if wait_for 30 running_gen 1 && wait_for 10 stepping 1; then
   fi
   kill -CONT "${w[1]}"
   wait "${w[1]}"; rcf=$?
-  if [[ $rcf -ne 0 ]] && grep -q "dropped from the job\|generation 1 is over" "$tmp/stop.w1.err"; then
-    ok "the stopped worker, continued, is fenced out: $(tail -1 "$tmp/stop.w1.err")"
+  # Fenced out of generation 1, it joins the job anew (issue 16 (10): a
+  # worker declared dead that comes back is a replacement, not a casualty).
+  if [[ $rcf -eq 0 ]] && grep -q "dropped from the job\|generation 1 is over" "$tmp/stop.w1.err" \
+      && grep -q "rejoined .* (generation [3-9]" "$tmp/stop.w1.err"; then
+    ok "the stopped worker, continued, left generation 1 and rejoined: $(grep "rejoined" "$tmp/stop.w1.err" | tail -1)"
   else
     fail "fencing: exit $rcf: $(cat "$tmp/stop.w1.err")"
   fi

@@ -35,6 +35,7 @@ absl::StatusOr<std::string> FindCifarDir(const std::string& dir) {
   names.push_back(kTestFile);
   const std::string candidates[] = {dir, dir + "/cifar-10-batches-bin"};
   for (const std::string& candidate : candidates) {
+    RETURN_IF_ERROR(CheckDirReadable(candidate));
     for (const std::string& name : names) {
       if (FileExists(candidate + "/" + name)) return candidate;
     }

@@ -1,6 +1,7 @@
 #include "worker/data/file_reader.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -63,6 +64,17 @@ class Inflater {
 bool FileExists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+absl::Status CheckDirReadable(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::OkStatus();
+  }
+  if (access(dir.c_str(), R_OK | X_OK) == 0) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat("cannot read the data directory ", dir, ": ",
+                   std::strerror(errno), " (check its permissions)."));
 }
 
 absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {

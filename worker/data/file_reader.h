@@ -21,6 +21,11 @@ namespace cohort {
 // Whether `path` names an existing regular file.
 bool FileExists(const std::string& path);
 
+// PermissionDenied naming `dir` when it exists but this process may not
+// list or enter it (mode 000, another user's), which FileExists would
+// otherwise report as files "not found". OK otherwise, missing included.
+absl::Status CheckDirReadable(const std::string& dir);
+
 // The bytes of `path`, or NotFound / DataLoss naming the file.
 absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 

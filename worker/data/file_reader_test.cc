@@ -1,5 +1,8 @@
 #include "worker/data/file_reader.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -131,6 +134,20 @@ TEST(FileReader, AFileOfExactlyTheImpliedSizePasses) {
       Gunzip(GzipBytes(data), "/d/ok.gz", idx);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, data);
+}
+
+// A data directory this process may not enter reads as "permission
+// denied", not as its files being absent. Root enters anything, so the
+// case needs another user.
+TEST(FileReader, AnUnreadableDirectoryIsPermissionDenied) {
+  if (geteuid() == 0) GTEST_SKIP() << "running as root: mode 000 binds nobody";
+  const std::string dir = MakeTempDir() + "/locked";
+  ASSERT_EQ(mkdir(dir.c_str(), 0), 0);
+  const absl::Status s = CheckDirReadable(dir);
+  chmod(dir.c_str(), 0700);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr(dir));
+  EXPECT_TRUE(CheckDirReadable(dir + "/absent").ok());
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ absl::StatusOr<std::string> FindIdxFile(const std::string& dir,
                                         const std::string& name) {
   const std::string gz = absl::StrCat(dir, "/", name, ".gz");
   const std::string raw = absl::StrCat(dir, "/", name);
+  RETURN_IF_ERROR(CheckDirReadable(dir));
   if (FileExists(gz)) return gz;
   if (FileExists(raw)) return raw;
   return absl::NotFoundError(absl::StrCat(
