@@ -22,6 +22,10 @@ double Seconds(absl::Time since) {
   return absl::ToDoubleSeconds(absl::Now() - since);
 }
 
+// How much later than a peer's a worker's own stop signal may arrive when
+// a job is deleted (one kill per process, in some order).
+constexpr absl::Duration kSignalSkew = absl::Milliseconds(250);
+
 // The codes a collective fails with when a peer goes away.
 bool FailedInCollective(const absl::Status& s) {
   return s.code() == absl::StatusCode::kUnavailable ||
@@ -440,6 +444,16 @@ absl::Status TrainingLoop::MaybeEvaluate(EpochResult& er, bool epoch_complete) {
 
 absl::StatusOr<TrainResult> TrainingLoop::Run() {
   absl::StatusOr<TrainResult> result = RunEpochs();
+  if (!result.ok() && options_.stop_signal != nullptr &&
+      result.status().code() == absl::StatusCode::kUnavailable) {
+    // A peer that left hung up on this worker's collective. When a job is
+    // deleted, that peer's stop signal may have come a few milliseconds
+    // before this worker's own: give it the time to arrive.
+    const absl::Time until = absl::Now() + kSignalSkew;
+    while (!StopSignalled() && absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
   if (!result.ok() && StopSignalled() && FailedInCollective(result.status())) {
     // Every worker of a job deleted at once gets the signal, but not at the
     // same step: a peer that stopped first fails this worker's next
