@@ -1,8 +1,11 @@
-// Issue 16, defect 3, against real servers on 127.0.0.1: every method of
-// the coordinator and of a shard answers a call with a wrong token before
-// the call has sent any message (the token is checked before the body is
-// read, server/gated_service.h); before, gRPC waited for the whole request
-// and such a call ran into its deadline.
+// Issue 16, defects 3 and 4, against real servers on 127.0.0.1:
+//  - every method of the coordinator and of a shard answers a call with a
+//    wrong token before the call has sent any message (the token is checked
+//    before the body is read, server/gated_service.h); before, gRPC waited
+//    for the whole request and such a call ran into its deadline;
+//  - the coordinator's blocking calls (Join, KvWait) are bounded per client
+//    connection and in all, the excess refused at once naming the bound,
+//    while heartbeats, which are never limited, go on.
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -11,6 +14,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -24,6 +29,8 @@
 namespace cohort {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) {
@@ -109,6 +116,139 @@ TEST(Admission, EveryShardMethodChecksTheTokenBeforeTheBody) {
   ASSERT_TRUE(server.ok()) << server.status();
   ExpectRefusedBeforeAnyMessage((*server)->address(),
                                 ParameterServer::service_full_name(), 3);
+}
+
+class BlockingLimits : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterSpec cluster;
+    cluster.set_min_workers(1);
+    cluster.set_heartbeat_interval_ms(10000);
+    CoordinatorOptions o;
+    o.job = testing::TestJob(cluster);
+    o.max_blocking_calls_per_peer = 2;
+    o.max_blocking_calls = 3;
+    absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
+        CoordinatorServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    for (std::thread& t : waits_) t.join();
+  }
+
+  static grpc::Status Wait(Coordinator::Stub& stub, int64_t timeout_ms) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    KvWaitRequest r;
+    r.set_generation(1);
+    r.add_keys("go");
+    r.set_timeout_ms(timeout_ms);
+    KvWaitResponse ignored;
+    return stub.KvWait(&context, r, &ignored);
+  }
+  // A KvWait that blocks until "go" is set (or the server shuts down).
+  void StartWait(Coordinator::Stub* stub) {
+    waits_.emplace_back([stub] { EXPECT_TRUE(Wait(*stub, 20000).ok()); });
+  }
+  // Time for the waits started to reach the server and be admitted.
+  void Settle() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::vector<std::thread> waits_;
+};
+
+TEST_F(BlockingLimits, ExcessIsRefusedAtOnceNamingTheBoundHeartbeatsGoOn) {
+  auto a = Coordinator::NewStub(Connection(server_->address()));
+  auto b = Coordinator::NewStub(Connection(server_->address()));
+  auto c = Coordinator::NewStub(Connection(server_->address()));
+  // Join is limited too; it returns once the round of one is complete.
+  const testing::Reply<JoinResponse> joined =
+      testing::Join(*a, testing::MakeJoin("w0"));
+  ASSERT_TRUE(joined.status.ok()) << joined.status.error_message();
+
+  StartWait(a.get());
+  StartWait(a.get());
+  Settle();
+  Clock::time_point start = Clock::now();
+  grpc::Status refused = Wait(*a, 20000);
+  EXPECT_LT(SecondsSince(start), 1.0);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              MatchesRegex("too many concurrent blocking calls \\(Join, "
+                           "KvWait\\) from ipv4:127\\.0\\.0\\.1:[0-9]+: at "
+                           "most 2 per client connection; retry later"));
+
+  StartWait(b.get());
+  Settle();
+  start = Clock::now();
+  refused = Wait(*c, 20000);
+  EXPECT_LT(SecondsSince(start), 1.0);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("this server runs at most 3 at once from all clients"));
+  const testing::Reply<JoinResponse> join_refused =
+      testing::Join(*c, testing::MakeJoin("w1"));
+  EXPECT_EQ(join_refused.status.error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  // Heartbeats are not limited, on the full connection or any other.
+  for (Coordinator::Stub* stub : {a.get(), c.get()}) {
+    const testing::Reply<HeartbeatResponse> hb =
+        testing::Heartbeat(*stub, joined.response, "w0");
+    EXPECT_TRUE(hb.status.ok()) << hb.status.error_message();
+  }
+
+  // The waits end, and their places are free again.
+  grpc::ClientContext context;
+  KvSetRequest set;
+  set.set_generation(1);
+  set.set_key("go");
+  KvSetResponse ignored;
+  ASSERT_TRUE(c->KvSet(&context, set, &ignored).ok());
+  for (std::thread& t : waits_) t.join();
+  waits_.clear();
+  EXPECT_TRUE(Wait(*a, 1000).ok());
+}
+
+// A waiting call whose client went away gives its place back (the wait
+// polls for cancellation), so a client that gives up is not held to it.
+TEST_F(BlockingLimits, ACancelledWaitGivesItsPlaceBack) {
+  auto a = Coordinator::NewStub(Connection(server_->address()));
+  ASSERT_TRUE(testing::Join(*a, testing::MakeJoin("w0")).status.ok());
+  auto wait_for = [&a](int64_t client_ms, int64_t server_ms) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(client_ms));
+    KvWaitRequest r;
+    r.set_generation(1);
+    r.add_keys("never");
+    r.set_timeout_ms(server_ms);
+    KvWaitResponse ignored;
+    return a->KvWait(&context, r, &ignored);
+  };
+  // Two give up after 300 ms (the client's deadline) ...
+  std::vector<std::thread> first;
+  for (int i = 0; i < 2; ++i) {
+    first.emplace_back([&] {
+      EXPECT_EQ(wait_for(300, 60000).error_code(),
+                grpc::StatusCode::DEADLINE_EXCEEDED);
+    });
+  }
+  for (std::thread& t : first) t.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // ... and two more are admitted: they time out at the server.
+  std::vector<std::thread> second;
+  for (int i = 0; i < 2; ++i) {
+    second.emplace_back([&] {
+      const grpc::Status s = wait_for(5000, 200);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+      EXPECT_THAT(s.error_message(), HasSubstr("KvWait timed out"));
+    });
+  }
+  for (std::thread& t : second) t.join();
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/call_limiter.h"
 #include "server/dashboard.h"
 #include "server/gated_service.h"
 #include "server/job_tracker.h"
@@ -69,26 +70,51 @@ HttpResponse StatusJson(const StatusResponse& status) {
   return Page("application/json", json + "\n");
 }
 
+CallLimits BlockingCallLimits(const CoordinatorOptions& o) {
+  CallLimits limits;
+  limits.per_peer = o.max_blocking_calls_per_peer;
+  limits.total = o.max_blocking_calls > 0
+                     ? o.max_blocking_calls
+                     : 256 + 4 * o.job.cluster().max_workers();
+  limits.what = "blocking calls (Join, KvWait)";
+  return limits;
+}
+
 }  // namespace
 
 // The RPC boundary: checks fields, calls the tracker or its KV store, and
-// converts absl::Status to grpc::Status. Thread-safe (the tracker is).
+// converts absl::Status to grpc::Status. Thread-safe (the tracker and the
+// limiter are).
 //
-// Every call's job token is checked before its request is read
-// (server/gated_service.h says why, common/security.h why not in an
-// interceptor); the health service needs none.
+// Every call is admitted before its request is read (server/gated_service.h
+// says why): the job token first (common/security.h says why not in an
+// interceptor), then, for the methods that block (Join, KvWait), a place
+// in the limiter. The health service needs neither.
 class CoordinatorServer::Service final : public GatedService<Coordinator> {
  public:
   // `history` receives finished workers' epoch results.
-  Service(JobTracker* tracker, MetricsHistory* history, TokenCheck token_check)
-      : t_(tracker), history_(history), token_check_(std::move(token_check)) {
+  Service(JobTracker* tracker, MetricsHistory* history, TokenCheck token_check,
+          CallLimits blocking)
+      : t_(tracker),
+        history_(history),
+        token_check_(std::move(token_check)),
+        blocking_(std::move(blocking)) {
     const Admission token = [this](grpc::ServerContext* context,
                                    const std::function<grpc::Status()>& serve) {
       if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
       return serve();
     };
-    GateUnary("Join", &Coordinator::Service::Join, token);
-    GateUnary("KvWait", &Coordinator::Service::KvWait, token);
+    const Admission limited = [this](
+                                  grpc::ServerContext* context,
+                                  const std::function<grpc::Status()>& serve) {
+      if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
+      absl::StatusOr<CallLimiter::Slot> slot =
+          blocking_.Acquire(context->peer());
+      if (!slot.ok()) return ToGrpc(slot.status());
+      return serve();
+    };
+    GateUnary("Join", &Coordinator::Service::Join, limited);
+    GateUnary("KvWait", &Coordinator::Service::KvWait, limited);
     GateUnary("Heartbeat", &Coordinator::Service::Heartbeat, token);
     GateUnary("KvSet", &Coordinator::Service::KvSet, token);
     GateUnary("KvGet", &Coordinator::Service::KvGet, token);
@@ -202,12 +228,20 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
   JobTracker* const t_;
   MetricsHistory* const history_;
   const TokenCheck token_check_;
+  CallLimiter blocking_;
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     CoordinatorOptions options) {
   FillClusterDefaults(options.job.mutable_cluster());
   RETURN_IF_ERROR(CheckClusterSpec(options.job.cluster()));
+  if (options.max_blocking_calls_per_peer < 1 ||
+      options.max_blocking_calls < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the bounds on blocking calls must be positive (per connection ",
+        options.max_blocking_calls_per_peer, ", in all ",
+        options.max_blocking_calls, ")"));
+  }
   if (options.job.name().empty()) options.job.set_name("job");
   ASSIGN_OR_RETURN(const ListenAddress where,
                    ParseListenAddress(options.listen));
@@ -281,7 +315,8 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
                             : options_.state_dir + "/coordinator.state")),
       history_(std::make_unique<MetricsHistory>()),
       service_(std::make_unique<Service>(tracker_.get(), history_.get(),
-                                         std::move(token_check))) {}
+                                         std::move(token_check),
+                                         BlockingCallLimits(options_))) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
