@@ -61,6 +61,14 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   AddMetricsListenFlag(flags, &metrics_listen,
                        "Prometheus metrics at /metrics, a dashboard at /, "
                        "the status as JSON at /api/status");
+  int64_t blocking_per_connection =
+      CoordinatorOptions().max_blocking_calls_per_peer;
+  flags.Int("max-blocking-calls-per-connection", &blocking_per_connection,
+            "calls that wait (Join, KvWait) one client connection may have "
+            "at once; more are refused with RESOURCE_EXHAUSTED (default 32; "
+            "raise it when a proxy carries many workers' calls over one "
+            "connection)",
+            1, 1 << 20);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -77,6 +85,7 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   o.security = security;
   o.health_listen = health_listen;
   o.metrics_listen = metrics_listen;
+  o.max_blocking_calls_per_peer = blocking_per_connection;
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> c,
                    CoordinatorServer::Start(o));
   std::fprintf(stderr, "cohort coordinator: job \"%s\" serving on %s\n",

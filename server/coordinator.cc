@@ -21,7 +21,9 @@
 #include "common/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "server/call_limiter.h"
 #include "server/dashboard.h"
+#include "server/gated_service.h"
 #include "server/job_tracker.h"
 #include "server/metrics_exporter.h"
 #include "server/metrics_history.h"
@@ -68,21 +70,68 @@ HttpResponse StatusJson(const StatusResponse& status) {
   return Page("application/json", json + "\n");
 }
 
+CallLimits BlockingCallLimits(const CoordinatorOptions& o) {
+  CallLimits limits;
+  limits.per_peer = o.max_blocking_calls_per_peer;
+  limits.total = o.max_blocking_calls > 0
+                     ? o.max_blocking_calls
+                     : 256 + 4 * o.job.cluster().max_workers();
+  limits.what = "blocking calls (Join, KvWait)";
+  return limits;
+}
+
 }  // namespace
 
 // The RPC boundary: checks fields, calls the tracker or its KV store, and
-// converts absl::Status to grpc::Status. Thread-safe (the tracker is).
-// Every method checks the job token first (common/security.h says why
-// there and not in an interceptor); the health service needs none.
-class CoordinatorServer::Service final : public Coordinator::Service {
+// converts absl::Status to grpc::Status. Thread-safe (the tracker and the
+// limiter are).
+//
+// Every call is admitted before its request is read (server/gated_service.h
+// says why): the job token first (common/security.h says why not in an
+// interceptor), then, for the methods that block (Join, KvWait), a place
+// in the limiter. The health service needs neither.
+class CoordinatorServer::Service final : public GatedService<Coordinator> {
  public:
   // `history` receives finished workers' epoch results.
-  Service(JobTracker* tracker, MetricsHistory* history, TokenCheck token_check)
-      : t_(tracker), history_(history), token_check_(std::move(token_check)) {}
+  Service(JobTracker* tracker, MetricsHistory* history, TokenCheck token_check,
+          CallLimits blocking)
+      : t_(tracker),
+        history_(history),
+        token_check_(std::move(token_check)),
+        blocking_(std::move(blocking)) {
+    const Admission token = [this](grpc::ServerContext* context,
+                                   const std::function<grpc::Status()>& serve) {
+      if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
+      return serve();
+    };
+    const Admission limited = [this](
+                                  grpc::ServerContext* context,
+                                  const std::function<grpc::Status()>& serve) {
+      if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
+      absl::StatusOr<CallLimiter::Slot> slot =
+          blocking_.Acquire(context->peer());
+      if (!slot.ok()) return ToGrpc(slot.status());
+      return serve();
+    };
+    GateUnary("Join", &Coordinator::Service::Join, limited);
+    GateUnary("KvWait", &Coordinator::Service::KvWait, limited);
+    GateUnary("Heartbeat", &Coordinator::Service::Heartbeat, token);
+    GateUnary("KvSet", &Coordinator::Service::KvSet, token);
+    GateUnary("KvGet", &Coordinator::Service::KvGet, token);
+    GateUnary("KvAdd", &Coordinator::Service::KvAdd, token);
+    GateUnary("BeginEpoch", &Coordinator::Service::BeginEpoch, token);
+    GateUnary("Finish", &Coordinator::Service::Finish, token);
+    GateUnary("GetStatus", &Coordinator::Service::GetStatus, token);
+    GateUnary("GetMetrics", &Coordinator::Service::GetMetrics, token);
+    GateUnary("Stop", &Coordinator::Service::Stop, token);
+    GateUnary("RegisterShard", &Coordinator::Service::RegisterShard, token);
+    GateUnary("ShardHeartbeat", &Coordinator::Service::ShardHeartbeat, token);
+    GateUnary("PlanPartitions", &Coordinator::Service::PlanPartitions, token);
+    CheckAllGated();
+  }
 
   grpc::Status Join(grpc::ServerContext* context, const JoinRequest* request,
                     JoinResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(
         t_->Join(*request, [context] { return context->IsCancelled(); }),
         response);
@@ -90,19 +139,16 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   grpc::Status Heartbeat(grpc::ServerContext* context,
                          const HeartbeatRequest* request,
                          HeartbeatResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(t_->Heartbeat(*request), response);
   }
   grpc::Status KvSet(grpc::ServerContext* context, const KvSetRequest* request,
                      KvSetResponse*) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckKvSetRequest(*request); !s.ok()) return ToGrpc(s);
     return ToGrpc(
         t_->kv().Set(request->generation(), request->key(), request->value()));
   }
   grpc::Status KvGet(grpc::ServerContext* context, const KvGetRequest* request,
                      KvGetResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckKvGetRequest(*request); !s.ok()) return ToGrpc(s);
     absl::StatusOr<std::optional<std::string>> value =
         t_->kv().Get(request->generation(), request->key());
@@ -113,7 +159,6 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   }
   grpc::Status KvWait(grpc::ServerContext* context,
                       const KvWaitRequest* request, KvWaitResponse*) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckKvWaitRequest(*request); !s.ok())
       return ToGrpc(s);
     const std::vector<std::string> keys(request->keys().begin(),
@@ -124,7 +169,6 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   }
   grpc::Status KvAdd(grpc::ServerContext* context, const KvAddRequest* request,
                      KvAddResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckKvAddRequest(*request); !s.ok()) return ToGrpc(s);
     absl::StatusOr<int64_t> value =
         t_->kv().Add(request->generation(), request->key(), request->delta());
@@ -135,7 +179,6 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   grpc::Status BeginEpoch(grpc::ServerContext* context,
                           const BeginEpochRequest* request,
                           BeginEpochResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     absl::StatusOr<uint64_t> seed = t_->BeginEpoch(*request);
     if (!seed.ok()) return ToGrpc(seed.status());
     response->set_sampler_seed(*seed);
@@ -143,7 +186,6 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   }
   grpc::Status Finish(grpc::ServerContext* context,
                       const FinishRequest* request, FinishResponse*) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     const absl::Status s = t_->Finish(*request);
     if (s.ok() && request->ok()) {
       history_->RecordResult(request->rank(), request->result());
@@ -152,37 +194,31 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   }
   grpc::Status GetStatus(grpc::ServerContext* context, const StatusRequest*,
                          StatusResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     *response = t_->Status();
     return grpc::Status::OK;
   }
   grpc::Status GetMetrics(grpc::ServerContext* context, const MetricsRequest*,
                           MetricsResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     *response = t_->Metrics();
     return grpc::Status::OK;
   }
   grpc::Status RegisterShard(grpc::ServerContext* context,
                              const RegisterShardRequest* request,
                              RegisterShardResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(t_->RegisterShard(*request), response);
   }
   grpc::Status ShardHeartbeat(grpc::ServerContext* context,
                               const ShardHeartbeatRequest* request,
                               ShardHeartbeatResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(t_->ShardHeartbeat(*request), response);
   }
   grpc::Status PlanPartitions(grpc::ServerContext* context,
                               const PlanPartitionsRequest* request,
                               PlanPartitionsResponse* response) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     return Reply(t_->PlanPartitions(*request), response);
   }
   grpc::Status Stop(grpc::ServerContext* context, const StopRequest* request,
                     StopResponse*) override {
-    if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
     if (absl::Status s = CheckStopRequest(*request); !s.ok()) return ToGrpc(s);
     t_->Stop(request->reason());
     return grpc::Status::OK;
@@ -192,12 +228,20 @@ class CoordinatorServer::Service final : public Coordinator::Service {
   JobTracker* const t_;
   MetricsHistory* const history_;
   const TokenCheck token_check_;
+  CallLimiter blocking_;
 };
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     CoordinatorOptions options) {
   FillClusterDefaults(options.job.mutable_cluster());
   RETURN_IF_ERROR(CheckClusterSpec(options.job.cluster()));
+  if (options.max_blocking_calls_per_peer < 1 ||
+      options.max_blocking_calls < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the bounds on blocking calls must be positive (per connection ",
+        options.max_blocking_calls_per_peer, ", in all ",
+        options.max_blocking_calls, ")"));
+  }
   if (options.job.name().empty()) options.job.set_name("job");
   ASSIGN_OR_RETURN(const ListenAddress where,
                    ParseListenAddress(options.listen));
@@ -271,7 +315,8 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
                             : options_.state_dir + "/coordinator.state")),
       history_(std::make_unique<MetricsHistory>()),
       service_(std::make_unique<Service>(tracker_.get(), history_.get(),
-                                         std::move(token_check))) {}
+                                         std::move(token_check),
+                                         BlockingCallLimits(options_))) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
@@ -284,6 +329,13 @@ absl::Status CoordinatorServer::Serve(
   builder.RegisterService(service_.get());
   // A KV value may be 64 MiB; gRPC's default limit is 4 MiB.
   builder.SetMaxReceiveMessageSize(kMaxValueBytes + (1 << 20));
+  // What a caller may send before a handler reads its request (refused
+  // callers included: GatedService) is the HTTP/2 receive window. With BDP
+  // probing gRPC grows it to several MiB per connection, and 48
+  // connections of refused 64 MiB calls held 30 MB; without, 64 KiB, and
+  // a request being read still gets a window of its whole size (a 64 MiB
+  // KvSet was no slower, issue 16).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // gRPC sets SO_REUSEPORT by default, which would let a second
   // coordinator silently share the port instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

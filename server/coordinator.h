@@ -68,6 +68,13 @@ struct CoordinatorOptions {
   // dashboard at /, the status as JSON at /api/status and the dashboard's
   // history at /api/history (server/metrics_history.h). Empty: none.
   std::string metrics_listen;
+  // Bounds on the calls that block, Join and KvWait (server/call_limiter.h
+  // says why): at most this many at once from one client connection
+  // (cohort coordinator --max-blocking-calls-per-connection) ...
+  int max_blocking_calls_per_peer = 32;
+  // ... and from all clients together; 0: 256 plus 4 per
+  // cluster.max_workers (each worker's Join and its KV waits fit).
+  int max_blocking_calls = 0;
 };
 
 class CoordinatorServer {

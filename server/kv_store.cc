@@ -17,6 +17,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How often a waiting KvWait looks whether its client went away (the sync
+// gRPC API has no notification of that).
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
+
 // At most this many missing keys are named in a timeout message.
 constexpr size_t kNamedKeys = 10;
 
@@ -43,12 +47,14 @@ void KvStore::StartGeneration(uint64_t generation) {
   aborted_ = absl::OkStatus();
   values_.clear();
   total_bytes_ = 0;
+  changed_.SignalAll();
 }
 
 void KvStore::Abort(absl::Status status) {
   CHECK(!status.ok());
   absl::MutexLock lock(&mu_);
   if (aborted_.ok()) aborted_ = std::move(status);
+  changed_.SignalAll();
 }
 
 absl::Status KvStore::CheckOpen(uint64_t generation) const {
@@ -72,6 +78,7 @@ absl::Status KvStore::Put(const std::string& key, std::string value) {
   }
   total_bytes_ = total;
   values_[key] = std::move(value);
+  changed_.SignalAll();
   return absl::OkStatus();
 }
 
@@ -100,18 +107,17 @@ std::vector<std::string> KvStore::Missing(
   return missing;
 }
 
+// The waiters sleep on a condition variable that only changes to the store
+// signal, not on the mutex with an absl::Condition: every unlock of the
+// mutex would evaluate each waiter's condition, and each waiter would queue
+// on the mutex again at every poll, which with thousands of waiters (a
+// flood of KvWait, issue 16) took both cores of a machine.
 absl::Status KvStore::Wait(uint64_t generation,
                            const std::vector<std::string>& keys,
                            absl::Duration timeout,
                            const std::function<bool()>& cancelled) {
   const Clock::time_point deadline =
       Clock::now() + absl::ToChronoNanoseconds(timeout);
-  auto ready = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    if (!aborted_.ok() || generation_ != generation) return true;
-    return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) {
-      return values_.contains(k);
-    });
-  };
   absl::MutexLock lock(&mu_);
   while (true) {
     RETURN_IF_ERROR(CheckOpen(generation));
@@ -127,8 +133,8 @@ absl::Status KvStore::Wait(uint64_t generation,
       return absl::CancelledError("the client cancelled the KvWait");
     }
     const absl::Duration slice =
-        std::min(absl::FromChrono(deadline - now), absl::Milliseconds(100));
-    mu_.AwaitWithTimeout(absl::Condition(&ready), slice);
+        std::min(absl::FromChrono(deadline - now), kCancelPoll);
+    changed_.WaitWithTimeout(&mu_, slice);
   }
 }
 

@@ -73,6 +73,9 @@ class KvStore {
   mutable absl::Mutex mu_;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);
+  // Signalled by every change that can end a Wait (a key set, a new
+  // generation, an abort).
+  absl::CondVar changed_;
   absl::flat_hash_map<std::string, std::string> values_ ABSL_GUARDED_BY(mu_);
   int64_t total_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -277,11 +277,16 @@ TEST(Rendezvous, StopAndShutdownReleaseBlockedJoins) {
 TEST(Rendezvous, ManyConcurrentWorkersFormOneRound) {
   constexpr int kWorkers = 64;
   auto server = testing::StartCoordinator(Cluster(kWorkers, kWorkers));
-  auto stub = testing::NewStub(server->address());
   std::vector<Reply<JoinResponse>> replies(kWorkers);
   std::vector<std::thread> threads;
   for (int i = 0; i < kWorkers; ++i) {
     threads.emplace_back([&, i] {
+      // Each its own connection, as worker processes have: the coordinator
+      // bounds the joins waiting on one connection (server/call_limiter.h).
+      grpc::ChannelArguments args;
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      auto stub = Coordinator::NewStub(grpc::CreateCustomChannel(
+          server->address(), grpc::InsecureChannelCredentials(), args));
       replies[i] = Join(*stub, MakeJoin("w" + std::to_string(i), 1 + i % 3));
     });
   }

@@ -13,6 +13,7 @@
 #include "common/security.h"
 #include "common/status_macros.h"
 #include "proto/ps.grpc.pb.h"
+#include "server/gated_service.h"
 #include "server/ps/shard_checkpoint.h"
 #include "server/ps/shard_state.h"
 
@@ -43,12 +44,28 @@ void Drain(Reader* reader, Message* scratch) {
 
 }  // namespace
 
-// Every method checks the job token first (common/security.h says why
-// there and not in an interceptor).
-class ShardServer::Service final : public ParameterServer::Service {
+// Every method checks the job token before it reads a message
+// (common/security.h says why not in an interceptor): Init and Push, whose
+// handlers run once the metadata has arrived, first thing; Pull, whose
+// request gRPC would otherwise read before its handler, through
+// GatedService (server/gated_service.h).
+class ShardServer::Service final : public GatedService<ParameterServer> {
  public:
   Service(ShardState* state, TokenCheck token_check)
-      : state_(state), token_check_(std::move(token_check)) {}
+      : state_(state), token_check_(std::move(token_check)) {
+    GateServerStreaming<PullRequest, PullResponse>(
+        "Pull",
+        [this](grpc::ServerContext* ctx, const PullRequest* request,
+               grpc::internal::WriterInterface<PullResponse>* writer) {
+          return ServePull(ctx, request, writer);
+        },
+        [this](grpc::ServerContext* ctx,
+               const std::function<grpc::Status()>& serve) {
+          if (grpc::Status a = token_check_.Check(ctx); !a.ok()) return a;
+          return serve();
+        });
+    CheckAllGated();
+  }
 
   grpc::Status Init(grpc::ServerContext* ctx,
                     grpc::ServerReader<InitRequest>* reader,
@@ -101,9 +118,10 @@ class ShardServer::Service final : public ParameterServer::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Pull(grpc::ServerContext* ctx, const PullRequest* request,
-                    grpc::ServerWriter<PullResponse>* writer) override {
-    if (grpc::Status a = token_check_.Check(ctx); !a.ok()) return a;
+  // After the admission (see the constructor).
+  grpc::Status ServePull(
+      grpc::ServerContext* ctx, const PullRequest* request,
+      grpc::internal::WriterInterface<PullResponse>* writer) {
     // The shard's own bound, tighter than the client's deadline, so the
     // client hears which rank is slow rather than a bare deadline.
     const absl::Time deadline =

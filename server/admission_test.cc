@@ -1,0 +1,255 @@
+// Issue 16, defects 3 and 4, against real servers on 127.0.0.1:
+//  - every method of the coordinator and of a shard answers a call with a
+//    wrong token before the call has sent any message (the token is checked
+//    before the body is read, server/gated_service.h); before, gRPC waited
+//    for the whole request and such a call ran into its deadline;
+//  - the coordinator's blocking calls (Join, KvWait) are bounded per client
+//    connection and in all, the excess refused at once naming the bound,
+//    while heartbeats, which are never limited, go on.
+#include <google/protobuf/descriptor.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "proto/ps.grpc.pb.h"
+#include "server/coordinator.h"
+#include "server/ps/shard_server.h"
+#include "server/test_util.h"
+
+namespace cohort {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string TokenFile() {
+  const char* d = std::getenv("TEST_TMPDIR");
+  const std::string path = absl::StrCat(d ? d : "/tmp", "/admission_token");
+  std::ofstream(path) << "the-right-token\n";
+  return path;
+}
+
+// Each channel its own connection (gRPC shares them between channels to
+// one address by default), so that each is its own peer to the limiter.
+std::shared_ptr<grpc::Channel> Connection(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+// Opens a call to `method` with a wrong token and sends no message (nor
+// closes its side): its status, which must come back at once.
+grpc::Status CallWithoutABody(const std::shared_ptr<grpc::Channel>& channel,
+                              const std::string& method) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.AddMetadata("authorization", "Bearer wrong-token");
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(&context, method, &cq);
+  void* tag;
+  bool ok;
+  grpc::Status status;
+  call->StartCall(nullptr);
+  cq.Next(&tag, &ok);
+  call->Finish(&status, nullptr);
+  cq.Next(&tag, &ok);
+  return status;
+}
+
+void ExpectRefusedBeforeAnyMessage(const std::string& address,
+                                   const std::string& service,
+                                   int expected_methods) {
+  const google::protobuf::ServiceDescriptor& s =
+      *google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          service);
+  ASSERT_EQ(s.method_count(), expected_methods) << s.full_name();
+  const std::shared_ptr<grpc::Channel> channel = Connection(address);
+  for (int i = 0; i < s.method_count(); ++i) {
+    const std::string method =
+        absl::StrCat("/", s.full_name(), "/", s.method(i)->name());
+    const Clock::time_point start = Clock::now();
+    const grpc::Status status = CallWithoutABody(channel, method);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << method << ": " << status.error_message();
+    EXPECT_LT(SecondsSince(start), 2.0) << method;
+  }
+}
+
+TEST(Admission, EveryCoordinatorMethodChecksTheTokenBeforeTheBody) {
+  ClusterSpec cluster;
+  cluster.set_min_workers(1);
+  CoordinatorOptions o;
+  o.job = testing::TestJob(cluster);
+  o.security.token_file = TokenFile();
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ExpectRefusedBeforeAnyMessage((*server)->address(),
+                                Coordinator::service_full_name(), 14);
+}
+
+TEST(Admission, EveryShardMethodChecksTheTokenBeforeTheBody) {
+  ShardServerOptions o;
+  o.job.mutable_optimizer()->set_kind(OptimizerSpec::SGD);
+  o.job.mutable_ps()->set_consistency(SYNC);
+  o.security.token_file = TokenFile();
+  absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ExpectRefusedBeforeAnyMessage((*server)->address(),
+                                ParameterServer::service_full_name(), 3);
+}
+
+class BlockingLimits : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterSpec cluster;
+    cluster.set_min_workers(1);
+    cluster.set_heartbeat_interval_ms(10000);
+    CoordinatorOptions o;
+    o.job = testing::TestJob(cluster);
+    o.max_blocking_calls_per_peer = 2;
+    o.max_blocking_calls = 3;
+    absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
+        CoordinatorServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    for (std::thread& t : waits_) t.join();
+  }
+
+  static grpc::Status Wait(Coordinator::Stub& stub, int64_t timeout_ms) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::seconds(30));
+    KvWaitRequest r;
+    r.set_generation(1);
+    r.add_keys("go");
+    r.set_timeout_ms(timeout_ms);
+    KvWaitResponse ignored;
+    return stub.KvWait(&context, r, &ignored);
+  }
+  // A KvWait that blocks until "go" is set (or the server shuts down).
+  void StartWait(Coordinator::Stub* stub) {
+    waits_.emplace_back([stub] { EXPECT_TRUE(Wait(*stub, 20000).ok()); });
+  }
+  // Time for the waits started to reach the server and be admitted.
+  void Settle() { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::vector<std::thread> waits_;
+};
+
+TEST_F(BlockingLimits, ExcessIsRefusedAtOnceNamingTheBoundHeartbeatsGoOn) {
+  auto a = Coordinator::NewStub(Connection(server_->address()));
+  auto b = Coordinator::NewStub(Connection(server_->address()));
+  auto c = Coordinator::NewStub(Connection(server_->address()));
+  // Join is limited too; it returns once the round of one is complete.
+  const testing::Reply<JoinResponse> joined =
+      testing::Join(*a, testing::MakeJoin("w0"));
+  ASSERT_TRUE(joined.status.ok()) << joined.status.error_message();
+
+  StartWait(a.get());
+  StartWait(a.get());
+  Settle();
+  Clock::time_point start = Clock::now();
+  grpc::Status refused = Wait(*a, 20000);
+  EXPECT_LT(SecondsSince(start), 1.0);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              MatchesRegex("too many concurrent blocking calls \\(Join, "
+                           "KvWait\\) from ipv4:127\\.0\\.0\\.1:[0-9]+: at "
+                           "most 2 per client connection; retry later"));
+
+  StartWait(b.get());
+  Settle();
+  start = Clock::now();
+  refused = Wait(*c, 20000);
+  EXPECT_LT(SecondsSince(start), 1.0);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("this server runs at most 3 at once from all clients"));
+  const testing::Reply<JoinResponse> join_refused =
+      testing::Join(*c, testing::MakeJoin("w1"));
+  EXPECT_EQ(join_refused.status.error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  // Heartbeats are not limited, on the full connection or any other.
+  for (Coordinator::Stub* stub : {a.get(), c.get()}) {
+    const testing::Reply<HeartbeatResponse> hb =
+        testing::Heartbeat(*stub, joined.response, "w0");
+    EXPECT_TRUE(hb.status.ok()) << hb.status.error_message();
+  }
+
+  // The waits end, and their places are free again.
+  grpc::ClientContext context;
+  KvSetRequest set;
+  set.set_generation(1);
+  set.set_key("go");
+  KvSetResponse ignored;
+  ASSERT_TRUE(c->KvSet(&context, set, &ignored).ok());
+  for (std::thread& t : waits_) t.join();
+  waits_.clear();
+  EXPECT_TRUE(Wait(*a, 1000).ok());
+}
+
+// A waiting call whose client went away gives its place back (the wait
+// polls for cancellation), so a client that gives up is not held to it.
+TEST_F(BlockingLimits, ACancelledWaitGivesItsPlaceBack) {
+  auto a = Coordinator::NewStub(Connection(server_->address()));
+  ASSERT_TRUE(testing::Join(*a, testing::MakeJoin("w0")).status.ok());
+  auto wait_for = [&a](int64_t client_ms, int64_t server_ms) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(client_ms));
+    KvWaitRequest r;
+    r.set_generation(1);
+    r.add_keys("never");
+    r.set_timeout_ms(server_ms);
+    KvWaitResponse ignored;
+    return a->KvWait(&context, r, &ignored);
+  };
+  // Two give up after 300 ms (the client's deadline) ...
+  std::vector<std::thread> first;
+  for (int i = 0; i < 2; ++i) {
+    first.emplace_back([&] {
+      EXPECT_EQ(wait_for(300, 60000).error_code(),
+                grpc::StatusCode::DEADLINE_EXCEEDED);
+    });
+  }
+  for (std::thread& t : first) t.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // ... and two more are admitted: they time out at the server.
+  std::vector<std::thread> second;
+  for (int i = 0; i < 2; ++i) {
+    second.emplace_back([&] {
+      const grpc::Status s = wait_for(5000, 200);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+      EXPECT_THAT(s.error_message(), HasSubstr("KvWait timed out"));
+    });
+  }
+  for (std::thread& t : second) t.join();
+}
+
+}  // namespace
+}  // namespace cohort
