@@ -1,6 +1,7 @@
 #include "common/files.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -84,8 +85,51 @@ absl::Status TooLarge(const std::string& path, int64_t max_bytes,
                    "; it should be a short text file"));
 }
 
-// The contents of the open file `fd`, read only if it is a regular file of
-// at most `max_bytes`.
+// How long a pipe may stay silent before the read gives up.
+constexpr int kPipeSilenceMs = 10000;
+
+// The contents of the pipe `fd` (opened non-blocking), up to `max_bytes`:
+// what `--job=<(envsubst < job.tmpl)` hands over. A FIFO nobody writes to
+// is refused at once rather than read as an empty spec, and a writer that
+// goes silent for kPipeSilenceMs ends the read, so neither can hang.
+absl::StatusOr<std::string> ReadPipe(int fd, const std::string& path,
+                                     int64_t max_bytes,
+                                     absl::string_view what) {
+  std::string text;
+  char buf[1 << 14];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, n);
+      if (static_cast<int64_t>(text.size()) > max_bytes) {
+        return TooLarge(path, max_bytes, what);
+      }
+      continue;
+    }
+    if (n == 0) {
+      if (text.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " ", path, " is a FIFO that nothing writes to"));
+      }
+      return text;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) {
+      return absl::DataLossError(absl::StrCat("cannot read ", what, " ", path,
+                                              ": ", std::strerror(errno)));
+    }
+    pollfd p = {fd, POLLIN, 0};
+    const int ready = poll(&p, 1, kPipeSilenceMs);
+    if (ready == 0) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(what, " ", path, ": the pipe gave nothing for ",
+                       kPipeSilenceMs / 1000, " s"));
+    }
+  }
+}
+
+// The contents of the open file `fd`, read only if it is a regular file (or
+// a pipe) of at most `max_bytes`.
 absl::StatusOr<std::string> ReadBounded(int fd, const std::string& path,
                                         int64_t max_bytes,
                                         absl::string_view what) {
@@ -98,6 +142,7 @@ absl::StatusOr<std::string> ReadBounded(int fd, const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(what, " ", path, " is a directory, not a file"));
   }
+  if (S_ISFIFO(st.st_mode)) return ReadPipe(fd, path, max_bytes, what);
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " ", path, " is ", FileKind(st.st_mode), ", not a regular file"));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -57,8 +58,9 @@ TEST(Files, ReadRegularFileReadsUpToItsLimit) {
                                       ": No such file or directory");
 }
 
-// What is not a short regular file is refused before a byte is read:
-// /dev/zero would never end, a FIFO without a writer would block forever.
+// What is not a short regular file or a pipe is refused before a byte is
+// read: /dev/zero would never end. A FIFO without a writer would block
+// forever, or read as an empty spec: refused at once.
 TEST(Files, ReadRegularFileRefusesDevicesFifosAndDirectories) {
   absl::StatusOr<std::string> r =
       ReadRegularFile("/dev/zero", int64_t{16} << 20, "job spec");
@@ -70,10 +72,41 @@ TEST(Files, ReadRegularFileRefusesDevicesFifosAndDirectories) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   r = ReadRegularFile(fifo, 100, "job spec");
   EXPECT_EQ(r.status().message(),
-            "job spec " + fifo + " is a FIFO, not a regular file");
+            "job spec " + fifo + " is a FIFO that nothing writes to");
   r = ReadRegularFile(TempPath(""), 100, "job spec");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("is a directory"), std::string::npos);
+}
+
+// What `--job=<(command)` hands over: a pipe with a writer.
+TEST(Files, ReadRegularFileReadsAPipe) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::thread writer([&] {
+    usleep(100000);  // the reader waits for it
+    const char text[] = "name: \"piped\"\n";
+    ASSERT_EQ(write(fds[1], text, sizeof(text) - 1),
+              static_cast<ssize_t>(sizeof(text) - 1));
+    close(fds[1]);
+  });
+  absl::StatusOr<std::string> r = ReadRegularFile(
+      "/proc/self/fd/" + std::to_string(fds[0]), 100, "job spec");
+  writer.join();
+  close(fds[0]);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "name: \"piped\"\n");
+  // And a pipe longer than the limit is refused like a file.
+  ASSERT_EQ(pipe(fds), 0);
+  std::thread big([&] {
+    const std::string bytes(200, 'x');
+    EXPECT_GT(write(fds[1], bytes.data(), bytes.size()), 100);
+    close(fds[1]);
+  });
+  r = ReadRegularFile("/proc/self/fd/" + std::to_string(fds[0]), 100,
+                      "job spec");
+  big.join();
+  close(fds[0]);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

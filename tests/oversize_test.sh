@@ -83,7 +83,7 @@ expect_refused "train /dev/zero under ulimit -v" \
 
 # Spec files that are not short text files: no hang, no memory.
 mkfifo "$tmp/fifo"
-expect_refused "train FIFO" "job spec $tmp/fifo is a FIFO" \
+expect_refused "train FIFO" "job spec $tmp/fifo is a FIFO that nothing writes to" \
   "$cohort" train --job="$tmp/fifo"
 expect_refused "train directory" "job spec $tmp is a directory" \
   "$cohort" train --job="$tmp"
