@@ -401,6 +401,8 @@ Shape DataSampleShape(const DatasetSpec& data) {
       return {1, 28, 28};
     case DatasetSpec::CIFAR10:
       return {3, 32, 32};
+    case DatasetSpec::NUMPY:
+      return Shape(data.numpy().shape().begin(), data.numpy().shape().end());
     default:
       break;
   }

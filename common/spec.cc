@@ -318,13 +318,52 @@ absl::Status CheckSynthetic(const SyntheticSpec& y, const Scope& s) {
   return NonNegative(s, y, "noise", y.noise());
 }
 
+// The files of one split: as many label arrays as input arrays.
+absl::Status CheckNumpySplit(const NumpySpec& n, const Scope& s,
+                             absl::string_view x_field, int x_count,
+                             absl::string_view y_field, int y_count) {
+  RETURN_IF_ERROR(
+      Require(x_count > 0, s, n, x_field, "at least one .npy file", "none"));
+  return Require(
+      y_count == x_count, s, n, y_field,
+      absl::StrCat("one file per ", x_field, " file (", x_count, ")"), y_count);
+}
+
+absl::Status CheckNumpy(const NumpySpec& n, const Scope& s) {
+  RETURN_IF_ERROR(Require(n.shape_size() > 0, s, n, "shape",
+                          "the per-sample shape, e.g. [3, 32, 32]", "none"));
+  for (int i = 0; i < n.shape_size(); ++i) {
+    if (n.shape(i) <= 0) {
+      return s.Error(n, "shape", i,
+                     absl::StrCat("must be > 0, got ", n.shape(i)));
+    }
+  }
+  RETURN_IF_ERROR(
+      Require(n.classes() >= 2, s, n, "classes", ">= 2", n.classes()));
+  RETURN_IF_ERROR(CheckNumpySplit(n, s, "train_x", n.train_x_size(), "train_y",
+                                  n.train_y_size()));
+  return CheckNumpySplit(n, s, "test_x", n.test_x_size(), "test_y",
+                         n.test_y_size());
+}
+
 absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
   RETURN_IF_ERROR(NonNegative(s, d, "train_limit", d.train_limit()));
   RETURN_IF_ERROR(NonNegative(s, d, "loader_threads", d.loader_threads()));
   RETURN_IF_ERROR(NonNegative(s, d, "prefetch", d.prefetch()));
+  const std::string kind = DatasetSpec::Kind_Name(d.kind());
   bool synthetic = d.kind() == DatasetSpec::SYNTHETIC;
   RETURN_IF_ERROR(OnlyFor(synthetic, d.has_synthetic(), s, d, "synthetic",
-                          "SYNTHETIC", DatasetSpec::Kind_Name(d.kind())));
+                          "SYNTHETIC", kind));
+  bool numpy = d.kind() == DatasetSpec::NUMPY;
+  RETURN_IF_ERROR(OnlyFor(numpy, d.has_numpy(), s, d, "numpy", "NUMPY", kind));
+  if (numpy) {
+    if (!d.has_numpy()) {
+      return s.Error(d, "numpy", -1,
+                     "kind NUMPY needs a numpy { shape classes train_x "
+                     "train_y test_x test_y } block");
+    }
+    return CheckNumpy(d.numpy(), s.Nested(d, "numpy", -1));
+  }
   return CheckSynthetic(d.synthetic(), s.Nested(d, "synthetic", -1));
 }
 

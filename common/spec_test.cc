@@ -3,12 +3,15 @@
 #include <cstdio>
 #include <string>
 
+#include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
 namespace {
+
+using ::testing::HasSubstr;
 
 constexpr char kFile[] = "jobs/x.textproto";
 
@@ -63,7 +66,7 @@ TEST(ParseJobSpec, ReportsUnknownEnumName) {
 TEST(ParseJobSpec, RejectsUnknownEnumNumber) {
   EXPECT_EQ(ErrorOf(Valid("data { kind: 7 }\n")),
             "jobs/x.textproto:6:8: data.kind must be one of SYNTHETIC, MNIST, "
-            "CIFAR10, got 7");
+            "CIFAR10, NUMPY, got 7");
 }
 
 TEST(ParseJobSpec, PointsAtInvalidTopLevelValue) {
@@ -498,6 +501,35 @@ TEST(ParseJobSpec, FillsClusterDefaults) {
   EXPECT_EQ(c.bucket_bytes(), 25 << 20);
   EXPECT_EQ(c.allreduce_algorithm(), "halving_doubling");
   EXPECT_EQ(c.nccl_algorithm(), "flat");
+}
+
+// Kind NUMPY: the block, its shape and classes, and one label file per
+// input file are checked before any file is opened.
+TEST(ParseJobSpec, ChecksNumpyData) {
+  const std::string model =
+      "name: \"t\"\nmodel { layers { linear { out_features: 4 } } }\n"
+      "batch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n";
+  EXPECT_EQ(ErrorOf(model + "data { kind: NUMPY numpy { shape: 16 classes: 4 "
+                            "train_x: \"x\" train_y: \"y\" test_x: \"tx\" "
+                            "test_y: \"ty\" } }\n"),
+            "OK");
+  EXPECT_THAT(ErrorOf(model + "data { kind: NUMPY }\n"),
+              HasSubstr("kind NUMPY needs a numpy { shape classes"));
+  EXPECT_THAT(ErrorOf(model + "data { kind: NUMPY numpy { classes: 4 "
+                              "train_x: \"x\" train_y: \"y\" test_x: "
+                              "\"tx\" test_y: \"ty\" } }\n"),
+              HasSubstr("data.numpy.shape must be the per-sample shape"));
+  EXPECT_THAT(ErrorOf(model + "data { kind: NUMPY numpy { shape: 16 classes: "
+                              "1 train_x: \"x\" train_y: \"y\" test_x: "
+                              "\"tx\" test_y: \"ty\" } }\n"),
+              HasSubstr("data.numpy.classes must be >= 2, got 1"));
+  EXPECT_THAT(ErrorOf(model + "data { kind: NUMPY numpy { shape: 16 classes: "
+                              "4 train_x: \"x\" train_x: \"x2\" train_y: "
+                              "\"y\" test_x: \"tx\" test_y: \"ty\" } }\n"),
+              HasSubstr("data.numpy.train_y must be one file per train_x file "
+                        "(2), got 1"));
+  EXPECT_THAT(ErrorOf(model + "data { kind: MNIST numpy { shape: 16 } }\n"),
+              HasSubstr("applies only to NUMPY, got kind MNIST"));
 }
 
 }  // namespace

@@ -88,6 +88,28 @@ Seeds Cifar10() {
   };
 }
 
+// A .npy file as NumPy 1.x writes it: version 1.0, header padded to 64.
+std::string NpyFile(absl::string_view descr, absl::string_view shape,
+                    absl::string_view data) {
+  std::string dict =
+      absl::StrCat("{'descr': '", descr,
+                   "', 'fortran_order': False, 'shape': ", shape, ", }");
+  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(dict.size() & 0xff);
+  out += static_cast<char>(dict.size() >> 8);
+  return absl::StrCat(out, dict, data);
+}
+
+Seeds Npy() {
+  return {
+      {"float32_2x2", NpyFile("<f4", "(2, 2)", std::string(16, '\x3f'))},
+      {"int64_labels", NpyFile("<i8", "(3,)", std::string(24, '\0'))},
+      {"uint8_empty", NpyFile("|u1", "(0, 4)", "")},
+  };
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
@@ -266,10 +288,11 @@ absl::StatusOr<Seeds> SeedsFor(const std::string& target) {
   if (target == "checkpoint") return CheckpointSeeds();
   if (target == "request_checks") return RequestChecks();
   if (target == "shard") return Shard();
+  if (target == "npy") return Npy();
   return absl::InvalidArgumentError(
       absl::StrCat("unknown target \"", target,
-                   "\"; expected mnist, cifar10, checkpoint, request_checks "
-                   "or shard"));
+                   "\"; expected mnist, cifar10, checkpoint, request_checks, "
+                   "shard or npy"));
 }
 
 int Main(int argc, char** argv) {

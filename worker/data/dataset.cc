@@ -5,6 +5,7 @@
 #include "common/status_macros.h"
 #include "worker/data/cifar10.h"
 #include "worker/data/mnist.h"
+#include "worker/data/numpy_dataset.h"
 #include "worker/data/synthetic.h"
 
 namespace cohort {
@@ -33,13 +34,16 @@ absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
   if (!DatasetSpec::Kind_IsValid(spec.kind())) {
     return absl::InvalidArgumentError(
         absl::StrCat("data.kind ", static_cast<int>(spec.kind()),
-                     " is not a known data set kind (SYNTHETIC, MNIST or "
-                     "CIFAR10)."));
+                     " is not a known data set kind (SYNTHETIC, MNIST, "
+                     "CIFAR10 or NUMPY)."));
   }
   if (spec.kind() == DatasetSpec::SYNTHETIC) {
     return LoadSynthetic(spec, job_seed);
   }
   const std::string& dir = dir_override.empty() ? spec.dir() : dir_override;
+  // Its files name their own paths (relative to the directory if one is
+  // given), so it needs no directory.
+  if (spec.kind() == DatasetSpec::NUMPY) return LoadNumpy(spec, dir);
   const std::string kind = DatasetSpec::Kind_Name(spec.kind());
   if (dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

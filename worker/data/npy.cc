@@ -1,0 +1,298 @@
+#include "worker/data/npy.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+
+namespace cohort {
+namespace {
+
+constexpr absl::string_view kMagic = "\x93NUMPY";
+// No real header is near this; a larger one is a corrupt length field.
+constexpr int64_t kMaxHeaderBytes = 64 << 10;
+
+absl::Status Malformed(const std::string& path, absl::string_view why) {
+  return absl::DataLossError(
+      absl::StrCat(path, ": not a valid .npy file: ", why));
+}
+
+// The text after `'key':` in the header dict, up to the end of the dict.
+absl::StatusOr<absl::string_view> ValueOf(absl::string_view dict,
+                                          absl::string_view key,
+                                          const std::string& path) {
+  const std::string quoted = absl::StrCat("'", key, "'");
+  size_t at = dict.find(quoted);
+  if (at == absl::string_view::npos) {
+    return Malformed(path, absl::StrCat("its header has no ", quoted));
+  }
+  absl::string_view rest = dict.substr(at + quoted.size());
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  if (rest.empty() || rest[0] != ':') {
+    return Malformed(path, absl::StrCat("no ':' after ", quoted));
+  }
+  return absl::StripLeadingAsciiWhitespace(rest.substr(1));
+}
+
+absl::StatusOr<NpyType> ParseDescr(absl::string_view value,
+                                   const std::string& path) {
+  if (value.empty() || (value[0] != '\'' && value[0] != '"')) {
+    return Malformed(path, "'descr' is not a string");
+  }
+  const size_t end = value.find(value[0], 1);
+  if (end == absl::string_view::npos) {
+    return Malformed(path, "'descr' is not terminated");
+  }
+  const absl::string_view descr = value.substr(1, end - 1);
+  if (descr.size() < 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": dtype '", descr, "' is not supported (structured or odd)"));
+  }
+  const char order = descr[0];
+  const absl::string_view code = descr.substr(1);
+  struct Known {
+    absl::string_view code;
+    NpyType type;
+  };
+  constexpr Known kKnown[] = {{"f4", NpyType::kFloat32},
+                              {"f2", NpyType::kFloat16},
+                              {"u1", NpyType::kUint8},
+                              {"i4", NpyType::kInt32},
+                              {"i8", NpyType::kInt64}};
+  for (const Known& k : kKnown) {
+    if (code != k.code) continue;
+    const bool single_byte = k.type == NpyType::kUint8;
+    if (order == '>' && !single_byte) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": dtype '", descr,
+                       "' is big-endian; save it little-endian "
+                       "(array.astype('<",
+                       code, "'))"));
+    }
+    if (order == '<' || order == '=' || order == '|' || single_byte) {
+      return k.type;
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": dtype '", descr,
+                   "' is not supported (float32, float16, uint8, int32 or "
+                   "int64)"));
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseShape(absl::string_view value,
+                                                const std::string& path) {
+  if (value.empty() || value[0] != '(') {
+    return Malformed(path, "'shape' is not a tuple");
+  }
+  const size_t end = value.find(')');
+  if (end == absl::string_view::npos) {
+    return Malformed(path, "'shape' is not terminated");
+  }
+  std::vector<int64_t> shape;
+  for (absl::string_view part :
+       absl::StrSplit(value.substr(1, end - 1), ',', absl::SkipWhitespace())) {
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &d) || d < 0) {
+      return Malformed(path,
+                       absl::StrCat("'shape' has a bad dimension '",
+                                    absl::StripAsciiWhitespace(part), "'"));
+    }
+    shape.push_back(d);
+  }
+  return shape;
+}
+
+// The header's length field and where the dict starts.
+absl::Status ParsePreamble(absl::string_view bytes, const std::string& path,
+                           int64_t* dict_start, int64_t* dict_bytes) {
+  if (bytes.size() < 10 || bytes.substr(0, kMagic.size()) != kMagic) {
+    return Malformed(path, "it does not start with \\x93NUMPY");
+  }
+  const auto byte = [&](size_t i) {
+    return static_cast<int64_t>(static_cast<uint8_t>(bytes[i]));
+  };
+  const int major = static_cast<int>(byte(6));
+  if (major == 1) {
+    *dict_start = 10;
+    *dict_bytes = byte(8) | byte(9) << 8;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) return Malformed(path, "its header is truncated");
+    *dict_start = 12;
+    *dict_bytes = byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": .npy format version ", major,
+                     " is not supported (1, 2 or 3)"));
+  }
+  if (*dict_bytes > kMaxHeaderBytes) {
+    return Malformed(path, absl::StrCat("a header of ", *dict_bytes,
+                                        " bytes (corrupt length field)"));
+  }
+  if (*dict_start + *dict_bytes > static_cast<int64_t>(bytes.size())) {
+    return Malformed(path, "its header is truncated");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* NpyTypeName(NpyType type) {
+  switch (type) {
+    case NpyType::kFloat32:
+      return "float32";
+    case NpyType::kFloat16:
+      return "float16";
+    case NpyType::kUint8:
+      return "uint8";
+    case NpyType::kInt32:
+      return "int32";
+    case NpyType::kInt64:
+      return "int64";
+  }
+  return "?";
+}
+
+int NpyItemBytes(NpyType type) {
+  switch (type) {
+    case NpyType::kFloat32:
+    case NpyType::kInt32:
+      return 4;
+    case NpyType::kFloat16:
+      return 2;
+    case NpyType::kUint8:
+      return 1;
+    case NpyType::kInt64:
+      return 8;
+  }
+  return 1;
+}
+
+absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes,
+                                         const std::string& path) {
+  int64_t dict_start = 0, dict_bytes = 0;
+  RETURN_IF_ERROR(ParsePreamble(bytes, path, &dict_start, &dict_bytes));
+  const absl::string_view dict = bytes.substr(dict_start, dict_bytes);
+  NpyHeader h;
+  ASSIGN_OR_RETURN(absl::string_view descr, ValueOf(dict, "descr", path));
+  ASSIGN_OR_RETURN(h.type, ParseDescr(descr, path));
+  ASSIGN_OR_RETURN(absl::string_view order,
+                   ValueOf(dict, "fortran_order", path));
+  if (absl::StartsWith(order, "True")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     ": the array is in Fortran order; save it in C order "
+                     "(numpy.ascontiguousarray)"));
+  }
+  if (!absl::StartsWith(order, "False")) {
+    return Malformed(path, "'fortran_order' is neither True nor False");
+  }
+  ASSIGN_OR_RETURN(absl::string_view shape, ValueOf(dict, "shape", path));
+  ASSIGN_OR_RETURN(h.shape, ParseShape(shape, path));
+  h.data_offset = dict_start + dict_bytes;
+  int64_t n = NpyItemBytes(h.type);
+  for (int64_t d : h.shape) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      return Malformed(path,
+                       absl::StrCat("shape (", absl::StrJoin(h.shape, ", "),
+                                    ") is too large"));
+    }
+  }
+  h.data_bytes = n;
+  return h;
+}
+
+absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::Open(
+    const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a regular file"));
+  }
+  std::string head(std::min<int64_t>(st.st_size, kMaxHeaderBytes + 12), '\0');
+  const ssize_t got = pread(fd, head.data(), head.size(), 0);
+  if (got != static_cast<ssize_t>(head.size())) {
+    close(fd);
+    return absl::DataLossError(absl::StrCat("cannot read ", path));
+  }
+  absl::StatusOr<NpyHeader> header = ParseNpyHeader(head, path);
+  if (!header.ok()) {
+    close(fd);
+    return header.status();
+  }
+  const int64_t want = header->data_offset + header->data_bytes;
+  if (st.st_size != want) {
+    close(fd);
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", st.st_size, " bytes where its header (",
+                     NpyTypeName(header->type), ", shape (",
+                     absl::StrJoin(header->shape, ", "), ")) implies ", want,
+                     st.st_size < want ? " (truncated)" : " (trailing bytes)"));
+  }
+  void* map = nullptr;
+  if (st.st_size > 0) {
+    map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      const int err = errno;
+      close(fd);
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot map ", path));
+    }
+  }
+  close(fd);  // the mapping keeps the file
+  return std::unique_ptr<NpyArray>(
+      new NpyArray(path, *std::move(header), map, st.st_size));
+}
+
+NpyArray::NpyArray(std::string path, NpyHeader header, void* map,
+                   size_t map_bytes)
+    : path_(std::move(path)),
+      header_(std::move(header)),
+      map_(map),
+      map_bytes_(map_bytes),
+      data_(static_cast<const uint8_t*>(map) + header_.data_offset) {}
+
+NpyArray::~NpyArray() {
+  if (map_ != nullptr) munmap(map_, map_bytes_);
+}
+
+float HalfToFloat(uint16_t half) {
+  const uint32_t sign = static_cast<uint32_t>(half & 0x8000) << 16;
+  const uint32_t exponent = (half >> 10) & 0x1f;
+  uint32_t mantissa = half & 0x3ff;
+  uint32_t bits;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000 | (mantissa << 13);  // infinity or NaN
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa == 0) {
+    bits = sign;  // zero
+  } else {
+    // Subnormal: normalise the mantissa.
+    int e = 113;
+    while ((mantissa & 0x400) == 0) {
+      mantissa <<= 1;
+      --e;
+    }
+    bits = sign | (static_cast<uint32_t>(e) << 23) | ((mantissa & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+}  // namespace cohort
