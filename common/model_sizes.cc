@@ -403,6 +403,8 @@ Shape DataSampleShape(const DatasetSpec& data) {
       return {3, 32, 32};
     case DatasetSpec::NUMPY:
       return Shape(data.numpy().shape().begin(), data.numpy().shape().end());
+    case DatasetSpec::CSV:
+      return {data.csv().features()};
     default:
       break;
   }

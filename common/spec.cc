@@ -346,6 +346,20 @@ absl::Status CheckNumpy(const NumpySpec& n, const Scope& s) {
                          n.test_y_size());
 }
 
+absl::Status CheckCsv(const CsvSpec& c, const Scope& s) {
+  RETURN_IF_ERROR(Require(c.train_size() > 0, s, c, "train",
+                          "at least one CSV file", "none"));
+  RETURN_IF_ERROR(Require(c.test_size() > 0, s, c, "test",
+                          "at least one CSV file", "none"));
+  RETURN_IF_ERROR(Require(!c.target().empty(), s, c, "target",
+                          "the name of the class column", "none"));
+  RETURN_IF_ERROR(
+      Require(c.classes() >= 2, s, c, "classes", ">= 2", c.classes()));
+  return Require(c.features() >= 1, s, c, "features",
+                 ">= 1 (the number of columns besides the target)",
+                 c.features());
+}
+
 absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
   RETURN_IF_ERROR(NonNegative(s, d, "train_limit", d.train_limit()));
   RETURN_IF_ERROR(NonNegative(s, d, "loader_threads", d.loader_threads()));
@@ -356,6 +370,16 @@ absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
                           "SYNTHETIC", kind));
   bool numpy = d.kind() == DatasetSpec::NUMPY;
   RETURN_IF_ERROR(OnlyFor(numpy, d.has_numpy(), s, d, "numpy", "NUMPY", kind));
+  bool csv = d.kind() == DatasetSpec::CSV;
+  RETURN_IF_ERROR(OnlyFor(csv, d.has_csv(), s, d, "csv", "CSV", kind));
+  if (csv) {
+    if (!d.has_csv()) {
+      return s.Error(d, "csv", -1,
+                     "kind CSV needs a csv { train test target classes "
+                     "features } block");
+    }
+    return CheckCsv(d.csv(), s.Nested(d, "csv", -1));
+  }
   if (numpy) {
     if (!d.has_numpy()) {
       return s.Error(d, "numpy", -1,

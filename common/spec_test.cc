@@ -66,7 +66,7 @@ TEST(ParseJobSpec, ReportsUnknownEnumName) {
 TEST(ParseJobSpec, RejectsUnknownEnumNumber) {
   EXPECT_EQ(ErrorOf(Valid("data { kind: 7 }\n")),
             "jobs/x.textproto:6:8: data.kind must be one of SYNTHETIC, MNIST, "
-            "CIFAR10, NUMPY, got 7");
+            "CIFAR10, NUMPY, CSV, got 7");
 }
 
 TEST(ParseJobSpec, PointsAtInvalidTopLevelValue) {
@@ -530,6 +530,25 @@ TEST(ParseJobSpec, ChecksNumpyData) {
                         "(2), got 1"));
   EXPECT_THAT(ErrorOf(model + "data { kind: MNIST numpy { shape: 16 } }\n"),
               HasSubstr("applies only to NUMPY, got kind MNIST"));
+}
+
+TEST(ParseJobSpec, ChecksCsvData) {
+  const std::string model =
+      "name: \"t\"\nmodel { layers { linear { out_features: 4 } } }\n"
+      "batch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n";
+  EXPECT_EQ(ErrorOf(model + "data { kind: CSV csv { train: \"a.csv\" test: "
+                            "\"b.csv\" target: \"y\" classes: 2 features: "
+                            "3 } }\n"),
+            "OK");
+  EXPECT_THAT(ErrorOf(model + "data { kind: CSV }\n"),
+              HasSubstr("kind CSV needs a csv { train test target"));
+  EXPECT_THAT(ErrorOf(model + "data { kind: CSV csv { train: \"a.csv\" test: "
+                              "\"b.csv\" classes: 2 features: 3 } }\n"),
+              HasSubstr("data.csv.target must be the name of the class "
+                        "column"));
+  EXPECT_THAT(ErrorOf(model + "data { kind: CSV csv { train: \"a.csv\" test: "
+                              "\"b.csv\" target: \"y\" classes: 2 } }\n"),
+              HasSubstr("data.csv.features must be >= 1"));
 }
 
 }  // namespace

@@ -110,6 +110,13 @@ Seeds Npy() {
   };
 }
 
+Seeds Csv() {
+  return {
+      {"three_rows", "a,label,b\n1.5,0,2\n-3,2,1e3\n0,1,0\n"},
+      {"crlf_blank_lines", "label, a ,b\r\n\r\n1,2,3\r\n"},
+  };
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
@@ -289,10 +296,11 @@ absl::StatusOr<Seeds> SeedsFor(const std::string& target) {
   if (target == "request_checks") return RequestChecks();
   if (target == "shard") return Shard();
   if (target == "npy") return Npy();
+  if (target == "csv") return Csv();
   return absl::InvalidArgumentError(
       absl::StrCat("unknown target \"", target,
                    "\"; expected mnist, cifar10, checkpoint, request_checks, "
-                   "shard or npy"));
+                   "shard, npy or csv"));
 }
 
 int Main(int argc, char** argv) {

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/data/cifar10.h"
+#include "worker/data/csv_dataset.h"
 #include "worker/data/mnist.h"
 #include "worker/data/numpy_dataset.h"
 #include "worker/data/synthetic.h"
@@ -35,15 +36,16 @@ absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("data.kind ", static_cast<int>(spec.kind()),
                      " is not a known data set kind (SYNTHETIC, MNIST, "
-                     "CIFAR10 or NUMPY)."));
+                     "CIFAR10, NUMPY or CSV)."));
   }
   if (spec.kind() == DatasetSpec::SYNTHETIC) {
     return LoadSynthetic(spec, job_seed);
   }
   const std::string& dir = dir_override.empty() ? spec.dir() : dir_override;
-  // Its files name their own paths (relative to the directory if one is
-  // given), so it needs no directory.
+  // Their files name their own paths (relative to the directory if one is
+  // given), so they need no directory.
   if (spec.kind() == DatasetSpec::NUMPY) return LoadNumpy(spec, dir);
+  if (spec.kind() == DatasetSpec::CSV) return LoadCsv(spec, dir);
   const std::string kind = DatasetSpec::Kind_Name(spec.kind());
   if (dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

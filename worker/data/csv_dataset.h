@@ -1,0 +1,39 @@
+// Classification tables in CSV files (DatasetSpec kind CSV), read whole
+// into memory as float32 features and int32 classes.
+//
+// Ownership: the data sets own their values. Thread safety: immutable once
+// built, so Get() is thread-safe.
+#ifndef COHORT_WORKER_DATA_CSV_DATASET_H_
+#define COHORT_WORKER_DATA_CSV_DATASET_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/job.pb.h"
+#include "worker/data/dataset.h"
+
+namespace cohort {
+
+// A table's rows: `features` values per row, then one class per row.
+struct CsvTable {
+  int features = 0;
+  std::vector<float> values;
+  std::vector<int32_t> classes;
+};
+
+// Parses `text` (the contents of `path`) against `spec`: the header must
+// have the target column and spec.features others; every cell a finite
+// number, every class an integer in [0, spec.classes). InvalidArgument
+// naming the file, line and column of the first bad cell.
+absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
+                                  const std::string& path, const CsvSpec& spec);
+
+// Both splits of `spec` (kind CSV), paths relative to `dir`.
+absl::StatusOr<DataSplits> LoadCsv(const DatasetSpec& spec,
+                                   const std::string& dir);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_DATA_CSV_DATASET_H_
