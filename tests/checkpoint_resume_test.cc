@@ -5,6 +5,7 @@
 // statistics and dropout. Checkpoints from another job are refused.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -19,22 +20,25 @@ namespace {
 
 using ::testing::HasSubstr;
 
-JobSpec Spec(const std::string& optimizer, uint64_t seed = 3) {
+constexpr char kSynthetic[] =
+    "data { kind: SYNTHETIC synthetic { shape: 20 train_samples: 512 "
+    "test_samples: 64 } }\n";
+
+JobSpec Spec(const std::string& optimizer, uint64_t seed = 3,
+             const std::string& data = kSynthetic) {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(
-      absl::StrCat(
-          "model { layers { linear { out_features: 32 } }\n"
-          "        layers { batchnorm1d {} } layers { relu {} }\n"
-          "        layers { dropout { p: 0.2 } }\n"
-          "        layers { linear { out_features: 10 } } }\n"
-          "data { kind: SYNTHETIC synthetic { shape: 20 train_samples: 512 "
-          "test_samples: 64 } }\n"
-          "batch_size: 16\nepochs: 2\n"
-          "optimizer { ",
-          optimizer,
-          " }\nlr_schedule { kind: COSINE }\n"
-          "checkpoint { every_steps: 5 keep: 2 }\n"
-          "seed: ",
-          seed, "\n"),
+      absl::StrCat("model { layers { linear { out_features: 32 } }\n"
+                   "        layers { batchnorm1d {} } layers { relu {} }\n"
+                   "        layers { dropout { p: 0.2 } }\n"
+                   "        layers { linear { out_features: 10 } } }\n",
+                   data,
+                   "batch_size: 16\nepochs: 2\n"
+                   "optimizer { ",
+                   optimizer,
+                   " }\nlr_schedule { kind: COSINE }\n"
+                   "checkpoint { every_steps: 5 keep: 2 }\n"
+                   "seed: ",
+                   seed, "\n"),
       "resume.textproto");
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
@@ -63,8 +67,9 @@ absl::StatusOr<std::vector<float>> TrainFor(const JobSpec& spec,
   return params;
 }
 
-void ExpectExactResume(const std::string& optimizer, bool corrupt_newest) {
-  const JobSpec spec = Spec(optimizer);
+void ExpectExactResume(const std::string& optimizer, bool corrupt_newest,
+                       const std::string& data = kSynthetic) {
+  const JobSpec spec = Spec(optimizer, 3, data);
   auto straight = TrainFor(spec, FreshDir("straight"), 0);
   ASSERT_TRUE(straight.ok()) << straight.status();
   const std::string dir = FreshDir("resumed");
@@ -109,6 +114,82 @@ TEST(CheckpointResume, AnotherJobsCheckpointsAreRefused) {
   auto other = TrainFor(Spec("kind: SGD lr: 0.05", 4), dir, 0);
   EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(other.status().message(), HasSubstr(dir));
+}
+
+// A sample's 20 features and its class, the same for every format below.
+float Feature(int64_t i, int j) {
+  return static_cast<float>(((i * 31 + j * 7) % 23) - 11) / 8.0f +
+         (j == i % 10 ? 2.0f : 0.0f);
+}
+
+void WriteNpy(const std::string& path, const std::string& descr,
+              const std::string& shape, const std::string& data) {
+  std::string dict = "{'descr': '" + descr +
+                     "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  std::ofstream f(path, std::ios::binary);
+  f.write("\x93NUMPY\x01\x00", 8);
+  f.put(static_cast<char>(dict.size() & 0xff));
+  f.put(static_cast<char>(dict.size() >> 8));
+  f << dict << data;
+}
+
+// Samples [first, first + n) as float32 inputs and int64 labels.
+void WriteNpySplit(const std::string& dir, const std::string& name,
+                   int64_t first, int64_t n) {
+  std::string x, y;
+  for (int64_t i = first; i < first + n; ++i) {
+    for (int j = 0; j < 20; ++j) {
+      const float v = Feature(i, j);
+      x.append(reinterpret_cast<const char*>(&v), sizeof(v));
+    }
+    const int64_t label = i % 10;
+    y.append(reinterpret_cast<const char*>(&label), sizeof(label));
+  }
+  WriteNpy(dir + "/" + name + "_x.npy", "<f4", absl::StrCat("(", n, ", 20)"),
+           x);
+  WriteNpy(dir + "/" + name + "_y.npy", "<i8", absl::StrCat("(", n, ",)"), y);
+}
+
+void WriteCsv(const std::string& path, int64_t first, int64_t n) {
+  std::ofstream f(path);
+  for (int j = 0; j < 20; ++j) f << "f" << j << ",";
+  f << "label\n";
+  for (int64_t i = first; i < first + n; ++i) {
+    for (int j = 0; j < 20; ++j) f << Feature(i, j) << ",";
+    f << i % 10 << "\n";
+  }
+}
+
+// Your own data (issue 17): resume keeps the exact position in a NUMPY set
+// of two shards and in a CSV table as well.
+TEST(CheckpointResume, NumpyDataIsExact) {
+  const std::string dir = FreshDir("npy_data");
+  std::filesystem::create_directories(dir);
+  WriteNpySplit(dir, "train0", 0, 300);
+  WriteNpySplit(dir, "train1", 300, 212);
+  WriteNpySplit(dir, "test", 512, 64);
+  ExpectExactResume(
+      "kind: SGD lr: 0.05 momentum: 0.9", false,
+      absl::StrCat("data { kind: NUMPY dir: \"", dir,
+                   "\" numpy { shape: 20 classes: 10 "
+                   "train_x: \"train0_x.npy\" train_x: \"train1_x.npy\" "
+                   "train_y: \"train0_y.npy\" train_y: \"train1_y.npy\" "
+                   "test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }\n"));
+}
+
+TEST(CheckpointResume, CsvDataIsExact) {
+  const std::string dir = FreshDir("csv_data");
+  std::filesystem::create_directories(dir);
+  WriteCsv(dir + "/train.csv", 0, 512);
+  WriteCsv(dir + "/test.csv", 512, 64);
+  ExpectExactResume(
+      "kind: ADAM lr: 0.003", false,
+      absl::StrCat("data { kind: CSV dir: \"", dir,
+                   "\" csv { train: \"train.csv\" test: \"test.csv\" "
+                   "target: \"label\" classes: 10 features: 20 "
+                   "standardize: true } }\n"));
 }
 
 }  // namespace
