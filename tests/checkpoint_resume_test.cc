@@ -13,6 +13,7 @@
 #include "common/spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/own_data.h"
 #include "worker/trainer.h"
 
 namespace cohort {
@@ -116,67 +117,11 @@ TEST(CheckpointResume, AnotherJobsCheckpointsAreRefused) {
   EXPECT_THAT(other.status().message(), HasSubstr(dir));
 }
 
-// A sample's 20 features and its class, the same for every format below.
-float Feature(int64_t i, int j) {
-  return static_cast<float>(((i * 31 + j * 7) % 23) - 11) / 8.0f +
-         (j == i % 10 ? 2.0f : 0.0f);
-}
-
-void WriteNpy(const std::string& path, const std::string& descr,
-              const std::string& shape, const std::string& data) {
-  std::string dict = "{'descr': '" + descr +
-                     "', 'fortran_order': False, 'shape': " + shape + ", }";
-  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
-  dict += '\n';
-  std::ofstream f(path, std::ios::binary);
-  f.write("\x93NUMPY\x01\x00", 8);
-  f.put(static_cast<char>(dict.size() & 0xff));
-  f.put(static_cast<char>(dict.size() >> 8));
-  f << dict << data;
-}
-
-// Samples [first, first + n) as float32 inputs and int64 labels.
-void WriteNpySplit(const std::string& dir, const std::string& name,
-                   int64_t first, int64_t n) {
-  std::string x, y;
-  for (int64_t i = first; i < first + n; ++i) {
-    for (int j = 0; j < 20; ++j) {
-      const float v = Feature(i, j);
-      x.append(reinterpret_cast<const char*>(&v), sizeof(v));
-    }
-    const int64_t label = i % 10;
-    y.append(reinterpret_cast<const char*>(&label), sizeof(label));
-  }
-  WriteNpy(dir + "/" + name + "_x.npy", "<f4", absl::StrCat("(", n, ", 20)"),
-           x);
-  WriteNpy(dir + "/" + name + "_y.npy", "<i8", absl::StrCat("(", n, ",)"), y);
-}
-
-void WriteCsv(const std::string& path, int64_t first, int64_t n) {
-  std::ofstream f(path);
-  for (int j = 0; j < 20; ++j) f << "f" << j << ",";
-  f << "label\n";
-  for (int64_t i = first; i < first + n; ++i) {
-    for (int j = 0; j < 20; ++j) f << Feature(i, j) << ",";
-    f << i % 10 << "\n";
-  }
-}
-
 // Your own data (issue 17): resume keeps the exact position in a NUMPY set
 // of two shards and in a CSV table as well.
 TEST(CheckpointResume, NumpyDataIsExact) {
-  const std::string dir = FreshDir("npy_data");
-  std::filesystem::create_directories(dir);
-  WriteNpySplit(dir, "train0", 0, 300);
-  WriteNpySplit(dir, "train1", 300, 212);
-  WriteNpySplit(dir, "test", 512, 64);
-  ExpectExactResume(
-      "kind: SGD lr: 0.05 momentum: 0.9", false,
-      absl::StrCat("data { kind: NUMPY dir: \"", dir,
-                   "\" numpy { shape: 20 classes: 10 "
-                   "train_x: \"train0_x.npy\" train_x: \"train1_x.npy\" "
-                   "train_y: \"train0_y.npy\" train_y: \"train1_y.npy\" "
-                   "test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }\n"));
+  ExpectExactResume("kind: SGD lr: 0.05 momentum: 0.9", false,
+                    NumpyDataBlock(FreshDir("npy_data")));
 }
 
 TEST(CheckpointResume, CsvDataIsExact) {

@@ -3,14 +3,17 @@
 // generation, of the same or another size, agrees on the newest state any
 // member holds and trains the rest of the epoch. Workers are threads, each
 // with its own trainer and a real Gloo communicator over loopback TCP.
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "client/kv_client.h"
 #include "common/spec.h"
 #include "gtest/gtest.h"
+#include "tests/own_data.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
 #include "worker/trainer.h"
@@ -29,6 +32,21 @@ JobSpec Spec() {
       "batch_size: 16\nepochs: 1\n"
       "optimizer { kind: SGD lr: 0.05 momentum: 0.9 }\nseed: 5\n",
       "elastic.textproto");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+// The same job on your own data (issue 17): 512 samples of [20] in two
+// NUMPY shards (tests/own_data.h).
+JobSpec NumpySpec() {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      absl::StrCat("model { layers { linear { out_features: 10 } } }\n",
+                   NumpyDataBlock(absl::StrCat(std::getenv("TEST_TMPDIR"),
+                                               "/elastic_npy")),
+                   "batch_size: 16\nepochs: 1\n"
+                   "optimizer { kind: SGD lr: 0.05 momentum: 0.9 }\n"
+                   "seed: 5\n"),
+      "elastic_npy.textproto");
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
 }
@@ -151,8 +169,7 @@ TEST(ElasticResume, TheResultCoversEveryGeneration) {
             want.epoch_results[0].train_accuracy);
 }
 
-TEST(ElasticResume, SmallerWorldTrainsExactlyTheRestOfTheEpoch) {
-  const JobSpec spec = Spec();
+void ExpectTheRestOfTheEpoch(const JobSpec& spec) {
   std::vector<ElasticState> states(3);
   const int64_t before = 4;  // steps of the 3-worker generation
   Generation(spec, states, before, "d/");
@@ -174,6 +191,14 @@ TEST(ElasticResume, SmallerWorldTrainsExactlyTheRestOfTheEpoch) {
   ASSERT_EQ(second[0].result.epoch_results.size(), 1u);
   EXPECT_EQ(second[0].result.epoch_results[0].steps, before + 10);
   EXPECT_GE(second[0].result.test_accuracy, 0.0);  // the epoch was evaluated
+}
+
+TEST(ElasticResume, SmallerWorldTrainsExactlyTheRestOfTheEpoch) {
+  ExpectTheRestOfTheEpoch(Spec());
+}
+
+TEST(ElasticResume, OnNumpyShardsTooTheRestOfTheEpochIsExact) {
+  ExpectTheRestOfTheEpoch(NumpySpec());
 }
 
 }  // namespace
