@@ -17,9 +17,7 @@
 #include "common/memory_estimate.h"
 #include "common/model_sizes.h"
 #include "common/status_macros.h"
-#include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/tokenizer.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/stubs/common.h"
 #include "google/protobuf/text_format.h"
 
@@ -596,137 +594,7 @@ absl::Status CheckSizes(const JobSpec& j, const Scope& s) {
       absl::StrCat(s.At(j, "model", -1), fits.message()));
 }
 
-void FillLayerDefaults(LayerSpec* l) {
-  switch (l->kind_case()) {
-    case LayerSpec::kConv1D:
-    case LayerSpec::kConv2D: {
-      ConvSpec* c = l->has_conv1d() ? l->mutable_conv1d() : l->mutable_conv2d();
-      if (c->stride() == 0) c->set_stride(1);
-      break;
-    }
-    case LayerSpec::kBatchnorm1D:
-    case LayerSpec::kBatchnorm2D: {
-      BatchNormSpec* b = l->has_batchnorm1d() ? l->mutable_batchnorm1d()
-                                              : l->mutable_batchnorm2d();
-      if (b->eps() == 0) b->set_eps(1e-5f);
-      if (b->momentum() == 0) b->set_momentum(0.1f);
-      break;
-    }
-    case LayerSpec::kMaxpool2D:
-    case LayerSpec::kAvgpool2D: {
-      PoolSpec* p =
-          l->has_maxpool2d() ? l->mutable_maxpool2d() : l->mutable_avgpool2d();
-      if (p->stride() == 0) p->set_stride(p->kernel());
-      break;
-    }
-    case LayerSpec::kResidual:
-      if (l->residual().stride() == 0) l->mutable_residual()->set_stride(1);
-      break;
-    default:
-      break;
-  }
-}
-
-void FillSyntheticDefaults(uint64_t job_seed, SyntheticSpec* y) {
-  if (y->shape_size() == 0) {
-    for (int64_t d : {1, 28, 28}) y->add_shape(d);
-  }
-  if (y->classes() == 0) y->set_classes(10);
-  if (y->train_samples() == 0) y->set_train_samples(8192);
-  if (y->test_samples() == 0) y->set_test_samples(2048);
-  if (y->noise() == 0) y->set_noise(1.0f);
-  if (y->seed() == 0) y->set_seed(job_seed);
-}
-
-void FillPsDefaults(PsSpec* p) {
-  if (p->shards() == 0) p->set_shards(1);
-  if (p->consistency() == SSP && p->staleness() == 0) p->set_staleness(2);
-  if (p->partition_bytes() == 0) p->set_partition_bytes(4 << 20);
-  if (p->rpc_timeout_ms() == 0) p->set_rpc_timeout_ms(30000);
-}
-
-void FillDefaults(JobSpec* j) {
-  FillClusterDefaults(j->mutable_cluster());
-  if (j->checkpoint().keep() == 0) j->mutable_checkpoint()->set_keep(3);
-  FillPsDefaults(j->mutable_ps());
-  if (j->name().empty()) j->set_name("job");
-  for (LayerSpec& l : *j->mutable_model()->mutable_layers()) {
-    FillLayerDefaults(&l);
-  }
-  DatasetSpec* d = j->mutable_data();
-  if (d->loader_threads() == 0) d->set_loader_threads(1);
-  if (d->prefetch() == 0) d->set_prefetch(2);
-  if (d->kind() == DatasetSpec::SYNTHETIC) {
-    FillSyntheticDefaults(j->seed(), d->mutable_synthetic());
-  }
-  OptimizerSpec* o = j->mutable_optimizer();
-  if (o->kind() != OptimizerSpec::SGD) {
-    if (o->beta1() == 0) o->set_beta1(0.9f);
-    if (o->beta2() == 0) o->set_beta2(0.999f);
-    if (o->eps() == 0) o->set_eps(1e-8f);
-  }
-  // Evaluation keeps no activations for backward, so a few training
-  // batches' worth fits wherever training fits; more only costs memory.
-  if (j->eval().batch_size() == 0) {
-    j->mutable_eval()->set_batch_size(
-        std::min<int64_t>(1000, 4 * int64_t{j->batch_size()}));
-  }
-}
-
-std::string DescribeModel(const ModelSpec& m) {
-  if (!m.zoo().empty()) return m.zoo();
-  return absl::StrCat(m.layers_size(), " layers");
-}
-
-std::string DescribeData(const DatasetSpec& d) {
-  std::string s = DatasetSpec::Kind_Name(d.kind());
-  if (d.kind() == DatasetSpec::SYNTHETIC) {
-    absl::StrAppend(&s, " [", absl::StrJoin(d.synthetic().shape(), ", "), "] x",
-                    d.synthetic().classes(), " classes");
-  } else if (!d.dir().empty()) {
-    absl::StrAppend(&s, " (", d.dir(), ")");
-  }
-  if (d.train_limit() > 0) absl::StrAppend(&s, " first ", d.train_limit());
-  return s;
-}
-
-std::string DescribeOptimizer(const OptimizerSpec& o, const LrSchedule& l) {
-  std::string s =
-      absl::StrCat(OptimizerSpec::Kind_Name(o.kind()), " lr ", o.lr());
-  if (o.momentum() != 0) absl::StrAppend(&s, " momentum ", o.momentum());
-  if (o.nesterov()) absl::StrAppend(&s, " nesterov");
-  if (o.weight_decay() != 0) absl::StrAppend(&s, " wd ", o.weight_decay());
-  if (o.kind() != OptimizerSpec::SGD) {
-    absl::StrAppend(&s, " betas ", o.beta1(), "/", o.beta2(), " eps ", o.eps());
-  }
-  absl::StrAppend(&s, ", schedule ", LrSchedule::Kind_Name(l.kind()));
-  if (l.kind() == LrSchedule::STEP) {
-    absl::StrAppend(&s, " x", l.gamma(), " every ", l.step_size());
-  } else if (l.kind() == LrSchedule::COSINE) {
-    absl::StrAppend(&s, " to ", l.min_lr());
-  }
-  if (l.warmup_steps() > 0) absl::StrAppend(&s, " warmup ", l.warmup_steps());
-  return s;
-}
-
 }  // namespace
-
-void FillClusterDefaults(ClusterSpec* c) {
-  if (c->min_workers() == 0) c->set_min_workers(1);
-  if (c->max_workers() == 0) c->set_max_workers(c->min_workers());
-  if (c->last_call_ms() == 0) c->set_last_call_ms(2000);
-  if (c->join_timeout_ms() == 0) c->set_join_timeout_ms(60000);
-  if (c->heartbeat_interval_ms() == 0) c->set_heartbeat_interval_ms(1000);
-  if (c->heartbeat_misses() == 0) c->set_heartbeat_misses(3);
-  if (c->bucket_bytes() == 0) c->set_bucket_bytes(25 << 20);
-  if (c->allreduce_algorithm().empty()) {
-    c->set_allreduce_algorithm("halving_doubling");
-  }
-  if (c->collective_timeout_ms() == 0) c->set_collective_timeout_ms(30000);
-  if (c->nccl_algorithm().empty()) c->set_nccl_algorithm("flat");
-  if (c->coordinator_grace_ms() == 0) c->set_coordinator_grace_ms(60000);
-  if (!c->has_max_restarts()) c->set_max_restarts(3);
-}
 
 absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
                                      const std::string& filename) {
@@ -743,7 +611,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
   }
   RETURN_IF_ERROR(CheckUtf8(spec, Scope(&filename, &tree, "", Loc())));
   RETURN_IF_ERROR(CheckJob(spec, Scope(&filename, &tree, "", Loc())));
-  FillDefaults(&spec);
+  FillJobDefaults(&spec);
   RETURN_IF_ERROR(CheckSizes(spec, Scope(&filename, &tree, "", Loc())));
   return spec;
 }
@@ -752,46 +620,6 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string text,
                    ReadRegularFile(path, kMaxJobSpecBytes, "job spec"));
   return ParseJobSpec(text, path);
-}
-
-std::string DescribeJobSpec(const JobSpec& j) {
-  std::string stop;
-  if (j.epochs() > 0) stop = absl::StrCat(j.epochs(), " epochs");
-  if (j.max_steps() > 0) {
-    absl::StrAppend(&stop, stop.empty() ? "" : " or ", j.max_steps(), " steps");
-  }
-  return absl::StrCat(
-      "job \"", j.name(), "\": model ", DescribeModel(j.model()), ", data ",
-      DescribeData(j.data()), ", batch ", j.batch_size(), ", ", stop, ", ",
-      DescribeOptimizer(j.optimizer(), j.lr_schedule()));
-}
-
-uint64_t TrainingHash(const JobSpec& spec) {
-  JobSpec math = spec;
-  math.clear_name();
-  math.clear_epochs();
-  math.clear_max_steps();
-  math.clear_eval();
-  math.clear_cluster();
-  math.clear_checkpoint();
-  math.mutable_data()->clear_dir();
-  math.mutable_data()->clear_loader_threads();
-  math.mutable_data()->clear_prefetch();
-  math.mutable_ps()->clear_shards();
-  math.mutable_ps()->clear_rpc_timeout_ms();
-  std::string bytes;
-  google::protobuf::io::StringOutputStream out(&bytes);
-  google::protobuf::io::CodedOutputStream coded(&out);
-  coded.SetSerializationDeterministic(true);
-  math.SerializeToCodedStream(&coded);
-  coded.Trim();
-  // FNV-1a: stable across builds and platforms, unlike std::hash.
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 }  // namespace cohort

@@ -51,8 +51,8 @@ inline constexpr int64_t kMaxJobSpecBytes = int64_t{16} << 20;
 // Reads the file at `path`, then ParseJobSpec. When the file cannot be
 // read: the errno's status code (NotFound, PermissionDenied...) and a
 // message naming the path. InvalidArgument, without reading it, for a path
-// that is not a regular file (a directory, /dev/zero, a FIFO: opening one
-// does not wait for a writer) or one larger than kMaxJobSpecBytes.
+// that is not a regular file or a pipe (a directory, /dev/zero), a FIFO
+// that nothing writes to, or one larger than kMaxJobSpecBytes.
 absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 
 // One line for logs: name, model, data, batch, stopping rule, optimizer and
@@ -64,6 +64,10 @@ std::string DescribeJobSpec(const JobSpec& spec);
 // coordinator calls it too, on a spec it is handed, so that both read the
 // same cluster.
 void FillClusterDefaults(ClusterSpec* cluster);
+
+// Fills every default documented in proto/job.proto (the cluster's too).
+// Idempotent. ParseJobSpec calls it after validation.
+void FillJobDefaults(JobSpec* spec);
 
 }  // namespace cohort
 
