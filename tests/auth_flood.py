@@ -23,23 +23,9 @@ import time
 
 import grpc
 
+from wire import field_bytes, parse, raw
+
 MB = 1e6
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def field_bytes(num, data):
-    return varint((num << 3) | 2) + varint(len(data)) + data
 
 
 def kv_set_request(key, value):
@@ -50,26 +36,8 @@ def kv_set_request(key, value):
 
 def kv_get_value(resp):
     """KvGetResponse { found (1), value (2) } -> value or None."""
-    i, found, value = 0, False, b""
-    while i < len(resp):
-        key = resp[i]
-        i += 1
-        if key == 0x08:
-            found = resp[i] != 0
-            i += 1
-        elif key == 0x12:
-            n, shift = 0, 0
-            while True:
-                b = resp[i]
-                i += 1
-                n |= (b & 0x7F) << shift
-                shift += 7
-                if not b & 0x80:
-                    break
-            value, i = resp[i:i + n], i + n
-        else:
-            raise ValueError("unexpected field in KvGetResponse")
-    return value if found else None
+    fields = dict((n, v) for n, _, v in parse(resp))
+    return fields.get(2, b"") if fields.get(1, 0) else None
 
 
 def rss_kb(pid, field="VmRSS"):
@@ -91,11 +59,6 @@ class Sampler(threading.Thread):
         while not self.stop.is_set():
             self.peak_kb = max(self.peak_kb, rss_kb(self.pid))
             time.sleep(0.005)
-
-
-def raw(ch, method):
-    return ch.unary_unary(method, request_serializer=lambda x: x,
-                          response_deserializer=lambda x: x)
 
 
 def flood(addr, calls, request):

@@ -31,64 +31,22 @@ import time
 import grpc
 import grpc.aio
 
+from wire import field_bytes, field_varint, parse
+
 STATES = {0: "FORMING", 1: "RUNNING", 2: "SUCCEEDED", 3: "FAILED", 4: "STOPPED"}
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def read_varint(buf, i):
-    shift = result = 0
-    while True:
-        b = buf[i]
-        i += 1
-        result |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return result, i
-
-
-def parse(buf):
-    """Yields (field number, value) of one message level."""
-    i = 0
-    while i < len(buf):
-        key, i = read_varint(buf, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = read_varint(buf, i)
-        elif wt == 1:
-            v, i = buf[i:i + 8], i + 8
-        elif wt == 2:
-            n, i = read_varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        elif wt == 5:
-            v, i = buf[i:i + 4], i + 4
-        else:
-            raise ValueError("unexpected wire type %d" % wt)
-        yield num, v
 
 
 def kv_wait_request(generation, key, timeout_ms):
     # KvWaitRequest { generation (1), keys (2), timeout_ms (3) }
-    return (varint(1 << 3) + varint(generation) +
-            varint((2 << 3) | 2) + varint(len(key)) + key +
-            varint(3 << 3) + varint(timeout_ms))
+    return (field_varint(1, generation) + field_bytes(2, key) +
+            field_varint(3, timeout_ms))
 
 
 def status_summary(resp):
     """(state, generation, restarts, {rank: heartbeat_age_s})."""
     state = generation = restarts = 0
     ages = {}
-    for num, v in parse(resp):
+    for num, _, v in parse(resp):
         if num == 2:
             state = v
         elif num == 4:
@@ -96,7 +54,7 @@ def status_summary(resp):
         elif num == 13:
             restarts = v
         elif num == 8:  # WorkerStatus { rank (4), heartbeat_age_s (6) }
-            w = dict(parse(v))
+            w = dict((n, x) for n, _, x in parse(v))
             if w.get(4, 0) >= 1 << 63:
                 continue  # rank -1: a worker waiting to join, no heartbeats
             age = struct.unpack("<d", w[6])[0] if 6 in w else 0.0

@@ -44,37 +44,15 @@ epochs: 4
 optimizer { lr: 0.05 momentum: 0.9 }
 SPEC
 
-accuracy() { sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p' "$1" | tail -1; }
-good() { awk -v a="$1" 'BEGIN { exit !(a >= 90) }'; }
-
-"$cohort" train --job="$tmp/job.textproto" --quiet > "$tmp/train.out" 2>&1
-rc=$?
-acc=$(accuracy "$tmp/train.out")
-if [[ $rc -eq 0 && -n "$acc" ]] && good "$acc"; then
-  ok "cohort train on 2 CSV files (1,200 rows, 3 features, standardised): test accuracy $acc%"
-else
-  fail "cohort train on CSV: exit $rc: $(tail -3 "$tmp/train.out")"
-fi
-"$cohort" local --job="$tmp/job.textproto" --workers=2 > "$tmp/local.out" 2>&1
-rc=$?
-acc=$(accuracy "$tmp/local.out")
-if [[ $rc -eq 0 && -n "$acc" ]] && good "$acc"; then
-  ok "2-worker cohort local on CSV: test accuracy $acc%"
-else
-  fail "cohort local on CSV: exit $rc: $(tail -3 "$tmp/local.out")"
-fi
+expect_accuracy 90 "cohort train on 2 CSV files (1,200 rows, 3 features, standardised)" \
+  "$cohort" train --job="$tmp/job.textproto" --quiet
+expect_accuracy 90 "2-worker cohort local on CSV" \
+  "$cohort" local --job="$tmp/job.textproto" --workers=2
 
 # A bad cell, a missing target column, a class out of range.
-expect_bad() {  # expect_bad NAME NEEDLE: train_b.csv replaced by NAME
-  sed "s|train: \"train_b.csv\"|train: \"$1\"|" "$tmp/job.textproto" > "$tmp/bad.textproto"
-  local err rc
-  err=$("$cohort" train --job="$tmp/bad.textproto" 2>&1 >/dev/null)
-  rc=$?
-  if [[ $rc -eq 2 && "$err" == *"$2"* && $(wc -l <<<"$err") -eq 1 ]]; then
-    ok "$1: ${err##*/}"
-  else
-    fail "$1: exit $rc (want 2, one line with \"$2\"): $err"
-  fi
+expect_bad() {  # expect_bad NAME TEXT: train_b.csv replaced by NAME
+  sed "s|train: \"train_b.csv\"|train: \"$1\"|" "$tmp/job.textproto" > "$tmp/bad_$1.textproto"
+  expect_refused_text "$1" "$2" "$cohort" train --job="$tmp/bad_$1.textproto"
 }
 sed '7s/^[^,]*,/oops,/' "$tmp/train_b.csv" > "$tmp/cell.csv"
 expect_bad cell.csv "cell.csv:7: column 1 ('f0'): 'oops' is not a finite number"

@@ -25,6 +25,49 @@ wait_for() {
   done
 }
 
+# expect_refused NAME REGEX COMMAND...: COMMAND must exit 2 within 10 s with
+# exactly one line on stderr that matches REGEX (grep -E), and no crash.
+# expect_refused_text takes the text literally instead.
+expect_refused() { refused_as -E "$@"; }
+expect_refused_text() { refused_as -F "$@"; }
+refused_as() {
+  local how=$1 name=$2 want=$3
+  shift 3
+  local start=$SECONDS err rc
+  err=$(timeout 30 "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc != 2 ]]; then
+    fail "$name: exit $rc, want 2: $err"
+  elif grep -qE 'Check failed|bad_alloc|terminate called|core dumped' <<< "$err"; then
+    fail "$name: crashed: $err"
+  elif [[ $(printf '%s\n' "$err" | wc -l) != 1 ]]; then
+    fail "$name: want one line, got: $err"
+  elif ! grep -q "$how" -- "$want" <<< "$err"; then
+    fail "$name: stderr lacks \"$want\": $err"
+  elif (( SECONDS - start > 10 )); then
+    fail "$name: took $((SECONDS - start)) s: $err"
+  else
+    ok "$name: $err"
+  fi
+}
+
+# expect_accuracy MIN NAME COMMAND...: COMMAND (a training run; its output
+# kept in $tmp/NAME.out) must exit 0 with a final test accuracy of at
+# least MIN percent.
+expect_accuracy() {
+  local min=$1 name=$2
+  shift 2
+  local out="$tmp/${name// /_}.out" rc acc
+  "$@" > "$out" 2>&1
+  rc=$?
+  acc=$(sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p' "$out" | tail -1)
+  if [[ $rc -eq 0 && -n "$acc" ]] && awk -v a="$acc" -v m="$min" 'BEGIN { exit !(a >= m) }'; then
+    ok "$name: test accuracy $acc%"
+  else
+    fail "$name: exit $rc, test accuracy '${acc}' (want >= $min%): $(tail -3 "$out")"
+  fi
+}
+
 finish() {
   echo "failures: $failures"
   [[ $failures -eq 0 ]]

@@ -35,38 +35,15 @@ SPEC
 }
 spec train_x_0.npy > "$tmp/job.textproto"
 
-accuracy() { sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p' "$1" | tail -1; }
-good() { awk -v a="$1" 'BEGIN { exit !(a >= 95) }'; }
-
-"$cohort" train --job="$tmp/job.textproto" --quiet > "$tmp/train.out" 2>&1
-rc=$?
-acc=$(accuracy "$tmp/train.out")
-if [[ $rc -eq 0 && -n "$acc" ]] && good "$acc"; then
-  ok "cohort train on 2 .npy shards (1,200 samples of [16], 4 classes): test accuracy $acc%"
-else
-  fail "cohort train on .npy files: exit $rc: $(tail -3 "$tmp/train.out")"
-fi
-
-"$cohort" local --job="$tmp/job.textproto" --workers=2 > "$tmp/local.out" 2>&1
-rc=$?
-acc=$(accuracy "$tmp/local.out")
-if [[ $rc -eq 0 && -n "$acc" ]] && good "$acc"; then
-  ok "2-worker cohort local on .npy files: test accuracy $acc%"
-else
-  fail "cohort local on .npy files: exit $rc: $(tail -3 "$tmp/local.out")"
-fi
+expect_accuracy 95 "cohort train on 2 .npy shards (1,200 samples of [16], 4 classes)" \
+  "$cohort" train --job="$tmp/job.textproto" --quiet
+expect_accuracy 95 "2-worker cohort local on .npy files" \
+  "$cohort" local --job="$tmp/job.textproto" --workers=2
 
 # Bad files: one line naming the file and what is wrong, exit 2.
-expect_bad() {  # expect_bad FILE-IN-PLACE-OF-TRAIN_X_0 NEEDLE
-  spec "$1" > "$tmp/bad.textproto"
-  local err rc
-  err=$("$cohort" train --job="$tmp/bad.textproto" 2>&1 >/dev/null)
-  rc=$?
-  if [[ $rc -eq 2 && "$err" == *"$2"* && $(wc -l <<<"$err") -eq 1 ]]; then
-    ok "$1: $err"
-  else
-    fail "$1: exit $rc (want 2, one line with \"$2\"): $err"
-  fi
+expect_bad() {  # expect_bad FILE-IN-PLACE-OF-TRAIN_X_0 TEXT
+  spec "$1" > "$tmp/bad_$1.textproto"
+  expect_refused_text "$1" "$2" "$cohort" train --job="$tmp/bad_$1.textproto"
 }
 head -c 20000 "$data/train_x_0.npy" > "$data/truncated.npy"
 expect_bad truncated.npy "truncated.npy: 20000 bytes where its header (float32, shape (600, 16)) implies 38528 (truncated)"

@@ -37,29 +37,8 @@ spec linear_1e8_ps.textproto \
   'layers { flatten {} } layers { linear { out_features: 100000000 } }' "" 8 \
   'mode: PS'
 
-# expect_refused NAME WANT COMMAND...: exit 2 within a few seconds, one line
-# on stderr holding WANT (a grep -E pattern), no sign of a crash. A command
-# that accepts the job instead (a daemon then serves on) is stopped at 30 s.
-expect_refused() {
-  local name=$1 want=$2
-  shift 2
-  local start=$SECONDS err rc
-  err=$(timeout 30 "$@" 2>&1 >/dev/null)
-  rc=$?
-  if [[ $rc != 2 ]]; then
-    fail "$name: exit $rc, want 2: $err"
-  elif grep -qE 'Check failed|bad_alloc|terminate called|core dumped' <<< "$err"; then
-    fail "$name: crashed: $err"
-  elif [[ $(printf '%s\n' "$err" | wc -l) != 1 ]]; then
-    fail "$name: want one line, got: $err"
-  elif ! grep -qE -- "$want" <<< "$err"; then
-    fail "$name: stderr lacks /$want/: $err"
-  elif (( SECONDS - start > 10 )); then
-    fail "$name: took $((SECONDS - start)) s: $err"
-  else
-    ok "$name: $err"
-  fi
-}
+# Each refusal: expect_refused (tests/lib.sh). A command that accepts the
+# job instead (a daemon then serves on) is stopped at 30 s.
 
 # What the machine has, as every refusal must say.
 has='this machine has [0-9.]+ [KMGT]iB available \(.+\)$'
