@@ -29,24 +29,23 @@ StopSignalWatch::~StopSignalWatch() {
 }
 
 void StopSignalWatch::Set(const char* waiting, absl::Time deadline,
-                          CollectiveInterrupt* training) {
+                          const char* late, CollectiveInterrupt* training) {
   absl::MutexLock lock(&mu_);
   waiting_ = waiting;
   deadline_ = deadline;
+  late_ = late;
   waiting_since_ = absl::Now();
   training_ = training;
 }
 
 void StopSignalWatch::CheckDeadline() {
   if (waiting_ == nullptr || absl::Now() < deadline_) return;
-  std::fprintf(stderr,
-               "cohort worker: %s did not finish within %s: a peer's address "
-               "is probably unreachable from this host (check --host on every "
-               "worker, routes and firewalls); leaving the job\n",
+  std::fprintf(stderr, "cohort worker: %s did not finish within %s%s%s\n",
                waiting_,
                absl::FormatDuration(absl::Trunc(deadline_ - waiting_since_,
                                                 absl::Milliseconds(100)))
-                   .c_str());
+                   .c_str(),
+               *late_ != '\0' ? ": " : "", late_);
   std::fflush(stderr);
   std::_Exit(1);
 }
@@ -91,23 +90,23 @@ void StopSignalWatch::EndIfWaiting(const absl::Status& why) {
 }
 
 StopSignalWatch::Waiting::Waiting(StopSignalWatch* watch, const char* what,
-                                  absl::Time deadline)
+                                  absl::Time deadline, const char* late)
     : watch_(watch) {
-  watch_->Set(what, deadline, nullptr);
+  watch_->Set(what, deadline, late, nullptr);
 }
 
 StopSignalWatch::Waiting::~Waiting() {
-  watch_->Set(nullptr, absl::InfiniteFuture(), nullptr);
+  watch_->Set(nullptr, absl::InfiniteFuture(), "", nullptr);
 }
 
 StopSignalWatch::Training::Training(StopSignalWatch* watch,
                                     CollectiveInterrupt* interrupt)
     : watch_(watch) {
-  watch_->Set(nullptr, absl::InfiniteFuture(), interrupt);
+  watch_->Set(nullptr, absl::InfiniteFuture(), "", interrupt);
 }
 
 StopSignalWatch::Training::~Training() {
-  watch_->Set(nullptr, absl::InfiniteFuture(), nullptr);
+  watch_->Set(nullptr, absl::InfiniteFuture(), "", nullptr);
 }
 
 }  // namespace cohort

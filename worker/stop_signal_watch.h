@@ -45,14 +45,16 @@ class StopSignalWatch {
   void EndIfWaiting(const absl::Status& why);
 
   // A wait with nothing to save; `what` ("joining the job") names it in
-  // the process's last line. Static storage: the text is not copied. A
-  // wait still going at `deadline` ends the process too: Gloo's connect
-  // cannot be interrupted, and to an unreachable peer it outlasts its own
-  // timeout many times over.
+  // the process's last line. A wait still going at `deadline` ends the
+  // process too, with `late` ("a peer's address is ...") saying what that
+  // usually means: Gloo's connect cannot be interrupted, and to an
+  // unreachable peer it outlasts its own timeout many times over. Static
+  // storage for both texts: they are not copied.
   class Waiting {
    public:
     Waiting(StopSignalWatch* watch, const char* what,
-            absl::Time deadline = absl::InfiniteFuture());
+            absl::Time deadline = absl::InfiniteFuture(),
+            const char* late = "");
     ~Waiting();
     Waiting(const Waiting&) = delete;
     Waiting& operator=(const Waiting&) = delete;
@@ -75,7 +77,7 @@ class StopSignalWatch {
 
  private:
   void Loop();
-  void Set(const char* waiting, absl::Time deadline,
+  void Set(const char* waiting, absl::Time deadline, const char* late,
            CollectiveInterrupt* training);
   // Ends the process if the current wait is past its deadline.
   void CheckDeadline() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -85,6 +87,7 @@ class StopSignalWatch {
   absl::Mutex mu_;
   const char* waiting_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Time deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  const char* late_ ABSL_GUARDED_BY(mu_) = "";
   absl::Time waiting_since_ ABSL_GUARDED_BY(mu_);
   CollectiveInterrupt* training_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Notification done_;

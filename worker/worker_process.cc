@@ -318,7 +318,9 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
     // 5 s timeout (tests/multihost_test).
     StopSignalWatch::Waiting waiting(
         watch, "connecting to its peers",
-        absl::Now() + gloo.timeout + kConnectSlack);
+        absl::Now() + gloo.timeout + kConnectSlack,
+        "a peer's address is probably unreachable from this host (check "
+        "--host on every worker, routes and firewalls); leaving the job");
     ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(store, join.rank(),
                                                   join.world_size(), gloo));
   }
