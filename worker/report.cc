@@ -32,6 +32,7 @@ std::string ReportJson(const TrainResult& r) {
                   ",\n");
   absl::StrAppend(&s, "  \"test_loss\": ", JsonOptional(r.test_loss), ",\n");
   absl::StrAppend(&s, "  \"skipped_steps\": ", r.skipped_steps, ",\n");
+  absl::StrAppend(&s, "  \"skipped_samples\": ", r.skipped_samples, ",\n");
   s += "  \"epoch_results\": [";
   for (size_t i = 0; i < r.epoch_results.size(); ++i) {
     const EpochResult& e = r.epoch_results[i];

@@ -157,6 +157,8 @@ struct TrainResult {
   // Steps whose gradient was not finite and were skipped
   // (nonfinite_gradients: NONFINITE_SKIP).
   int64_t skipped_steps = 0;
+  // Samples that failed to read and were replaced (skip_bad_samples).
+  int64_t skipped_samples = 0;
   std::vector<EpochResult> epoch_results;
 };
 

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "worker/data/loader.h"
 #include "worker/data/sampler.h"
+#include "worker/data/splitmix.h"
 #include "worker/optim/lr_schedule.h"
 #include "worker/timeline.h"
 
@@ -68,7 +69,7 @@ class TrainingLoop::ChunkSource : public BatchSource {
     const int64_t first = std::min<int64_t>(step * batch_, indices.size());
     const int64_t end = std::min<int64_t>(first + batch_, indices.size());
     FillBatch(*data_, absl::MakeConstSpan(indices.data() + first, end - first),
-              layout_, batch, &scratch_[replica]);
+              layout_, batch, &scratch_[replica], nullptr, read_);
     batch->step_in_epoch = step;
     return true;
   }
@@ -76,6 +77,7 @@ class TrainingLoop::ChunkSource : public BatchSource {
   BatchLayout layout_ = BatchLayout::kBatchInner;
   int64_t batch_ = 1;
   int64_t first_ = 0;
+  ReadOptions read_;
   // Every global replica's samples of the epoch; decoding buffers.
   std::vector<std::vector<int64_t>> indices_;
   std::vector<std::vector<float>> scratch_;
@@ -248,6 +250,7 @@ double TrainingLoop::AccountStep(int64_t epoch,
     loss += r.loss / count;
     epoch_correct_ += r.correct;
     epoch_seen_ += r.seen;
+    result_.skipped_samples += r.skipped;
     result_.samples += r.seen;
     window_samples_ += r.seen;
   }
@@ -277,9 +280,18 @@ absl::Status TrainingLoop::OpenLoaders(int64_t epoch, LoaderSource* source) {
         data_.train.get(), sampler.IndicesFrom(epoch, segment_start_),
         spec_.batch_size(), spec_.drop_last(), engine_->batch_layout(),
         std::max(1, spec_.data().loader_threads()),
-        std::max(1, spec_.data().prefetch())));
+        std::max(1, spec_.data().prefetch()), TrainReads(seed, epoch)));
   }
   return absl::OkStatus();
+}
+
+// How an epoch's training samples are read: augmentation draws from the
+// epoch's seed (the same on every worker, and after a resume).
+ReadOptions TrainingLoop::TrainReads(uint64_t seed, int64_t epoch) const {
+  ReadOptions read;
+  read.draw_seed = SplitMix64Mix(seed ^ SplitMix64Mix(epoch));
+  read.skip_bad_samples = spec_.data().skip_bad_samples();
+  return read;
 }
 
 // Step (or round) `clock` of the run over `active` local replicas; `more`:
@@ -352,6 +364,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
   source.data_ = data_.train.get();
   source.layout_ = engine_->batch_layout();
   source.batch_ = spec_.batch_size();
+  source.read_ = TrainReads(seed, epoch);
   source.scratch_.resize(R);
   for (int g = 0; g < TR; ++g) {
     DistributedSampler sampler(data_.train->size(), TR, g, seed, true,

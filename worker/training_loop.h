@@ -63,6 +63,7 @@ class TrainingLoop : public Trainer {
   absl::Status ReadLimits();
   absl::Status OpenLoaders(int64_t epoch, LoaderSource* source);
   StepPlan PlanStep(int64_t clock, int active, bool more) const;
+  ReadOptions TrainReads(uint64_t seed, int64_t epoch) const;
   absl::StatusOr<EpochResult> TrainEpoch(int64_t epoch, Progress& progress);
   absl::StatusOr<EpochResult> TrainSharedEpoch(int64_t epoch,
                                                Progress& progress);

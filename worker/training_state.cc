@@ -275,6 +275,7 @@ void TrainingLoop::SaveForNextGeneration() {
   }
   carried.eval_seconds += result_.eval_seconds;
   carried.skipped_steps += result_.skipped_steps;
+  carried.skipped_samples += result_.skipped_samples;
   carried.epoch_results.insert(carried.epoch_results.end(),
                                result_.epoch_results.begin(),
                                result_.epoch_results.end());
@@ -288,6 +289,7 @@ void TrainingLoop::AddCarried() {
   result_.train_seconds += c.train_seconds;
   result_.eval_seconds += c.eval_seconds;
   result_.skipped_steps += c.skipped_steps;
+  result_.skipped_samples += c.skipped_samples;
   result_.epoch_results.insert(result_.epoch_results.begin(),
                                c.epoch_results.begin(), c.epoch_results.end());
   // Epochs begun over all generations.

@@ -18,7 +18,7 @@
 
 namespace cohort {
 
-class ByteImageDataset : public Dataset {
+class ByteImageDataset : public LabelledDataset {
  public:
   // `pixels` holds size() samples of NumElements(sample_shape) bytes each,
   // channel-major; `labels` one byte per sample, each < num_classes (the

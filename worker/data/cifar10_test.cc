@@ -42,8 +42,8 @@ TEST(Cifar10, LoadsWhicheverTrainingBatchesExist) {
   EXPECT_EQ(train.sample_shape(), (Shape{3, 32, 32}));
   EXPECT_EQ(splits->test->size(), 1);
   std::vector<float> x(3072);
-  EXPECT_EQ(train.Get(1, x.data()), 9);
-  EXPECT_EQ(train.Get(3, x.data()), 2);  // record 1 of data_batch_3
+  EXPECT_EQ(LabelOf(train, 1, x.data()), 9);
+  EXPECT_EQ(LabelOf(train, 3, x.data()), 2);  // record 1 of data_batch_3
   // Record 1 of its file: byte p is (3 + p) % 256; channel = p / 1024.
   EXPECT_NEAR(x[0], (3 / 255.0f - kCifar10Means[0]) / kCifar10Stds[0], 1e-5);
   EXPECT_NEAR(x[1024],
@@ -52,7 +52,7 @@ TEST(Cifar10, LoadsWhicheverTrainingBatchesExist) {
   EXPECT_NEAR(x[2050],
               ((2053 % 256) / 255.0f - kCifar10Means[2]) / kCifar10Stds[2],
               1e-5);
-  EXPECT_EQ(splits->test->Get(0, x.data()), 8);
+  EXPECT_EQ(LabelOf(*splits->test, 0, x.data()), 8);
 }
 
 TEST(Cifar10, FindsTheArchiveSubdirectoryAndAppliesOptions) {
@@ -65,7 +65,7 @@ TEST(Cifar10, FindsTheArchiveSubdirectoryAndAppliesOptions) {
   ASSERT_TRUE(splits.ok()) << splits.status();
   EXPECT_EQ(splits->train->size(), 2);
   std::vector<float> x(3072);
-  EXPECT_EQ(splits->train->Get(1, x.data()), 1);
+  EXPECT_EQ(LabelOf(*splits->train, 1, x.data()), 1);
   EXPECT_FLOAT_EQ(x[1], 4 / 255.0f);
 }
 
@@ -134,15 +134,15 @@ TEST(Cifar10, RealSubset) {
   std::vector<float> x(3072);
   // The first records of the original batches: frog, truck, truck / cat,
   // ship, ship.
-  EXPECT_EQ(splits->train->Get(0, x.data()), 6);
-  EXPECT_EQ(splits->train->Get(1, x.data()), 9);
-  EXPECT_EQ(splits->train->Get(2, x.data()), 9);
-  EXPECT_EQ(splits->test->Get(0, x.data()), 3);
-  EXPECT_EQ(splits->test->Get(1, x.data()), 8);
-  EXPECT_EQ(splits->test->Get(2, x.data()), 8);
+  EXPECT_EQ(LabelOf(*splits->train, 0, x.data()), 6);
+  EXPECT_EQ(LabelOf(*splits->train, 1, x.data()), 9);
+  EXPECT_EQ(LabelOf(*splits->train, 2, x.data()), 9);
+  EXPECT_EQ(LabelOf(*splits->test, 0, x.data()), 3);
+  EXPECT_EQ(LabelOf(*splits->test, 1, x.data()), 8);
+  EXPECT_EQ(LabelOf(*splits->test, 2, x.data()), 8);
   std::vector<int> counts(10, 0);
   for (int64_t i = 0; i < splits->train->size(); ++i) {
-    ++counts[splits->train->Get(i, x.data())];
+    ++counts[LabelOf(*splits->train, i, x.data())];
   }
   for (int c = 0; c < 10; ++c) EXPECT_GT(counts[c], 300) << "class " << c;
 }

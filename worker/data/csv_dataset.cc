@@ -18,7 +18,7 @@ namespace {
 // CSV tables larger than this are better as .npy files (kind NUMPY).
 constexpr int64_t kMaxCsvBytes = int64_t{1} << 30;
 
-class TableDataset : public Dataset {
+class TableDataset : public LabelledDataset {
  public:
   TableDataset(CsvTable table, int classes, int64_t limit)
       : table_(std::move(table)),

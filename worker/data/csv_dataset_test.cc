@@ -71,9 +71,9 @@ TEST(Csv, StandardizesWithTheTrainingSplitsStatistics) {
   absl::StatusOr<DataSplits> s = LoadCsv(spec, dir);
   ASSERT_TRUE(s.ok()) << s.status();
   float x = 0;
-  EXPECT_EQ(s->train->Get(0, &x), 0);
+  EXPECT_EQ(LabelOf(*s->train, 0, &x), 0);
   EXPECT_FLOAT_EQ(x, -1.0f);  // mean 2, deviation 1
-  EXPECT_EQ(s->test->Get(0, &x), 1);
+  EXPECT_EQ(LabelOf(*s->test, 0, &x), 1);
   EXPECT_FLOAT_EQ(x, 3.0f);
 }
 

@@ -24,6 +24,17 @@ absl::StatusOr<DataSplits> LoadSynthetic(const DatasetSpec& spec,
 
 }  // namespace
 
+const Shape& Dataset::target_shape() const {
+  static const Shape* const kClassLabels = new Shape();
+  return *kClassLabels;
+}
+
+absl::Status LabelledDataset::Read(int64_t index, uint64_t /*draw*/,
+                                   SampleOut& out) const {
+  out.label = Get(index, out.features);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
                                        const std::string& dir_override,
                                        uint64_t job_seed) {

@@ -17,6 +17,17 @@
 
 namespace cohort {
 
+// Where Read() puts one sample.
+struct SampleOut {
+  // Room for NumElements(sample_shape()) floats.
+  float* features = nullptr;
+  // Room for NumElements(target_shape()) floats; used only by a data set
+  // with float targets.
+  float* target = nullptr;
+  // Set by a data set with class labels: in [0, num_classes()).
+  int32_t label = 0;
+};
+
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -27,14 +38,36 @@ class Dataset {
   // Per-sample shape without the batch dimension: {C, H, W}, {C, L} or {F}.
   virtual const Shape& sample_shape() const = 0;
 
-  // Labels lie in [0, num_classes()).
+  // Class labels lie in [0, num_classes()); 0 for a data set whose targets
+  // are float tensors.
   virtual int num_classes() const = 0;
 
+  // Empty for class labels; otherwise the per-sample shape of the float
+  // targets (e.g. {1} for one regressed value, {K} for K binary labels).
+  virtual const Shape& target_shape() const;
+  bool float_targets() const { return !target_shape().empty(); }
+
   // Writes sample `index`'s features (float32, normalised unless the spec
-  // says otherwise, laid out as sample_shape, channel-major) to `out`, which
-  // has room for NumElements(sample_shape()) values, and returns its label.
-  // `index` must lie in [0, size()).
+  // says otherwise, laid out as sample_shape, channel-major) and its target
+  // into `out`. `draw` seeds the sample's random augmentation; the loader
+  // derives it from the epoch's sampler seed and the index, so a resumed
+  // run replays the same crops. Data sets without augmentation ignore it.
+  // `index` must lie in [0, size()). An error (DataLoss, naming the file)
+  // means this sample cannot be read: a corrupt file found only now, since
+  // a streamed data set does not decode every sample up front.
+  virtual absl::Status Read(int64_t index, uint64_t draw,
+                            SampleOut& out) const = 0;
+};
+
+// A data set of class labels whose samples cannot fail to read (held in
+// memory, or checked whole when opened): implements Get() instead of
+// Read().
+class LabelledDataset : public Dataset {
+ public:
+  // Writes sample `index`'s features to `out` and returns its label.
   virtual int32_t Get(int64_t index, float* out) const = 0;
+
+  absl::Status Read(int64_t index, uint64_t draw, SampleOut& out) const final;
 };
 
 struct DataSplits {

@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 
 std::vector<float> First(const Dataset& d, int32_t* label) {
   std::vector<float> x(NumElements(d.sample_shape()));
-  *label = d.Get(0, x.data());
+  *label = LabelOf(d, 0, x.data());
   return x;
 }
 
@@ -80,7 +80,7 @@ TEST(LoadDataset, DataDirOverridesTheSpec) {
   ASSERT_TRUE(splits.ok()) << splits.status();
   EXPECT_EQ(splits->train->size(), 2);
   std::vector<float> x(3072);
-  EXPECT_EQ(splits->train->Get(1, x.data()), 5);
+  EXPECT_EQ(LabelOf(*splits->train, 1, x.data()), 5);
   EXPECT_LT(x[0], -1.5f);  // normalised: (0 - 0.4914) / 0.2470
 }
 
@@ -99,7 +99,7 @@ TEST(LoadDataset, RealMnistThroughTheSpec) {
   EXPECT_EQ(splits->train->size(), 1000);
   EXPECT_EQ(splits->test->size(), 10000);
   std::vector<float> x(784);
-  EXPECT_EQ(splits->train->Get(0, x.data()), 5);
+  EXPECT_EQ(LabelOf(*splits->train, 0, x.data()), 5);
   float lo = 1, hi = 0;
   for (float v : x) lo = std::min(lo, v), hi = std::max(hi, v);
   EXPECT_EQ(lo, 0.0f);

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "worker/data/splitmix.h"
 
 namespace cohort {
 namespace {
@@ -53,7 +55,7 @@ bool HasBatchShape(const Tensor& t, const Shape& sample, int64_t n,
 
 Loader::Loader(const Dataset* dataset, std::vector<int64_t> indices,
                int64_t batch_size, bool drop_last, BatchLayout layout,
-               int threads, int prefetch)
+               int threads, int prefetch, const ReadOptions& read)
     : dataset_(NotNull(dataset)),
       indices_(std::move(indices)),
       batch_size_(batch_size),
@@ -62,7 +64,8 @@ Loader::Loader(const Dataset* dataset, std::vector<int64_t> indices,
           drop_last ? static_cast<int64_t>(indices_.size()) / batch_size
                     : (static_cast<int64_t>(indices_.size()) + batch_size - 1) /
                           batch_size),
-      sample_size_(NumElements(dataset_->sample_shape())) {
+      sample_size_(NumElements(dataset_->sample_shape())),
+      read_(read) {
   CHECK_GE(batch_size, 1);
   CHECK_GE(threads, 1);
   for (int64_t index : indices_) {
@@ -124,9 +127,33 @@ void Loader::WorkerLoop() {
   }
 }
 
+// Reads sample `index`, or with read.skip_bad_samples the first readable
+// one after it (wrapping), into `out`; counts replaced samples in *skipped.
+absl::Status ReadSample(const Dataset& dataset, int64_t index,
+                        const ReadOptions& read, SampleOut& out,
+                        int64_t* skipped) {
+  const int64_t n = dataset.size();
+  absl::Status first_error;
+  for (int64_t tries = 0; tries < n; ++tries) {
+    const int64_t i = (index + tries) % n;
+    absl::Status s = dataset.Read(i, SplitMix64Mix(read.draw_seed ^ i), out);
+    if (s.ok()) {
+      if (tries > 0) ++*skipped;
+      return absl::OkStatus();
+    }
+    if (!read.skip_bad_samples) return s;
+    if (first_error.ok()) first_error = std::move(s);
+    // A data set that is unreadable everywhere is not skipped forever.
+    if (tries >= 1000) break;
+  }
+  return absl::DataLossError(absl::StrCat(
+      "no readable sample at or after index ", index,
+      " (skip_bad_samples); the first failure: ", first_error.message()));
+}
+
 void FillBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
                BatchLayout layout, Batch* out, std::vector<float>* scratch,
-               const std::atomic<bool>* cancelled) {
+               const std::atomic<bool>* cancelled, const ReadOptions& read) {
   const Shape& sample = dataset.sample_shape();
   const int64_t n = indices.size();
   const int64_t sample_size = NumElements(sample);
@@ -134,7 +161,18 @@ void FillBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
   if (!HasBatchShape(out->features, sample, n, inner)) {
     out->features.Resize(BatchShape(sample, n, inner));
   }
-  out->labels.resize(n);
+  const bool floats = dataset.float_targets();
+  const int64_t target_size = floats ? NumElements(dataset.target_shape()) : 0;
+  if (floats) {
+    out->labels.clear();
+    if (!HasBatchShape(out->targets, dataset.target_shape(), n, false)) {
+      out->targets.Resize(BatchShape(dataset.target_shape(), n, false));
+    }
+  } else {
+    out->labels.resize(n);
+  }
+  out->skipped = 0;
+  out->error = absl::OkStatus();
   float* data = out->features.data();
   if (inner) scratch->resize(sample_size);
   const int64_t channels = sample[0];
@@ -143,11 +181,14 @@ void FillBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
     if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
       return;
     }
-    if (!inner) {
-      out->labels[k] = dataset.Get(indices[k], data + k * sample_size);
-      continue;
-    }
-    out->labels[k] = dataset.Get(indices[k], scratch->data());
+    SampleOut sample_out;
+    sample_out.features = inner ? scratch->data() : data + k * sample_size;
+    if (floats) sample_out.target = out->targets.data() + k * target_size;
+    out->error =
+        ReadSample(dataset, indices[k], read, sample_out, &out->skipped);
+    if (!out->error.ok()) return;
+    if (!floats) out->labels[k] = sample_out.label;
+    if (!inner) continue;
     // {C, N, rest}: channel c of sample k is row (c, k).
     for (int64_t c = 0; c < channels; ++c) {
       std::memcpy(data + (c * n + k) * rest, scratch->data() + c * rest,
@@ -162,7 +203,7 @@ void Loader::Fill(int64_t b, Batch* out, std::vector<float>* scratch) const {
       batch_size_, static_cast<int64_t>(indices_.size()) - first);
   out->step_in_epoch = b;
   FillBatch(*dataset_, absl::MakeConstSpan(indices_.data() + first, n), layout_,
-            out, scratch, &cancelled_);
+            out, scratch, &cancelled_, read_);
 }
 
 }  // namespace cohort

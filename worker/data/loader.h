@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
@@ -29,8 +30,34 @@ namespace cohort {
 
 struct Batch {
   Tensor features;
+  // One class label per sample (a data set of classes), or, for a data set
+  // with float targets, `targets` {N, target_shape...} (batch-outer) and
+  // `labels` left empty.
   std::vector<int32_t> labels;
+  Tensor targets;
   int64_t step_in_epoch = 0;  // this batch's number within the epoch
+  // Samples that failed to read and were replaced by the next readable one
+  // (skip_bad_samples).
+  int64_t skipped = 0;
+  // Not OK when a sample failed to read (and skipping is off): the batch is
+  // incomplete and training must stop with this error.
+  absl::Status error;
+
+  int64_t size() const {
+    return labels.empty() && targets.rank() > 0 ? targets.dim(0)
+                                                : labels.size();
+  }
+};
+
+// How samples are read into a batch.
+struct ReadOptions {
+  // Seeds the samples' random augmentation (the epoch's; see
+  // Dataset::Read). Sample i draws from a mix of this and i.
+  uint64_t draw_seed = 0;
+  // A sample that fails to read is replaced by the next readable one in
+  // index order (wrapping) and counted in Batch::skipped, instead of
+  // failing the batch.
+  bool skip_bad_samples = false;
 };
 
 enum class BatchLayout {
@@ -43,10 +70,12 @@ enum class BatchLayout {
 // Decodes the samples `indices` of `dataset` into `*batch` (resizing it
 // only when its shape changes), in `layout`. `scratch` is a reusable
 // buffer. Stops early, leaving the batch incomplete, once `*cancelled`
-// (when given) is true.
+// (when given) is true, or at a sample that fails to read (batch->error)
+// unless `read.skip_bad_samples`.
 void FillBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
                BatchLayout layout, Batch* batch, std::vector<float>* scratch,
-               const std::atomic<bool>* cancelled = nullptr);
+               const std::atomic<bool>* cancelled = nullptr,
+               const ReadOptions& read = {});
 
 class Loader {
  public:
@@ -56,7 +85,7 @@ class Loader {
   // max(prefetch, threads) batches are decoded ahead of the consumer.
   Loader(const Dataset* dataset, std::vector<int64_t> indices,
          int64_t batch_size, bool drop_last, BatchLayout layout, int threads,
-         int prefetch);
+         int prefetch, const ReadOptions& read = {});
   ~Loader();  // stops and joins the threads promptly, even mid-epoch
 
   Loader(const Loader&) = delete;
@@ -66,6 +95,8 @@ class Loader {
 
   // Blocks until the next batch is ready and swaps it into `*batch` (whose
   // old buffers the loader reuses); returns false after the last batch.
+  // A batch whose samples failed to read carries the error (batch->error);
+  // the caller stops there.
   bool Next(Batch* batch);
 
  private:
@@ -79,6 +110,7 @@ class Loader {
   const BatchLayout layout_;
   const int64_t num_batches_;
   const int64_t sample_size_;
+  const ReadOptions read_;
 
   // Batch b lives in ring_[b % ring_.size()]. Not guarded: the claiming
   // worker owns a slot from claim until it sets ready_, Next() from then

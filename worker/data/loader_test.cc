@@ -18,7 +18,7 @@ namespace {
 
 // Sample i has features i * 1000 + j and label i % 7; Get may sleep a
 // pseudo-random while so that threads finish out of order.
-class FakeDataset : public Dataset {
+class FakeDataset : public LabelledDataset {
  public:
   FakeDataset(int64_t size, Shape shape, int max_sleep_us = 0)
       : size_(size), shape_(std::move(shape)), max_sleep_us_(max_sleep_us) {}

@@ -67,11 +67,11 @@ TEST(Mnist, LoadsFakeRawAndGzippedFiles) {
   EXPECT_EQ(train.num_classes(), 10);
   EXPECT_EQ(splits->test->size(), 2);
   std::vector<float> x(784);
-  EXPECT_EQ(train.Get(2, x.data()), 4);
+  EXPECT_EQ(LabelOf(train, 2, x.data()), 4);
   // Pixel p of image 2 is (2 + p) % 256.
   EXPECT_NEAR(x[0], (2 / 255.0f - kMnistMean) / kMnistStd, 1e-5);
   EXPECT_NEAR(x[300], ((302 % 256) / 255.0f - kMnistMean) / kMnistStd, 1e-5);
-  EXPECT_EQ(splits->test->Get(0, x.data()), 9);
+  EXPECT_EQ(LabelOf(*splits->test, 0, x.data()), 9);
   EXPECT_NEAR(x[10], (10 / 255.0f - kMnistMean) / kMnistStd, 1e-5);
 }
 
@@ -81,7 +81,7 @@ TEST(Mnist, NoNormalizeScalesToUnitRangeAndTrainLimitTruncates) {
   EXPECT_EQ(splits->train->size(), 3);
   EXPECT_EQ(splits->test->size(), 2);
   std::vector<float> x(784);
-  EXPECT_EQ(splits->train->Get(1, x.data()), 1);
+  EXPECT_EQ(LabelOf(*splits->train, 1, x.data()), 1);
   EXPECT_FLOAT_EQ(x[254], 255 / 255.0f);
   EXPECT_FLOAT_EQ(x[255], 0.0f);
 }
@@ -170,14 +170,14 @@ TEST(Mnist, RealFiles) {
   const int32_t train_first[] = {5, 0, 4, 1, 9, 2, 1, 3, 1, 4};
   const int32_t test_first[] = {7, 2, 1, 0, 4, 1, 4, 9, 5, 9};
   for (int i = 0; i < 10; ++i) {
-    EXPECT_EQ(splits->train->Get(i, x.data()), train_first[i]) << i;
-    EXPECT_EQ(splits->test->Get(i, x.data()), test_first[i]) << i;
+    EXPECT_EQ(LabelOf(*splits->train, i, x.data()), train_first[i]) << i;
+    EXPECT_EQ(LabelOf(*splits->test, i, x.data()), test_first[i]) << i;
   }
   // The published constants are the training set's statistics.
   double sum = 0, sum_sq = 0;
   const int64_t n = 2000;
   for (int64_t i = 0; i < n; ++i) {
-    splits->train->Get(i * 30, x.data());
+    LabelOf(*splits->train, i * 30, x.data());
     for (float v : x) {
       sum += v;
       sum_sq += v * v;

@@ -126,11 +126,11 @@ TEST(NumpyDataset, ConcatenatesShardsAndConverts) {
   ASSERT_EQ(splits->train->size(), 3);
   EXPECT_EQ(splits->test->size(), 1);
   float out[2];
-  EXPECT_EQ(splits->train->Get(0, out), 1);
+  EXPECT_EQ(LabelOf(*splits->train, 0, out), 1);
   EXPECT_EQ(out[1], 1.0f);
-  EXPECT_EQ(splits->train->Get(1, out), 0);
+  EXPECT_EQ(LabelOf(*splits->train, 1, out), 0);
   EXPECT_FLOAT_EQ(out[0], 0.2f);
-  EXPECT_EQ(splits->train->Get(2, out), 2);
+  EXPECT_EQ(LabelOf(*splits->train, 2, out), 2);
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[1], -2.0f);
 

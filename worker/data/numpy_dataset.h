@@ -26,7 +26,7 @@ namespace cohort {
 absl::StatusOr<DataSplits> LoadNumpy(const DatasetSpec& spec,
                                      const std::string& dir);
 
-class NumpyDataset : public Dataset {
+class NumpyDataset : public LabelledDataset {
  public:
   struct Shard {
     std::unique_ptr<NpyArray> x, y;

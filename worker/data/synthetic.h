@@ -38,7 +38,7 @@ struct SyntheticOptions {
 absl::StatusOr<SyntheticOptions> SyntheticOptionsFromSpec(
     const SyntheticSpec& spec, uint64_t job_seed);
 
-class SyntheticDataset : public Dataset {
+class SyntheticDataset : public LabelledDataset {
  public:
   enum class Split { kTrain, kTest };
 

@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/data/test_util.h"
 
 namespace cohort {
 namespace {
@@ -27,7 +28,7 @@ SyntheticOptions Small(uint64_t seed) {
 
 std::vector<float> Sample(const Dataset& d, int64_t i, int32_t* label) {
   std::vector<float> x(NumElements(d.sample_shape()));
-  *label = d.Get(i, x.data());
+  *label = LabelOf(d, i, x.data());
   return x;
 }
 

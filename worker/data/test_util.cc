@@ -13,6 +13,14 @@
 #include "common/logging.h"
 
 namespace cohort {
+
+int32_t LabelOf(const Dataset& dataset, int64_t index, float* x) {
+  SampleOut out;
+  out.features = x;
+  const absl::Status s = dataset.Read(index, 0, out);
+  CHECK(s.ok()) << s;
+  return out.label;
+}
 namespace {
 
 // A file every data test lists in `data`, so that its runfiles symlink

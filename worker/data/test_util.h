@@ -13,7 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "worker/data/dataset.h"
+
 namespace cohort {
+
+// Reads sample `index` of a class-label data set into `x` and returns its
+// label; CHECK-fails if the read fails.
+int32_t LabelOf(const Dataset& dataset, int64_t index, float* x);
 
 // The data directory (the parent of mnist/ and cifar10-subset/): the value
 // of COHORT_DATA_DIR when set, else the first "shared/data" found walking

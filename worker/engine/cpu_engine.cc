@@ -33,7 +33,8 @@ struct Replica {
   Tensor grad_out;  // dLoss/dOutput
   Tensor target;    // one-hot targets for MSE
   ReplicaResult result;
-  bool done = false;  // its source ran out this step
+  bool done = false;   // its source ran out this step
+  absl::Status error;  // its batch failed to read this step
 };
 
 // The part of the flat parameter buffer one thread reduces and steps.
@@ -210,8 +211,12 @@ absl::Status CpuEngine::ForwardBackward(const StepPlan& plan,
   GradientExchange* ranges = exchange.WantsRanges() ? &exchange : nullptr;
   pool_.Run([&](int r) {
     replicas_[r].done = true;
+    replicas_[r].error = absl::OkStatus();
     if (r < plan.active) ReplicaStep(r, source, ranges);
   });
+  for (int r = 0; r < plan.active; ++r) {
+    if (!replicas_[r].error.ok()) return replicas_[r].error;
+  }
   if (replicas_[0].done) {
     return absl::InternalError("a batch source ended before its last step");
   }
@@ -224,6 +229,10 @@ void CpuEngine::ReplicaStep(int r, BatchSource& source,
   const absl::Time t0 = absl::Now();
   if (!source.Next(r, &rep.batch)) return;
   rep.done = false;
+  if (!rep.batch.error.ok()) {
+    rep.error = rep.batch.error;
+    return;
+  }
   const absl::Time t1 = absl::Now();
   Trace("data", r, t0, t1);
   Loss(rep, rep.model->Forward(rep.batch.features, Mode::kTrain));
@@ -260,6 +269,7 @@ void CpuEngine::Loss(Replica& rep, const Tensor& out) {
     rep.result.loss = MeanSquaredError<float>(out, rep.target, &rep.grad_out);
   }
   rep.result.seen = n;
+  rep.result.skipped = rep.batch.skipped;
 }
 
 void CpuEngine::ReduceAndCheck(int r, bool combine_local) {

@@ -59,6 +59,7 @@ struct ReplicaResult {
   double loss = 0;
   int64_t correct = 0;  // classification only
   int64_t seen = 0;     // samples
+  int64_t skipped = 0;  // samples replaced (skip_bad_samples)
 };
 
 // Replica 0's time in the step's forward and backward and in waiting for

@@ -58,10 +58,12 @@ absl::Status GpuEngine::CheckSupported() const {
     return absl::UnimplementedError(
         "parameter-server mode trains on CPU devices only (--devices=cpu:N)");
   }
-  if (spec_.loss() != CROSS_ENTROPY) {
-    return absl::UnimplementedError(
-        "the GPU engine trains with cross-entropy only; MSE runs on CPU "
-        "devices (--devices=cpu:N)");
+  if (spec_.loss() != CROSS_ENTROPY || spec_.label_smoothing() != 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the GPU engine trains with plain cross-entropy on class labels only; ",
+        LossKind_Name(spec_.loss()),
+        spec_.label_smoothing() != 0 ? " with label_smoothing" : "",
+        " runs on CPU devices (--devices=cpu:N)"));
   }
   if (spec_.nonfinite_gradients() == NONFINITE_SKIP) {
     return absl::UnimplementedError(
@@ -269,6 +271,7 @@ absl::Status GpuEngine::Stage(Device& d, const Batch& b, int slot_index) {
                       n * sizeof(int32_t), cudaMemcpyHostToDevice, s),
       "uploading labels"));
   slot.n = n;
+  slot.skipped = b.skipped;
   return Record(slot.uploaded, s, "batch uploaded");
 }
 
@@ -277,6 +280,7 @@ absl::Status GpuEngine::Prefetch(Device& d) {
   if (source_ == nullptr || !source_->Next(replica, &d.batch)) {
     return absl::InternalError("a batch source ended before its last step");
   }
+  RETURN_IF_ERROR(d.batch.error);
   RETURN_IF_ERROR(Stage(d, d.batch, d.next_slot));
   d.ready_slot = d.next_slot;
   d.next_slot ^= 1;
@@ -314,6 +318,7 @@ absl::Status GpuEngine::Launch(Device& d) {
       d.model->Forward(slot.input.data(), slot.n, Mode::kTrain).status());
   RETURN_IF_ERROR(LossOf(d, slot, /*gradient=*/true));
   d.seen = slot.n;
+  d.skipped = slot.skipped;
   if (nccl_ != nullptr) {
     RETURN_IF_ERROR(BackwardInBuckets(d));
   } else {
@@ -495,7 +500,7 @@ absl::Span<const ReplicaResult> GpuEngine::Results(const StepPlan&) {
   results_.resize(devices_.size());
   for (size_t i = 0; i < devices_.size(); ++i) {
     const Device& d = devices_[i];
-    results_[i] = {d.loss, d.correct, d.seen};
+    results_[i] = {d.loss, d.correct, d.seen, d.skipped};
   }
   return results_;
 }

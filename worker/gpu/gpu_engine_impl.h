@@ -124,6 +124,7 @@ struct Slot {
   Event consumed;        // compute stream, after the last kernel reading it
   int64_t n = 0;         // samples it holds
   int64_t capacity = 0;  // samples it has room for
+  int64_t skipped = 0;   // of them, replacements for unreadable samples
 };
 
 // What one GPU owns for the whole run.
@@ -153,6 +154,7 @@ struct Device {
   float grad_squares = 0;  // this step's averaged gradient, for NaN/Inf
   int64_t correct = 0;
   int64_t seen = 0;
+  int64_t skipped = 0;
 };
 
 class GpuEngine : public DeviceEngine {
