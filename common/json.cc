@@ -28,4 +28,13 @@ std::string JsonNumber(double v) {
 
 std::string JsonOptional(double v) { return v < 0 ? "null" : JsonNumber(v); }
 
+std::string JsonObject(const std::vector<std::pair<std::string, double>>& kv) {
+  std::string s = "{";
+  for (size_t i = 0; i < kv.size(); ++i) {
+    s += (i ? ", " : "") + JsonString(kv[i].first) + ": " +
+         JsonNumber(kv[i].second);
+  }
+  return s + "}";
+}
+
 }  // namespace cohort

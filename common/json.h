@@ -4,6 +4,8 @@
 #define COHORT_COMMON_JSON_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cohort {
 
@@ -17,6 +19,9 @@ std::string JsonNumber(double v);
 // JsonNumber, except that a negative value -- cohort's marker for "not
 // measured" -- becomes null.
 std::string JsonOptional(double v);
+
+// {"name": value, ...} in the order given (an empty object for none).
+std::string JsonObject(const std::vector<std::pair<std::string, double>>& kv);
 
 }  // namespace cohort
 

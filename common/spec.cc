@@ -336,8 +336,21 @@ absl::Status CheckNumpy(const NumpySpec& n, const Scope& s) {
                      absl::StrCat("must be > 0, got ", n.shape(i)));
     }
   }
-  RETURN_IF_ERROR(
-      Require(n.classes() >= 2, s, n, "classes", ">= 2", n.classes()));
+  for (int i = 0; i < n.target_shape_size(); ++i) {
+    if (n.target_shape(i) <= 0) {
+      return s.Error(n, "target_shape", i,
+                     absl::StrCat("must be > 0, got ", n.target_shape(i)));
+    }
+  }
+  if (n.target_shape_size() > 0) {
+    RETURN_IF_ERROR(Require(n.classes() == 0, s, n, "classes",
+                            "0 with float targets (target_shape)",
+                            n.classes()));
+  } else {
+    RETURN_IF_ERROR(Require(n.classes() >= 2, s, n, "classes",
+                            ">= 2 (or target_shape for float targets)",
+                            n.classes()));
+  }
   RETURN_IF_ERROR(CheckNumpySplit(n, s, "train_x", n.train_x_size(), "train_y",
                                   n.train_y_size()));
   return CheckNumpySplit(n, s, "test_x", n.test_x_size(), "test_y",
@@ -350,9 +363,15 @@ absl::Status CheckCsv(const CsvSpec& c, const Scope& s) {
   RETURN_IF_ERROR(Require(c.test_size() > 0, s, c, "test",
                           "at least one CSV file", "none"));
   RETURN_IF_ERROR(Require(!c.target().empty(), s, c, "target",
-                          "the name of the class column", "none"));
-  RETURN_IF_ERROR(
-      Require(c.classes() >= 2, s, c, "classes", ">= 2", c.classes()));
+                          "the name of the target column", "none"));
+  if (c.regression()) {
+    RETURN_IF_ERROR(Require(c.classes() == 0, s, c, "classes",
+                            "0 with regression: true", c.classes()));
+  } else {
+    RETURN_IF_ERROR(Require(c.classes() >= 2, s, c, "classes",
+                            ">= 2 (or regression: true for a float target)",
+                            c.classes()));
+  }
   return Require(c.features() >= 1, s, c, "features",
                  ">= 1 (the number of columns besides the target)",
                  c.features());
@@ -536,12 +555,36 @@ absl::Status CheckCheckpoint(const CheckpointSpec& c, const Scope& s) {
       "every_steps", "> 0 (or every_seconds > 0) with a dir", c.every_steps());
 }
 
+// The loss against the data's targets, and the settings only one loss
+// reads.
+absl::Status CheckLoss(const JobSpec& j, const Scope& s) {
+  const bool floats = HasFloatTargets(j.data());
+  // Unset: the default FillJobDefaults will choose.
+  const LossKind kind =
+      j.has_loss() ? j.loss() : (floats ? MSE : CROSS_ENTROPY);
+  const std::string loss = LossKind_Name(kind);
+  if (kind == CROSS_ENTROPY && floats) {
+    return s.Error(j, "loss", -1,
+                   "CROSS_ENTROPY needs class labels, but the data has float "
+                   "targets: use MSE, L1, HUBER or BCE_WITH_LOGITS");
+  }
+  RETURN_IF_ERROR(OnlyFor(kind == CROSS_ENTROPY, j.label_smoothing() != 0, s, j,
+                          "label_smoothing", "CROSS_ENTROPY", loss));
+  RETURN_IF_ERROR(Require(j.label_smoothing() >= 0 && j.label_smoothing() < 1,
+                          s, j, "label_smoothing", "in [0, 1)",
+                          j.label_smoothing()));
+  RETURN_IF_ERROR(OnlyFor(kind == HUBER, j.huber_delta() != 0, s, j,
+                          "huber_delta", "HUBER", loss));
+  return NonNegative(s, j, "huber_delta", j.huber_delta());
+}
+
 absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckScalars(j, s));
   RETURN_IF_ERROR(Positive(s, j, "batch_size", j.batch_size()));
   RETURN_IF_ERROR(CheckStopping(j, s));
   RETURN_IF_ERROR(CheckModel(j.model(), s.Nested(j, "model", -1)));
   RETURN_IF_ERROR(CheckData(j.data(), s.Nested(j, "data", -1)));
+  RETURN_IF_ERROR(CheckLoss(j, s));
   RETURN_IF_ERROR(CheckOptimizer(j.optimizer(), s.Nested(j, "optimizer", -1)));
   RETURN_IF_ERROR(CheckSchedule(j.lr_schedule(), j.optimizer().lr(),
                                 s.Nested(j, "lr_schedule", -1)));

@@ -59,6 +59,10 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 // schedule.
 std::string DescribeJobSpec(const JobSpec& spec);
 
+// Whether `data`'s targets are float tensors (NUMPY with target_shape, CSV
+// with regression) rather than class labels.
+bool HasFloatTargets(const DatasetSpec& data);
+
 // Fills the cluster defaults documented in proto/job.proto (zero, or unset
 // for max_restarts, means default). Idempotent. ParseJobSpec calls it; the
 // coordinator calls it too, on a spec it is handed, so that both read the

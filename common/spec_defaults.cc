@@ -61,6 +61,17 @@ void FillPsDefaults(PsSpec* p) {
 
 }  // namespace
 
+bool HasFloatTargets(const DatasetSpec& d) {
+  switch (d.kind()) {
+    case DatasetSpec::NUMPY:
+      return d.numpy().target_shape_size() > 0;
+    case DatasetSpec::CSV:
+      return d.csv().regression();
+    default:
+      return false;
+  }
+}
+
 void FillJobDefaults(JobSpec* j) {
   FillClusterDefaults(j->mutable_cluster());
   if (j->checkpoint().keep() == 0) j->mutable_checkpoint()->set_keep(3);
@@ -75,6 +86,10 @@ void FillJobDefaults(JobSpec* j) {
   if (d->kind() == DatasetSpec::SYNTHETIC) {
     FillSyntheticDefaults(j->seed(), d->mutable_synthetic());
   }
+  if (!j->has_loss()) {
+    j->set_loss(HasFloatTargets(*d) ? MSE : CROSS_ENTROPY);
+  }
+  if (j->loss() == HUBER && j->huber_delta() == 0) j->set_huber_delta(1);
   OptimizerSpec* o = j->mutable_optimizer();
   if (o->kind() != OptimizerSpec::SGD) {
     if (o->beta1() == 0) o->set_beta1(0.9f);

@@ -75,6 +75,9 @@ uint64_t TrainingHash(const JobSpec& spec) {
   math.mutable_data()->clear_prefetch();
   math.mutable_ps()->clear_shards();
   math.mutable_ps()->clear_rpc_timeout_ms();
+  // Cross-entropy was the implicit default before `loss` became optional:
+  // checkpoints of such jobs keep their hash.
+  if (math.loss() == CROSS_ENTROPY) math.clear_loss();
   std::string bytes;
   google::protobuf::io::StringOutputStream out(&bytes);
   google::protobuf::io::CodedOutputStream coded(&out);

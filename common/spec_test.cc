@@ -522,7 +522,8 @@ TEST(ParseJobSpec, ChecksNumpyData) {
   EXPECT_THAT(ErrorOf(model + "data { kind: NUMPY numpy { shape: 16 classes: "
                               "1 train_x: \"x\" train_y: \"y\" test_x: "
                               "\"tx\" test_y: \"ty\" } }\n"),
-              HasSubstr("data.numpy.classes must be >= 2, got 1"));
+              HasSubstr("data.numpy.classes must be >= 2 (or target_shape for "
+                        "float targets), got 1"));
   EXPECT_THAT(ErrorOf(model + "data { kind: NUMPY numpy { shape: 16 classes: "
                               "4 train_x: \"x\" train_x: \"x2\" train_y: "
                               "\"y\" test_x: \"tx\" test_y: \"ty\" } }\n"),
@@ -544,11 +545,51 @@ TEST(ParseJobSpec, ChecksCsvData) {
               HasSubstr("kind CSV needs a csv { train test target"));
   EXPECT_THAT(ErrorOf(model + "data { kind: CSV csv { train: \"a.csv\" test: "
                               "\"b.csv\" classes: 2 features: 3 } }\n"),
-              HasSubstr("data.csv.target must be the name of the class "
+              HasSubstr("data.csv.target must be the name of the target "
                         "column"));
   EXPECT_THAT(ErrorOf(model + "data { kind: CSV csv { train: \"a.csv\" test: "
                               "\"b.csv\" target: \"y\" classes: 2 } }\n"),
               HasSubstr("data.csv.features must be >= 1"));
+}
+
+// Float targets choose MSE by default; cross-entropy is refused on them,
+// and the settings of one loss are refused on another.
+TEST(ParseJobSpec, ChecksTheLossAgainstTheTargets) {
+  const std::string base =
+      "name: \"t\"\nmodel { layers { flatten {} } layers { linear { "
+      "out_features: 1 } } }\nbatch_size: 8\nepochs: 1\noptimizer { lr: 0.1 "
+      "}\n";
+  const std::string floats =
+      "data { kind: NUMPY numpy { shape: 16 target_shape: 1 train_x: \"x\" "
+      "train_y: \"y\" test_x: \"tx\" test_y: \"ty\" } }\n";
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(base + floats, kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->loss(), MSE);
+  spec = ParseJobSpec(base, kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->loss(), CROSS_ENTROPY);
+  spec = ParseJobSpec(base + floats + "loss: HUBER\n", kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->huber_delta(), 1.0f);
+  EXPECT_THAT(ErrorOf(base + floats + "loss: CROSS_ENTROPY\n"),
+              HasSubstr("x.textproto:7:1: loss CROSS_ENTROPY needs class "
+                        "labels, but the data has float targets"));
+  EXPECT_THAT(ErrorOf(base + floats + "label_smoothing: 0.1\n"),
+              HasSubstr("label_smoothing applies only to CROSS_ENTROPY, got "
+                        "kind MSE"));
+  EXPECT_THAT(ErrorOf(base + "label_smoothing: 1\n"),
+              HasSubstr("label_smoothing must be in [0, 1), got 1"));
+  EXPECT_THAT(ErrorOf(base + "loss: L1 huber_delta: 2\n"),
+              HasSubstr("huber_delta applies only to HUBER, got kind L1"));
+  EXPECT_THAT(ErrorOf(base + "data { kind: NUMPY numpy { shape: 16 "
+                             "target_shape: 1 classes: 3 train_x: \"x\" "
+                             "train_y: \"y\" test_x: \"tx\" test_y: "
+                             "\"ty\" } }\n"),
+              HasSubstr("data.numpy.classes must be 0 with float targets"));
+  EXPECT_THAT(ErrorOf(base + "data { kind: CSV csv { train: \"a\" test: "
+                             "\"b\" target: \"y\" regression: true "
+                             "classes: 2 features: 3 } }\n"),
+              HasSubstr("data.csv.classes must be 0 with regression: true"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "worker/loss.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/logging.h"
@@ -18,23 +19,50 @@ int64_t ArgMax(const T* row, int64_t k) {
   return best;
 }
 
-// Cross-entropy of one row whose maximum is `m`, -log softmax(row)[label];
-// when `g` is not null it receives (softmax(row) - onehot(label)) * scale.
+// Cross-entropy of one row whose maximum is `m` against the target
+// (1 - s) onehot(label) + s / k: (1 - s) (-log softmax[label]) + s mean_j
+// (-log softmax[j]). When `g` is not null it receives (softmax(row) -
+// target) * scale.
 template <typename T>
-double RowCrossEntropy(const T* row, int64_t k, T m, int64_t label, T scale,
-                       T* g) {
-  double sum = 0;
+double RowCrossEntropy(const T* row, int64_t k, T m, int64_t label, T smooth,
+                       T scale, T* g) {
+  double sum = 0, shifted = 0;
   for (int64_t j = 0; j < k; ++j) {
     const T e = std::exp(row[j] - m);
     sum += e;
+    shifted += static_cast<double>(row[j] - m);
     if (g != nullptr) g[j] = e;
   }
   if (g != nullptr) {
     const T s = static_cast<T>(scale / sum);
-    for (int64_t j = 0; j < k; ++j) g[j] *= s;
-    g[label] -= scale;
+    const T spread = scale * smooth / static_cast<T>(k);
+    for (int64_t j = 0; j < k; ++j) g[j] = g[j] * s - spread;
+    g[label] -= scale * (1 - smooth);
   }
-  return std::log(sum) - static_cast<double>(row[label] - m);
+  const double log_sum = std::log(sum);
+  const double nll = log_sum - static_cast<double>(row[label] - m);
+  if (smooth == 0) return nll;
+  const double mean_nll = log_sum - shifted / static_cast<double>(k);
+  return (1 - static_cast<double>(smooth)) * nll + smooth * mean_nll;
+}
+
+// Mean of f(pred[i], target[i]) over the elements, writing g(...) * scale
+// to grad.
+template <typename T, typename Loss>
+T MeanOver(const BasicTensor<T>& pred, const BasicTensor<T>& target,
+           BasicTensor<T>* grad, Loss loss) {
+  const int64_t n = pred.size();
+  if (n == 0) return T(0);
+  if (grad != nullptr) EnsureShape(grad, pred.shape());
+  const T scale = T(1) / static_cast<T>(n);
+  T* g = grad != nullptr ? grad->data() : nullptr;
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T d = 0;
+    total += loss(pred[i], target[i], &d);
+    if (g != nullptr) g[i] = d * scale;
+  }
+  return static_cast<T>(total / static_cast<double>(n));
 }
 
 }  // namespace
@@ -42,7 +70,7 @@ double RowCrossEntropy(const T* row, int64_t k, T m, int64_t label, T scale,
 template <typename T>
 T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
                       absl::Span<const int32_t> labels, BasicTensor<T>* grad,
-                      int64_t* correct) {
+                      int64_t* correct, T label_smoothing) {
   CHECK_EQ(logits.rank(), 2)
       << "SoftmaxCrossEntropy: logits " << ShapeString(logits.shape());
   const int64_t n = logits.dim(0), k = logits.dim(1);
@@ -61,7 +89,8 @@ T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
     const T* row = logits.data() + i * k;
     T* g = grad != nullptr ? grad->data() + i * k : nullptr;
     const int64_t best = ArgMax(row, k);
-    total += RowCrossEntropy(row, k, row[best], label, scale, g);
+    total +=
+        RowCrossEntropy(row, k, row[best], label, label_smoothing, scale, g);
     hits += best == label;
   }
   if (correct != nullptr) *correct += hits;
@@ -87,12 +116,80 @@ T MeanSquaredError(const BasicTensor<T>& pred, const BasicTensor<T>& target,
   return static_cast<T>(total / static_cast<double>(n));
 }
 
+template <typename T>
+int64_t CountTopK(const BasicTensor<T>& logits,
+                  absl::Span<const int32_t> labels, int k) {
+  CHECK_EQ(logits.rank(), 2)
+      << "CountTopK: logits " << ShapeString(logits.shape());
+  const int64_t n = logits.dim(0), classes = logits.dim(1);
+  CHECK_EQ(static_cast<int64_t>(labels.size()), n);
+  int64_t hits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = logits.data() + i * classes;
+    const int64_t label = labels[i];
+    const T v = row[label];
+    // The label's rank: logits above it, and equal ones before it.
+    int64_t ahead = 0;
+    for (int64_t j = 0; j < classes && ahead < k; ++j) {
+      ahead += row[j] > v || (row[j] == v && j < label);
+    }
+    hits += ahead < k;
+  }
+  return hits;
+}
+
+template <typename T>
+T ElementwiseLoss(ElementLoss kind, T delta, const BasicTensor<T>& pred,
+                  const BasicTensor<T>& target, BasicTensor<T>* grad) {
+  CHECK_EQ(pred.size(), target.size())
+      << "ElementwiseLoss: prediction " << ShapeString(pred.shape())
+      << " vs target " << ShapeString(target.shape());
+  switch (kind) {
+    case ElementLoss::kMse:
+      return MeanSquaredError(pred, target, grad);
+    case ElementLoss::kL1:
+      return MeanOver(pred, target, grad, [](T p, T t, T* d) {
+        const T x = p - t;
+        *d = static_cast<T>((x > 0) - (x < 0));
+        return static_cast<double>(std::abs(x));
+      });
+    case ElementLoss::kHuber:
+      return MeanOver(pred, target, grad, [delta](T p, T t, T* d) {
+        const T x = p - t;
+        if (std::abs(x) < delta) {
+          *d = x;
+          return 0.5 * x * x;
+        }
+        *d = x > 0 ? delta : -delta;
+        return static_cast<double>(delta) * (std::abs(x) - 0.5 * delta);
+      });
+    case ElementLoss::kBce:
+      return MeanOver(pred, target, grad, [](T p, T t, T* d) {
+        const double e = std::exp(-std::abs(static_cast<double>(p)));
+        // sigmoid(p), from e = exp(-|p|) without overflow either way.
+        const double sig = p >= 0 ? 1 / (1 + e) : e / (1 + e);
+        *d = static_cast<T>(sig - t);
+        return std::max<double>(p, 0) - static_cast<double>(p) * t +
+               std::log1p(e);
+      });
+  }
+  return T(0);
+}
+
 template float SoftmaxCrossEntropy<float>(const Tensor&,
                                           absl::Span<const int32_t>, Tensor*,
-                                          int64_t*);
+                                          int64_t*, float);
 template double SoftmaxCrossEntropy<double>(const TensorD&,
                                             absl::Span<const int32_t>, TensorD*,
-                                            int64_t*);
+                                            int64_t*, double);
+template int64_t CountTopK<float>(const Tensor&, absl::Span<const int32_t>,
+                                  int);
+template int64_t CountTopK<double>(const TensorD&, absl::Span<const int32_t>,
+                                   int);
+template float ElementwiseLoss<float>(ElementLoss, float, const Tensor&,
+                                      const Tensor&, Tensor*);
+template double ElementwiseLoss<double>(ElementLoss, double, const TensorD&,
+                                        const TensorD&, TensorD*);
 template float MeanSquaredError<float>(const Tensor&, const Tensor&, Tensor*);
 template double MeanSquaredError<double>(const TensorD&, const TensorD&,
                                          TensorD*);

@@ -18,17 +18,39 @@ namespace cohort {
 // label in [0, K) per row (an out-of-range label is a CHECK failure: the
 // data set validates its labels when it loads them). Computed with the
 // row maximum subtracted, so large logits do not overflow. Counts rows whose
-// first maximal logit is the label into *correct when not null.
+// first maximal logit is the label into *correct when not null. With
+// `label_smoothing` e in [0, 1), the target is (1 - e) one-hot + e / K, as
+// PyTorch's CrossEntropyLoss(label_smoothing=e).
 template <typename T>
 T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
                       absl::Span<const int32_t> labels, BasicTensor<T>* grad,
-                      int64_t* correct = nullptr);
+                      int64_t* correct = nullptr, T label_smoothing = 0);
+
+// Rows of `logits` {N, K} whose label is among their k largest logits
+// (ties broken towards the lower index, as torch.topk on CPU).
+template <typename T>
+int64_t CountTopK(const BasicTensor<T>& logits,
+                  absl::Span<const int32_t> labels, int k);
 
 // Mean over all elements of (pred - target)^2; grad = 2 (pred - target) /
 // size. `pred` and `target` must have the same number of elements.
 template <typename T>
 T MeanSquaredError(const BasicTensor<T>& pred, const BasicTensor<T>& target,
                    BasicTensor<T>* grad);
+
+// The losses that compare outputs with float targets element by element,
+// each the mean over all elements (PyTorch's reduction="mean"):
+//   kMse    (p - t)^2
+//   kL1     |p - t|                 (gradient 0 where p == t)
+//   kHuber  (p - t)^2 / 2 below `delta`, delta (|p - t| - delta / 2) above
+//           (torch.nn.HuberLoss; SmoothL1Loss equals it at delta 1)
+//   kBce    binary cross-entropy of sigmoid(p) against t, computed as
+//           max(p, 0) - p t + log(1 + exp(-|p|)) so large |p| is exact
+enum class ElementLoss { kMse, kL1, kHuber, kBce };
+
+template <typename T>
+T ElementwiseLoss(ElementLoss kind, T delta, const BasicTensor<T>& pred,
+                  const BasicTensor<T>& target, BasicTensor<T>* grad);
 
 }  // namespace cohort
 

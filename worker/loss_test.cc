@@ -101,5 +101,116 @@ TEST(MeanSquaredError, GradientMatchesFiniteDifferences) {
   }
 }
 
+TEST(SoftmaxCrossEntropy, LabelSmoothingMatchesTheDefinition) {
+  // PyTorch's definition: (1 - e) nll(label) + e mean_j nll(j).
+  TensorD logits({1, 3}), grad;
+  logits[0] = 0.5, logits[1] = -1, logits[2] = 2;
+  const std::vector<int32_t> labels = {1};
+  const double e = 0.2;
+  const double z = std::exp(0.5) + std::exp(-1.0) + std::exp(2.0);
+  const double nll[3] = {std::log(z) - 0.5, std::log(z) + 1, std::log(z) - 2};
+  const double expected = (1 - e) * nll[1] + e * (nll[0] + nll[1] + nll[2]) / 3;
+  EXPECT_NEAR(SoftmaxCrossEntropy<double>(logits, labels, &grad, nullptr, e),
+              expected, 1e-12);
+  // Gradient: softmax - ((1 - e) onehot + e / 3).
+  const double sm[3] = {std::exp(0.5) / z, std::exp(-1.0) / z,
+                        std::exp(2.0) / z};
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NEAR(grad[j], sm[j] - (j == 1 ? 1 - e : 0) - e / 3, 1e-12) << j;
+  }
+}
+
+TEST(CountTopK, CountsLabelsAmongTheLargestLogits) {
+  Tensor logits({3, 4});
+  const float v[] = {4, 3, 2, 1,   // label 2 is third: top-2 misses it
+                     1, 1, 1, 1,   // ties: label 1 ranks second
+                     0, 9, 8, 7};  // label 0 is last
+  for (int i = 0; i < 12; ++i) logits[i] = v[i];
+  const std::vector<int32_t> labels = {2, 1, 0};
+  EXPECT_EQ(CountTopK<float>(logits, labels, 1), 0);
+  EXPECT_EQ(CountTopK<float>(logits, labels, 2), 1);
+  EXPECT_EQ(CountTopK<float>(logits, labels, 3), 2);
+  EXPECT_EQ(CountTopK<float>(logits, labels, 5), 3);
+}
+
+TEST(ElementwiseLoss, MatchesHandComputedValues) {
+  Tensor pred({4}), target({4}), grad;
+  const float p[] = {1, 2, 3, -4}, t[] = {0, 2, 5, -3.5};
+  for (int i = 0; i < 4; ++i) pred[i] = p[i], target[i] = t[i];
+  // Differences 1, 0, -2, -0.5.
+  EXPECT_FLOAT_EQ(
+      ElementwiseLoss<float>(ElementLoss::kL1, 1, pred, target, &grad),
+      3.5f / 4);
+  const float l1_grad[] = {0.25f, 0, -0.25f, -0.25f};
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(grad[i], l1_grad[i]) << i;
+  // Huber, delta 1: 0.5 (|x| = 1 is linear: 1 - 0.5), 0, 2 - 0.5, 0.125.
+  EXPECT_FLOAT_EQ(
+      ElementwiseLoss<float>(ElementLoss::kHuber, 1, pred, target, &grad),
+      (0.5f + 0 + 1.5f + 0.125f) / 4);
+  const float huber_grad[] = {0.25f, 0, -0.25f, -0.125f};
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(grad[i], huber_grad[i]) << i;
+  // BCE with logits: t log(1 + e^-p) + (1 - t) log(1 + e^p) for t in [0, 1].
+  Tensor logit({3}), label({3});
+  const float lp[] = {0.3f, -2, 40}, lt[] = {1, 0, 0.25f};
+  for (int i = 0; i < 3; ++i) logit[i] = lp[i], label[i] = lt[i];
+  double expected = 0;
+  for (int i = 0; i < 3; ++i) {
+    const double x = lp[i], y = lt[i];
+    // Written without overflow for x = 40: log(1 + e^x) = x + log1p(e^-x).
+    expected +=
+        y * std::log1p(std::exp(-x)) + (1 - y) * (x + std::log1p(std::exp(-x)));
+  }
+  EXPECT_NEAR(ElementwiseLoss<float>(ElementLoss::kBce, 1, logit, label, &grad),
+              expected / 3, 1e-5);
+  EXPECT_NEAR(grad[2], (1 - 0.25) / 3, 1e-6);  // sigmoid(40) - 0.25
+}
+
+// Every loss's gradient against central differences, in double, away from
+// the kinks of L1 and Huber.
+TEST(ElementwiseLoss, GradientsMatchFiniteDifferences) {
+  for (ElementLoss kind : {ElementLoss::kMse, ElementLoss::kL1,
+                           ElementLoss::kHuber, ElementLoss::kBce}) {
+    TensorD pred({2, 5}), target({2, 5}), grad, unused;
+    for (int64_t i = 0; i < pred.size(); ++i) {
+      pred[i] = 2.5 * std::cos(0.9 * i);
+      target[i] = kind == ElementLoss::kBce ? 0.5 + 0.5 * std::sin(1.7 * i)
+                                            : std::sin(1.7 * i);
+    }
+    ElementwiseLoss<double>(kind, 0.8, pred, target, &grad);
+    const double h = 1e-6;
+    for (int64_t i = 0; i < pred.size(); ++i) {
+      const double saved = pred[i];
+      pred[i] = saved + h;
+      const double lp =
+          ElementwiseLoss<double>(kind, 0.8, pred, target, &unused);
+      pred[i] = saved - h;
+      const double lm =
+          ElementwiseLoss<double>(kind, 0.8, pred, target, &unused);
+      pred[i] = saved;
+      EXPECT_NEAR(grad[i], (lp - lm) / (2 * h), 1e-7)
+          << static_cast<int>(kind) << " element " << i;
+    }
+  }
+}
+
+TEST(SoftmaxCrossEntropy, SmoothedGradientMatchesFiniteDifferences) {
+  TensorD logits({3, 4}), grad, unused;
+  for (int64_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(1.3 * i);
+  const std::vector<int32_t> labels = {3, 0, 2};
+  SoftmaxCrossEntropy<double>(logits, labels, &grad, nullptr, 0.1);
+  const double h = 1e-6;
+  for (int64_t i = 0; i < logits.size(); ++i) {
+    const double saved = logits[i];
+    logits[i] = saved + h;
+    const double lp =
+        SoftmaxCrossEntropy<double>(logits, labels, &unused, nullptr, 0.1);
+    logits[i] = saved - h;
+    const double lm =
+        SoftmaxCrossEntropy<double>(logits, labels, &unused, nullptr, 0.1);
+    logits[i] = saved;
+    EXPECT_NEAR(grad[i], (lp - lm) / (2 * h), 1e-8) << i;
+  }
+}
+
 }  // namespace
 }  // namespace cohort

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
@@ -43,18 +44,34 @@ void Progress::Step(int64_t epoch, int64_t step_in_epoch,
   std::fflush(stderr);
 }
 
-void Progress::EpochDone(int64_t epoch, double train_loss, double test_accuracy,
-                         double seconds) {
+void Progress::EpochDone(
+    int64_t epoch, double train_loss,
+    const std::vector<std::pair<std::string, double>>& metrics,
+    double seconds) {
   if (quiet_) return;
   if (live_) std::fprintf(stderr, "\r\033[K");
   std::string line = absl::StrFormat("epoch %d done in %.2fs | train loss %.4f",
                                      epoch + 1, seconds, train_loss);
-  if (test_accuracy >= 0) {
-    absl::StrAppendFormat(&line, " | test accuracy %.2f%%",
-                          100.0 * test_accuracy);
-  }
+  absl::StrAppend(&line, FormatTestMetrics(metrics));
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
+}
+
+std::string FormatTestMetrics(
+    const std::vector<std::pair<std::string, double>>& metrics) {
+  std::string s;
+  for (const auto& [name, value] : metrics) {
+    if (name == "accuracy") {
+      absl::StrAppendFormat(&s, " | test accuracy %.2f%%", 100.0 * value);
+    } else if (name == "top5_accuracy") {
+      absl::StrAppendFormat(&s, " | top-5 %.2f%%", 100.0 * value);
+    } else if (name == "r2") {
+      absl::StrAppendFormat(&s, " | test R² %.4f", value);
+    } else if (name != "loss") {
+      absl::StrAppendFormat(&s, " | test %s %.4g", name, value);
+    }
+  }
+  return s;
 }
 
 }  // namespace cohort

@@ -31,6 +31,8 @@ std::string ReportJson(const TrainResult& r) {
   absl::StrAppend(&s, "  \"test_accuracy\": ", JsonOptional(r.test_accuracy),
                   ",\n");
   absl::StrAppend(&s, "  \"test_loss\": ", JsonOptional(r.test_loss), ",\n");
+  absl::StrAppend(&s, "  \"test_metrics\": ", JsonObject(r.test_metrics),
+                  ",\n");
   absl::StrAppend(&s, "  \"skipped_steps\": ", r.skipped_steps, ",\n");
   absl::StrAppend(&s, "  \"skipped_samples\": ", r.skipped_samples, ",\n");
   s += "  \"epoch_results\": [";
@@ -42,6 +44,7 @@ std::string ReportJson(const TrainResult& r) {
                     ", \"train_accuracy\": ", JsonNumber(e.train_accuracy),
                     ", \"test_loss\": ", JsonOptional(e.test_loss),
                     ", \"test_accuracy\": ", JsonOptional(e.test_accuracy),
+                    ", \"test_metrics\": ", JsonObject(e.test_metrics),
                     ", \"seconds\": ", JsonNumber(e.seconds), "}");
   }
   s += r.epoch_results.empty() ? "]\n}\n" : "\n  ]\n}\n";

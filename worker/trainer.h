@@ -132,7 +132,10 @@ struct EpochResult {
   double train_loss = 0;      // mean over the epoch's steps
   double train_accuracy = 0;  // classification only
   double test_loss = -1;      // -1: not evaluated
-  double test_accuracy = -1;
+  double test_accuracy = -1;  // -1: not evaluated, or not a classification
+  // Every metric of the evaluation, loss first (worker/objective.h): loss,
+  // accuracy, top5_accuracy for classes; loss, mse, mae, r2 for regression.
+  std::vector<std::pair<std::string, double>> test_metrics;
   double seconds = 0;  // training time of the epoch (no evaluation)
   // Since training began, at the end of this epoch's evaluation.
   double wall_seconds = 0;
@@ -154,6 +157,7 @@ struct TrainResult {
   double final_loss = 0;      // mean training loss of the last steps
   double test_accuracy = -1;  // last evaluation; -1 if none
   double test_loss = -1;
+  std::vector<std::pair<std::string, double>> test_metrics;  // last one
   // Steps whose gradient was not finite and were skipped
   // (nonfinite_gradients: NONFINITE_SKIP).
   int64_t skipped_steps = 0;

@@ -87,6 +87,7 @@ absl::Status TrainingLoop::Setup(const EngineFactory& make_engine) {
   const absl::Time start = absl::Now();
   ASSIGN_OR_RETURN(data_,
                    LoadDataset(spec_.data(), options_.data_dir, spec_.seed()));
+  objective_.emplace(spec_, *data_.test);
   ASSIGN_OR_RETURN(engine_, make_engine(spec_, options_, data_));
   ASSIGN_OR_RETURN(exchange_, engine_->CreateExchange());
   RETURN_IF_ERROR(ReadLimits());
@@ -438,20 +439,24 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
 
 absl::Status TrainingLoop::MaybeEvaluate(EpochResult& er, bool epoch_complete) {
   if (spec_.eval().disable() || data_.test->size() == 0 ||
-      spec_.loss() != CROSS_ENTROPY ||
       !(epoch_complete || StepLimitReached())) {
     return absl::OkStatus();
   }
   const absl::Time t = absl::Now();
   ASSIGN_OR_RETURN(const EvalSums sums,
                    engine_->Evaluate(*data_.test, EvaluateAcrossWorkers()));
-  const int64_t n = data_.test->size();
-  er.test_loss = sums.loss / n;
-  er.test_accuracy = sums.correct / n;
+  er.test_metrics = objective_->Finish(sums);
+  er.test_loss = MetricOr(er.test_metrics, "loss", -1);
+  // Accuracy of classes; multi-label BCE's per-element accuracy is only a
+  // metric, not the job's accuracy.
+  er.test_accuracy = objective_->float_targets()
+                         ? -1
+                         : MetricOr(er.test_metrics, "accuracy", -1);
   Trace("evaluate", Timeline::kStepLane, t);
   result_.eval_seconds += Seconds(t);
   result_.test_accuracy = er.test_accuracy;
   result_.test_loss = er.test_loss;
+  result_.test_metrics = er.test_metrics;
   return absl::OkStatus();
 }
 
@@ -517,7 +522,7 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
     RETURN_IF_ERROR(MaybeEvaluate(
         er, SharedData() ? !StepLimitReached() : epoch_complete_));
     er.wall_seconds = Seconds(training_start);
-    progress.EpochDone(er.epoch, er.train_loss, er.test_accuracy, er.seconds);
+    progress.EpochDone(er.epoch, er.train_loss, er.test_metrics, er.seconds);
     result_.epoch_results.push_back(er);
   }
   AddCarried();

@@ -32,6 +32,7 @@
 #include "worker/data/dataset.h"
 #include "worker/engine/device_engine.h"
 #include "worker/exchange/gradient_exchange.h"
+#include "worker/objective.h"
 #include "worker/progress.h"
 #include "worker/trainer.h"
 
@@ -152,6 +153,7 @@ class TrainingLoop : public Trainer {
   const TrainOptions options_;
   const DistributedContext* const dist_;  // null for a single process
   DataSplits data_;
+  std::optional<Objective> objective_;  // after Setup
   std::unique_ptr<DeviceEngine> engine_;
   std::unique_ptr<GradientExchange> exchange_;
   TrainResult result_;

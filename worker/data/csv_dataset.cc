@@ -18,27 +18,36 @@ namespace {
 // CSV tables larger than this are better as .npy files (kind NUMPY).
 constexpr int64_t kMaxCsvBytes = int64_t{1} << 30;
 
-class TableDataset : public LabelledDataset {
+class TableDataset : public Dataset {
  public:
   TableDataset(CsvTable table, int classes, int64_t limit)
       : table_(std::move(table)),
         shape_{table_.features},
+        target_shape_(table_.targets.empty() ? Shape{} : Shape{1}),
         classes_(classes),
-        size_(static_cast<int64_t>(table_.classes.size())) {
+        size_(table_.rows()) {
     if (limit > 0 && limit < size_) size_ = limit;
   }
   int64_t size() const override { return size_; }
   const Shape& sample_shape() const override { return shape_; }
+  const Shape& target_shape() const override { return target_shape_; }
   int num_classes() const override { return classes_; }
-  int32_t Get(int64_t index, float* out) const override {
-    std::memcpy(out, table_.values.data() + index * table_.features,
+  absl::Status Read(int64_t index, uint64_t /*draw*/,
+                    SampleOut& out) const override {
+    std::memcpy(out.features, table_.values.data() + index * table_.features,
                 table_.features * sizeof(float));
-    return table_.classes[index];
+    if (table_.targets.empty()) {
+      out.label = table_.classes[index];
+    } else {
+      out.target[0] = table_.targets[index];
+    }
+    return absl::OkStatus();
   }
 
  private:
   const CsvTable table_;
   const Shape shape_;
+  const Shape target_shape_;
   const int classes_;
   int64_t size_;
 };
@@ -90,6 +99,15 @@ absl::Status AddRow(const std::vector<absl::string_view>& header, size_t target,
                      " cells where the header has ", header.size()));
   }
   for (size_t i = 0; i < cells.size(); ++i) {
+    if (i == target && spec.regression()) {
+      float v = 0;
+      if (!absl::SimpleAtof(cells[i], &v) || !std::isfinite(v)) {
+        return BadCell(path, number, i, header[i], cells[i],
+                       "is not a finite number (the regression target)");
+      }
+      table->targets.push_back(v);
+      continue;
+    }
     if (i == target) {
       int32_t c = 0;
       if (!absl::SimpleAtoi(cells[i], &c) || c < 0 || c >= spec.classes()) {
@@ -113,7 +131,7 @@ absl::Status AddRow(const std::vector<absl::string_view>& header, size_t target,
 // Scales every feature to mean 0, deviation 1 with `train`'s statistics.
 void Standardize(const CsvTable& train, std::vector<CsvTable*> tables) {
   const int f = train.features;
-  const int64_t n = static_cast<int64_t>(train.classes.size());
+  const int64_t n = train.rows();
   std::vector<double> mean(f, 0), var(f, 0);
   for (int64_t r = 0; r < n; ++r) {
     for (int j = 0; j < f; ++j) mean[j] += train.values[r * f + j];
@@ -151,6 +169,8 @@ absl::StatusOr<CsvTable> LoadSplit(
                         part.values.end());
     table.classes.insert(table.classes.end(), part.classes.begin(),
                          part.classes.end());
+    table.targets.insert(table.targets.end(), part.targets.begin(),
+                         part.targets.end());
   }
   return table;
 }
@@ -188,7 +208,7 @@ absl::StatusOr<DataSplits> LoadCsv(const DatasetSpec& spec,
   const CsvSpec& c = spec.csv();
   ASSIGN_OR_RETURN(CsvTable train, LoadSplit(c.train(), dir, c));
   ASSIGN_OR_RETURN(CsvTable test, LoadSplit(c.test(), dir, c));
-  if (train.classes.empty()) {
+  if (train.rows() == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data.csv.train (", absl::StrJoin(c.train(), ", "), ") holds no rows"));
   }

@@ -79,22 +79,58 @@ absl::Status CheckLabels(const NpyArray& y, int64_t count, int classes) {
   return absl::OkStatus();
 }
 
+// Float targets: float32 or float16 of shape (count, *target_shape).
+absl::Status CheckTargets(const NpyArray& y, int64_t count,
+                          const Shape& target_shape) {
+  if (y.type() != NpyType::kFloat32 && y.type() != NpyType::kFloat16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(y.path(), ": targets are ", NpyTypeName(y.type()),
+                     "; with data.numpy.target_shape the targets are float32 "
+                     "or float16 (integer class labels need classes instead)"));
+  }
+  const std::vector<int64_t>& s = y.shape();
+  if (s.size() != target_shape.size() + 1 || s[0] != count ||
+      !std::equal(target_shape.begin(), target_shape.end(), s.begin() + 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        y.path(), ": targets of shape ", ShapeText(s), " for ", count,
+        " inputs; data.numpy.target_shape asks for (", count, ", ",
+        absl::StrJoin(target_shape, ", "), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads `n` float32 or float16 values at `p` into `out`.
+void ReadFloats(NpyType type, const uint8_t* p, int64_t n, float* out) {
+  if (type == NpyType::kFloat32) {
+    std::memcpy(out, p, n * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    out[i] = HalfToFloat(h);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<Dataset>> LoadSplit(
     const NumpySpec& n, const std::string& dir,
     const google::protobuf::RepeatedPtrField<std::string>& xs,
     const google::protobuf::RepeatedPtrField<std::string>& ys, int64_t limit) {
   const Shape shape(n.shape().begin(), n.shape().end());
+  const Shape target_shape(n.target_shape().begin(), n.target_shape().end());
   std::vector<NumpyDataset::Shard> shards;
   for (int i = 0; i < xs.size(); ++i) {
     NumpyDataset::Shard s;
     ASSIGN_OR_RETURN(s.x, NpyArray::Open(Resolve(dir, xs[i])));
     ASSIGN_OR_RETURN(s.y, NpyArray::Open(Resolve(dir, ys[i])));
     RETURN_IF_ERROR(CheckInputs(*s.x, shape));
-    RETURN_IF_ERROR(CheckLabels(*s.y, s.x->shape()[0], n.classes()));
+    RETURN_IF_ERROR(target_shape.empty()
+                        ? CheckLabels(*s.y, s.x->shape()[0], n.classes())
+                        : CheckTargets(*s.y, s.x->shape()[0], target_shape));
     shards.push_back(std::move(s));
   }
-  return std::unique_ptr<Dataset>(
-      new NumpyDataset(shape, n.classes(), std::move(shards), limit));
+  return std::unique_ptr<Dataset>(new NumpyDataset(
+      shape, target_shape, n.classes(), std::move(shards), limit));
 }
 
 }  // namespace
@@ -115,11 +151,14 @@ absl::StatusOr<DataSplits> LoadNumpy(const DatasetSpec& spec,
   return splits;
 }
 
-NumpyDataset::NumpyDataset(Shape sample_shape, int classes,
-                           std::vector<Shard> shards, int64_t limit)
+NumpyDataset::NumpyDataset(Shape sample_shape, Shape target_shape,
+                           int classes, std::vector<Shard> shards,
+                           int64_t limit)
     : shape_(std::move(sample_shape)),
+      target_shape_(std::move(target_shape)),
       classes_(classes),
       sample_elements_(NumElements(shape_)),
+      target_elements_(NumElements(target_shape_)),
       shards_(std::move(shards)) {
   for (const Shard& s : shards_) {
     starts_.push_back(size_);
@@ -129,31 +168,28 @@ NumpyDataset::NumpyDataset(Shape sample_shape, int classes,
   if (limit > 0) size_ = std::min(size_, limit);
 }
 
-int32_t NumpyDataset::Get(int64_t index, float* out) const {
+absl::Status NumpyDataset::Read(int64_t index, uint64_t /*draw*/,
+                                SampleOut& out) const {
   const size_t shard = std::upper_bound(starts_.begin(), starts_.end(), index) -
                        starts_.begin() - 1;
   const Shard& s = shards_[shard];
   const int64_t row = index - starts_[shard];
   const int64_t n = sample_elements_;
   const uint8_t* p = s.x->data() + row * n * NpyItemBytes(s.x->type());
-  switch (s.x->type()) {
-    case NpyType::kFloat32:
-      std::memcpy(out, p, n * sizeof(float));
-      break;
-    case NpyType::kFloat16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        out[i] = HalfToFloat(h);
-      }
-      break;
-    case NpyType::kUint8:
-      for (int64_t i = 0; i < n; ++i) out[i] = p[i] * (1.0f / 255.0f);
-      break;
-    default:
-      break;  // refused by CheckInputs
+  if (s.x->type() == NpyType::kUint8) {
+    for (int64_t i = 0; i < n; ++i) out.features[i] = p[i] * (1.0f / 255.0f);
+  } else {
+    ReadFloats(s.x->type(), p, n, out.features);  // checked by CheckInputs
   }
-  return static_cast<int32_t>(LabelAt(*s.y, row));
+  if (target_shape_.empty()) {
+    out.label = static_cast<int32_t>(LabelAt(*s.y, row));
+  } else {
+    const int64_t t = target_elements_;
+    ReadFloats(s.y->type(),
+               s.y->data() + row * t * NpyItemBytes(s.y->type()), t,
+               out.target);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace cohort

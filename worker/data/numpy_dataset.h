@@ -1,9 +1,9 @@
-// Classification data in NumPy .npy files (DatasetSpec kind NUMPY): the
-// input and label arrays of each split, memory-mapped, so memory holds
+// Data in NumPy .npy files (DatasetSpec kind NUMPY): the input and label
+// (or float target) arrays of each split, memory-mapped, so memory holds
 // only the pages being read, whatever the data set's size.
 //
 // Ownership: owns its arrays. Thread safety: immutable after construction,
-// so Get() is thread-safe.
+// so Read() is thread-safe.
 #ifndef COHORT_WORKER_DATA_NUMPY_DATASET_H_
 #define COHORT_WORKER_DATA_NUMPY_DATASET_H_
 
@@ -26,25 +26,30 @@ namespace cohort {
 absl::StatusOr<DataSplits> LoadNumpy(const DatasetSpec& spec,
                                      const std::string& dir);
 
-class NumpyDataset : public LabelledDataset {
+class NumpyDataset : public Dataset {
  public:
   struct Shard {
     std::unique_ptr<NpyArray> x, y;
   };
   // `shards` checked by the caller (LoadNumpy); `limit` > 0 keeps only the
   // first `limit` samples.
-  NumpyDataset(Shape sample_shape, int classes, std::vector<Shard> shards,
-               int64_t limit);
+  // `target_shape` empty: class labels in [0, classes).
+  NumpyDataset(Shape sample_shape, Shape target_shape, int classes,
+               std::vector<Shard> shards, int64_t limit);
 
   int64_t size() const override { return size_; }
   const Shape& sample_shape() const override { return shape_; }
+  const Shape& target_shape() const override { return target_shape_; }
   int num_classes() const override { return classes_; }
-  int32_t Get(int64_t index, float* out) const override;
+  absl::Status Read(int64_t index, uint64_t draw,
+                    SampleOut& out) const override;
 
  private:
   const Shape shape_;
+  const Shape target_shape_;
   const int classes_;
   const int64_t sample_elements_;
+  const int64_t target_elements_;
   std::vector<Shard> shards_;
   // starts_[i]: the index of shard i's first sample; one past the end last.
   std::vector<int64_t> starts_;

@@ -31,7 +31,7 @@ struct Replica {
   std::unique_ptr<Model<float>> model;
   Batch batch;
   Tensor grad_out;  // dLoss/dOutput
-  Tensor target;    // one-hot targets for MSE
+  Tensor target;    // one-hot targets of class data under an elementwise loss
   ReplicaResult result;
   bool done = false;   // its source ran out this step
   absl::Status error;  // its batch failed to read this step
@@ -48,22 +48,6 @@ double Seconds(absl::Time since) {
   return absl::ToDoubleSeconds(absl::Now() - since);
 }
 
-// Checks that the data fits the model: same per-sample shape and enough
-// outputs for the classes.
-absl::Status CheckModelFitsData(const JobSpec& spec, const Model<float>& model,
-                                const Dataset& data) {
-  const Shape& out = model.output_shape();
-  if (spec.loss() == CROSS_ENTROPY &&
-      (out.size() != 1 || out[0] < data.num_classes())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the model's output per sample is ", ShapeString(out),
-                     " but cross-entropy over a data set of ",
-                     data.num_classes(), " classes needs [", data.num_classes(),
-                     "] (add a final linear layer)"));
-  }
-  return absl::OkStatus();
-}
-
 class CpuEngine : public DeviceEngine {
  public:
   CpuEngine(const JobSpec& spec, const TrainOptions& options,
@@ -72,6 +56,7 @@ class CpuEngine : public DeviceEngine {
         options_(options),
         dist_(options.distributed),
         data_(data),
+        objective_(spec, *data.test),
         pool_(options.replicas) {}
 
   absl::Status Build();
@@ -116,13 +101,14 @@ class CpuEngine : public DeviceEngine {
   void ReduceAndCheck(int r, bool combine_local);
   void OptimizerStep(int r, double lr);
   absl::Status AverageBuffersAcrossWorkers();
-  void EvaluateShare(int r, const Dataset& test, int64_t share, int64_t shares,
-                     double* loss, int64_t* correct);
+  absl::Status EvaluateShare(int r, const Dataset& test, int64_t share,
+                             int64_t shares, EvalSums* sums);
 
   const JobSpec spec_;
   const TrainOptions options_;
   const DistributedContext* const dist_;  // null for a single process
   const DataSplits& data_;
+  const Objective objective_;
   ReplicaPool pool_;
   std::vector<Replica> replicas_;
   std::vector<float*> grads_;  // each replica's gradient buffer
@@ -146,7 +132,8 @@ absl::Status CpuEngine::Build() {
   replicas_.resize(R);
   ASSIGN_OR_RETURN(replicas_[0].model,
                    BuildModel<float>(spec_.model(), input, spec_.seed()));
-  RETURN_IF_ERROR(CheckModelFitsData(spec_, *replicas_[0].model, *data_.train));
+  RETURN_IF_ERROR(
+      objective_.CheckModelOutput(replicas_[0].model->output_shape()));
   for (int r = 1; r < R; ++r) {
     ASSIGN_OR_RETURN(replicas_[r].model,
                      BuildReplica<float>(spec_.model(), *replicas_[0].model));
@@ -253,22 +240,10 @@ void CpuEngine::ReplicaStep(int r, BatchSource& source,
 }
 
 void CpuEngine::Loss(Replica& rep, const Tensor& out) {
-  const int64_t n = static_cast<int64_t>(rep.batch.labels.size());
   rep.result.correct = 0;
-  if (spec_.loss() == CROSS_ENTROPY) {
-    rep.result.loss = SoftmaxCrossEntropy<float>(
-        out, rep.batch.labels, &rep.grad_out, &rep.result.correct);
-  } else {
-    // MSE against one-hot targets of the classes.
-    rep.target.Resize(out.shape());
-    rep.target.SetZero();
-    const int64_t k = out.size() / n;
-    for (int64_t i = 0; i < n; ++i) {
-      if (rep.batch.labels[i] < k) rep.target[i * k + rep.batch.labels[i]] = 1;
-    }
-    rep.result.loss = MeanSquaredError<float>(out, rep.target, &rep.grad_out);
-  }
-  rep.result.seen = n;
+  rep.result.loss = objective_.Loss(out, rep.batch, &rep.grad_out, &rep.target,
+                                    &rep.result.correct);
+  rep.result.seen = rep.batch.size();
   rep.result.skipped = rep.batch.skipped;
 }
 
@@ -328,23 +303,25 @@ absl::Status CpuEngine::AverageBuffersAcrossWorkers() {
   return absl::OkStatus();
 }
 
-void CpuEngine::EvaluateShare(int r, const Dataset& test, int64_t share,
-                              int64_t shares, double* loss, int64_t* correct) {
+absl::Status CpuEngine::EvaluateShare(int r, const Dataset& test, int64_t share,
+                                      int64_t shares, EvalSums* sums) {
   const int64_t n = test.size();
   std::vector<int64_t> idx;
   for (int64_t i = n * share / shares; i < n * (share + 1) / shares; ++i) {
     idx.push_back(i);
   }
+  ReadOptions read;
+  read.skip_bad_samples = spec_.data().skip_bad_samples();
   Loader loader(&test, std::move(idx), spec_.eval().batch_size(), false,
-                BatchLayout::kBatchInner, 1, 2);
+                BatchLayout::kBatchInner, 1, 2, read);
   Batch b;
+  Tensor scratch;
   while (loader.Next(&b)) {
+    RETURN_IF_ERROR(b.error);
     const Tensor& out = replicas_[r].model->Forward(b.features, Mode::kEval);
-    int64_t c = 0;
-    *loss += SoftmaxCrossEntropy<float>(out, b.labels, nullptr, &c) *
-             b.labels.size();
-    *correct += c;
+    objective_.Accumulate(out, b, &scratch, sums);
   }
+  return absl::OkStatus();
 }
 
 // Every replica evaluates its share of the test set; the sums are then
@@ -361,20 +338,21 @@ absl::StatusOr<EvalSums> CpuEngine::Evaluate(const Dataset& test,
     for (size_t i = 0; i < b.size(); ++i) b[i]->CopyFrom(*master[i]);
   }
   const int64_t shares = across_workers ? dist_->total_replicas : R;
-  std::vector<double> loss(R, 0);
-  std::vector<int64_t> correct(R, 0);
+  std::vector<EvalSums> sums(R);
+  std::vector<absl::Status> status(R);
   pool_.Run([&](int r) {
-    EvaluateShare(r, test, across_workers ? GlobalReplica(r) : r, shares,
-                  &loss[r], &correct[r]);
+    status[r] = EvaluateShare(r, test, across_workers ? GlobalReplica(r) : r,
+                              shares, &sums[r]);
   });
-  // Float sums are exact for counts below 2^24 test samples.
-  float sums[2] = {0, 0};
-  for (int r = 0; r < R; ++r) {
-    sums[0] += static_cast<float>(loss[r]);
-    sums[1] += static_cast<float>(correct[r]);
-  }
-  if (across_workers) RETURN_IF_ERROR(dist_->comm->AllReduceSum(sums, 2));
-  return EvalSums{sums[0], sums[1]};
+  for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  for (int r = 1; r < R; ++r) sums[0].Add(sums[r]);
+  if (!across_workers) return sums[0];
+  float flat[EvalSums::kCount];
+  for (int i = 0; i < EvalSums::kCount; ++i) flat[i] = sums[0].v[i];
+  RETURN_IF_ERROR(dist_->comm->AllReduceSum(flat, EvalSums::kCount));
+  EvalSums total;
+  for (int i = 0; i < EvalSums::kCount; ++i) total.v[i] = flat[i];
+  return total;
 }
 
 // The flat parameters, every optimizer state tensor as one flat tensor

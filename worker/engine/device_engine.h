@@ -33,6 +33,7 @@
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
 #include "worker/exchange/gradient_exchange.h"
+#include "worker/objective.h"
 
 namespace cohort {
 
@@ -67,14 +68,6 @@ struct ReplicaResult {
 struct StepTiming {
   double data_s = 0;
   double compute_s = 0;
-};
-
-// Sums over an evaluation (every replica of the job, or of this worker).
-// Float, as they travel through a float all-reduce; exact for counts
-// below 2^24 test samples.
-struct EvalSums {
-  float loss = 0;  // summed over samples
-  float correct = 0;
 };
 
 class DeviceEngine {

@@ -157,7 +157,7 @@ absl::Status GpuEngine::SetupDevice(int i) {
   RETURN_IF_ERROR(d.result.Reserve(4));
   RETURN_IF_ERROR(d.reduce_workspace.Reserve(static_cast<int64_t>(
       ReduceWorkspaceBytes(d.model->flat_size()) / 4 + 2)));
-  RETURN_IF_ERROR(d.pair.Reserve(2));
+  RETURN_IF_ERROR(d.pair.Reserve(EvalSums::kCount));
   ASSIGN_OR_RETURN(d.staged_result,
                    PinnedBuffer<float>::Allocate(pinned_.get(), 4));
   ASSIGN_OR_RETURN(CudaStream copy, CudaStream::Create(d.ordinal));

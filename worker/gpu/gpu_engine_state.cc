@@ -8,6 +8,7 @@
 #include "kernels/cuda/ops.h"
 #include "worker/engine/model_state.h"
 #include "worker/gpu/gpu_engine_impl.h"
+#include "worker/loss.h"
 
 namespace cohort {
 namespace gpu_engine {
@@ -34,7 +35,9 @@ absl::Status GpuEngine::AverageBuffers() {
 }
 
 // One GPU's share of the test set, one batch at a time through the slot
-// that holds no staged training batch; its sums into d.pair.
+// that holds no staged training batch; its sums (EvalSums, as floats) into
+// d.pair. Top-5 is counted on the host from the logits, which evaluation
+// copies back anyway only as a loss and a count otherwise: a few KB a batch.
 absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
   const int64_t n = test.size();
   const int64_t total = TotalReplicas();
@@ -43,13 +46,16 @@ absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
   for (int64_t i = n * g / total; i < n * (g + 1) / total; ++i) {
     idx.push_back(i);
   }
+  ReadOptions read;
+  read.skip_bad_samples = spec_.data().skip_bad_samples();
   Loader loader(&test, std::move(idx), spec_.eval().batch_size(), false,
-                BatchLayout::kBatchOuter, 1, 2);
-  double loss = 0;
-  int64_t correct = 0;
+                BatchLayout::kBatchOuter, 1, 2, read);
+  EvalSums sums;
   Batch b;
+  Tensor logits;
   const cudaStream_t s = d.context->stream();
   while (loader.Next(&b)) {
+    RETURN_IF_ERROR(b.error);
     const int slot_index = d.next_slot;
     const Slot& slot = d.slots[slot_index];
     RETURN_IF_ERROR(Stage(d, b, slot_index));
@@ -60,14 +66,22 @@ absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
     RETURN_IF_ERROR(Record(slot.consumed, s, "input slot read"));
     RETURN_IF_ERROR(EnqueueResult(d));
     RETURN_IF_ERROR(TakeResult(d));
-    loss += static_cast<double>(d.loss) * slot.n;
-    correct += d.correct;
+    logits.Resize({slot.n, classes_});
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpy(logits.data(), d.model->output(),
+                   logits.size() * sizeof(float), cudaMemcpyDeviceToHost),
+        "reading evaluation logits"));
+    sums.v[EvalSums::kSamples] += slot.n;
+    sums.v[EvalSums::kLoss] += static_cast<double>(d.loss) * slot.n;
+    sums.v[EvalSums::kTop1] += d.correct;
+    sums.v[EvalSums::kTop5] += CountTopK<float>(logits, b.labels, 5);
   }
-  const float pair[2] = {static_cast<float>(loss), static_cast<float>(correct)};
+  float flat[EvalSums::kCount];
+  for (int i = 0; i < EvalSums::kCount; ++i) flat[i] = sums.v[i];
   // On the compute stream, which the all-reduce that follows waits for (a
   // legacy stream copy would not be ordered with it). A pageable source is
   // staged before the call returns.
-  return CudaStatus(cudaMemcpyAsync(d.pair.data(), pair, sizeof(pair),
+  return CudaStatus(cudaMemcpyAsync(d.pair.data(), flat, sizeof(flat),
                                     cudaMemcpyHostToDevice, s),
                     "evaluation sums");
 }
@@ -78,14 +92,17 @@ absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
 absl::StatusOr<EvalSums> GpuEngine::Evaluate(const Dataset& test, bool) {
   if (nccl_ != nullptr) RETURN_IF_ERROR(AverageBuffers());
   RETURN_IF_ERROR(OnEveryGpu([&](Device& d) { return EvaluateOn(d, test); }));
-  RETURN_IF_ERROR(AllReduce([](Device& d) { return d.pair.data(); }, 2));
-  float sums[2];
+  RETURN_IF_ERROR(
+      AllReduce([](Device& d) { return d.pair.data(); }, EvalSums::kCount));
+  float flat[EvalSums::kCount];
   RETURN_IF_ERROR(devices_[0].context->Activate());
   RETURN_IF_ERROR(devices_[0].context->Synchronize());
-  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(sums, devices_[0].pair.data(),
-                                        sizeof(sums), cudaMemcpyDeviceToHost),
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(flat, devices_[0].pair.data(),
+                                        sizeof(flat), cudaMemcpyDeviceToHost),
                              "reading evaluation sums"));
-  return EvalSums{sums[0], sums[1]};
+  EvalSums sums;
+  for (int i = 0; i < EvalSums::kCount; ++i) sums.v[i] = flat[i];
+  return sums;
 }
 
 // SGD with momentum: its buffer; Adam: m and v. The CPU optimizers' State()

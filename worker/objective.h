@@ -1,0 +1,105 @@
+// The job's objective on a batch: the training loss with its gradient, and
+// the evaluation metrics the task calls for (top-1 and top-5 accuracy for
+// classes; MSE, MAE and R² for regression; per-element accuracy for
+// multi-label BCE).
+//
+// Shared by the engines, so that every device computes the same numbers.
+// Ownership: a value type holding the loss settings and the target layout.
+// Thread safety: const methods are thread-safe for distinct scratch and
+// output arguments (each replica passes its own).
+#ifndef COHORT_WORKER_OBJECTIVE_H_
+#define COHORT_WORKER_OBJECTIVE_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/tensor.h"
+#include "proto/job.pb.h"
+#include "worker/data/dataset.h"
+#include "worker/data/loader.h"
+
+namespace cohort {
+
+// Sums over an evaluation, added up over replicas and workers (in float,
+// through the all-reduce; exact for counts below 2^24).
+struct EvalSums {
+  enum Index {
+    kSamples,
+    kLoss,  // summed over samples
+    kTop1,  // class data: samples whose first-ranked class is right;
+            // BCE on float targets: elements on the right side of 0.5
+    kTop5,
+    kElements,  // float targets: target elements compared
+    kAbsError,
+    kSqError,
+    // Target elements less a reference value (the first test target's
+    // mean), and their squares: the targets' variance for R² without the
+    // cancellation of raw sums of squares.
+    kShifted,
+    kShiftedSq,
+    kCount
+  };
+  double v[kCount] = {};
+
+  void Add(const EvalSums& o) {
+    for (int i = 0; i < kCount; ++i) v[i] += o.v[i];
+  }
+};
+
+// A named result of an evaluation ("accuracy", "top5_accuracy", "loss",
+// "mse", "mae", "r2").
+using Metrics = std::vector<std::pair<std::string, double>>;
+
+class Objective {
+ public:
+  // For `spec` (loss kind, label smoothing, Huber delta, FillJobDefaults
+  // applied) training on data shaped like `test`; reads test sample 0's
+  // target for the R² reference.
+  Objective(const JobSpec& spec, const Dataset& test);
+
+  // Whether the model's output per sample fits the targets: at least
+  // `classes` logits for class labels, as many elements as the target for
+  // float targets. InvalidArgument saying what to change otherwise.
+  absl::Status CheckModelOutput(const Shape& output) const;
+
+  // The batch's mean loss of `out` (the model's output {N, ...}); writes
+  // dLoss/dOut to `grad` when not null and adds correct top-1 predictions
+  // of class data to *correct when not null. `scratch` holds one-hot
+  // targets of class data under an elementwise loss.
+  double Loss(const Tensor& out, const Batch& batch, Tensor* grad,
+              Tensor* scratch, int64_t* correct) const;
+
+  // Adds the evaluation of `out` on `batch` to `sums`.
+  void Accumulate(const Tensor& out, const Batch& batch, Tensor* scratch,
+                  EvalSums* sums) const;
+
+  // The metrics of a finished evaluation, in a fixed order (loss first).
+  Metrics Finish(const EvalSums& sums) const;
+
+  bool float_targets() const { return float_targets_; }
+
+ private:
+  // The targets `out` is compared with: the batch's float targets, or the
+  // one-hot vectors of its labels in `scratch`.
+  const Tensor& Targets(const Tensor& out, const Batch& batch,
+                        Tensor* scratch) const;
+
+  LossKind kind_;
+  float label_smoothing_;
+  float huber_delta_;
+  bool float_targets_;
+  int64_t target_elements_;  // per sample, float targets only
+  int classes_;
+  double reference_ = 0;
+};
+
+// `metrics`' value named `name`, or `fallback`.
+double MetricOr(const Metrics& metrics, const std::string& name,
+                double fallback);
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_OBJECTIVE_H_
