@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
+#include "worker/progress.h"
 #include "worker/timeline.h"
 #include "worker/trainer.h"
 
@@ -102,10 +103,7 @@ void PrintTrainResult(const TrainResult& r) {
       "final loss %.4f",
       static_cast<long long>(r.steps), static_cast<long long>(r.epochs),
       r.samples_per_s, r.train_seconds, r.final_loss);
-  if (r.test_accuracy >= 0) {
-    std::printf(" | test accuracy %.2f%%", 100.0 * r.test_accuracy);
-  }
-  std::printf("\n");
+  std::printf("%s\n", FormatTestMetrics(r.test_metrics).c_str());
   std::fflush(stdout);
 }
 

@@ -316,12 +316,19 @@ absl::Status CheckSynthetic(const SyntheticSpec& y, const Scope& s) {
   return NonNegative(s, y, "noise", y.noise());
 }
 
-// The files of one split: as many label arrays as input arrays.
-absl::Status CheckNumpySplit(const NumpySpec& n, const Scope& s,
-                             absl::string_view x_field, int x_count,
-                             absl::string_view y_field, int y_count) {
-  RETURN_IF_ERROR(
-      Require(x_count > 0, s, n, x_field, "at least one .npy file", "none"));
+// The files of one split: as many label arrays as input arrays, or none
+// when every input is a .npz archive (which holds its "y" too).
+absl::Status CheckNumpySplit(
+    const NumpySpec& n, const Scope& s, absl::string_view x_field,
+    const google::protobuf::RepeatedPtrField<std::string>& xs,
+    absl::string_view y_field, int y_count) {
+  const int x_count = xs.size();
+  RETURN_IF_ERROR(Require(x_count > 0, s, n, x_field,
+                          "at least one .npy or .npz file", "none"));
+  const bool archives = std::all_of(
+      xs.begin(), xs.end(),
+      [](const std::string& f) { return absl::EndsWith(f, ".npz"); });
+  if (y_count == 0 && archives) return absl::OkStatus();
   return Require(
       y_count == x_count, s, n, y_field,
       absl::StrCat("one file per ", x_field, " file (", x_count, ")"), y_count);
@@ -351,10 +358,9 @@ absl::Status CheckNumpy(const NumpySpec& n, const Scope& s) {
                             ">= 2 (or target_shape for float targets)",
                             n.classes()));
   }
-  RETURN_IF_ERROR(CheckNumpySplit(n, s, "train_x", n.train_x_size(), "train_y",
+  RETURN_IF_ERROR(CheckNumpySplit(n, s, "train_x", n.train_x(), "train_y",
                                   n.train_y_size()));
-  return CheckNumpySplit(n, s, "test_x", n.test_x_size(), "test_y",
-                         n.test_y_size());
+  return CheckNumpySplit(n, s, "test_x", n.test_x(), "test_y", n.test_y_size());
 }
 
 absl::Status CheckCsv(const CsvSpec& c, const Scope& s) {

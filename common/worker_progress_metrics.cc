@@ -48,6 +48,12 @@ void DeclareWorkerProgress(PrometheusText& t) {
             "Test accuracy (0..1) after the newest evaluated epoch.");
   t.Declare("cohort_worker_finished_epochs", Type::kGauge,
             "Epochs the worker has finished.");
+  t.Declare("cohort_worker_test_metric", Type::kGauge,
+            "Every metric of the newest evaluated epoch, by name (loss, "
+            "accuracy, top5_accuracy; loss, mse, mae, r2 for regression).");
+  t.Declare("cohort_skipped_samples_total", Type::kCounter,
+            "Samples that failed to read and were replaced "
+            "(data.skip_bad_samples).");
 }
 
 void AddWorkerProgress(PrometheusText& t, const PrometheusLabels& labels,
@@ -69,6 +75,12 @@ void AddWorkerProgress(PrometheusText& t, const PrometheusLabels& labels,
           p.finished_epoch_test_accuracy());
   }
   t.Add("cohort_worker_finished_epochs", labels, p.finished_epoch());
+  for (const Metric& m : p.finished_epoch_test_metrics()) {
+    PrometheusLabels l = labels;
+    l.emplace_back("metric", m.name());
+    t.Add("cohort_worker_test_metric", l, m.value());
+  }
+  t.Add("cohort_skipped_samples_total", labels, p.skipped_samples());
 }
 
 }  // namespace cohort

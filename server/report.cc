@@ -13,6 +13,13 @@ void Key(std::string* s, const char* key, const std::string& value) {
   absl::StrAppend(s, "  \"", key, "\": ", value, ",\n");
 }
 
+std::string MetricsJson(
+    const google::protobuf::RepeatedPtrField<Metric>& metrics) {
+  std::vector<std::pair<std::string, double>> kv;
+  for (const Metric& m : metrics) kv.emplace_back(m.name(), m.value());
+  return JsonObject(kv);
+}
+
 }  // namespace
 
 std::string JobReportJson(const JobReport& r) {
@@ -24,11 +31,13 @@ std::string JobReportJson(const JobReport& r) {
   bool any = false;
   int64_t samples = 0;
   double samples_per_s = 0;
+  int64_t skipped = 0;
   for (const std::optional<WorkerResult>& w : r.results) {
     if (!w) continue;
     any = true;
     samples += w->samples();
     samples_per_s += w->samples_per_s();
+    skipped += w->skipped_samples();
   }
   const std::string model = r0 && !r0->model().empty() ? r0->model() : r.model;
   std::string s = "{\n";
@@ -61,6 +70,10 @@ std::string JobReportJson(const JobReport& r) {
   Key(&s, "test_loss", from_rank0([](const WorkerResult& w) {
     return JsonOptional(w.test_loss());
   }));
+  Key(&s, "test_metrics", from_rank0([](const WorkerResult& w) {
+    return MetricsJson(w.test_metrics());
+  }));
+  Key(&s, "skipped_samples", any ? absl::StrCat(skipped) : "null");
   Key(&s, "epoch_results", from_rank0([](const WorkerResult& w) {
     std::string out = "[";
     for (int i = 0; i < w.epoch_results_size(); ++i) {
@@ -70,6 +83,7 @@ std::string JobReportJson(const JobReport& r) {
                       ", \"train_loss\": ", JsonNumber(e.train_loss()),
                       ", \"test_loss\": ", JsonOptional(e.test_loss()),
                       ", \"test_accuracy\": ", JsonOptional(e.test_accuracy()),
+                      ", \"test_metrics\": ", MetricsJson(e.test_metrics()),
                       ", \"seconds\": ", JsonNumber(e.seconds()),
                       ", \"wall_seconds\": ", JsonNumber(e.wall_seconds()),
                       "}");

@@ -57,6 +57,22 @@ absl::Status Accuracy(absl::string_view field, double v) {
   return Invalid(field, "-1 (not evaluated) or in [0, 1]", absl::StrCat(v));
 }
 
+// A list of evaluation metrics: a few, short names. Values may be any
+// double (a diverged model's MSE is infinite; reports write it as null).
+absl::Status CheckMetrics(const std::string& field,
+                          const google::protobuf::RepeatedPtrField<Metric>& m) {
+  constexpr int kMaxMetrics = 32;
+  if (m.size() > kMaxMetrics) {
+    return Invalid(field, absl::StrCat("at most ", kMaxMetrics, " entries"),
+                   absl::StrCat(m.size()));
+  }
+  for (int i = 0; i < m.size(); ++i) {
+    RETURN_IF_ERROR(
+        CheckName(absl::StrCat(field, "[", i, "].name"), m[i].name(), 64));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckTimes(const StepTimes& t) {
   RETURN_IF_ERROR(FiniteNonNegative("progress.times.data_s", t.data_s()));
   RETURN_IF_ERROR(FiniteNonNegative("progress.times.compute_s", t.compute_s()));
@@ -78,6 +94,11 @@ absl::Status CheckProgress(const WorkerProgress& p) {
   }
   RETURN_IF_ERROR(NonNegative("HeartbeatRequest.progress.bytes_allreduced",
                               p.bytes_allreduced()));
+  RETURN_IF_ERROR(NonNegative("HeartbeatRequest.progress.skipped_samples",
+                              p.skipped_samples()));
+  RETURN_IF_ERROR(
+      CheckMetrics("HeartbeatRequest.progress.finished_epoch_test_metrics",
+                   p.finished_epoch_test_metrics()));
   return FiniteNonNegative("HeartbeatRequest.progress.busbw_gbps",
                            p.busbw_gbps());
 }
@@ -100,6 +121,10 @@ absl::Status CheckResult(const WorkerResult& r) {
   }
   RETURN_IF_ERROR(
       NonNegative("FinishRequest.result.parameters", r.parameters()));
+  RETURN_IF_ERROR(
+      NonNegative("FinishRequest.result.skipped_samples", r.skipped_samples()));
+  RETURN_IF_ERROR(
+      CheckMetrics("FinishRequest.result.test_metrics", r.test_metrics()));
   if (r.epoch_results_size() > kMaxEpochResults) {
     return Invalid("FinishRequest.result.epoch_results",
                    absl::StrCat("at most ", kMaxEpochResults, " entries"),
@@ -110,6 +135,7 @@ absl::Status CheckResult(const WorkerResult& r) {
     const std::string f =
         absl::StrCat("FinishRequest.result.epoch_results[", i, "].");
     RETURN_IF_ERROR(Accuracy(f + "test_accuracy", e.test_accuracy()));
+    RETURN_IF_ERROR(CheckMetrics(f + "test_metrics", e.test_metrics()));
     RETURN_IF_ERROR(FiniteNonNegative(f + "seconds", e.seconds()));
     RETURN_IF_ERROR(FiniteNonNegative(f + "wall_seconds", e.wall_seconds()));
   }

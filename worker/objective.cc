@@ -49,20 +49,22 @@ Objective::Objective(const JobSpec& spec, const Dataset& test)
       label_smoothing_(spec.label_smoothing()),
       huber_delta_(spec.huber_delta() > 0 ? spec.huber_delta() : 1.0f),
       float_targets_(test.float_targets()),
-      target_elements_(float_targets_ ? NumElements(test.target_shape()) : 0),
+      target_shape_(test.target_shape()),
+      target_elements_(float_targets_ ? NumElements(target_shape_) : 0),
       classes_(test.num_classes()),
       reference_(TargetMean(test, 0)) {}
 
 absl::Status Objective::CheckModelOutput(const Shape& out) const {
   if (float_targets_) {
-    // Outputs are compared with targets element by element, batch-outer:
-    // a flat output ({K}, after a linear layer) has that layout.
-    if (out.size() != 1 || out[0] != target_elements_) {
+    // Outputs are compared with targets element by element, and both are
+    // laid out by their shape (loader.h): the shapes must agree.
+    if (out != target_shape_) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the model's output per sample is ", ShapeString(out),
-          " but the data's float targets have ", target_elements_,
-          " elements per sample: the model must end in a layer with [",
-          target_elements_, "] outputs (a linear layer)"));
+          " but the data's float targets are ", ShapeString(target_shape_),
+          ": the model's last layer must give that shape (a linear layer "
+          "with ",
+          target_elements_, " outputs for a flat target)"));
     }
     return absl::OkStatus();
   }

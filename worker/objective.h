@@ -91,6 +91,7 @@ class Objective {
   float label_smoothing_;
   float huber_delta_;
   bool float_targets_;
+  Shape target_shape_;       // empty for class labels
   int64_t target_elements_;  // per sample, float targets only
   int classes_;
   double reference_ = 0;

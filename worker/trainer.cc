@@ -81,6 +81,15 @@ absl::Status CheckMemory(const JobSpec& spec, const TrainOptions& options) {
 
 }  // namespace
 
+void AddMetrics(const std::vector<std::pair<std::string, double>>& metrics,
+                google::protobuf::RepeatedPtrField<Metric>* out) {
+  for (const auto& [name, value] : metrics) {
+    Metric* m = out->Add();
+    m->set_name(name);
+    m->set_value(value);
+  }
+}
+
 void FillProgress(int64_t step, int64_t epoch, double loss,
                   double samples_per_s, const TrainResult& result,
                   WorkerProgress* p) {
@@ -92,7 +101,9 @@ void FillProgress(int64_t step, int64_t epoch, double loss,
     const EpochResult& last = result.epoch_results.back();
     p->set_finished_epoch(last.epoch + 1);
     p->set_finished_epoch_test_accuracy(last.test_accuracy);
+    AddMetrics(last.test_metrics, p->mutable_finished_epoch_test_metrics());
   }
+  p->set_skipped_samples(result.skipped_samples);
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(

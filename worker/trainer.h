@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/checkpoint.h"
+#include "google/protobuf/repeated_ptr_field.h"
 #include "proto/job.pb.h"
 #include "worker/exchange/ps_connect.h"
 
@@ -35,6 +36,7 @@ namespace cohort {
 class Communicator;
 class NcclCommunicator;
 class Timeline;
+class Metric;
 class WorkerProgress;
 
 // What a worker of a multi-worker job adds to local training. The trainer
@@ -208,8 +210,13 @@ inline void FinishResult(int64_t steps, const std::vector<double>& losses,
   result->final_loss = tail > 0 ? sum / tail : 0;
 }
 
+// `metrics` appended to a proto list of Metric.
+void AddMetrics(const std::vector<std::pair<std::string, double>>& metrics,
+                google::protobuf::RepeatedPtrField<Metric>* out);
+
 // The progress fields every trainer reports the same way: step, epoch,
-// loss, samples/s, and the newest finished epoch's test accuracy.
+// loss, samples/s, the newest finished epoch's test metrics and the
+// samples skipped so far.
 void FillProgress(int64_t step, int64_t epoch, double loss,
                   double samples_per_s, const TrainResult& result,
                   WorkerProgress* p);

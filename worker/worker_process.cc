@@ -109,6 +109,8 @@ WorkerResult ToWorkerResult(const TrainResult& t) {
   r.set_test_loss(t.test_loss);
   r.set_parameters(t.parameters);
   r.set_model(t.model);
+  AddMetrics(t.test_metrics, r.mutable_test_metrics());
+  r.set_skipped_samples(t.skipped_samples);
   for (const EpochResult& e : t.epoch_results) {
     EpochSummary* s = r.add_epoch_results();
     s->set_epoch(e.epoch + 1);
@@ -118,6 +120,7 @@ WorkerResult ToWorkerResult(const TrainResult& t) {
     s->set_test_loss(e.test_loss);
     s->set_seconds(e.seconds);
     s->set_wall_seconds(e.wall_seconds);
+    AddMetrics(e.test_metrics, s->mutable_test_metrics());
   }
   return r;
 }

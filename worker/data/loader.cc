@@ -151,48 +151,67 @@ absl::Status ReadSample(const Dataset& dataset, int64_t index,
       " (skip_bad_samples); the first failure: ", first_error.message()));
 }
 
+// Copies one sample of `size` elements in `channels` rows from `from` into
+// position k of an n-sample batch laid out {C, N, rest}.
+void ScatterInner(const float* from, int64_t size, int64_t channels, int64_t k,
+                  int64_t n, float* to) {
+  const int64_t rest = size / channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    std::memcpy(to + (c * n + k) * rest, from + c * rest, rest * sizeof(float));
+  }
+}
+
+// Gives `t` the shape of an n-sample batch of `sample`, allocating only
+// when that shape changes.
+void ShapeBatch(const Shape& sample, int64_t n, bool inner, Tensor* t) {
+  if (!HasBatchShape(*t, sample, n, inner))
+    t->Resize(BatchShape(sample, n, inner));
+}
+
 void FillBatch(const Dataset& dataset, absl::Span<const int64_t> indices,
                BatchLayout layout, Batch* out, std::vector<float>* scratch,
                const std::atomic<bool>* cancelled, const ReadOptions& read) {
   const Shape& sample = dataset.sample_shape();
+  const Shape& target = dataset.target_shape();
   const int64_t n = indices.size();
   const int64_t sample_size = NumElements(sample);
-  const bool inner = IsInner(layout, sample);
-  if (!HasBatchShape(out->features, sample, n, inner)) {
-    out->features.Resize(BatchShape(sample, n, inner));
-  }
   const bool floats = dataset.float_targets();
-  const int64_t target_size = floats ? NumElements(dataset.target_shape()) : 0;
+  const int64_t target_size = floats ? NumElements(target) : 0;
+  // Targets of rank >= 2 take the features' layout, which is the model's
+  // output layout too, so losses compare them element by element.
+  const bool inner = IsInner(layout, sample);
+  const bool inner_target = floats && IsInner(layout, target);
+  ShapeBatch(sample, n, inner, &out->features);
   if (floats) {
     out->labels.clear();
-    if (!HasBatchShape(out->targets, dataset.target_shape(), n, false)) {
-      out->targets.Resize(BatchShape(dataset.target_shape(), n, false));
-    }
+    ShapeBatch(target, n, inner_target, &out->targets);
+    out->inner_targets = inner_target;
   } else {
     out->labels.resize(n);
   }
   out->skipped = 0;
   out->error = absl::OkStatus();
-  float* data = out->features.data();
-  if (inner) scratch->resize(sample_size);
-  const int64_t channels = sample[0];
-  const int64_t rest = sample_size / channels;
+  if (inner || inner_target) scratch->resize(sample_size + target_size);
   for (int64_t k = 0; k < n; ++k) {
     if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
       return;
     }
-    SampleOut sample_out;
-    sample_out.features = inner ? scratch->data() : data + k * sample_size;
-    if (floats) sample_out.target = out->targets.data() + k * target_size;
-    out->error =
-        ReadSample(dataset, indices[k], read, sample_out, &out->skipped);
+    SampleOut s;
+    s.features =
+        inner ? scratch->data() : out->features.data() + k * sample_size;
+    if (floats) {
+      s.target = inner_target ? scratch->data() + sample_size
+                              : out->targets.data() + k * target_size;
+    }
+    out->error = ReadSample(dataset, indices[k], read, s, &out->skipped);
     if (!out->error.ok()) return;
-    if (!floats) out->labels[k] = sample_out.label;
-    if (!inner) continue;
-    // {C, N, rest}: channel c of sample k is row (c, k).
-    for (int64_t c = 0; c < channels; ++c) {
-      std::memcpy(data + (c * n + k) * rest, scratch->data() + c * rest,
-                  rest * sizeof(float));
+    if (!floats) out->labels[k] = s.label;
+    if (inner) {
+      ScatterInner(s.features, sample_size, sample[0], k, n,
+                   out->features.data());
+    }
+    if (inner_target) {
+      ScatterInner(s.target, target_size, target[0], k, n, out->targets.data());
     }
   }
 }

@@ -31,8 +31,9 @@ namespace cohort {
 struct Batch {
   Tensor features;
   // One class label per sample (a data set of classes), or, for a data set
-  // with float targets, `targets` {N, target_shape...} (batch-outer) and
-  // `labels` left empty.
+  // with float targets, `targets` (laid out as `features` would be with
+  // the target's shape: {N, T} for a flat target, {T0, N, T1...} in the
+  // batch-inner layout) and `labels` left empty.
   std::vector<int32_t> labels;
   Tensor targets;
   int64_t step_in_epoch = 0;  // this batch's number within the epoch
@@ -43,10 +44,13 @@ struct Batch {
   // incomplete and training must stop with this error.
   absl::Status error;
 
+  // Samples in the batch.
   int64_t size() const {
-    return labels.empty() && targets.rank() > 0 ? targets.dim(0)
-                                                : labels.size();
+    if (!labels.empty() || targets.rank() == 0) return labels.size();
+    return targets.rank() >= 2 && inner_targets ? targets.dim(1)
+                                                : targets.dim(0);
   }
+  bool inner_targets = false;  // targets laid out {T0, N, T1...}
 };
 
 // How samples are read into a batch.

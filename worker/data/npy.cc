@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "worker/data/zip_index.h"
 
 namespace cohort {
 namespace {
@@ -212,8 +213,21 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes,
   return h;
 }
 
-absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::Open(
-    const std::string& path) {
+namespace {
+
+// A whole file mapped read-only; unmapped on destruction unless released.
+struct MappedFile {
+  void* map = nullptr;
+  size_t bytes = 0;
+  ~MappedFile() {
+    if (map != nullptr) munmap(map, bytes);
+  }
+  absl::string_view view() const {
+    return absl::string_view(static_cast<const char*>(map), bytes);
+  }
+};
+
+absl::Status MapFile(const std::string& path, MappedFile* out) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
@@ -224,38 +238,85 @@ absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::Open(
     return absl::InvalidArgumentError(
         absl::StrCat(path, " is not a regular file"));
   }
-  std::string head(std::min<int64_t>(st.st_size, kMaxHeaderBytes + 12), '\0');
-  const ssize_t got = pread(fd, head.data(), head.size(), 0);
-  if (got != static_cast<ssize_t>(head.size())) {
-    close(fd);
-    return absl::DataLossError(absl::StrCat("cannot read ", path));
-  }
-  absl::StatusOr<NpyHeader> header = ParseNpyHeader(head, path);
-  if (!header.ok()) {
-    close(fd);
-    return header.status();
-  }
-  const int64_t want = header->data_offset + header->data_bytes;
-  if (st.st_size != want) {
-    close(fd);
-    return absl::DataLossError(
-        absl::StrCat(path, ": ", st.st_size, " bytes where its header (",
-                     NpyTypeName(header->type), ", shape (",
-                     absl::StrJoin(header->shape, ", "), ")) implies ", want,
-                     st.st_size < want ? " (truncated)" : " (trailing bytes)"));
-  }
-  void* map = nullptr;
   if (st.st_size > 0) {
-    map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
       const int err = errno;
       close(fd);
       return absl::ErrnoToStatus(err, absl::StrCat("cannot map ", path));
     }
+    out->map = map;
+    out->bytes = st.st_size;
   }
   close(fd);  // the mapping keeps the file
-  return std::unique_ptr<NpyArray>(
-      new NpyArray(path, *std::move(header), map, st.st_size));
+  return absl::OkStatus();
+}
+
+// The header of the array that fills `bytes` exactly (a file, or an
+// archive member), named `path`.
+absl::StatusOr<NpyHeader> WholeArrayHeader(absl::string_view bytes,
+                                           const std::string& path) {
+  ASSIGN_OR_RETURN(NpyHeader header,
+                   ParseNpyHeader(bytes.substr(0, kMaxHeaderBytes + 12), path));
+  const int64_t want = header.data_offset + header.data_bytes;
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  if (size != want) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": ", size, " bytes where its header (", NpyTypeName(header.type),
+        ", shape (", absl::StrJoin(header.shape, ", "), ")) implies ", want,
+        size < want ? " (truncated)" : " (trailing bytes)"));
+  }
+  return header;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::Open(
+    const std::string& path) {
+  MappedFile file;
+  RETURN_IF_ERROR(MapFile(path, &file));
+  ASSIGN_OR_RETURN(NpyHeader header, WholeArrayHeader(file.view(), path));
+  std::unique_ptr<NpyArray> array(
+      new NpyArray(path, std::move(header), file.map, file.bytes));
+  file.map = nullptr;  // the array owns the mapping now
+  return array;
+}
+
+absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::OpenInArchive(
+    const std::string& path, const std::string& member) {
+  MappedFile file;
+  RETURN_IF_ERROR(MapFile(path, &file));
+  ASSIGN_OR_RETURN(const std::vector<ZipMember> members,
+                   ReadZipIndex(file.view(), path));
+  const std::string name =
+      absl::EndsWith(member, ".npy") ? member : member + ".npy";
+  std::vector<std::string> names;
+  for (const ZipMember& m : members) {
+    names.push_back(m.name);
+    if (m.name != name) continue;
+    const std::string where = absl::StrCat(path, ":", name);
+    if (m.encrypted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " is encrypted; cohort reads plain archives"));
+    }
+    if (!m.stored) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where,
+                       " is compressed (np.savez_compressed), which cannot be "
+                       "memory-mapped: save with np.savez, or as .npy files"));
+    }
+    ASSIGN_OR_RETURN(
+        NpyHeader header,
+        WholeArrayHeader(file.view().substr(m.offset, m.size), where));
+    header.data_offset += m.offset;
+    std::unique_ptr<NpyArray> array(
+        new NpyArray(where, std::move(header), file.map, file.bytes));
+    file.map = nullptr;
+    return array;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      path, " has no array \"", name, "\" (it holds: ",
+      names.empty() ? "nothing" : absl::StrJoin(names, ", "), ")"));
 }
 
 NpyArray::NpyArray(std::string path, NpyHeader header, void* map,

@@ -1,5 +1,8 @@
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0), memory-mapped.
 //
+// .npz archives (np.savez) are read too: their stored members are mapped
+// in place, nothing is copied.
+//
 // Only what training needs is accepted: C order, little-endian (or
 // single-byte) float32, float16, uint8, int32 and int64. Anything else is
 // refused by name ("big-endian", "Fortran order", "dtype '<c8'"), and the
@@ -47,6 +50,12 @@ class NpyArray {
   // Maps `path` read-only after checking its header and length.
   static absl::StatusOr<std::unique_ptr<NpyArray>> Open(
       const std::string& path);
+  // Maps the array `member` (a name as np.savez gives it: "x", or "x.npy")
+  // of the .npz archive `path` in place. The member must be stored, as
+  // np.savez stores it: a compressed one (np.savez_compressed) is refused
+  // by name, since it cannot be mapped. path() is then "PATH:MEMBER".
+  static absl::StatusOr<std::unique_ptr<NpyArray>> OpenInArchive(
+      const std::string& path, const std::string& member);
   ~NpyArray();
   NpyArray(const NpyArray&) = delete;
   NpyArray& operator=(const NpyArray&) = delete;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -91,10 +92,10 @@ absl::Status CheckTargets(const NpyArray& y, int64_t count,
   const std::vector<int64_t>& s = y.shape();
   if (s.size() != target_shape.size() + 1 || s[0] != count ||
       !std::equal(target_shape.begin(), target_shape.end(), s.begin() + 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        y.path(), ": targets of shape ", ShapeText(s), " for ", count,
-        " inputs; data.numpy.target_shape asks for (", count, ", ",
-        absl::StrJoin(target_shape, ", "), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(y.path(), ": targets of shape ", ShapeText(s), " for ",
+                     count, " inputs; data.numpy.target_shape asks for (",
+                     count, ", ", absl::StrJoin(target_shape, ", "), ")"));
   }
   return absl::OkStatus();
 }
@@ -112,6 +113,23 @@ void ReadFloats(NpyType type, const uint8_t* p, int64_t n, float* out) {
   }
 }
 
+// A file of a split: "F.npy", or "F.npz" (its member `member`), or
+// "F.npz:NAME" (its member NAME).
+absl::StatusOr<std::unique_ptr<NpyArray>> OpenArray(const std::string& dir,
+                                                    const std::string& file,
+                                                    const std::string& member) {
+  const size_t colon = file.rfind(':');
+  if (colon != std::string::npos &&
+      absl::EndsWith(absl::string_view(file).substr(0, colon), ".npz")) {
+    return NpyArray::OpenInArchive(Resolve(dir, file.substr(0, colon)),
+                                   file.substr(colon + 1));
+  }
+  if (absl::EndsWith(file, ".npz")) {
+    return NpyArray::OpenInArchive(Resolve(dir, file), member);
+  }
+  return NpyArray::Open(Resolve(dir, file));
+}
+
 absl::StatusOr<std::unique_ptr<Dataset>> LoadSplit(
     const NumpySpec& n, const std::string& dir,
     const google::protobuf::RepeatedPtrField<std::string>& xs,
@@ -121,8 +139,9 @@ absl::StatusOr<std::unique_ptr<Dataset>> LoadSplit(
   std::vector<NumpyDataset::Shard> shards;
   for (int i = 0; i < xs.size(); ++i) {
     NumpyDataset::Shard s;
-    ASSIGN_OR_RETURN(s.x, NpyArray::Open(Resolve(dir, xs[i])));
-    ASSIGN_OR_RETURN(s.y, NpyArray::Open(Resolve(dir, ys[i])));
+    ASSIGN_OR_RETURN(s.x, OpenArray(dir, xs[i], "x"));
+    // An archive alone holds both: its "y" is the targets.
+    ASSIGN_OR_RETURN(s.y, OpenArray(dir, ys.empty() ? xs[i] : ys[i], "y"));
     RETURN_IF_ERROR(CheckInputs(*s.x, shape));
     RETURN_IF_ERROR(target_shape.empty()
                         ? CheckLabels(*s.y, s.x->shape()[0], n.classes())
@@ -151,9 +170,8 @@ absl::StatusOr<DataSplits> LoadNumpy(const DatasetSpec& spec,
   return splits;
 }
 
-NumpyDataset::NumpyDataset(Shape sample_shape, Shape target_shape,
-                           int classes, std::vector<Shard> shards,
-                           int64_t limit)
+NumpyDataset::NumpyDataset(Shape sample_shape, Shape target_shape, int classes,
+                           std::vector<Shard> shards, int64_t limit)
     : shape_(std::move(sample_shape)),
       target_shape_(std::move(target_shape)),
       classes_(classes),
@@ -185,9 +203,8 @@ absl::Status NumpyDataset::Read(int64_t index, uint64_t /*draw*/,
     out.label = static_cast<int32_t>(LabelAt(*s.y, row));
   } else {
     const int64_t t = target_elements_;
-    ReadFloats(s.y->type(),
-               s.y->data() + row * t * NpyItemBytes(s.y->type()), t,
-               out.target);
+    ReadFloats(s.y->type(), s.y->data() + row * t * NpyItemBytes(s.y->type()),
+               t, out.target);
   }
   return absl::OkStatus();
 }
