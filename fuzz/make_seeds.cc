@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -107,6 +108,43 @@ Seeds Npy() {
       {"float32_2x2", NpyFile("<f4", "(2, 2)", std::string(16, '\x3f'))},
       {"int64_labels", NpyFile("<i8", "(3,)", std::string(24, '\0'))},
       {"uint8_empty", NpyFile("|u1", "(0, 4)", "")},
+  };
+}
+
+// Little-endian bytes of `v`.
+std::string Le(uint64_t v, int bytes) {
+  std::string out;
+  for (int i = 0; i < bytes; ++i)
+    out += static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
+// A ZIP archive of stored members, as np.savez writes .npz files (without
+// its ZIP64 extras, which the fuzzer may find on its own).
+std::string StoredZip(
+    const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string body, directory;
+  for (const auto& [name, data] : members) {
+    const uint64_t offset = body.size();
+    const std::string common = absl::StrCat(
+        Le(20, 2), Le(0, 2), Le(0, 2), Le(0, 4), Le(0, 4), Le(data.size(), 4),
+        Le(data.size(), 4), Le(name.size(), 2), Le(0, 2));
+    body += absl::StrCat(Le(0x04034b50, 4), common, name, data);
+    directory +=
+        absl::StrCat(Le(0x02014b50, 4), Le(20, 2), common, Le(0, 2), Le(0, 2),
+                     Le(0, 2), Le(0, 4), Le(offset, 4), name);
+  }
+  return absl::StrCat(body, directory, Le(0x06054b50, 4), Le(0, 4),
+                      Le(members.size(), 2), Le(members.size(), 2),
+                      Le(directory.size(), 4), Le(body.size(), 4), Le(0, 2));
+}
+
+Seeds Npz() {
+  const std::string x = NpyFile("<f4", "(2, 2)", std::string(16, '\x3f'));
+  const std::string y = NpyFile("<i8", "(2,)", std::string(16, '\0'));
+  return {
+      {"x_and_y", StoredZip({{"x.npy", x}, {"y.npy", y}})},
+      {"x_only", StoredZip({{"x.npy", x}})},
   };
 }
 
@@ -297,10 +335,11 @@ absl::StatusOr<Seeds> SeedsFor(const std::string& target) {
   if (target == "shard") return Shard();
   if (target == "npy") return Npy();
   if (target == "csv") return Csv();
+  if (target == "npz") return Npz();
   return absl::InvalidArgumentError(
       absl::StrCat("unknown target \"", target,
                    "\"; expected mnist, cifar10, checkpoint, request_checks, "
-                   "shard, npy or csv"));
+                   "shard, npy, npz or csv"));
 }
 
 int Main(int argc, char** argv) {

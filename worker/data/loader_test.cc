@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "worker/data/sampler.h"
 #include "worker/data/synthetic.h"
@@ -186,6 +187,56 @@ TEST(Loader, FeedsASamplersShardOfASyntheticSet) {
     }
   }
   EXPECT_EQ(pos, sampler.num_samples());
+}
+
+// Samples whose index is a multiple of 5 fail to read; the others record
+// the draw they were given.
+class FlakyDataset : public Dataset {
+ public:
+  int64_t size() const override { return 20; }
+  const Shape& sample_shape() const override { return shape_; }
+  int num_classes() const override { return 20; }
+  absl::Status Read(int64_t index, uint64_t draw,
+                    SampleOut& out) const override {
+    if (index % 5 == 0) {
+      return absl::DataLossError(absl::StrCat("sample ", index, " is bad"));
+    }
+    out.features[0] = static_cast<float>(draw % 1000);
+    out.label = static_cast<int32_t>(index);
+    return absl::OkStatus();
+  }
+
+ private:
+  Shape shape_{1};
+};
+
+TEST(Loader, AReadErrorReachesTheBatch) {
+  FlakyDataset data;
+  Loader loader(&data, {1, 2, 5, 6}, 4, false, BatchLayout::kBatchOuter, 1, 1);
+  Batch batch;
+  ASSERT_TRUE(loader.Next(&batch));
+  EXPECT_EQ(batch.error.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(batch.error.message(), "sample 5 is bad");
+}
+
+TEST(Loader, SkippingReplacesABadSampleWithTheNextReadableOne) {
+  FlakyDataset data;
+  ReadOptions read;
+  read.skip_bad_samples = true;
+  read.draw_seed = 42;
+  Loader loader(&data, {1, 5, 10, 19}, 4, false, BatchLayout::kBatchOuter, 1, 1,
+                read);
+  Batch batch;
+  ASSERT_TRUE(loader.Next(&batch));
+  ASSERT_TRUE(batch.error.ok()) << batch.error;
+  EXPECT_EQ(batch.labels, (std::vector<int32_t>{1, 6, 11, 19}));
+  EXPECT_EQ(batch.skipped, 2);
+  // Draws depend on the seed and the index alone: the same again.
+  Loader again(&data, {1, 5, 10, 19}, 4, false, BatchLayout::kBatchOuter, 2, 2,
+               read);
+  Batch second;
+  ASSERT_TRUE(again.Next(&second));
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(second.features[k], batch.features[k]);
 }
 
 }  // namespace
