@@ -124,6 +124,13 @@ TEST(CheckpointResume, NumpyDataIsExact) {
                     NumpyDataBlock(FreshDir("npy_data")));
 }
 
+// Float targets under the Huber loss resume exactly too.
+TEST(CheckpointResume, FloatTargetsAreExact) {
+  ExpectExactResume(
+      "kind: ADAM lr: 0.003", false,
+      NumpyRegressionBlock(FreshDir("npy_regression")) + "loss: HUBER\n");
+}
+
 TEST(CheckpointResume, CsvDataIsExact) {
   const std::string dir = FreshDir("csv_data");
   std::filesystem::create_directories(dir);

@@ -38,14 +38,18 @@ JobSpec Spec() {
 
 // The same job on your own data (issue 17): 512 samples of [20] in two
 // NUMPY shards (tests/own_data.h).
-JobSpec NumpySpec() {
+// With `float_targets`, the targets are [10] floats under MSE.
+JobSpec NumpySpec(bool float_targets = false) {
+  const std::string dir =
+      absl::StrCat(std::getenv("TEST_TMPDIR"),
+                   float_targets ? "/elastic_regression" : "/elastic_npy");
   absl::StatusOr<JobSpec> spec = ParseJobSpec(
-      absl::StrCat("model { layers { linear { out_features: 10 } } }\n",
-                   NumpyDataBlock(absl::StrCat(std::getenv("TEST_TMPDIR"),
-                                               "/elastic_npy")),
-                   "batch_size: 16\nepochs: 1\n"
-                   "optimizer { kind: SGD lr: 0.05 momentum: 0.9 }\n"
-                   "seed: 5\n"),
+      absl::StrCat(
+          "model { layers { linear { out_features: 10 } } }\n",
+          float_targets ? NumpyRegressionBlock(dir) : NumpyDataBlock(dir),
+          "batch_size: 16\nepochs: 1\n"
+          "optimizer { kind: SGD lr: 0.05 momentum: 0.9 }\n"
+          "seed: 5\n"),
       "elastic_npy.textproto");
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
@@ -190,7 +194,8 @@ void ExpectTheRestOfTheEpoch(const JobSpec& spec) {
   EXPECT_EQ(second[0].params, second[1].params);
   ASSERT_EQ(second[0].result.epoch_results.size(), 1u);
   EXPECT_EQ(second[0].result.epoch_results[0].steps, before + 10);
-  EXPECT_GE(second[0].result.test_accuracy, 0.0);  // the epoch was evaluated
+  // The epoch was evaluated.
+  EXPECT_GE(second[0].result.test_loss, 0.0);
 }
 
 TEST(ElasticResume, SmallerWorldTrainsExactlyTheRestOfTheEpoch) {
@@ -199,6 +204,10 @@ TEST(ElasticResume, SmallerWorldTrainsExactlyTheRestOfTheEpoch) {
 
 TEST(ElasticResume, OnNumpyShardsTooTheRestOfTheEpochIsExact) {
   ExpectTheRestOfTheEpoch(NumpySpec());
+}
+
+TEST(ElasticResume, OnFloatTargetsTooTheRestOfTheEpochIsExact) {
+  ExpectTheRestOfTheEpoch(NumpySpec(/*float_targets=*/true));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 
@@ -53,6 +54,28 @@ void WriteCsv(const std::string& path, int64_t first, int64_t n) {
     for (int j = 0; j < 20; ++j) f << Feature(i, j) << ",";
     f << i % 10 << "\n";
   }
+}
+
+std::string NumpyRegressionBlock(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  for (const auto& [name, first, n] :
+       {std::tuple<const char*, int64_t, int64_t>{"train", 0, 512},
+        {"test", 512, 64}}) {
+    WriteNpySplit(dir, name, first, n);  // x as above; y replaced below
+    std::string y;
+    for (int64_t i = first; i < first + n; ++i) {
+      for (int j = 0; j < 10; ++j) {
+        const float v = 0.5f * Feature(i, j + 10) + 0.25f * Feature(i, j);
+        y.append(reinterpret_cast<const char*>(&v), sizeof(v));
+      }
+    }
+    WriteNpy(absl::StrCat(dir, "/", name, "_y.npy"), "<f4",
+             absl::StrCat("(", n, ", 10)"), y);
+  }
+  return absl::StrCat("data { kind: NUMPY dir: \"", dir,
+                      "\" numpy { shape: 20 target_shape: 10 "
+                      "train_x: \"train_x.npy\" train_y: \"train_y.npy\" "
+                      "test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }\n");
 }
 
 std::string NumpyDataBlock(const std::string& dir) {

@@ -25,6 +25,11 @@ void WriteCsv(const std::string& path, int64_t first, int64_t n);
 // DIR/train1 (212) and DIR/test (64), which it writes.
 std::string NumpyDataBlock(const std::string& dir);
 
+// The `data { ... }` block of a NUMPY job with float targets over
+// DIR/train (512 samples) and DIR/test (64), which it writes: the inputs
+// above, and targets of shape [10] that depend on them.
+std::string NumpyRegressionBlock(const std::string& dir);
+
 }  // namespace cohort
 
 #endif  // COHORT_TESTS_OWN_DATA_H_

@@ -104,6 +104,14 @@ for loss in MSE L1 HUBER; do
   expect_metric "CSV regression, loss $loss" r2 0.95 "$tmp/csv_$loss.json"
 done
 
+# Float targets through parameter-server shards (SSP, 2 workers).
+{ cat "$tmp/csv_MSE.textproto"; printf 'mode: PS\nps { consistency: SSP staleness: 2 }\n'; } \
+  > "$tmp/csv_ps.textproto"
+"$cohort" local --job="$tmp/csv_ps.textproto" --workers=2 \
+  --report="$tmp/csv_ps.json" > "$tmp/csv_ps.out" 2>&1 ||
+  fail "PS regression: exit $?: $(tail -3 "$tmp/csv_ps.out")"
+expect_metric "CSV regression through a PS shard, SSP, 2 workers" r2 0.95 "$tmp/csv_ps.json"
+
 # Multi-label classification: 4 independent binary labels, BCE with logits.
 $py "$make_tables" multilabel "$tmp/ml"
 cat > "$tmp/ml.textproto" <<SPEC
