@@ -81,6 +81,36 @@ void PrintWorkers(const google::protobuf::RepeatedPtrField<WorkerStatus>& ws) {
   }
 }
 
+// The newest evaluation a worker reported (the lowest rank's: every rank
+// evaluates the same model) and the samples skipped, under the table.
+void PrintLastEvaluation(
+    const google::protobuf::RepeatedPtrField<WorkerStatus>& ws) {
+  int64_t skipped = 0;
+  const WorkerStatus* newest = nullptr;
+  for (const WorkerStatus& w : ws) {
+    skipped += w.progress().skipped_samples();
+    if (w.progress().finished_epoch_test_metrics_size() == 0) continue;
+    if (newest == nullptr ||
+        w.progress().finished_epoch() > newest->progress().finished_epoch()) {
+      newest = &w;
+    }
+  }
+  if (newest != nullptr) {
+    std::string line;
+    for (const Metric& m : newest->progress().finished_epoch_test_metrics()) {
+      absl::StrAppend(&line, line.empty() ? "" : " | ", m.name(), " ",
+                      absl::StrFormat("%.4g", m.value()));
+    }
+    std::printf("\nepoch %lld evaluation: %s\n",
+                static_cast<long long>(newest->progress().finished_epoch()),
+                line.c_str());
+  }
+  if (skipped > 0) {
+    std::printf("samples skipped as unreadable (skip_bad_samples): %lld\n",
+                static_cast<long long>(skipped));
+  }
+}
+
 // "0:12 1:3 >=8:1": the non-empty buckets of a staleness histogram.
 std::string Histogram(const ShardStats& st) {
   std::string out;
@@ -148,6 +178,7 @@ void PrintStatus(const StatusResponse& s) {
     std::printf("regrouping: %s\n", s.regroup_reason().c_str());
   }
   PrintWorkers(s.workers());
+  PrintLastEvaluation(s.workers());
   for (const std::string& line : s.stragglers()) {
     std::printf("straggler: %s\n", line.c_str());
   }

@@ -112,6 +112,31 @@ done
   fail "PS regression: exit $?: $(tail -3 "$tmp/csv_ps.out")"
 expect_metric "CSV regression through a PS shard, SSP, 2 workers" r2 0.95 "$tmp/csv_ps.json"
 
+# A running job's status and Prometheus metrics carry the regression's
+# metrics once an epoch is evaluated.
+addr="127.0.0.1:$(free_port)"
+mport=$(free_port)
+"$cohort" coordinator --job="$tmp/csv_MSE.textproto" --listen="$addr" \
+  --metrics-listen="127.0.0.1:$mport" 2> "$tmp/coord.err" &
+coord=$!
+wait_for 15 "$cohort" status --coordinator="$addr"
+"$cohort" worker --coordinator="$addr" --quiet --min-step-ms=20 2> "$tmp/worker.err" &
+worker=$!
+evaluated() { "$cohort" status --coordinator="$addr" | grep -q "evaluation: loss .* | r2 "; }
+if wait_for 60 evaluated; then
+  ok "cohort status: $("$cohort" status --coordinator="$addr" | grep evaluation:)"
+  if /usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1]).read().decode())' \
+       "http://127.0.0.1:$mport/metrics" | grep -q 'cohort_worker_test_metric{.*metric="r2"}'; then
+    ok "Prometheus: cohort_worker_test_metric{metric=\"r2\"}"
+  else
+    fail "no cohort_worker_test_metric{metric=\"r2\"} on /metrics"
+  fi
+else
+  fail "cohort status never showed an evaluation with r2: $("$cohort" status --coordinator="$addr" 2>&1 | tail -5)"
+fi
+"$cohort" stop --coordinator="$addr" > /dev/null 2>&1
+wait "$worker" "$coord" 2> /dev/null
+
 # Multi-label classification: 4 independent binary labels, BCE with logits.
 $py "$make_tables" multilabel "$tmp/ml"
 cat > "$tmp/ml.textproto" <<SPEC
