@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Float targets end to end (issue 17): the shipped Conv1d regression example
+# Targets and losses end to end (issue 17): the shipped Conv1d regression example
 # on .npy files (cohort train and a 2-worker cohort local job) and on .npz
-# archives, a CSV regression under MSE, L1 and Huber, and multi-label BCE;
+# archives, a CSV regression under MSE, L1 and Huber (and through a PS
+# shard), multi-label BCE, and label smoothing with top-5 accuracy;
 # R² is checked against the test targets' variance computed by NumPy, and
 # every bad combination is one line, exit 2.
 set -u
@@ -77,6 +78,10 @@ npz_spec test.npz > "$tmp/npz.textproto"
 "$cohort" train --job="$tmp/npz.textproto" --quiet --report="$tmp/npz.json" \
   > "$tmp/npz.out" 2>&1 || fail "npz: exit $?: $(tail -3 "$tmp/npz.out")"
 expect_metric ".npz archives (x and y in each)" r2 0.95 "$tmp/npz.json"
+"$cohort" local --job="$tmp/npz.textproto" --workers=2 \
+  --report="$tmp/npz_local.json" > "$tmp/npz_local.out" 2>&1 ||
+  fail "npz, 2 workers: exit $?: $(tail -3 "$tmp/npz_local.out")"
+expect_metric ".npz archives, 2-worker cohort local" r2 0.95 "$tmp/npz_local.json"
 
 # A CSV regression under three losses.
 $py "$make_tables" csv "$tmp/csv"
@@ -157,6 +162,22 @@ SPEC
 "$cohort" train --job="$tmp/ml.textproto" --quiet --report="$tmp/ml.json" \
   > "$tmp/ml.out" 2>&1 || fail "multi-label: exit $?: $(tail -3 "$tmp/ml.out")"
 expect_metric "multi-label BCE: per-label accuracy" accuracy 0.95 "$tmp/ml.json"
+
+# Classification with label smoothing: accuracy and top-5 in the report.
+cat > "$tmp/smooth.textproto" <<SPEC
+name: "smoothing"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 classes: 10 train_samples: 4096
+       test_samples: 1024 noise: 2.0 } }
+batch_size: 32
+epochs: 2
+optimizer { kind: SGD lr: 0.05 momentum: 0.9 }
+label_smoothing: 0.1
+SPEC
+"$cohort" train --job="$tmp/smooth.textproto" --quiet --report="$tmp/smooth.json" \
+  > "$tmp/smooth.out" 2>&1 || fail "label smoothing: exit $?: $(tail -3 "$tmp/smooth.out")"
+expect_metric "cross-entropy with label_smoothing 0.1: accuracy" accuracy 0.9 "$tmp/smooth.json"
+expect_metric "cross-entropy with label_smoothing 0.1: top-5" top5_accuracy 0.99 "$tmp/smooth.json"
 
 # Bad combinations: one line, exit 2.
 sed 's/loss: MSE/loss: CROSS_ENTROPY/' "$tmp/csv_MSE.textproto" > "$tmp/bad_ce.textproto"
