@@ -555,10 +555,8 @@ absl::Status CheckCheckpoint(const CheckpointSpec& c, const Scope& s) {
   RETURN_IF_ERROR(Require(c.every_seconds() >= 0 && c.every_seconds() < 1e9, s,
                           c, "every_seconds", "in [0, 1e9)",
                           c.every_seconds()));
-  RETURN_IF_ERROR(NonNegative(s, c, "keep", c.keep()));
-  return Require(
-      c.dir().empty() || c.every_steps() > 0 || c.every_seconds() > 0, s, c,
-      "every_steps", "> 0 (or every_seconds > 0) with a dir", c.every_steps());
+  // A dir alone keeps only the final checkpoint.
+  return NonNegative(s, c, "keep", c.keep());
 }
 
 // The loss against the data's targets, and the settings only one loss

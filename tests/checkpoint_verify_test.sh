@@ -28,10 +28,12 @@ verify() {
 }
 line_of() { echo "$out" | grep "^$1 "; }
 
-# 1. The intact directory: steps 10, 20, 30 (32 steps, every 10, keep 3).
+# 1. The intact directory: steps 20, 30 and the final 32 (32 steps, every
+# 10, keep 3); the final one resumes at the start of epoch 1.
 verify "$tmp/ck"
 if [[ $rc -eq 0 && $(echo "$out" | grep -c '^ckpt-.*  OK$') -eq 3 ]] &&
-   line_of ckpt-000000000030.cohort | grep -qE '^\S+ +30 +0 +240 +1 +[0-9]+  OK$'; then
+   line_of ckpt-000000000030.cohort | grep -qE '^\S+ +30 +0 +240 +1 +[0-9]+  OK$' &&
+   line_of ckpt-000000000032.cohort | grep -qE '^\S+ +32 +1 +0 +1 +[0-9]+  OK$'; then
   ok "intact checkpoints verify: $(echo "$out" | tail -1)"
 else
   fail "intact checkpoints: exit $rc: $out $err"
@@ -69,8 +71,8 @@ line_of ckpt-000000000030.cohort | grep -q ' 5000  DATA_LOSS' ||
 
 # 4. A file renamed to another step: the header disagrees with the name.
 cp -r "$tmp/ck" "$tmp/renamed"
-mv "$tmp/renamed/ckpt-000000000010.cohort" "$tmp/renamed/ckpt-000000000011.cohort"
-expect_damage "$tmp/renamed" ckpt-000000000011.cohort "header says step 10" "renamed file"
+mv "$tmp/renamed/ckpt-000000000032.cohort" "$tmp/renamed/ckpt-000000000033.cohort"
+expect_damage "$tmp/renamed" ckpt-000000000033.cohort "header says step 32" "renamed file"
 
 # 5. Nothing to verify.
 verify "$tmp/missing"

@@ -124,14 +124,9 @@ absl::Status TrainingLoop::ReadLimits() {
   if (epochs_ <= 0) {
     epochs_ = (max_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
   }
+  // Without every_steps or every_seconds, only the final checkpoint.
   checkpoint_dir_ = !options_.checkpoint_dir.empty() ? options_.checkpoint_dir
                                                      : spec_.checkpoint().dir();
-  if (!checkpoint_dir_.empty() && spec_.checkpoint().every_steps() <= 0 &&
-      spec_.checkpoint().every_seconds() <= 0) {
-    return absl::InvalidArgumentError(
-        "checkpoints to " + checkpoint_dir_ +
-        " need checkpoint.every_steps or checkpoint.every_seconds in the spec");
-  }
   // Found out now, not at the first checkpoint after hours of training.
   if (Checkpoints()) {
     if (absl::Status s = CheckCanWriteDir(checkpoint_dir_); !s.ok()) {
@@ -525,6 +520,7 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
     progress.EpochDone(er.epoch, er.train_loss, er.test_metrics, er.seconds);
     result_.epoch_results.push_back(er);
   }
+  RETURN_IF_ERROR(FinalCheckpoint());
   AddCarried();
   FinishResult(step_, recent_losses_, &result_);
   if (options_.final_parameters != nullptr) {

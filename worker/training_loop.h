@@ -108,6 +108,7 @@ class TrainingLoop : public Trainer {
   // state to all (AgreeOnState).
   absl::Status Resume();
   absl::Status AgreeOnState(const std::optional<Checkpoint>& mine);
+  absl::Status FinalCheckpoint();
   absl::Status MaybeCheckpoint(int64_t epoch, int64_t steps_in_epoch,
                                int64_t batches);
   // After a stop signal: a final checkpoint of the last completed step (by
@@ -164,6 +165,7 @@ class TrainingLoop : public Trainer {
   // Checkpointing and where a resumed run starts.
   std::string checkpoint_dir_;
   absl::Time last_checkpoint_;
+  int64_t last_checkpoint_step_ = -1;  // the step the newest one saved
   int64_t start_epoch_ = 0;
   int64_t start_position_ = 0;     // samples of start_epoch_'s order done
   int64_t start_epoch_steps_ = 0;  // and its steps done

@@ -297,6 +297,28 @@ void TrainingLoop::AddCarried() {
       result_.epochs, cur_epoch_ + (cur_epoch_steps_ > 0 ? 1 : 0));
 }
 
+// The run's last step, unless a periodic checkpoint has just saved it or
+// this run took no step (what it resumed from is that state): a finished
+// run always leaves its final state behind.
+absl::Status TrainingLoop::FinalCheckpoint() {
+  if (!Checkpoints() || last_checkpoint_step_ == step_ ||
+      steps_this_run_ == 0) {
+    return absl::OkStatus();
+  }
+  CheckpointWriteOptions o;
+  o.keep = spec_.checkpoint().keep();
+  const absl::Time start = absl::Now();
+  // cur_*: where the next step would start (the next epoch after a
+  // complete one).
+  ASSIGN_OR_RETURN(Checkpoint c,
+                   Capture(cur_epoch_, cur_position_, cur_epoch_steps_));
+  RETURN_IF_ERROR(WriteOrFail(checkpoint_dir_, c, o));
+  last_checkpoint_step_ = step_;
+  Trace("checkpoint", Timeline::kStepLane, start, absl::Now(),
+        absl::StrCat("\"step\": ", step_, ", \"final\": true"));
+  return absl::OkStatus();
+}
+
 absl::Status TrainingLoop::MaybeCheckpoint(int64_t epoch,
                                            int64_t steps_in_epoch,
                                            int64_t batches) {
@@ -317,6 +339,7 @@ absl::Status TrainingLoop::MaybeCheckpoint(int64_t epoch,
                               : Capture(epoch, cur_position_, steps_in_epoch));
   RETURN_IF_ERROR(WriteOrFail(checkpoint_dir_, c, o));
   last_checkpoint_ = absl::Now();
+  last_checkpoint_step_ = step_;
   Trace("checkpoint", Timeline::kStepLane, start, last_checkpoint_,
         absl::StrCat("\"step\": ", step_));
   return absl::OkStatus();
