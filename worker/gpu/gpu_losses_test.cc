@@ -130,10 +130,14 @@ double Metric(const TrainResult& r, const std::string& name) {
 
 // Trains `spec` on the CPU and on GPU 0; the GPU run must reach the CPU's
 // training loss, test loss and metrics (within `tol` relative) with
-// parameters within `param_tol` relative.
+// parameters within `param_tol` relative. 64 steps of float rounding apart
+// (the GPU orders its sums differently) stay well inside these bounds; a
+// wrong gradient or loss does not. An accuracy may differ by a sample (or
+// an element) whose top two logits (or whose logit and 0) are within
+// rounding of each other: 0.01 absolute is one of 128 test samples.
 void ExpectGpuFollowsCpu(const JobSpec& spec,
                          const std::vector<std::string>& metrics,
-                         double tol = 1e-3, double param_tol = 1e-3) {
+                         double tol = 2e-3, double param_tol = 5e-3) {
   const Outcome cpu = TrainOn(spec, {});
   const Outcome gpu = TrainOn(spec, {0});
   ASSERT_TRUE(cpu.status.ok()) << cpu.status;
@@ -146,7 +150,10 @@ void ExpectGpuFollowsCpu(const JobSpec& spec,
               tol * std::abs(cpu.result.test_loss));
   for (const std::string& m : metrics) {
     const double want = Metric(cpu.result, m);
-    EXPECT_NEAR(Metric(gpu.result, m), want, tol * std::abs(want) + 1e-6) << m;
+    const double slack = m.find("accuracy") != std::string::npos ? 0.01 : 0;
+    EXPECT_NEAR(Metric(gpu.result, m), want,
+                tol * std::abs(want) + slack + 1e-6)
+        << m;
   }
   ASSERT_EQ(gpu.parameters.size(), cpu.parameters.size());
   ASSERT_FALSE(gpu.parameters.empty());
@@ -168,7 +175,7 @@ TEST(GpuLosses, MseRegressionFollowsTheCpu) {
 TEST(GpuLosses, L1RegressionFollowsTheCpu) {
   REQUIRE_GPU();
   ExpectGpuFollowsCpu(Spec(RegressionData("l1", false), "loss: L1"),
-                      {"mse", "mae", "r2"}, 1e-2, 1e-2);
+                      {"mse", "mae", "r2"}, 1e-2, 2e-2);
 }
 
 TEST(GpuLosses, HuberRegressionFollowsTheCpu) {
