@@ -75,6 +75,39 @@ std::string RegressionData(const std::string& name, bool binary) {
                       "test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }\n");
 }
 
+// A NUMPY data set of inputs [2, 32] and float targets of the same shape
+// (a fixed local mixing of the channels): targets of rank 2, which the GPU
+// engine lays out {N, 2, 32} as its convolutions' outputs are.
+std::string ShapedData(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const auto& [split, first, n] :
+       {std::tuple<const char*, int64_t, int64_t>{"train", 0, 512},
+        {"test", 512, 64}}) {
+    std::vector<float> x, y;
+    for (int64_t i = first; i < first + n; ++i) {
+      for (int j = 0; j < 64; ++j) x.push_back(Feature(i, j));
+      for (int c = 0; c < 2; ++c) {
+        for (int t = 0; t < 32; ++t) {
+          const float next = t + 1 < 32 ? Feature(i, (1 - c) * 32 + t + 1) : 0;
+          y.push_back(0.5f * Feature(i, c * 32 + t) + 0.25f * next);
+        }
+      }
+    }
+    WriteNpy(absl::StrCat(dir, "/", split, "_x.npy"),
+             absl::StrCat("(", n, ", 2, 32)"), x);
+    WriteNpy(absl::StrCat(dir, "/", split, "_y.npy"),
+             absl::StrCat("(", n, ", 2, 32)"), y);
+  }
+  return absl::StrCat("data { kind: NUMPY dir: \"", dir,
+                      "\" numpy { shape: [2, 32] target_shape: [2, 32] "
+                      "train_x: \"train_x.npy\" train_y: \"train_y.npy\" "
+                      "test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }\n");
+}
+
 constexpr char kClassData[] =
     "data { kind: SYNTHETIC synthetic { shape: 20 classes: 10 "
     "train_samples: 512 test_samples: 128 } }\n";
@@ -196,6 +229,22 @@ TEST(GpuLosses, HuberRegressionFollowsTheCpu) {
   ExpectGpuFollowsCpu(
       Spec(RegressionData("huber", false), "loss: HUBER huber_delta: 0.5"),
       {"mse", "mae", "r2"});
+}
+
+TEST(GpuLosses, ConvRegressionOnShapedTargetsFollowsTheCpu) {
+  REQUIRE_GPU();
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      absl::StrCat(
+          "model { layers { conv1d { out_channels: 8 kernel: 3 padding: 1 } }\n"
+          "        layers { relu {} }\n"
+          "        layers { conv1d { out_channels: 2 kernel: 3 padding: 1 } } "
+          "}\n",
+          ShapedData("shaped"),
+          "loss: HUBER\nbatch_size: 16\nepochs: 2\n"
+          "optimizer { kind: SGD lr: 0.05 momentum: 0.9 }\nseed: 5\n"),
+      "shaped.textproto");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ExpectGpuFollowsCpu(*spec, {"mse", "mae", "r2"});
 }
 
 TEST(GpuLosses, MultiLabelBceFollowsTheCpu) {
