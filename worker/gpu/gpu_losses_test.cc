@@ -133,11 +133,14 @@ struct Outcome {
   std::vector<float> parameters;
 };
 
-Outcome TrainOn(const JobSpec& spec, std::vector<int> gpus) {
+// On `gpus`, or with none on `cpu_replicas` CPU replicas.
+Outcome TrainOn(const JobSpec& spec, std::vector<int> gpus,
+                int cpu_replicas = 1) {
   Outcome run;
   TrainOptions o;
   o.quiet = true;
   o.gpus = std::move(gpus);
+  o.replicas = o.threads = cpu_replicas;
   o.final_parameters = &run.parameters;
   absl::StatusOr<TrainResult> r = Train(spec, o);
   run.status = r.status();
@@ -170,15 +173,19 @@ double Metric(const TrainResult& r, const std::string& name) {
 // wrong gradient or loss does not. An accuracy may differ by a sample (or
 // an element) whose top two logits (or whose logit and 0) are within
 // rounding of each other: 0.01 absolute is one of 128 test samples.
+// With several `gpus` the reference is as many CPU replicas (the same
+// global batch and data order).
 void ExpectGpuFollowsCpu(const JobSpec& spec,
                          const std::vector<std::string>& metrics,
-                         double tol = 2e-3, double param_tol = 5e-3) {
-  const Outcome cpu = TrainOn(spec, {});
-  const Outcome gpu = TrainOn(spec, {0});
+                         double tol = 2e-3, double param_tol = 5e-3,
+                         const std::vector<int>& gpus = {0}) {
+  const int replicas = static_cast<int>(gpus.size());
+  const Outcome cpu = TrainOn(spec, {}, replicas);
+  const Outcome gpu = TrainOn(spec, gpus);
   ASSERT_TRUE(cpu.status.ok()) << cpu.status;
   ASSERT_TRUE(gpu.status.ok()) << gpu.status;
   EXPECT_EQ(gpu.result.steps, cpu.result.steps);
-  EXPECT_EQ(gpu.result.steps, 64);
+  EXPECT_EQ(gpu.result.steps, 64 / replicas);  // 2 epochs of 512 / 16
   EXPECT_NEAR(gpu.result.final_loss, cpu.result.final_loss,
               tol * std::abs(cpu.result.final_loss));
   EXPECT_NEAR(gpu.result.test_loss, cpu.result.test_loss,
@@ -245,6 +252,14 @@ TEST(GpuLosses, ConvRegressionOnShapedTargetsFollowsTheCpu) {
       "shaped.textproto");
   ASSERT_TRUE(spec.ok()) << spec.status();
   ExpectGpuFollowsCpu(*spec, {"mse", "mae", "r2"});
+}
+
+// Two GPUs all-reduce the gradients of float targets with NCCL and add up
+// the evaluation's error sums over both: as two CPU replicas do.
+TEST(GpuLosses, TwoGpusRegressionFollowsTwoCpuReplicas) {
+  REQUIRE_GPUS(2);
+  ExpectGpuFollowsCpu(Spec(RegressionData("two_gpus", false), "loss: MSE"),
+                      {"mse", "mae", "r2"}, 2e-3, 5e-3, {0, 1});
 }
 
 TEST(GpuLosses, MultiLabelBceFollowsTheCpu) {
