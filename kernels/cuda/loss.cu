@@ -3,6 +3,10 @@
 // subtracted, exp in float, the row's sum in double, loss
 // log(sum) - (x[label] - max) in double, gradient
 // exp(x - max) * float(scale / sum) - scale * onehot, scale = 1 / n.
+// With label smoothing e > 0 (worker/loss.cc's RowCrossEntropy): the row's
+// sum of (x - max) in double too, loss (1 - e) nll + e (log(sum) -
+// shifted / c), gradient exp(x - max) * float(scale / sum) - scale e / c,
+// less scale (1 - e) at the label.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -55,6 +59,16 @@ __device__ MaxAt RowMax(const float* x, int64_t c, MaxAt* slots) {
   return best;
 }
 
+// Sum over the row of x - m, in double like the CPU (label smoothing only).
+__device__ double RowShiftedSum(const float* x, int64_t c, float m,
+                                double* slots) {
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < c; j += kThreads) {
+    sum += static_cast<double>(x[j] - m);
+  }
+  return BlockReduce<kThreads>(sum, AddOp(), slots);
+}
+
 // Sum over the row of exp(x - m), in double like the CPU.
 __device__ double RowExpSum(const float* x, int64_t c, float m, double* slots) {
   double sum = 0;
@@ -63,13 +77,25 @@ __device__ double RowExpSum(const float* x, int64_t c, float m, double* slots) {
 }
 
 // g = softmax(x) * scale - onehot(label) * scale, rounded as the CPU rounds
-// it: exp in float, times the float of scale / sum, minus scale.
+// it: exp in float, times the float of scale / sum, minus scale. With
+// smoothing, (softmax(x) - target) * scale, rounded as the CPU's
+// RowCrossEntropy rounds it; kept apart so that e = 0 is unchanged.
 __device__ void WriteRowGrad(const float* x, int64_t c, float m, int64_t label,
-                             float scale, double sum, float* g) {
+                             float scale, float smooth, double sum, float* g) {
   const float s = static_cast<float>(static_cast<double>(scale) / sum);
+  if (smooth == 0) {
+    for (int64_t j = threadIdx.x; j < c; j += kThreads) {
+      float v = expf(x[j] - m) * s;
+      if (j == label) v -= scale;
+      g[j] = v;
+    }
+    return;
+  }
+  const float spread = scale * smooth / static_cast<float>(c);
+  const float at_label = scale * (1 - smooth);
   for (int64_t j = threadIdx.x; j < c; j += kThreads) {
-    float v = expf(x[j] - m) * s;
-    if (j == label) v -= scale;
+    float v = expf(x[j] - m) * s - spread;
+    if (j == label) v -= at_label;
     g[j] = v;
   }
 }
@@ -93,8 +119,8 @@ __device__ void MarkBadRow(int64_t row, int64_t c, float* g,
 // rows and labels, so the barriers inside the reductions are uniform.
 __global__ void CrossEntropyRowsKernel(const float* logits,
                                        const int32_t* labels, int64_t n,
-                                       int64_t c, float scale, float* grad,
-                                       CrossEntropyWorkspace ws) {
+                                       int64_t c, float scale, float smooth,
+                                       float* grad, CrossEntropyWorkspace ws) {
   __shared__ MaxAt max_slots[kWarps];
   __shared__ double sum_slots[kWarps];
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
@@ -108,9 +134,18 @@ __global__ void CrossEntropyRowsKernel(const float* logits,
     const MaxAt best = RowMax(x, c, max_slots);
     const float m = best.value;
     const double sum = RowExpSum(x, c, m, sum_slots);
-    if (g != nullptr) WriteRowGrad(x, c, m, label, scale, sum, g);
+    // `smooth` is the same for every thread: the barrier inside is uniform.
+    const double shifted = smooth != 0 ? RowShiftedSum(x, c, m, sum_slots) : 0;
+    if (g != nullptr) WriteRowGrad(x, c, m, label, scale, smooth, sum, g);
     if (threadIdx.x == 0) {
-      ws.row_loss[row] = log(sum) - static_cast<double>(x[label] - m);
+      const double log_sum = log(sum);
+      const double nll = log_sum - static_cast<double>(x[label] - m);
+      double row_loss = nll;
+      if (smooth != 0) {
+        const double mean_nll = log_sum - shifted / static_cast<double>(c);
+        row_loss = (1 - static_cast<double>(smooth)) * nll + smooth * mean_nll;
+      }
+      ws.row_loss[row] = row_loss;
       ws.row_hit[row] = best.index == label ? 1 : 0;
     }
   }
@@ -137,11 +172,12 @@ __global__ void CrossEntropyFinishKernel(CrossEntropyWorkspace ws, int64_t n,
 }  // namespace
 
 void LaunchCrossEntropyRows(const float* logits, const int32_t* labels,
-                            int64_t n, int64_t c, float scale, float* grad,
-                            CrossEntropyWorkspace ws, cudaStream_t stream) {
+                            int64_t n, int64_t c, float scale, float smooth,
+                            float* grad, CrossEntropyWorkspace ws,
+                            cudaStream_t stream) {
   const int blocks = static_cast<int>(n < kMaxBlocks ? n : kMaxBlocks);
-  CrossEntropyRowsKernel<<<blocks, kThreads, 0, stream>>>(logits, labels, n, c,
-                                                          scale, grad, ws);
+  CrossEntropyRowsKernel<<<blocks, kThreads, 0, stream>>>(
+      logits, labels, n, c, scale, smooth, grad, ws);
 }
 
 void LaunchCrossEntropyFinish(CrossEntropyWorkspace ws, int64_t n, float* loss,

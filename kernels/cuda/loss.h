@@ -6,6 +6,11 @@
 // grad = (softmax - onehot(label)) / n, and a row counts as correct when its
 // first maximal logit is its label (the CPU's tie rule).
 //
+// With label smoothing e in [0, 1) (CudaCrossEntropyBuffers::label_smoothing)
+// the target is (1 - e) onehot(label) + e / c, as on the CPU: loss
+// (1 - e) nll + e mean_j nll_j, gradient (softmax - target) / n. e = 0 runs
+// the same arithmetic as before smoothing existed, bit for bit.
+//
 // Labels outside [0, c): the CPU engine CHECK-fails; here the kernels never
 // read or write out of bounds, they record the first such row in the
 // workspace (its loss term and hit are 0, its gradient row zeros), and
@@ -47,6 +52,8 @@ struct CudaCrossEntropyBuffers {
   // SoftmaxCrossEntropyWorkspaceBytes(n) bytes, 8-byte aligned.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // e in [0, 1); 0 is plain cross-entropy.
+  float label_smoothing = 0;
 };
 
 // Device scratch a call over n rows needs: 12 bytes per row plus 8.

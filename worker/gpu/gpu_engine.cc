@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device.h"
+#include "kernels/cuda/elementwise_loss.h"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/ops.h"
@@ -57,13 +58,6 @@ absl::Status GpuEngine::CheckSupported() const {
   if (spec_.mode() == PS) {
     return absl::UnimplementedError(
         "parameter-server mode trains on CPU devices only (--devices=cpu:N)");
-  }
-  if (spec_.loss() != CROSS_ENTROPY || spec_.label_smoothing() != 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        "the GPU engine trains with plain cross-entropy on class labels only; ",
-        LossKind_Name(spec_.loss()),
-        spec_.label_smoothing() != 0 ? " with label_smoothing" : "",
-        " runs on CPU devices (--devices=cpu:N)"));
   }
   if (spec_.nonfinite_gradients() == NONFINITE_SKIP) {
     return absl::UnimplementedError(
@@ -110,14 +104,12 @@ absl::Status GpuEngine::Setup() {
   const Shape input = data_.train->sample_shape();
   ASSIGN_OR_RETURN(host_model_,
                    BuildModel<float>(spec_.model(), input, spec_.seed()));
-  const Shape& out = host_model_->output_shape();
-  if (out.size() != 1 || out[0] < data_.train->num_classes()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the model's output per sample is ", ShapeString(out),
-                     " but cross-entropy over ", data_.train->num_classes(),
-                     " classes needs [", data_.train->num_classes(), "]"));
-  }
-  classes_ = out[0];
+  // Every loss and both kinds of targets, checked as the CPU engine checks
+  // them, so that a job is refused the same way on either device.
+  RETURN_IF_ERROR(objective_.CheckModelOutput(host_model_->output_shape()));
+  out_size_ = Product(host_model_->output_shape());
+  target_size_ =
+      objective_.float_targets() ? Product(data_.train->target_shape()) : 0;
   ASSIGN_OR_RETURN(pinned_, PinnedHostPool::Create());
   devices_.resize(options_.gpus.size());
   for (int i = 0; i < Gpus(); ++i) RETURN_IF_ERROR(SetupDevice(i));
@@ -153,8 +145,9 @@ absl::Status GpuEngine::SetupDevice(int i) {
   d.model->SeedRandom(spec_.seed() + GlobalReplica(i));
   RETURN_IF_ERROR(d.context->Activate());
   RETURN_IF_ERROR(SetupOptimizerState(d));
-  // The loss, the gradient's sum of squares, the int64 correct count.
-  RETURN_IF_ERROR(d.result.Reserve(4));
+  // The loss, the gradient's sum of squares, the int64 correct count, and
+  // a scratch loss (d.result's comment).
+  RETURN_IF_ERROR(d.result.Reserve(6));
   RETURN_IF_ERROR(d.reduce_workspace.Reserve(static_cast<int64_t>(
       ReduceWorkspaceBytes(d.model->flat_size()) / 4 + 2)));
   RETURN_IF_ERROR(d.pair.Reserve(EvalSums::kCount));
@@ -221,12 +214,20 @@ absl::Status GpuEngine::Reserve(Device& d, Slot& slot, int64_t n) {
                      PinnedBuffer<float>::Allocate(pinned_.get(), n * sample));
     ASSIGN_OR_RETURN(slot.staged_labels,
                      PinnedBuffer<int32_t>::Allocate(pinned_.get(), n));
+    if (target_size_ > 0) {
+      RETURN_IF_ERROR(slot.targets.Reserve(n * target_size_));
+      ASSIGN_OR_RETURN(
+          slot.staged_targets,
+          PinnedBuffer<float>::Allocate(pinned_.get(), n * target_size_));
+    }
     slot.capacity = n;
   }
   if (n > d.capacity) {
-    RETURN_IF_ERROR(d.grad_out.Reserve(n * classes_));
+    RETURN_IF_ERROR(d.grad_out.Reserve(n * out_size_));
     RETURN_IF_ERROR(
         d.workspace.Reserve(SoftmaxCrossEntropyWorkspaceBytes(n) / 4 + 2));
+    RETURN_IF_ERROR(d.element_workspace.Reserve(
+        ElementwiseLossWorkspaceBytes(n * out_size_) / 4 + 2));
     d.capacity = n;
   }
   return absl::OkStatus();
@@ -244,12 +245,19 @@ absl::Status GpuEngine::OnEveryGpu(
 }
 
 absl::Status GpuEngine::Stage(Device& d, const Batch& b, int slot_index) {
-  const int64_t n = static_cast<int64_t>(b.labels.size());
+  const int64_t n = b.size();
   const int64_t sample = Product(data_.train->sample_shape());
   if (static_cast<int64_t>(b.features.size()) != n * sample) {
     return absl::InternalError(
-        absl::StrCat("GPU ", d.ordinal, ": a batch of ", n, " labels has ",
+        absl::StrCat("GPU ", d.ordinal, ": a batch of ", n, " samples has ",
                      b.features.size(), " features, not ", n * sample));
+  }
+  if (static_cast<int64_t>(b.targets.size()) != n * target_size_ ||
+      static_cast<int64_t>(b.labels.size()) != (target_size_ > 0 ? 0 : n)) {
+    return absl::InternalError(absl::StrCat(
+        "GPU ", d.ordinal, ": a batch of ", n, " samples has ", b.labels.size(),
+        " labels and ", b.targets.size(), " target elements, expected ",
+        target_size_ > 0 ? 0 : n, " and ", n * target_size_));
   }
   Slot& slot = d.slots[slot_index];
   RETURN_IF_ERROR(Reserve(d, slot, n));
@@ -259,7 +267,16 @@ absl::Status GpuEngine::Stage(Device& d, const Batch& b, int slot_index) {
                               ": the previous upload from slot ", slot_index)));
   std::memcpy(slot.staged_features.data(), b.features.data(),
               n * sample * sizeof(float));
-  std::memcpy(slot.staged_labels.data(), b.labels.data(), n * sizeof(int32_t));
+  // Class labels or float targets: a batch carries one or the other.
+  const bool floats = target_size_ > 0;
+  const int64_t target_bytes =
+      floats ? n * target_size_ * sizeof(float) : n * sizeof(int32_t);
+  void* staged_targets = floats ? static_cast<void*>(slot.staged_targets.data())
+                                : static_cast<void*>(slot.staged_labels.data());
+  std::memcpy(staged_targets,
+              floats ? static_cast<const void*>(b.targets.data())
+                     : static_cast<const void*>(b.labels.data()),
+              target_bytes);
   const cudaStream_t s = d.copy->get();
   RETURN_IF_ERROR(StreamWait(s, slot.consumed, "an input slot is free"));
   RETURN_IF_ERROR(CudaStatus(
@@ -267,9 +284,9 @@ absl::Status GpuEngine::Stage(Device& d, const Batch& b, int slot_index) {
                       n * sample * sizeof(float), cudaMemcpyHostToDevice, s),
       "uploading a batch"));
   RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpyAsync(slot.labels.data(), slot.staged_labels.data(),
-                      n * sizeof(int32_t), cudaMemcpyHostToDevice, s),
-      "uploading labels"));
+      cudaMemcpyAsync(floats ? slot.targets.data() : slot.labels.data(),
+                      staged_targets, target_bytes, cudaMemcpyHostToDevice, s),
+      floats ? "uploading targets" : "uploading labels"));
   slot.n = n;
   slot.skipped = b.skipped;
   return Record(slot.uploaded, s, "batch uploaded");
@@ -285,24 +302,6 @@ absl::Status GpuEngine::Prefetch(Device& d) {
   d.ready_slot = d.next_slot;
   d.next_slot ^= 1;
   return absl::OkStatus();
-}
-
-// Mean cross-entropy of the last forward into d.result[0] and the count
-// of correct predictions into d.result[2..3] (int64, cleared first).
-absl::Status GpuEngine::LossOf(Device& d, const Slot& slot, bool gradient) {
-  const cudaStream_t s = d.context->stream();
-  RETURN_IF_ERROR(
-      CudaStatus(cudaMemsetAsync(d.result.data(), 0, 4 * sizeof(float), s),
-                 "clearing the loss"));
-  CudaCrossEntropyBuffers b;
-  b.logits = d.model->output();
-  b.labels = As<int32_t>(slot.labels);
-  b.loss = d.result.data();
-  b.grad = gradient ? d.grad_out.data() : nullptr;
-  b.correct = reinterpret_cast<int64_t*>(d.result.data() + 2);
-  b.workspace = d.workspace.data();
-  b.workspace_bytes = d.workspace.capacity() * sizeof(float);
-  return SoftmaxCrossEntropyAsync(b, slot.n, classes_, s);
 }
 
 absl::Status GpuEngine::Launch(Device& d) {

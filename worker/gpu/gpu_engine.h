@@ -38,8 +38,10 @@ class KvClient;
 // The GPU device engine (worker/engine/device_engine.h) for options.gpus
 // (non-empty), over `data` (which must outlive it). FAILED_PRECONDITION
 // when this build has no CUDA, INVALID_ARGUMENT for a device that does not
-// exist, UNIMPLEMENTED for what the GPU engine does not do yet
-// (parameter-server mode, the MSE loss).
+// exist or a model whose output does not fit the data's targets,
+// UNIMPLEMENTED for what the GPU engine does not do yet (parameter-server
+// mode, nonfinite_gradients: NONFINITE_SKIP). Every loss, on class labels
+// and on float targets, trains as on the CPU engine.
 absl::StatusOr<std::unique_ptr<DeviceEngine>> CreateGpuEngine(
     const JobSpec& spec, const TrainOptions& options, const DataSplits& data);
 

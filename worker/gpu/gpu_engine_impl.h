@@ -1,7 +1,8 @@
 // The GPU engine's internals (worker/gpu/gpu_engine.h is its interface):
 // the CUDA events, input slots and per-GPU state, and the engine class,
 // whose members are defined in gpu_engine.cc (setup, the step, the NCCL
-// exchange) and gpu_engine_state.cc (evaluation, checkpoint state).
+// exchange), gpu_engine_loss.cc (the loss and its gradient) and
+// gpu_engine_state.cc (evaluation, checkpoint state).
 //
 #ifndef COHORT_WORKER_GPU_GPU_ENGINE_IMPL_H_
 #define COHORT_WORKER_GPU_GPU_ENGINE_IMPL_H_
@@ -31,6 +32,7 @@
 #include "worker/gpu/gpu_context.h"
 #include "worker/gpu/gpu_model.h"
 #include "worker/model.h"
+#include "worker/objective.h"
 #include "worker/replica_pool.h"
 #include "worker/trainer.h"
 
@@ -113,13 +115,15 @@ inline absl::Status StreamWait(cudaStream_t s, const Event& e,
 }
 
 // One of a GPU's two input slots: a batch's pinned staging buffers and its
-// device copy. The host refills the staging buffers only after [uploaded]
-// (the previous copy out of them is done); the copy stream overwrites the
-// device copy only after [consumed] (the last step that read it is done).
+// device copy (class labels, or float targets laid out {N, target...}). The
+// host refills the staging buffers only after [uploaded] (the previous copy out
+// of them is done); the copy stream overwrites the device copy only after
+// [consumed] (the last step that read it is done).
 struct Slot {
   PinnedBuffer<float> staged_features;
   PinnedBuffer<int32_t> staged_labels;
-  DeviceFloats input, labels;
+  PinnedBuffer<float> staged_targets;  // float targets only
+  DeviceFloats input, labels, targets;
   Event uploaded;        // copy stream, after the batch's upload
   Event consumed;        // compute stream, after the last kernel reading it
   int64_t n = 0;         // samples it holds
@@ -139,10 +143,13 @@ struct Device {
   int ready_slot = -1;  // the slot holding the next step's batch, or -1
   PinnedBuffer<float> staged_result;  // loss, then correct as a float pair
   Event step_done;                    // compute stream, after the result copy
+  // result: the loss, the gradient's sum of squares, the int64 correct
+  // count, and scratch for a loss nobody reads (see LossOf).
   DeviceFloats grad_out, workspace, result, pair;
-  DeviceFloats reduce_workspace;  // the gradient's sum of squares
+  DeviceFloats element_workspace;  // an elementwise loss's partial sums
+  DeviceFloats reduce_workspace;   // the gradient's sum of squares
   DeviceFloats momentum, adam_m, adam_v;
-  int64_t capacity = 0;  // samples grad_out and workspace hold
+  int64_t capacity = 0;  // samples grad_out and the workspaces hold
   // With NCCL: the communication stream and this step's gradient buckets,
   // in backward order, each with its event on the compute stream.
   std::optional<CudaStream> comm;
@@ -165,6 +172,7 @@ class GpuEngine : public DeviceEngine {
         options_(options),
         dist_(options.distributed),
         data_(data),
+        objective_(spec, *data.test),
         pool_(static_cast<int>(options.gpus.size())) {}
 
   absl::Status Setup();
@@ -224,7 +232,10 @@ class GpuEngine : public DeviceEngine {
   absl::Status Launch(Device& d);
   absl::Status BackwardInBuckets(Device& d);
   absl::Status CloseBucket(Device& d, const GradientBucket& b);
+  // The job's loss (spec_.loss(), label_smoothing, huber_delta) of the last
+  // forward into d.result, and its gradient into d.grad_out (queued).
   absl::Status LossOf(Device& d, const Slot& slot, bool gradient);
+  absl::Status ElementwiseLossOf(Device& d, const Slot& slot, bool gradient);
   // Sums `count` floats at per-GPU device pointers over every GPU of the job
   // on the compute streams, and waits (evaluation, BatchNorm statistics).
   absl::Status AllReduce(const std::function<float*(Device&)>& buffer,
@@ -243,6 +254,7 @@ class GpuEngine : public DeviceEngine {
   const TrainOptions options_;
   const DistributedContext* const dist_;
   const DataSplits& data_;
+  const Objective objective_;  // the loss settings; evaluation's metrics
   ReplicaPool pool_;
   std::unique_ptr<Model<float>> host_model_;  // layout, init, state
   // Before devices_: their pinned buffers go back to it on destruction.
@@ -252,7 +264,10 @@ class GpuEngine : public DeviceEngine {
   std::unique_ptr<NcclCommunicator> own_nccl_;  // single process, > 1 GPU
   NcclCommunicator* nccl_ = nullptr;
   BatchSource* source_ = nullptr;  // the current epoch's, for Prefetch
-  int64_t classes_ = 0;
+  // The model's output elements per sample: the logits of class data, or
+  // as many as a float target has.
+  int64_t out_size_ = 0;
+  int64_t target_size_ = 0;  // a float target's elements; 0 for labels
   int64_t adam_steps_ = 0;
   std::vector<ReplicaResult> results_;  // Results()' storage, one a GPU
   StepTiming timing_;

@@ -8,7 +8,6 @@
 #include "kernels/cuda/ops.h"
 #include "worker/engine/model_state.h"
 #include "worker/gpu/gpu_engine_impl.h"
-#include "worker/loss.h"
 
 namespace cohort {
 namespace gpu_engine {
@@ -36,8 +35,11 @@ absl::Status GpuEngine::AverageBuffers() {
 
 // One GPU's share of the test set, one batch at a time through the slot
 // that holds no staged training batch; its sums (EvalSums, as floats) into
-// d.pair. Top-5 is counted on the host from the logits, which evaluation
-// copies back anyway only as a loss and a count otherwise: a few KB a batch.
+// d.pair. The forward runs on the GPU; the output comes back to the host
+// (a few KB a batch) and Objective::Accumulate, which the CPU engine uses
+// too, scores it: every loss, top-1/top-5 for classes, the error sums and
+// the targets' spread for float targets, computed once for both devices.
+// Evaluation is not the hot path.
 absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
   const int64_t n = test.size();
   const int64_t total = TotalReplicas();
@@ -52,7 +54,7 @@ absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
                 BatchLayout::kBatchOuter, 1, 2, read);
   EvalSums sums;
   Batch b;
-  Tensor logits;
+  Tensor out, scratch;
   const cudaStream_t s = d.context->stream();
   while (loader.Next(&b)) {
     RETURN_IF_ERROR(b.error);
@@ -62,19 +64,16 @@ absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
     RETURN_IF_ERROR(StreamWait(s, slot.uploaded, "the batch is on the GPU"));
     RETURN_IF_ERROR(
         d.model->Forward(slot.input.data(), slot.n, Mode::kEval).status());
-    RETURN_IF_ERROR(LossOf(d, slot, /*gradient=*/false));
     RETURN_IF_ERROR(Record(slot.consumed, s, "input slot read"));
-    RETURN_IF_ERROR(EnqueueResult(d));
-    RETURN_IF_ERROR(TakeResult(d));
-    logits.Resize({slot.n, classes_});
+    // {N, outputs}: the layout of b.targets (kBatchOuter) and of logits.
+    out.Resize({slot.n, out_size_});
     RETURN_IF_ERROR(CudaStatus(
-        cudaMemcpy(logits.data(), d.model->output(),
-                   logits.size() * sizeof(float), cudaMemcpyDeviceToHost),
-        "reading evaluation logits"));
-    sums.v[EvalSums::kSamples] += slot.n;
-    sums.v[EvalSums::kLoss] += static_cast<double>(d.loss) * slot.n;
-    sums.v[EvalSums::kTop1] += d.correct;
-    sums.v[EvalSums::kTop5] += CountTopK<float>(logits, b.labels, 5);
+        cudaMemcpyAsync(out.data(), d.model->output(),
+                        out.size() * sizeof(float), cudaMemcpyDeviceToHost, s),
+        "reading evaluation outputs"));
+    RETURN_IF_ERROR(
+        CudaStatus(cudaStreamSynchronize(s), "waiting for evaluation outputs"));
+    objective_.Accumulate(out, b, &scratch, &sums);
   }
   float flat[EvalSums::kCount];
   for (int i = 0; i < EvalSums::kCount; ++i) flat[i] = sums.v[i];

@@ -13,47 +13,13 @@
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/loss.h"
+#include "worker/gpu/device_bytes.h"
 #include "worker/loss.h"
 
 namespace cohort {
 namespace {
 
 constexpr double kRelTol = 1e-5;
-
-// One device allocation, freed at scope exit.
-class DeviceBytes {
- public:
-  explicit DeviceBytes(size_t bytes) {
-    EXPECT_EQ(cudaMalloc(&ptr_, bytes == 0 ? 1 : bytes), cudaSuccess);
-  }
-  template <typename T>
-  explicit DeviceBytes(const std::vector<T>& host)
-      : DeviceBytes(host.size() * sizeof(T)) {
-    if (host.empty()) return;
-    EXPECT_EQ(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T),
-                         cudaMemcpyHostToDevice),
-              cudaSuccess);
-  }
-  ~DeviceBytes() { cudaFree(ptr_); }
-  DeviceBytes(const DeviceBytes&) = delete;
-  DeviceBytes& operator=(const DeviceBytes&) = delete;
-
-  template <typename T>
-  T* as() {
-    return static_cast<T*>(ptr_);
-  }
-  template <typename T>
-  std::vector<T> ToHost(size_t n) const {
-    std::vector<T> out(n);
-    EXPECT_EQ(
-        cudaMemcpy(out.data(), ptr_, n * sizeof(T), cudaMemcpyDeviceToHost),
-        cudaSuccess);
-    return out;
-  }
-
- private:
-  void* ptr_ = nullptr;
-};
 
 uint32_t Next(uint32_t* s) {
   *s = *s * 1664525u + 1013904223u;
@@ -98,13 +64,13 @@ struct CpuResult {
   int64_t correct;
 };
 
-CpuResult RunCpu(const Batch& b) {
+CpuResult RunCpu(const Batch& b, float smoothing = 0) {
   Tensor logits({b.n, b.c});
   std::copy(b.logits.begin(), b.logits.end(), logits.data());
   Tensor grad;
   int64_t correct = 0;
   const float loss =
-      SoftmaxCrossEntropy<float>(logits, b.labels, &grad, &correct);
+      SoftmaxCrossEntropy<float>(logits, b.labels, &grad, &correct, smoothing);
   return {loss, std::vector<float>(grad.data(), grad.data() + grad.size()),
           correct};
 }
@@ -117,7 +83,7 @@ struct GpuResult {
 
 // Runs the GPU loss on `b`, the counter starting at `correct_start`.
 GpuResult RunGpu(const Batch& b, bool with_grad, cudaStream_t stream,
-                 int64_t correct_start = 0) {
+                 int64_t correct_start = 0, float smoothing = 0) {
   DeviceBytes logits(b.logits), labels(b.labels), loss(sizeof(float));
   DeviceBytes grad(b.logits.size() * sizeof(float));
   DeviceBytes correct(std::vector<int64_t>{correct_start});
@@ -131,6 +97,7 @@ GpuResult RunGpu(const Batch& b, bool with_grad, cudaStream_t stream,
   buf.correct = correct.as<int64_t>();
   buf.workspace = ws.as<void>();
   buf.workspace_bytes = ws_bytes;
+  buf.label_smoothing = smoothing;
   GpuResult r;
   r.loss = SoftmaxCrossEntropy(buf, b.n, b.c, stream);
   r.grad = grad.ToHost<float>(with_grad ? b.logits.size() : 0);
@@ -151,12 +118,14 @@ class CudaLossTest : public ::testing::Test {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
-  void ExpectMatchesCpu(int64_t n, int64_t c, bool tied) {
+  void ExpectMatchesCpu(int64_t n, int64_t c, bool tied, float smoothing = 0) {
     SCOPED_TRACE("n=" + std::to_string(n) + " c=" + std::to_string(c) +
-                 (tied ? " tied" : " continuous"));
+                 (tied ? " tied" : " continuous") +
+                 " smoothing=" + std::to_string(smoothing));
     const Batch b = MakeBatch(n, c, tied);
-    const CpuResult cpu = RunCpu(b);
-    const GpuResult gpu = RunGpu(b, /*with_grad=*/true, stream_);
+    const CpuResult cpu = RunCpu(b, smoothing);
+    const GpuResult gpu =
+        RunGpu(b, /*with_grad=*/true, stream_, /*correct_start=*/0, smoothing);
     ASSERT_TRUE(gpu.loss.ok()) << gpu.loss.status();
     EXPECT_NEAR(*gpu.loss, cpu.loss, kRelTol * std::fabs(cpu.loss) + 1e-7);
     EXPECT_EQ(gpu.correct, cpu.correct);
@@ -191,6 +160,45 @@ TEST_F(CudaLossTest, MatchesCpuForWideRows) {
 
 TEST_F(CudaLossTest, MatchesCpuForManyRows) {
   ExpectMatchesCpu(70000, 10, /*tied=*/true);  // more rows than blocks
+}
+
+// Label smoothing: target (1 - e) onehot + e / c, loss (1 - e) nll + e
+// mean_j nll_j, as worker/loss.cc (PyTorch's label_smoothing).
+TEST_F(CudaLossTest, LabelSmoothingMatchesCpu) {
+  for (float e : {0.1f, 0.5f, 0.9f}) {
+    for (int64_t n : {1, 64, 257}) {
+      for (int64_t c : {1, 10, 1001}) {
+        ExpectMatchesCpu(n, c, /*tied=*/true, e);
+        ExpectMatchesCpu(n, c, /*tied=*/false, e);
+      }
+    }
+  }
+  ExpectMatchesCpu(3, 100003, /*tied=*/false, 0.2f);
+  ExpectMatchesCpu(70000, 10, /*tied=*/true, 0.2f);
+}
+
+// e = 0 runs the arithmetic of the kernel before smoothing existed: the
+// same bits as a call that leaves the field at its default.
+TEST_F(CudaLossTest, ZeroSmoothingIsPlainCrossEntropy) {
+  const Batch b = MakeBatch(257, 1000, /*tied=*/false);
+  const GpuResult plain = RunGpu(b, /*with_grad=*/true, stream_);
+  const GpuResult zero = RunGpu(b, /*with_grad=*/true, stream_, 0, 0.0f);
+  ASSERT_TRUE(plain.loss.ok() && zero.loss.ok());
+  EXPECT_EQ(*plain.loss, *zero.loss);
+  EXPECT_EQ(plain.grad, zero.grad);
+  const GpuResult smoothed = RunGpu(b, /*with_grad=*/true, stream_, 0, 0.1f);
+  ASSERT_TRUE(smoothed.loss.ok());
+  EXPECT_NE(*smoothed.loss, *plain.loss);
+  EXPECT_EQ(smoothed.correct, plain.correct);  // hits ignore smoothing
+}
+
+TEST_F(CudaLossTest, SmoothingOutsideZeroToOneIsRejected) {
+  const Batch b = MakeBatch(4, 10, /*tied=*/false);
+  for (float e : {-0.1f, 1.0f, std::nanf("")}) {
+    const GpuResult gpu = RunGpu(b, /*with_grad=*/true, stream_, 0, e);
+    EXPECT_EQ(gpu.loss.status().code(), absl::StatusCode::kInvalidArgument)
+        << e << ": " << gpu.loss.status();
+  }
 }
 
 TEST_F(CudaLossTest, TiesCountOnlyTheFirstMaximum) {
