@@ -116,6 +116,17 @@ std::vector<BasicTensor<T>*> Model<T>::Buffers() {
 }
 
 template <typename T>
+std::vector<std::string> Model<T>::BufferNames() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    for (const std::string& b : layers_[i]->BufferNames()) {
+      out.push_back(absl::StrCat(i, ".", b));
+    }
+  }
+  return out;
+}
+
+template <typename T>
 std::string Model<T>::Summary() const {
   std::string s = absl::StrCat("input ", ShapeString(input_shape_), "\n");
   std::vector<int64_t> counts(layers_.size(), 0);

@@ -65,6 +65,10 @@ class Model {
   int64_t num_parameters() const { return store_.num_parameters(); }
   // Non-parameter state (BatchNorm running statistics), in a fixed order.
   std::vector<BasicTensor<T>*> Buffers();
+  // Their names, as PyTorch's state_dict of an nn.Sequential of the same
+  // layers gives them ("1.running_mean", "4.downsample.1.running_var"); the
+  // parameters' are param_store().entries()' names.
+  std::vector<std::string> BufferNames() const;
 
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shape_; }

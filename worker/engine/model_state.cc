@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/json.h"
 
 namespace cohort {
 
@@ -22,6 +24,30 @@ void AppendBufferLayout(Model<float>& model, StateLayoutEntries* layout) {
   for (size_t i = 0; i < buffers.size(); ++i) {
     layout->emplace_back(absl::StrCat("buffer.", i), buffers[i]->size());
   }
+}
+
+std::string StateNamesJson(const Model<float>& model) {
+  auto shape = [](const Shape& s) {
+    return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
+  };
+  std::string out = "{\"params\": [";
+  const auto& entries = model.param_store().entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    absl::StrAppend(&out, i ? ", " : "",
+                    "{\"name\": ", JsonString(entries[i].name),
+                    ", \"shape\": ", shape(entries[i].shape),
+                    ", \"offset\": ", entries[i].offset, "}");
+  }
+  out += "], \"buffers\": [";
+  const std::vector<std::string> names = model.BufferNames();
+  // Buffers() is not const: the layers hand out mutable views.
+  const std::vector<Tensor*> buffers =
+      const_cast<Model<float>&>(model).Buffers();
+  for (size_t i = 0; i < names.size() && i < buffers.size(); ++i) {
+    absl::StrAppend(&out, i ? ", " : "", "{\"name\": ", JsonString(names[i]),
+                    ", \"shape\": ", shape(buffers[i]->shape()), "}");
+  }
+  return out + "]}";
 }
 
 CheckpointTensor ParamsTensor(Model<float>& model) {

@@ -28,6 +28,13 @@ CheckpointTensor ParamsTensor(Model<float>& model);
 void AppendBufferTensors(Model<float>& model,
                          std::vector<CheckpointTensor>* out);
 
+// What the tensors of a checkpoint are, for tools outside cohort: a JSON
+// object {"params": [{"name": "0.weight", "shape": [32, 100], "offset": 0},
+// ...], "buffers": [{"name": "1.running_mean", "shape": [32]}, ...]}:
+// each parameter's PyTorch-style name, shape and offset into the flat
+// "params" tensor, and the "buffer.I" tensors' names in order.
+std::string StateNamesJson(const Model<float>& model);
+
 // Copies the parameters (RestoreParams) or the buffers (RestoreBuffers)
 // from `from` into the model; returns the first value after them.
 const float* RestoreParams(const float* from, Model<float>& model);

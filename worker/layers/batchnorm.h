@@ -41,6 +41,9 @@ class BatchNormBase : public Layer<T> {
   std::vector<BasicTensor<T>*> Buffers() override {
     return {&running_mean_, &running_var_};
   }
+  std::vector<std::string> BufferNames() const override {
+    return {"running_mean", "running_var"};
+  }
   void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                Mode mode) override;
   void Backward(const BasicTensor<T>& grad_out,

@@ -79,6 +79,8 @@ class Layer {
   // Non-parameter state that must match across replicas and be saved
   // (BatchNorm running statistics). Default: none.
   virtual std::vector<BasicTensor<T>*> Buffers() { return {}; }
+  // Buffers()' names, as PyTorch's state_dict gives them ("running_mean").
+  virtual std::vector<std::string> BufferNames() const { return {}; }
 
   // Sets the seed of any randomness the layer draws while training
   // (dropout); replicas get different streams.

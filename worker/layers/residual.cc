@@ -122,6 +122,17 @@ void ResidualBlock<T>::Bind(std::vector<BasicTensor<T>> values,
 }
 
 template <typename T>
+std::vector<std::string> ResidualBlock<T>::BufferNames() const {
+  std::vector<std::string> all;
+  for (const Part& p : Parts()) {
+    for (const std::string& b : p.layer->BufferNames()) {
+      all.push_back(absl::StrCat(p.name, ".", b));
+    }
+  }
+  return all;
+}
+
+template <typename T>
 std::vector<BasicTensor<T>*> ResidualBlock<T>::Buffers() {
   std::vector<BasicTensor<T>*> all;
   for (const Part& p : Parts()) {

@@ -49,6 +49,7 @@ class ResidualBlock : public Layer<T> {
   void Bind(std::vector<BasicTensor<T>> values,
             std::vector<BasicTensor<T>> grads) override;
   std::vector<BasicTensor<T>*> Buffers() override;
+  std::vector<std::string> BufferNames() const override;
   void SeedRandom(uint64_t seed) override;
   void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                Mode mode) override;
