@@ -28,7 +28,12 @@ void CheckSet(const Dataset* set, absl::string_view which, const Shape& shape,
              absl::StrCat(which, " set has ", set->num_classes(), " classes"));
   std::vector<float> features(NumElements(shape));
   for (int64_t i = 0; i < set->size() && i < kMaxSamplesChecked; ++i) {
-    const int32_t label = set->Get(i, features.data());
+    SampleOut out;
+    out.features = features.data();
+    const absl::Status read = set->Read(i, /*draw=*/0, out);
+    FUZZ_CHECK(read.ok(),
+               absl::StrCat(which, " sample ", i, ": ", read.ToString()));
+    const int32_t label = out.label;
     FUZZ_CHECK(label >= 0 && label < kClasses,
                absl::StrCat(which, " sample ", i, " has label ", label));
     for (float f : features) {

@@ -193,5 +193,22 @@ TEST(DecodeImage, JpegRegionAndScale) {
   EXPECT_EQ(part->stored_width, 300);
 }
 
+// The plan learns a PNG's size too (the whole image is decoded).
+TEST(DecodeImage, PngCallsThePlan) {
+  int seen = 0;
+  DecodeRequest r;
+  r.plan = [&](int w, int h) {
+    seen = w * 1000 + h;
+    ImageRegion g;
+    g.x = 5, g.width = 3, g.height = 3, g.max_shrink = 8;
+    return g;
+  };
+  absl::StatusOr<DecodedImage> d = DecodeImage(EncodePng(Image()), "p.png", r);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(seen, 61047);
+  EXPECT_EQ(d->width, 61);
+  EXPECT_EQ(d->shrink, 1);
+}
+
 }  // namespace
 }  // namespace cohort

@@ -128,6 +128,9 @@ absl::StatusOr<DecodedImage> DecodePng(absl::string_view bytes,
   if (!ReadPngHeader(&run)) return failure();
   absl::Status s = CheckImageSize(run.width, run.height, request, name);
   if (!s.ok()) return s;
+  // The caller learns the size through its plan; the whole image is
+  // decoded whatever region it asks for.
+  PlanRegion(request, run.width, run.height);
   if (!SetPngTransforms(&run)) return failure();
   DecodedImage image;
   image.stored_width = image.scaled_width = image.width = run.width;
