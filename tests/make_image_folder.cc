@@ -4,7 +4,7 @@
 //   make_image_folder --out=DIR [--classes=4 --train=50 --val=10
 //       --width=40 --height=32 --format=jpg|png|mixed --quality=90 --seed=1]
 //     synthetic, learnable images: DIR/train/class_KK/NNNNN.jpg|png, DIR/val/
-//   make_image_folder --out=DIR --cifar-dir=D [--cifar-limit=N
+//   make_image_folder --out=DIR --cifar_dir=D [--cifar_limit=N
 //       --width=W --height=H --format=...]
 //     CIFAR-10 binary records (data_batch_1.bin to train/, test_batch.bin to
 //     val/), upscaled to W x H when given

@@ -174,8 +174,9 @@ bool ReadJpegRows(JpegRun* run) {
   return true;
 }
 
-// Whether the end-of-image marker is near the end (trailing bytes after it
-// are common and allowed). Decoding stops after the region's last row, so
+// Whether the end-of-image marker lies in the last 64 KiB (trailing bytes
+// after it are common and allowed; more than 64 KiB of them is refused as
+// truncated). Decoding stops after the region's last row, so
 // a truncated file must be caught before, or it would fail only for the
 // crops that reach its end.
 bool HasEndMarker(absl::string_view b) {
