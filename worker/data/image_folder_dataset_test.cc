@@ -1,5 +1,10 @@
 #include "worker/data/image_folder_dataset.h"
 
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -96,6 +101,45 @@ TEST(ImageFolder, LayoutErrorsNameTheFolder) {
   std::filesystem::create_directories(empty + "/train");
   EXPECT_THAT(ErrorOf(Spec(3), empty).message(),
               HasSubstr(empty + "/train holds no class folders"));
+}
+
+// A class folder this process may not list is PermissionDenied naming it,
+// not an empty class. Root lists anything, so as root the check runs in a
+// child that has become "nobody" (uid 65534), as file_reader_test does.
+TEST(ImageFolder, AnUnreadableClassFolderIsPermissionDenied) {
+  char base[] = "/tmp/cohort-images-XXXXXX";
+  ASSERT_NE(mkdtemp(base), nullptr);
+  ASSERT_EQ(chmod(base, 0755), 0);
+  const std::string dir = base;
+  FolderOptions o;
+  o.classes = 2;
+  o.train_per_class = 2;
+  o.val_per_class = 1;
+  WriteImageFolder(dir, o);
+  const std::string locked = dir + "/train/class_01";
+  ASSERT_EQ(chmod(locked.c_str(), 0), 0);
+  const auto check = [&] {
+    const absl::Status s = LoadDataset(Spec(2), dir, 1).status();
+    return s.code() == absl::StatusCode::kPermissionDenied &&
+           s.message().find(locked) != absl::string_view::npos;
+  };
+  bool refused = false;
+  if (geteuid() != 0) {
+    refused = check();
+  } else {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      const bool dropped = setgid(65534) == 0 && setuid(65534) == 0;
+      _exit(dropped && check() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    refused = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  chmod(locked.c_str(), 0755);
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(refused) << "a mode-000 class folder was not PermissionDenied";
 }
 
 // A training read draws its crop and flip from `draw`: the same draw, the
