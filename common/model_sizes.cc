@@ -405,6 +405,11 @@ Shape DataSampleShape(const DatasetSpec& data) {
       return Shape(data.numpy().shape().begin(), data.numpy().shape().end());
     case DatasetSpec::CSV:
       return {data.csv().features()};
+    case DatasetSpec::IMAGE_FOLDER: {
+      const ImageFolderSpec& f = data.image_folder();
+      const int64_t side = f.image_size() > 0 ? f.image_size() : 224;
+      return {f.grayscale() ? 1 : 3, side, side};
+    }
     default:
       break;
   }

@@ -383,6 +383,66 @@ absl::Status CheckCsv(const CsvSpec& c, const Scope& s) {
                  c.features());
 }
 
+// `values` (mean or std) holds nothing (the default), one value for every
+// channel, or one per channel; every std is positive.
+absl::Status CheckChannelValues(const ImageFolderSpec& f, const Scope& s,
+                                absl::string_view field,
+                                const google::protobuf::RepeatedField<float>& v,
+                                bool positive) {
+  const int channels = f.grayscale() ? 1 : 3;
+  if (v.size() > 1 && v.size() != channels) {
+    return s.Error(f, field, -1,
+                   absl::StrCat("must hold 1 or ", channels,
+                                " values (one per channel), got ", v.size()));
+  }
+  for (int i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i]) || (positive && v[i] <= 0)) {
+      return s.Error(f, field, i,
+                     absl::StrCat("must be ", positive ? "> 0" : "finite",
+                                  ", got ", v[i]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A [min, max] range whose zeros mean the defaults.
+absl::Status CheckRange(const ImageFolderSpec& f, const Scope& s,
+                        absl::string_view min_field, float min,
+                        absl::string_view max_field, float max, float limit) {
+  RETURN_IF_ERROR(Require(min > 0 && min <= limit, s, f, min_field,
+                          absl::StrCat("in (0, ", limit, "]"), min));
+  RETURN_IF_ERROR(Require(max > 0 && max <= limit, s, f, max_field,
+                          absl::StrCat("in (0, ", limit, "]"), max));
+  return Require(min <= max, s, f, max_field,
+                 absl::StrCat(">= ", min_field, " (", min, ")"), max);
+}
+
+absl::Status CheckImageFolder(const ImageFolderSpec& f, const Scope& s) {
+  RETURN_IF_ERROR(Require(f.classes() >= 2, s, f, "classes",
+                          ">= 2 (the number of class folders)", f.classes()));
+  RETURN_IF_ERROR(UnitInterval(s, f, "val_fraction", f.val_fraction()));
+  RETURN_IF_ERROR(Require(f.image_size() >= 0 && f.image_size() <= 4096, s, f,
+                          "image_size", "in [1, 4096]", f.image_size()));
+  const int size = f.image_size() > 0 ? f.image_size() : 224;
+  RETURN_IF_ERROR(
+      Require(f.resize() == 0 || (f.resize() >= size && f.resize() <= 16384), s,
+              f, "resize", absl::StrCat("in [image_size (", size, "), 16384]"),
+              f.resize()));
+  RETURN_IF_ERROR(CheckChannelValues(f, s, "mean", f.mean(), false));
+  RETURN_IF_ERROR(CheckChannelValues(f, s, "std", f.std(), true));
+  if (f.scale_min() != 0 || f.scale_max() != 0) {
+    RETURN_IF_ERROR(CheckRange(
+        f, s, "scale_min", f.scale_min() != 0 ? f.scale_min() : 0.08f,
+        "scale_max", f.scale_max() != 0 ? f.scale_max() : 1.0f, 1.0f));
+  }
+  if (f.ratio_min() != 0 || f.ratio_max() != 0) {
+    RETURN_IF_ERROR(CheckRange(
+        f, s, "ratio_min", f.ratio_min() != 0 ? f.ratio_min() : 3.0f / 4,
+        "ratio_max", f.ratio_max() != 0 ? f.ratio_max() : 4.0f / 3, 100.0f));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
   RETURN_IF_ERROR(NonNegative(s, d, "train_limit", d.train_limit()));
   RETURN_IF_ERROR(NonNegative(s, d, "loader_threads", d.loader_threads()));
@@ -395,6 +455,17 @@ absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
   RETURN_IF_ERROR(OnlyFor(numpy, d.has_numpy(), s, d, "numpy", "NUMPY", kind));
   bool csv = d.kind() == DatasetSpec::CSV;
   RETURN_IF_ERROR(OnlyFor(csv, d.has_csv(), s, d, "csv", "CSV", kind));
+  bool images = d.kind() == DatasetSpec::IMAGE_FOLDER;
+  RETURN_IF_ERROR(OnlyFor(images, d.has_image_folder(), s, d, "image_folder",
+                          "IMAGE_FOLDER", kind));
+  if (images) {
+    if (!d.has_image_folder()) {
+      return s.Error(d, "image_folder", -1,
+                     "kind IMAGE_FOLDER needs an image_folder { classes } "
+                     "block");
+    }
+    return CheckImageFolder(d.image_folder(), s.Nested(d, "image_folder", -1));
+  }
   if (csv) {
     if (!d.has_csv()) {
       return s.Error(d, "csv", -1,

@@ -69,6 +69,11 @@ bool HasFloatTargets(const DatasetSpec& data);
 // same cluster.
 void FillClusterDefaults(ClusterSpec* cluster);
 
+// Fills the image folder defaults documented in proto/job.proto (mean and
+// std expanded to one value per channel). Idempotent; FillJobDefaults calls
+// it for kind IMAGE_FOLDER, the loader on specs built in code.
+void FillImageFolderDefaults(ImageFolderSpec* spec);
+
 // Fills every default documented in proto/job.proto (the cluster's too).
 // Idempotent. ParseJobSpec calls it after validation.
 void FillJobDefaults(JobSpec* spec);

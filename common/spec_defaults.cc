@@ -1,5 +1,6 @@
 // The defaults ParseJobSpec fills into a checked spec (spec.h).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -90,6 +91,9 @@ void FillJobDefaults(JobSpec* j) {
     j->set_loss(HasFloatTargets(*d) ? MSE : CROSS_ENTROPY);
   }
   if (j->loss() == HUBER && j->huber_delta() == 0) j->set_huber_delta(1);
+  if (d->kind() == DatasetSpec::IMAGE_FOLDER) {
+    FillImageFolderDefaults(d->mutable_image_folder());
+  }
   OptimizerSpec* o = j->mutable_optimizer();
   if (o->kind() != OptimizerSpec::SGD) {
     if (o->beta1() == 0) o->set_beta1(0.9f);
@@ -102,6 +106,37 @@ void FillJobDefaults(JobSpec* j) {
     j->mutable_eval()->set_batch_size(
         std::min<int64_t>(1000, 4 * int64_t{j->batch_size()}));
   }
+}
+
+void FillImageFolderDefaults(ImageFolderSpec* f) {
+  if (f->train().empty()) f->set_train("train");
+  if (f->val().empty()) f->set_val("val");
+  if (f->image_size() == 0) f->set_image_size(224);
+  // torchvision's ImageNet evaluation: Resize(256), CenterCrop(224).
+  if (f->resize() == 0) {
+    f->set_resize(
+        static_cast<int32_t>(std::lround(f->image_size() * 256.0 / 224.0)));
+  }
+  const bool gray = f->grayscale();
+  if (f->mean_size() == 0) {
+    if (gray) f->add_mean((0.485f + 0.456f + 0.406f) / 3);
+    for (float m : {0.485f, 0.456f, 0.406f}) {
+      if (!gray) f->add_mean(m);
+    }
+  }
+  if (f->std_size() == 0) {
+    if (gray) f->add_std((0.229f + 0.224f + 0.225f) / 3);
+    for (float v : {0.229f, 0.224f, 0.225f}) {
+      if (!gray) f->add_std(v);
+    }
+  }
+  // One value means every channel.
+  while (f->mean_size() < (gray ? 1 : 3)) f->add_mean(f->mean(0));
+  while (f->std_size() < (gray ? 1 : 3)) f->add_std(f->std(0));
+  if (f->scale_min() == 0) f->set_scale_min(0.08f);
+  if (f->scale_max() == 0) f->set_scale_max(1.0f);
+  if (f->ratio_min() == 0) f->set_ratio_min(3.0f / 4);
+  if (f->ratio_max() == 0) f->set_ratio_max(4.0f / 3);
 }
 
 void FillClusterDefaults(ClusterSpec* c) {

@@ -66,7 +66,7 @@ TEST(ParseJobSpec, ReportsUnknownEnumName) {
 TEST(ParseJobSpec, RejectsUnknownEnumNumber) {
   EXPECT_EQ(ErrorOf(Valid("data { kind: 7 }\n")),
             "jobs/x.textproto:6:8: data.kind must be one of SYNTHETIC, MNIST, "
-            "CIFAR10, NUMPY, CSV, got 7");
+            "CIFAR10, NUMPY, CSV, IMAGE_FOLDER, got 7");
 }
 
 TEST(ParseJobSpec, PointsAtInvalidTopLevelValue) {
@@ -590,6 +590,99 @@ TEST(ParseJobSpec, ChecksTheLossAgainstTheTargets) {
                              "\"b\" target: \"y\" regression: true "
                              "classes: 2 features: 3 } }\n"),
               HasSubstr("data.csv.classes must be 0 with regression: true"));
+}
+
+// Kind IMAGE_FOLDER: each field checked where it is written, the sample
+// shape known from the spec alone (a zoo model is matched against it), and
+// the documented defaults filled in.
+TEST(ParseJobSpec, ChecksImageFolderData) {
+  const std::string head =
+      "name: \"t\"\nbatch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n";
+  const std::string cifar = head + "model { zoo: \"lenet_cifar\" }\n";
+  auto data = [&](const std::string& block) {
+    return cifar + "data { kind: IMAGE_FOLDER dir: \"/d\"\n" + block + "\n}\n";
+  };
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10 image_size: 32 }")), "OK");
+  EXPECT_EQ(ErrorOf(data("")),
+            "jobs/x.textproto:6:1: data.image_folder kind IMAGE_FOLDER needs "
+            "an image_folder { classes } block (missing)");
+  EXPECT_EQ(ErrorOf(data("image_folder { image_size: 32 }")),
+            "jobs/x.textproto:7:1: data.image_folder.classes must be >= 2 "
+            "(the number of class folders), got 0 (missing)");
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10\n image_size: -3 }")),
+            "jobs/x.textproto:8:2: data.image_folder.image_size must be in "
+            "[1, 4096], got -3");
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10 image_size: 32\n "
+                         "resize: 31 }")),
+            "jobs/x.textproto:8:2: data.image_folder.resize must be in "
+            "[image_size (32), 16384], got 31");
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10 image_size: 32\n "
+                         "val_fraction: 1 }")),
+            "jobs/x.textproto:8:2: data.image_folder.val_fraction must be in "
+            "[0, 1), got 1");
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10 image_size: 32\n "
+                         "mean: [0.5, 0.5] }")),
+            "jobs/x.textproto:8:2: data.image_folder.mean must hold 1 or 3 "
+            "values (one per channel), got 2");
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10 image_size: 32\n "
+                         "std: [0.5, 0, 0.5] }")),
+            "jobs/x.textproto:8:2: data.image_folder.std[1] must be > 0, "
+            "got 0");
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10 image_size: 32\n "
+                         "scale_min: 0.5 scale_max: 0.25 }")),
+            "jobs/x.textproto:8:17: data.image_folder.scale_max must be >= "
+            "scale_min (0.5), got 0.25");
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10 image_size: 32\n "
+                         "scale_min: 1.5 }")),
+            "jobs/x.textproto:8:2: data.image_folder.scale_min must be in "
+            "(0, 1], got 1.5");
+  EXPECT_EQ(ErrorOf(data("image_folder { classes: 10 image_size: 32\n "
+                         "ratio_max: -1 }")),
+            "jobs/x.textproto:8:2: data.image_folder.ratio_max must be in "
+            "(0, 100], got -1");
+  EXPECT_THAT(ErrorOf(cifar + "data { kind: CSV image_folder { classes: 2 } "
+                              "csv { train: \"a\" test: \"b\" target: \"y\" "
+                              "classes: 2 features: 3 } }\n"),
+              HasSubstr("data.image_folder applies only to IMAGE_FOLDER, got "
+                        "kind CSV"));
+  // The shape {3, 224, 224} (the default size) does not fit lenet_cifar;
+  // grayscale gives one channel.
+  EXPECT_THAT(ErrorOf(data("image_folder { classes: 10 }")),
+              HasSubstr("zoo model lenet_cifar takes samples of shape [3, 32, "
+                        "32] but the data set gives [3, 224, 224]"));
+  EXPECT_THAT(
+      ErrorOf(head + "model { zoo: \"lenet5\" }\ndata { kind: IMAGE_FOLDER "
+                     "image_folder { classes: 10 image_size: 28 grayscale: "
+                     "true } }\n"),
+      "OK");
+}
+
+TEST(ParseJobSpec, FillsImageFolderDefaults) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      "model { zoo: \"resnet50\" } batch_size: 8 epochs: 1 optimizer { lr: "
+      "0.1 } data { kind: IMAGE_FOLDER image_folder { classes: 5 std: 0.5 } "
+      "}",
+      kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const ImageFolderSpec& f = spec->data().image_folder();
+  EXPECT_EQ(f.train(), "train");
+  EXPECT_EQ(f.val(), "val");
+  EXPECT_EQ(f.image_size(), 224);
+  EXPECT_EQ(f.resize(), 256);
+  ASSERT_EQ(f.mean_size(), 3);
+  EXPECT_FLOAT_EQ(f.mean(0), 0.485f);
+  EXPECT_FLOAT_EQ(f.mean(2), 0.406f);
+  ASSERT_EQ(f.std_size(), 3);
+  EXPECT_FLOAT_EQ(f.std(1), 0.5f);
+  EXPECT_FLOAT_EQ(f.scale_min(), 0.08f);
+  EXPECT_FLOAT_EQ(f.scale_max(), 1.0f);
+  EXPECT_FLOAT_EQ(f.ratio_min(), 0.75f);
+  EXPECT_FLOAT_EQ(f.ratio_max(), 4.0f / 3);
+  EXPECT_FALSE(f.no_flip());
+  // Idempotent: filling a filled spec changes nothing.
+  ImageFolderSpec again = f;
+  FillImageFolderDefaults(&again);
+  EXPECT_EQ(again.SerializeAsString(), f.SerializeAsString());
 }
 
 }  // namespace

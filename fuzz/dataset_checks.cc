@@ -30,9 +30,9 @@ void CheckSet(const Dataset* set, absl::string_view which, const Shape& shape,
   for (int64_t i = 0; i < set->size() && i < kMaxSamplesChecked; ++i) {
     SampleOut out;
     out.features = features.data();
-    const absl::Status read = set->Read(i, 0, out);
-    FUZZ_CHECK(read.ok(), absl::StrCat(which, " sample ", i, ": ",
-                                       read.ToString()));
+    const absl::Status read = set->Read(i, /*draw=*/0, out);
+    FUZZ_CHECK(read.ok(),
+               absl::StrCat(which, " sample ", i, ": ", read.ToString()));
     const int32_t label = out.label;
     FUZZ_CHECK(label >= 0 && label < kClasses,
                absl::StrCat(which, " sample ", i, " has label ", label));

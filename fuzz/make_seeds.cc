@@ -1,6 +1,7 @@
 // Writes the binary seed inputs of a fuzz target into a directory:
 //   make_seeds TARGET DIR
-// TARGET is one of mnist, cifar10, checkpoint, request_checks, shard (the
+// TARGET is one of mnist, cifar10, checkpoint, request_checks, shard, npy,
+// csv, image (the
 // spec target's seeds are text, in fuzz/corpus/spec). The seeds are valid
 // inputs in the format each fuzzer's header comment describes, so fuzzing
 // starts from the readers' success paths. Exit status 2 on bad usage, 1 when
@@ -25,6 +26,7 @@
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
+#include "tests/image_files.h"
 
 namespace cohort {
 namespace fuzz {
@@ -153,6 +155,36 @@ Seeds Csv() {
       {"three_rows", "a,label,b\n1.5,0,2\n-3,2,1e3\n0,1,0\n"},
       {"crlf_blank_lines", "label, a ,b\r\n\r\n1,2,3\r\n"},
   };
+}
+
+// Small JPEGs and PNGs of every layout the image decoder reads.
+Seeds Image() {
+  const Pixels rgb = SyntheticImage(1, 3, 24, 17);
+  const Pixels gray = SyntheticImage(2, 4, 17, 24, 1);
+  Seeds seeds;
+  seeds["baseline.jpg"] = EncodeJpeg(rgb);
+  JpegOptions o;
+  o.progressive = true;
+  seeds["progressive.jpg"] = EncodeJpeg(rgb, o);
+  seeds["gray.jpg"] = EncodeJpeg(gray);
+  o = JpegOptions();
+  o.cmyk = true;
+  seeds["cmyk.jpg"] = EncodeJpeg(rgb, o);
+  o.cmyk = false;
+  o.ycck = true;
+  seeds["ycck.jpg"] = EncodeJpeg(rgb, o);
+  seeds["rgb.png"] = EncodePng(rgb);
+  seeds["gray.png"] = EncodePng(gray);
+  PngOptions p;
+  p.alpha = true;
+  seeds["rgba.png"] = EncodePng(rgb, p);
+  p.sixteen = true;
+  p.interlaced = true;
+  seeds["rgba16_interlaced.png"] = EncodePng(rgb, p);
+  p = PngOptions();
+  p.palette = true;
+  seeds["palette.png"] = EncodePng(gray, p);
+  return seeds;
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
@@ -336,10 +368,11 @@ absl::StatusOr<Seeds> SeedsFor(const std::string& target) {
   if (target == "npy") return Npy();
   if (target == "csv") return Csv();
   if (target == "npz") return Npz();
+  if (target == "image") return Image();
   return absl::InvalidArgumentError(
       absl::StrCat("unknown target \"", target,
                    "\"; expected mnist, cifar10, checkpoint, request_checks, "
-                   "shard, npy, npz or csv"));
+                   "shard, npy, npz, csv or image"));
 }
 
 int Main(int argc, char** argv) {

@@ -26,9 +26,11 @@ constexpr char kSynthetic[] =
     "test_samples: 64 } }\n";
 
 JobSpec Spec(const std::string& optimizer, uint64_t seed = 3,
-             const std::string& data = kSynthetic) {
+             const std::string& data = kSynthetic,
+             const std::string& first_layers = "") {
   absl::StatusOr<JobSpec> spec = ParseJobSpec(
-      absl::StrCat("model { layers { linear { out_features: 32 } }\n"
+      absl::StrCat("model { ", first_layers,
+                   "layers { linear { out_features: 32 } }\n"
                    "        layers { batchnorm1d {} } layers { relu {} }\n"
                    "        layers { dropout { p: 0.2 } }\n"
                    "        layers { linear { out_features: 10 } } }\n",
@@ -69,8 +71,9 @@ absl::StatusOr<std::vector<float>> TrainFor(const JobSpec& spec,
 }
 
 void ExpectExactResume(const std::string& optimizer, bool corrupt_newest,
-                       const std::string& data = kSynthetic) {
-  const JobSpec spec = Spec(optimizer, 3, data);
+                       const std::string& data = kSynthetic,
+                       const std::string& first_layers = "") {
+  const JobSpec spec = Spec(optimizer, 3, data, first_layers);
   auto straight = TrainFor(spec, FreshDir("straight"), 0);
   ASSERT_TRUE(straight.ok()) << straight.status();
   const std::string dir = FreshDir("resumed");
@@ -142,6 +145,14 @@ TEST(CheckpointResume, CsvDataIsExact) {
                    "\" csv { train: \"train.csv\" test: \"test.csv\" "
                    "target: \"label\" classes: 10 features: 20 "
                    "standardize: true } }\n"));
+}
+
+// Image folders: the resumed run replays the same random crops and flips
+// (drawn from the epoch's seed and the sample's index), so it is exact too.
+TEST(CheckpointResume, ImageFolderDataIsExact) {
+  ExpectExactResume("kind: SGD lr: 0.05 momentum: 0.9", false,
+                    ImageFolderDataBlock(FreshDir("image_data")),
+                    "layers { flatten {} }\n");
 }
 
 }  // namespace

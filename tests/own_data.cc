@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "tests/image_files.h"
 
 namespace cohort {
 namespace {
@@ -88,6 +89,18 @@ std::string NumpyDataBlock(const std::string& dir) {
                       "train_x: \"train0_x.npy\" train_x: \"train1_x.npy\" "
                       "train_y: \"train0_y.npy\" train_y: \"train1_y.npy\" "
                       "test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }\n");
+}
+
+std::string ImageFolderDataBlock(const std::string& dir) {
+  FolderOptions o;
+  o.classes = 10;
+  o.train_per_class = 52;
+  o.val_per_class = 6;
+  o.width = 12;
+  o.height = 10;
+  WriteImageFolder(dir, o);
+  return absl::StrCat("data { kind: IMAGE_FOLDER dir: \"", dir,
+                      "\" image_folder { classes: 10 image_size: 8 } }\n");
 }
 
 }  // namespace cohort

@@ -1,6 +1,6 @@
-// Test helper: small data sets in the formats users bring (data kinds NUMPY
-// and CSV), written by the test itself. Sample i has 20 features and the
-// class i % 10 (learnable: feature i % 10 is raised by 2), the same in
+// Test helper: small data sets in the formats users bring (data kinds NUMPY,
+// CSV and IMAGE_FOLDER), written by the test itself. Sample i has 20 features
+// and the class i % 10 (learnable: feature i % 10 is raised by 2), the same in
 // every format, so a test can compare formats or runs.
 //
 // Plain functions writing files; no state.
@@ -29,6 +29,10 @@ std::string NumpyDataBlock(const std::string& dir);
 // DIR/train (512 samples) and DIR/test (64), which it writes: the inputs
 // above, and targets of shape [10] that depend on them.
 std::string NumpyRegressionBlock(const std::string& dir);
+// The `data { ... }` block of an IMAGE_FOLDER job of 10 classes over
+// DIR/train (52 JPEG and PNG images a class, 12x10 pixels) and DIR/val (6),
+// which it writes; samples are 3 x 8 x 8 random crops.
+std::string ImageFolderDataBlock(const std::string& dir);
 
 }  // namespace cohort
 

@@ -77,3 +77,7 @@ PROTOBUF_LINKOPTS = ["-lprotobuf"]
 GTEST_LINKOPTS = ["-lgmock", "-lgtest", "-lpthread"]
 
 ZLIB_LINKOPTS = ["-lz"]
+
+JPEG_LINKOPTS = ["-ljpeg"]
+
+PNG_LINKOPTS = ["-lpng16"]

@@ -5,6 +5,7 @@
 #include "common/status_macros.h"
 #include "worker/data/cifar10.h"
 #include "worker/data/csv_dataset.h"
+#include "worker/data/image_folder_dataset.h"
 #include "worker/data/mnist.h"
 #include "worker/data/numpy_dataset.h"
 #include "worker/data/synthetic.h"
@@ -47,7 +48,7 @@ absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("data.kind ", static_cast<int>(spec.kind()),
                      " is not a known data set kind (SYNTHETIC, MNIST, "
-                     "CIFAR10, NUMPY or CSV)."));
+                     "CIFAR10, NUMPY, CSV or IMAGE_FOLDER)."));
   }
   if (spec.kind() == DatasetSpec::SYNTHETIC) {
     return LoadSynthetic(spec, job_seed);
@@ -62,6 +63,9 @@ absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
     return absl::InvalidArgumentError(absl::StrCat(
         "data.dir is empty: the ", kind,
         " data set needs a directory (set data.dir or pass --data-dir)."));
+  }
+  if (spec.kind() == DatasetSpec::IMAGE_FOLDER) {
+    return LoadImageFolder(spec, dir);
   }
   if (spec.kind() == DatasetSpec::MNIST) {
     return LoadMnist(dir, !spec.no_normalize(), spec.train_limit());
