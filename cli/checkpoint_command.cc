@@ -1,4 +1,5 @@
-// `cohort checkpoint verify DIR`: is every checkpoint in DIR intact?
+// `cohort checkpoint verify DIR`: is every checkpoint in DIR intact? And
+// `cohort checkpoint show FILE`: what does one hold?
 //
 // An operator runs it before trusting a directory (after a crash, a copy
 // between machines, a chaos test): each ckpt-*.cohort file is read and
@@ -33,7 +34,13 @@ constexpr char kUsage[] =
     "lengths,\n"
     "  the step in the name against the header) and prints one line per "
     "file.\n"
-    "  Exit status 0 only when every file verifies.\n";
+    "  Exit status 0 only when every file verifies.\n"
+    "usage: cohort checkpoint show FILE\n"
+    "  Verifies one checkpoint file and prints what it holds: its step, the "
+    "job spec\n"
+    "  that wrote it, and its tensors (each parameter's PyTorch-style name, "
+    "shape\n"
+    "  and offset, as JSON on the line after \"state_names:\").\n";
 
 constexpr absl::string_view kPrefix = "ckpt-";
 constexpr absl::string_view kSuffix = ".cohort";
@@ -142,6 +149,34 @@ absl::Status Verify(const std::string& dir) {
   return absl::OkStatus();
 }
 
+// Prints what one checkpoint file holds.
+absl::Status Show(const std::string& path) {
+  ASSIGN_OR_RETURN(const Checkpoint c, ReadCheckpointFile(path));
+  std::printf("%s: step %lld, epoch %lld, sample %lld, generation %llu\n",
+              path.c_str(), static_cast<long long>(c.step),
+              static_cast<long long>(c.epoch),
+              static_cast<long long>(c.epoch_offset),
+              static_cast<unsigned long long>(c.generation));
+  for (const CheckpointTensor& t : c.tensors) {
+    std::printf("tensor %s [%s]\n", t.name.c_str(),
+                absl::StrJoin(t.shape, ", ").c_str());
+  }
+  for (const auto& [key, value] : c.metadata) {
+    if (key == "job_spec" || key == "state_names") continue;
+    std::printf("%s: %s\n", key.c_str(), value.c_str());
+  }
+  const auto spec = c.metadata.find("job_spec");
+  std::printf("job_spec:\n%s", spec == c.metadata.end()
+                                   ? "(not recorded: written by an older "
+                                     "cohort)\n"
+                                   : spec->second.c_str());
+  const auto names = c.metadata.find("state_names");
+  std::printf("state_names:\n%s\n",
+              names == c.metadata.end() ? "null" : names->second.c_str());
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status RunCheckpoint(const std::vector<std::string>& args, bool* help) {
@@ -160,11 +195,19 @@ absl::Status RunCheckpoint(const std::vector<std::string>& args, bool* help) {
   }
   if (words.empty()) {
     return absl::InvalidArgumentError(
-        "an action is required: cohort checkpoint verify DIR");
+        "an action is required: cohort checkpoint verify DIR, or cohort "
+        "checkpoint show FILE");
+  }
+  if (words[0] == "show") {
+    if (words.size() != 2 || words[1].empty()) {
+      return absl::InvalidArgumentError(
+          "show takes one checkpoint file: cohort checkpoint show FILE");
+    }
+    return Show(words[1]);
   }
   if (words[0] != "verify") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown action \"", words[0], "\" (actions: verify)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown action \"", words[0], "\" (actions: verify, show)"));
   }
   if (words.size() != 2) {
     return absl::InvalidArgumentError(

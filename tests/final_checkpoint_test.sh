@@ -3,7 +3,8 @@
 # checkpoint of its last step, which `cohort checkpoint verify` accepts:
 # max_steps not a multiple of every_steps, every_seconds longer than the
 # run, and --checkpoint-dir alone (no schedule in the spec). A run resumed
-# from that final checkpoint goes on from its step.
+# from that final checkpoint goes on from its step. Checkpoints describe
+# themselves (`cohort checkpoint show`).
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
@@ -70,5 +71,45 @@ before=$(ls "$tmp/c")
   --quiet > /dev/null 2> "$tmp/again.err" || fail "nothing left: $(cat "$tmp/again.err")"
 [[ "$(ls "$tmp/c")" == "$before" ]] && ok "a finished run resumed again writes nothing" ||
   fail "a finished run wrote again: $(ls "$tmp/c")"
+
+# Self-describing: `cohort checkpoint show` prints the spec that wrote the
+# checkpoint and each tensor's PyTorch-style name, shape and offset.
+cat > "$tmp/d.textproto" <<SPEC
+name: "described"
+model {
+  layers { linear { out_features: 32 } }
+  layers { batchnorm1d {} }
+  layers { relu {} }
+  layers { linear { out_features: 10 } }
+}
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 256 test_samples: 16 } }
+batch_size: 8
+max_steps: 3
+optimizer { lr: 0.1 }
+SPEC
+"$cohort" train --job="$tmp/d.textproto" --checkpoint-dir="$tmp/d" --quiet \
+  > /dev/null 2> "$tmp/d.err" || fail "described: $(cat "$tmp/d.err")"
+"$cohort" checkpoint show "$tmp/d/ckpt-000000000003.cohort" > "$tmp/show.out" 2>&1
+if /usr/bin/python3 - "$tmp/show.out" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+spec = text.split("job_spec:\n", 1)[1].split("state_names:\n", 1)[0]
+names = json.loads(text.split("state_names:\n", 1)[1])
+params = [(p["name"], p["shape"]) for p in names["params"]]
+buffers = [(b["name"], b["shape"]) for b in names["buffers"]]
+want_params = [("0.weight", [32, 100]), ("0.bias", [32]), ("1.weight", [32]),
+               ("1.bias", [32]), ("3.weight", [10, 32]), ("3.bias", [10])]
+want_buffers = [("1.running_mean", [32]), ("1.running_var", [32])]
+offsets = [p["offset"] for p in names["params"]]
+ok = (params == want_params and buffers == want_buffers and
+      offsets == sorted(offsets) and 'name: "described"' in spec and
+      "batchnorm1d" in spec and "tensor params [" in text)
+sys.exit(0 if ok else print(params, buffers, offsets, spec) or 1)
+PY
+then ok "checkpoint show: the spec and PyTorch-style names (0.weight ... 1.running_var)"
+else fail "checkpoint show: $(head -c 600 "$tmp/show.out")"
+fi
+expect_refused_text "checkpoint show of a missing file" "no-such.cohort" \
+  "$cohort" checkpoint show "$tmp/no-such.cohort"
 
 finish

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
+#include "google/protobuf/text_format.h"
 #include "worker/comm/communicator.h"
 #include "worker/timeline.h"
 #include "worker/training_loop.h"
@@ -71,6 +72,17 @@ absl::StatusOr<Checkpoint> TrainingLoop::Capture(int64_t epoch,
   c.spec_hash = TrainingHash(spec_);
   c.metadata["job"] = spec_.name();
   c.metadata["epoch_steps"] = absl::StrCat(epoch_steps);
+  // Self-describing: the spec that made it and what its tensors are, so
+  // export and inference need nothing else. A metadata value is at most
+  // 1 MiB; a larger spec (thousands of layers) is left out rather than
+  // failing the checkpoint.
+  std::string text;
+  if (google::protobuf::TextFormat::PrintToString(spec_, &text) &&
+      text.size() < (1 << 20)) {
+    c.metadata["job_spec"] = std::move(text);
+  }
+  std::string names = engine_->StateNames();
+  if (names.size() < (1 << 20)) c.metadata["state_names"] = std::move(names);
   ASSIGN_OR_RETURN(c.tensors, engine_->CaptureState());
   return c;
 }

@@ -78,6 +78,9 @@ class CpuEngine : public DeviceEngine {
   absl::StatusOr<EvalSums> Evaluate(const Dataset& test,
                                     bool across_workers) override;
   std::vector<std::pair<std::string, int64_t>> StateLayout() const override;
+  std::string StateNames() const override {
+    return StateNamesJson(*replicas_[0].model);
+  }
   absl::StatusOr<std::vector<CheckpointTensor>> CaptureState() override;
   absl::Status RestoreState(const std::vector<float>& flat) override;
   absl::StatusOr<std::vector<float>> Parameters() override;

@@ -113,6 +113,10 @@ class DeviceEngine {
   // "buffer.I" (BatchNorm statistics), laid out as StateLayout() says, so
   // that a checkpoint does not depend on the device or replica count.
   virtual std::vector<std::pair<std::string, int64_t>> StateLayout() const = 0;
+  // What those tensors are, for tools outside cohort (model_state.h,
+  // StateNamesJson): each parameter's PyTorch-style name, shape and offset
+  // into "params", and each buffer's name.
+  virtual std::string StateNames() const = 0;
   virtual absl::StatusOr<std::vector<CheckpointTensor>> CaptureState() = 0;
   // `flat`: the tensors of StateLayout() back to back.
   virtual absl::Status RestoreState(const std::vector<float>& flat) = 0;

@@ -29,6 +29,7 @@
 #include "worker/comm/nccl_communicator.h"
 #include "worker/data/loader.h"
 #include "worker/engine/device_engine.h"
+#include "worker/engine/model_state.h"
 #include "worker/gpu/gpu_context.h"
 #include "worker/gpu/gpu_model.h"
 #include "worker/model.h"
@@ -194,6 +195,9 @@ class GpuEngine : public DeviceEngine {
   absl::StatusOr<EvalSums> Evaluate(const Dataset& test,
                                     bool across_workers) override;
   std::vector<std::pair<std::string, int64_t>> StateLayout() const override;
+  std::string StateNames() const override {
+    return StateNamesJson(*host_model_);
+  }
   absl::StatusOr<std::vector<CheckpointTensor>> CaptureState() override;
   absl::Status RestoreState(const std::vector<float>& flat) override;
   absl::StatusOr<std::vector<float>> Parameters() override;

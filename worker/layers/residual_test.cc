@@ -38,6 +38,12 @@ TEST(BasicBlock, StrideOrWidthChangeAddsDownsample) {
   EXPECT_EQ(params[6].shape, Shape({8, 4, 1, 1}));
   EXPECT_EQ(params[8].name, "downsample.1.bias");
   EXPECT_EQ(block.Buffers().size(), 6u);
+  // torchvision's state_dict names, in Buffers()' order.
+  EXPECT_EQ(block.BufferNames(),
+            (std::vector<std::string>{"bn1.running_mean", "bn1.running_var",
+                                      "bn2.running_mean", "bn2.running_var",
+                                      "downsample.1.running_mean",
+                                      "downsample.1.running_var"}));
   EXPECT_EQ(block.Name(), "basic_block(4->8, s2)");
 }
 
