@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "common/memory_estimate.h"
 #include "common/model_sizes.h"
+#include "common/spec_scope.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/stubs/common.h"
@@ -30,11 +31,14 @@ using google::protobuf::Reflection;
 using google::protobuf::TextFormat;
 using Tree = TextFormat::ParseInfoTree;
 using Loc = TextFormat::ParseLocation;
-
-std::string Prefix(const std::string& file, Loc loc) {
-  if (loc.line < 0) return absl::StrCat(file, ": ");
-  return absl::StrCat(file, ":", loc.line + 1, ":", loc.column + 1, ": ");
-}
+using spec_internal::CheckData;
+using spec_internal::NonNegative;
+using spec_internal::OnlyFor;
+using spec_internal::Positive;
+using spec_internal::Prefix;
+using spec_internal::Require;
+using spec_internal::Scope;
+using spec_internal::UnitInterval;
 
 // Column of byte `b` of `line` as protobuf counts columns (0-based, a tab
 // advances to the next multiple of 8), so ours match the parser's.
@@ -84,109 +88,6 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
   const std::string& file_;
   std::string error_;
 };
-
-// One message of the spec as it sits in the text: its parse tree (null when
-// the message was not written) and where to point when a field is absent.
-class Scope {
- public:
-  Scope(const std::string* file, const Tree* tree, std::string path, Loc at)
-      : file_(file), tree_(tree), path_(std::move(path)), at_(at) {}
-
-  Scope Nested(const Message& m, absl::string_view field, int index) const {
-    return Nested(Field(m, field), index);
-  }
-  Scope Nested(const FieldDescriptor* fd, int index) const {
-    Loc loc = Locate(fd, index);
-    const Tree* child = tree_ != nullptr && loc.line >= 0
-                            ? tree_->GetTreeForNested(fd, index)
-                            : nullptr;
-    return Scope(file_, child, absl::StrCat(Name(fd, index), "."),
-                 loc.line >= 0 ? loc : at_);
-  }
-
-  // "FILE:L:C: path.field what", pointing at the field, or at the enclosing
-  // message plus " (missing)" when the field was not written.
-  absl::Status Error(const Message& m, absl::string_view field, int index,
-                     absl::string_view what) const {
-    return Error(Field(m, field), index, what);
-  }
-  absl::Status Error(const FieldDescriptor* fd, int index,
-                     absl::string_view what) const {
-    Loc loc = Locate(fd, index);
-    bool missing = loc.line < 0;
-    return absl::InvalidArgumentError(
-        absl::StrCat(Prefix(*file_, missing ? at_ : loc), Name(fd, index), " ",
-                     what, missing ? " (missing)" : ""));
-  }
-
-  // "FILE:L:C: " of `field` (of the enclosing message when the field was
-  // not written), to start a message of one's own.
-  std::string At(const Message& m, absl::string_view field, int index) const {
-    const Loc loc = Locate(Field(m, field), index);
-    return Prefix(*file_, loc.line < 0 ? at_ : loc);
-  }
-
-  // Whether `field` appears in the text.
-  bool Written(const Message& m, absl::string_view field) const {
-    return Locate(Field(m, field), -1).line >= 0;
-  }
-
- private:
-  static const FieldDescriptor* Field(const Message& m,
-                                      absl::string_view field) {
-    const FieldDescriptor* fd =
-        m.GetDescriptor()->FindFieldByName(std::string(field));
-    CHECK(fd != nullptr) << m.GetDescriptor()->name() << " has no " << field;
-    return fd;
-  }
-  std::string Name(const FieldDescriptor* fd, int index) const {
-    if (index < 0) return absl::StrCat(path_, fd->name());
-    return absl::StrCat(path_, fd->name(), "[", index, "]");
-  }
-  Loc Locate(const FieldDescriptor* fd, int index) const {
-    if (tree_ == nullptr) return Loc();
-    if (fd->is_repeated() && index < 0) index = 0;
-    Loc loc = tree_->GetLocation(fd, index);
-    // `shape: [3, 32, 32]` records one location for the whole list.
-    if (loc.line < 0 && index > 0) loc = tree_->GetLocation(fd, 0);
-    return loc;
-  }
-
-  const std::string* file_;
-  const Tree* tree_;
-  std::string path_;
-  Loc at_;
-};
-
-// Range checks, each "must be <rule>, got <value>".
-template <typename V>
-absl::Status Require(bool ok, const Scope& s, const Message& m,
-                     absl::string_view field, absl::string_view rule, V got) {
-  if (ok) return absl::OkStatus();
-  return s.Error(m, field, -1, absl::StrCat("must be ", rule, ", got ", got));
-}
-template <typename V>
-absl::Status Positive(const Scope& s, const Message& m, absl::string_view field,
-                      V v) {
-  return Require(v > 0, s, m, field, "> 0", v);
-}
-template <typename V>
-absl::Status NonNegative(const Scope& s, const Message& m,
-                         absl::string_view field, V v) {
-  return Require(v >= 0, s, m, field, ">= 0", v);
-}
-absl::Status UnitInterval(const Scope& s, const Message& m,
-                          absl::string_view field, float v) {
-  return Require(v >= 0 && v < 1, s, m, field, "in [0, 1)", v);
-}
-// A field that only means something for some kinds must stay zero otherwise.
-absl::Status OnlyFor(bool applies, bool set, const Scope& s, const Message& m,
-                     absl::string_view field, absl::string_view kinds,
-                     absl::string_view kind) {
-  if (applies || !set) return absl::OkStatus();
-  return s.Error(m, field, -1,
-                 absl::StrCat("applies only to ", kinds, ", got kind ", kind));
-}
 
 // Every float finite and every enum value known, anywhere in the message
 // (text format accepts "inf", "nan" and, for open enums, bare numbers).
@@ -300,189 +201,6 @@ absl::Status CheckModel(const ModelSpec& m, const Scope& s) {
     RETURN_IF_ERROR(CheckLayer(m.layers(i), s, i));
   }
   return absl::OkStatus();
-}
-
-absl::Status CheckSynthetic(const SyntheticSpec& y, const Scope& s) {
-  for (int i = 0; i < y.shape_size(); ++i) {
-    if (y.shape(i) <= 0) {
-      return s.Error(y, "shape", i,
-                     absl::StrCat("must be > 0, got ", y.shape(i)));
-    }
-  }
-  RETURN_IF_ERROR(Require(y.classes() == 0 || y.classes() >= 2, s, y, "classes",
-                          ">= 2", y.classes()));
-  RETURN_IF_ERROR(NonNegative(s, y, "train_samples", y.train_samples()));
-  RETURN_IF_ERROR(NonNegative(s, y, "test_samples", y.test_samples()));
-  return NonNegative(s, y, "noise", y.noise());
-}
-
-// The files of one split: as many label arrays as input arrays, or none
-// when every input is a .npz archive (which holds its "y" too).
-absl::Status CheckNumpySplit(
-    const NumpySpec& n, const Scope& s, absl::string_view x_field,
-    const google::protobuf::RepeatedPtrField<std::string>& xs,
-    absl::string_view y_field, int y_count) {
-  const int x_count = xs.size();
-  RETURN_IF_ERROR(Require(x_count > 0, s, n, x_field,
-                          "at least one .npy or .npz file", "none"));
-  const bool archives = std::all_of(
-      xs.begin(), xs.end(),
-      [](const std::string& f) { return absl::EndsWith(f, ".npz"); });
-  if (y_count == 0 && archives) return absl::OkStatus();
-  return Require(
-      y_count == x_count, s, n, y_field,
-      absl::StrCat("one file per ", x_field, " file (", x_count, ")"), y_count);
-}
-
-absl::Status CheckNumpy(const NumpySpec& n, const Scope& s) {
-  RETURN_IF_ERROR(Require(n.shape_size() > 0, s, n, "shape",
-                          "the per-sample shape, e.g. [3, 32, 32]", "none"));
-  for (int i = 0; i < n.shape_size(); ++i) {
-    if (n.shape(i) <= 0) {
-      return s.Error(n, "shape", i,
-                     absl::StrCat("must be > 0, got ", n.shape(i)));
-    }
-  }
-  for (int i = 0; i < n.target_shape_size(); ++i) {
-    if (n.target_shape(i) <= 0) {
-      return s.Error(n, "target_shape", i,
-                     absl::StrCat("must be > 0, got ", n.target_shape(i)));
-    }
-  }
-  if (n.target_shape_size() > 0) {
-    RETURN_IF_ERROR(Require(n.classes() == 0, s, n, "classes",
-                            "0 with float targets (target_shape)",
-                            n.classes()));
-  } else {
-    RETURN_IF_ERROR(Require(n.classes() >= 2, s, n, "classes",
-                            ">= 2 (or target_shape for float targets)",
-                            n.classes()));
-  }
-  RETURN_IF_ERROR(CheckNumpySplit(n, s, "train_x", n.train_x(), "train_y",
-                                  n.train_y_size()));
-  return CheckNumpySplit(n, s, "test_x", n.test_x(), "test_y", n.test_y_size());
-}
-
-absl::Status CheckCsv(const CsvSpec& c, const Scope& s) {
-  RETURN_IF_ERROR(Require(c.train_size() > 0, s, c, "train",
-                          "at least one CSV file", "none"));
-  RETURN_IF_ERROR(Require(c.test_size() > 0, s, c, "test",
-                          "at least one CSV file", "none"));
-  RETURN_IF_ERROR(Require(!c.target().empty(), s, c, "target",
-                          "the name of the target column", "none"));
-  if (c.regression()) {
-    RETURN_IF_ERROR(Require(c.classes() == 0, s, c, "classes",
-                            "0 with regression: true", c.classes()));
-  } else {
-    RETURN_IF_ERROR(Require(c.classes() >= 2, s, c, "classes",
-                            ">= 2 (or regression: true for a float target)",
-                            c.classes()));
-  }
-  return Require(c.features() >= 1, s, c, "features",
-                 ">= 1 (the number of columns besides the target)",
-                 c.features());
-}
-
-// `values` (mean or std) holds nothing (the default), one value for every
-// channel, or one per channel; every std is positive.
-absl::Status CheckChannelValues(const ImageFolderSpec& f, const Scope& s,
-                                absl::string_view field,
-                                const google::protobuf::RepeatedField<float>& v,
-                                bool positive) {
-  const int channels = f.grayscale() ? 1 : 3;
-  if (v.size() > 1 && v.size() != channels) {
-    return s.Error(f, field, -1,
-                   absl::StrCat("must hold 1 or ", channels,
-                                " values (one per channel), got ", v.size()));
-  }
-  for (int i = 0; i < v.size(); ++i) {
-    if (!std::isfinite(v[i]) || (positive && v[i] <= 0)) {
-      return s.Error(f, field, i,
-                     absl::StrCat("must be ", positive ? "> 0" : "finite",
-                                  ", got ", v[i]));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// A [min, max] range whose zeros mean the defaults.
-absl::Status CheckRange(const ImageFolderSpec& f, const Scope& s,
-                        absl::string_view min_field, float min,
-                        absl::string_view max_field, float max, float limit) {
-  RETURN_IF_ERROR(Require(min > 0 && min <= limit, s, f, min_field,
-                          absl::StrCat("in (0, ", limit, "]"), min));
-  RETURN_IF_ERROR(Require(max > 0 && max <= limit, s, f, max_field,
-                          absl::StrCat("in (0, ", limit, "]"), max));
-  return Require(min <= max, s, f, max_field,
-                 absl::StrCat(">= ", min_field, " (", min, ")"), max);
-}
-
-absl::Status CheckImageFolder(const ImageFolderSpec& f, const Scope& s) {
-  RETURN_IF_ERROR(Require(f.classes() >= 2, s, f, "classes",
-                          ">= 2 (the number of class folders)", f.classes()));
-  RETURN_IF_ERROR(UnitInterval(s, f, "val_fraction", f.val_fraction()));
-  RETURN_IF_ERROR(Require(f.image_size() >= 0 && f.image_size() <= 4096, s, f,
-                          "image_size", "in [1, 4096]", f.image_size()));
-  const int size = f.image_size() > 0 ? f.image_size() : 224;
-  RETURN_IF_ERROR(
-      Require(f.resize() == 0 || (f.resize() >= size && f.resize() <= 16384), s,
-              f, "resize", absl::StrCat("in [image_size (", size, "), 16384]"),
-              f.resize()));
-  RETURN_IF_ERROR(CheckChannelValues(f, s, "mean", f.mean(), false));
-  RETURN_IF_ERROR(CheckChannelValues(f, s, "std", f.std(), true));
-  if (f.scale_min() != 0 || f.scale_max() != 0) {
-    RETURN_IF_ERROR(CheckRange(
-        f, s, "scale_min", f.scale_min() != 0 ? f.scale_min() : 0.08f,
-        "scale_max", f.scale_max() != 0 ? f.scale_max() : 1.0f, 1.0f));
-  }
-  if (f.ratio_min() != 0 || f.ratio_max() != 0) {
-    RETURN_IF_ERROR(CheckRange(
-        f, s, "ratio_min", f.ratio_min() != 0 ? f.ratio_min() : 3.0f / 4,
-        "ratio_max", f.ratio_max() != 0 ? f.ratio_max() : 4.0f / 3, 100.0f));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
-  RETURN_IF_ERROR(NonNegative(s, d, "train_limit", d.train_limit()));
-  RETURN_IF_ERROR(NonNegative(s, d, "loader_threads", d.loader_threads()));
-  RETURN_IF_ERROR(NonNegative(s, d, "prefetch", d.prefetch()));
-  const std::string kind = DatasetSpec::Kind_Name(d.kind());
-  bool synthetic = d.kind() == DatasetSpec::SYNTHETIC;
-  RETURN_IF_ERROR(OnlyFor(synthetic, d.has_synthetic(), s, d, "synthetic",
-                          "SYNTHETIC", kind));
-  bool numpy = d.kind() == DatasetSpec::NUMPY;
-  RETURN_IF_ERROR(OnlyFor(numpy, d.has_numpy(), s, d, "numpy", "NUMPY", kind));
-  bool csv = d.kind() == DatasetSpec::CSV;
-  RETURN_IF_ERROR(OnlyFor(csv, d.has_csv(), s, d, "csv", "CSV", kind));
-  bool images = d.kind() == DatasetSpec::IMAGE_FOLDER;
-  RETURN_IF_ERROR(OnlyFor(images, d.has_image_folder(), s, d, "image_folder",
-                          "IMAGE_FOLDER", kind));
-  if (images) {
-    if (!d.has_image_folder()) {
-      return s.Error(d, "image_folder", -1,
-                     "kind IMAGE_FOLDER needs an image_folder { classes } "
-                     "block");
-    }
-    return CheckImageFolder(d.image_folder(), s.Nested(d, "image_folder", -1));
-  }
-  if (csv) {
-    if (!d.has_csv()) {
-      return s.Error(d, "csv", -1,
-                     "kind CSV needs a csv { train test target classes "
-                     "features } block");
-    }
-    return CheckCsv(d.csv(), s.Nested(d, "csv", -1));
-  }
-  if (numpy) {
-    if (!d.has_numpy()) {
-      return s.Error(d, "numpy", -1,
-                     "kind NUMPY needs a numpy { shape classes train_x "
-                     "train_y test_x test_y } block");
-    }
-    return CheckNumpy(d.numpy(), s.Nested(d, "numpy", -1));
-  }
-  return CheckSynthetic(d.synthetic(), s.Nested(d, "synthetic", -1));
 }
 
 absl::Status CheckOptimizer(const OptimizerSpec& o, const Scope& s) {
