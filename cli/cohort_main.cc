@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "cli/checkpoint_command.h"
 #include "cli/cluster_commands.h"
+#include "cli/model_commands.h"
 #include "cli/train_command.h"
 #include "common/malloc_tuning.h"
 
@@ -25,13 +26,15 @@ constexpr char kUsage[] =
     "  status       a running job's state and workers\n"
     "  metrics      per-worker step-time breakdown and throughput\n"
     "  stop         stop a running job\n"
-    "  checkpoint   verify a checkpoint directory (verify DIR)\n"
+    "  checkpoint   verify a checkpoint directory (verify DIR) or show a file\n"
+    "  export       a checkpoint's model as safetensors (PyTorch names)\n"
+    "  predict      a checkpoint's model's outputs on a .npy of inputs\n"
     "  help         this text\n"
     "Run 'cohort COMMAND --help' for a command's flags.\n";
 
 constexpr char kCommands[] =
     "train, local, coordinator, worker, ps, status, metrics, stop, checkpoint, "
-    "help";
+    "export, predict, help";
 
 bool IsUserError(const absl::Status& s) {
   switch (s.code()) {
@@ -82,6 +85,10 @@ int main(int argc, char** argv) {
     status = cohort::RunStop(args, &help);
   } else if (command == "checkpoint") {
     status = cohort::RunCheckpoint(args, &help);
+  } else if (command == "export") {
+    status = cohort::RunExport(args, &help);
+  } else if (command == "predict") {
+    status = cohort::RunPredict(args, &help);
   } else {
     std::fprintf(stderr, "cohort: unknown command \"%s\" (commands: %s)\n",
                  command.c_str(), kCommands);

@@ -331,6 +331,24 @@ NpyArray::~NpyArray() {
   if (map_ != nullptr) munmap(map_, map_bytes_);
 }
 
+std::string NpyFloat32Bytes(const std::vector<int64_t>& shape,
+                            const float* data) {
+  std::string dict = absl::StrCat(
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (",
+      absl::StrJoin(shape, ", "), shape.size() == 1 ? ",), }" : "), }");
+  // NumPy pads the header so the data starts 64-byte aligned.
+  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(dict.size() & 0xff);
+  out += static_cast<char>(dict.size() >> 8);
+  out += dict;
+  out.append(reinterpret_cast<const char*>(data), n * sizeof(float));
+  return out;
+}
+
 float HalfToFloat(uint16_t half) {
   const uint32_t sign = static_cast<uint32_t>(half & 0x8000) << 16;
   const uint32_t exponent = (half >> 10) & 0x1f;

@@ -76,6 +76,11 @@ class NpyArray {
   const uint8_t* const data_;
 };
 
+// A version 1.0 .npy file of float32 `data` shaped `shape` (C order), as
+// np.save writes it.
+std::string NpyFloat32Bytes(const std::vector<int64_t>& shape,
+                            const float* data);
+
 // IEEE 754 half precision to single, exactly (subnormals, infinities and
 // NaN included).
 float HalfToFloat(uint16_t half);

@@ -1,0 +1,22 @@
+// Using a trained model outside training: `cohort export` (a checkpoint's
+// model as safetensors with PyTorch's names) and `cohort predict` (the
+// model's outputs on an array of inputs).
+#ifndef COHORT_CLI_MODEL_COMMANDS_H_
+#define COHORT_CLI_MODEL_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace cohort {
+
+// `cohort export --checkpoint=FILE --format=safetensors --out=FILE`.
+absl::Status RunExport(const std::vector<std::string>& args, bool* help);
+
+// `cohort predict --checkpoint=FILE --input=X.npy --out=Y.npy`.
+absl::Status RunPredict(const std::vector<std::string>& args, bool* help);
+
+}  // namespace cohort
+
+#endif  // COHORT_CLI_MODEL_COMMANDS_H_

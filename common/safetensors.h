@@ -1,0 +1,38 @@
+// The safetensors file format (Hugging Face's; read by the `safetensors`
+// package and, being an 8-byte length, a JSON header and raw little-endian
+// bytes, by a few lines of any language): what `cohort export` writes.
+//
+//   uint64  N, the header's byte length
+//   N bytes JSON: {"__metadata__": {"key": "value", ...},
+//                  "NAME": {"dtype": "F32", "shape": [..],
+//                           "data_offsets": [BEGIN, END]}, ...}
+//           padded with spaces to a multiple of 8
+//   the tensors' bytes, back to back, offsets relative to here
+//
+// Plain functions; thread-safe.
+#ifndef COHORT_COMMON_SAFETENSORS_H_
+#define COHORT_COMMON_SAFETENSORS_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+struct SafeTensor {
+  std::string name;
+  std::string dtype;  // "F32" or "I64"
+  std::vector<int64_t> shape;
+  std::string bytes;  // little-endian, product(shape) x the item size
+};
+
+// The whole file. Tensors are written in the order given (names must be
+// unique); metadata values are strings, as the format requires.
+std::string SafetensorsBytes(
+    const std::vector<SafeTensor>& tensors,
+    const std::map<std::string, std::string>& metadata);
+
+}  // namespace cohort
+
+#endif  // COHORT_COMMON_SAFETENSORS_H_

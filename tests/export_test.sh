@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Issue 18: the trained model leaves cohort. `cohort export` writes a
+# checkpoint's model as safetensors with PyTorch's state_dict names;
+# Debian's python3-torch loads it strictly into an equivalent torch.nn
+# model, whose outputs match `cohort predict` on the same inputs within
+# 1e-4 (tests/torch_check.py prints the largest difference). Bad input is
+# one line, exit 2.
+set -u
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cohort="$1"
+check="$(dirname "${BASH_SOURCE[0]}")/torch_check.py"
+examples="$(dirname "${BASH_SOURCE[0]}")/../examples"
+py=/usr/bin/python3
+
+# train_export NAME SHAPE MODEL-BLOCK DATA-BLOCK: trains briefly, exports,
+# predicts on random inputs of SHAPE, and compares with PyTorch.
+train_export() {
+  local name=$1 shape=$2 model=$3 data=$4
+  cat > "$tmp/$name.textproto" <<SPEC
+name: "$name"
+model { $model }
+$data
+batch_size: 16
+max_steps: 12
+optimizer { kind: ADAM lr: 0.01 }
+SPEC
+  "$cohort" train --job="$tmp/$name.textproto" --checkpoint-dir="$tmp/$name" \
+    --quiet > /dev/null 2> "$tmp/$name.err" || { fail "$name: train: $(cat "$tmp/$name.err")"; return; }
+  local ckpt="$tmp/$name/ckpt-000000000012.cohort"
+  "$cohort" export --checkpoint="$ckpt" --format=safetensors \
+    --out="$tmp/$name.safetensors" > /dev/null 2> "$tmp/$name.err" ||
+    { fail "$name: export: $(cat "$tmp/$name.err")"; return; }
+  $py -c "import numpy as np; np.save('$tmp/${name}_x.npy', np.random.default_rng(5).normal(0, 1, ($shape)).astype(np.float32))"
+  "$cohort" predict --checkpoint="$ckpt" --input="$tmp/${name}_x.npy" \
+    --out="$tmp/${name}_y.npy" --batch=7 > /dev/null 2> "$tmp/$name.err" ||
+    { fail "$name: predict: $(cat "$tmp/$name.err")"; return; }
+  local out
+  if ! $py -c "import torch" 2> /dev/null; then
+    ok "$name: exported and predicted; SKIPPED the PyTorch comparison: python3-torch is not installed (tools/setup installs it unless COHORT_SKIP_LIBTORCH=1)"
+    return
+  fi
+  if out=$($py "$check" "$name" "$tmp/$name.safetensors" "$tmp/${name}_x.npy" "$tmp/${name}_y.npy" 2>&1); then
+    ok "$out"
+  else
+    fail "$name: $out"
+  fi
+}
+
+train_export mlp "20, 100" \
+  'layers { linear { out_features: 32 } } layers { batchnorm1d {} }
+   layers { relu {} } layers { dropout { p: 0.2 } }
+   layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 512 test_samples: 64 } }'
+train_export cnn "9, 3, 16, 16" \
+  'layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } }
+   layers { batchnorm2d {} } layers { relu {} }
+   layers { maxpool2d { kernel: 2 } }
+   layers { residual { out_channels: 16 stride: 2 } }
+   layers { avgpool2d { kernel: 2 } } layers { flatten {} }
+   layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [3, 16, 16] train_samples: 512 test_samples: 64 } }'
+$py "$examples/make_conv1d_data.py" "$tmp/c1d" --train 64 --test 16 --shards 1 > /dev/null
+train_export conv1d "5, 3, 10000" 'zoo: "conv1d_bn"' \
+  "data { kind: NUMPY dir: \"$tmp/c1d\" numpy { shape: [3, 10000] target_shape: [3, 10000]
+         train_x: \"train_x_0.npy\" train_y: \"train_y_0.npy\" test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }"
+
+# Bad input: one line, exit 2.
+ckpt="$tmp/mlp/ckpt-000000000012.cohort"
+expect_refused_text "export: an unknown format" "--format must be safetensors, got \"tflite\"" \
+  "$cohort" export --checkpoint="$ckpt" --format=tflite --out="$tmp/x"
+expect_refused_text "export: a missing checkpoint" "no-such.cohort" \
+  "$cohort" export --checkpoint="$tmp/no-such.cohort" --format=safetensors --out="$tmp/x"
+expect_refused_text "predict: inputs of the wrong shape" \
+  "cnn_x.npy: inputs of shape (9, 3, 16, 16) where the model takes (N, 100)" \
+  "$cohort" predict --checkpoint="$ckpt" --input="$tmp/cnn_x.npy" --out="$tmp/y.npy"
+head -c 3000 "$ckpt" > "$tmp/short.cohort"
+expect_refused "export: a damaged checkpoint" "short.cohort" \
+  "$cohort" export --checkpoint="$tmp/short.cohort" --format=safetensors --out="$tmp/x"
+
+finish

@@ -1,0 +1,151 @@
+#include "worker/trained_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/checkpoint.h"
+#include "common/model_sizes.h"
+#include "common/spec.h"
+#include "common/status_macros.h"
+#include "worker/engine/model_state.h"
+#include "worker/zoo.h"
+
+namespace cohort {
+namespace {
+
+std::string FloatBytes(const float* p, int64_t n) {
+  return std::string(reinterpret_cast<const char*>(p), n * sizeof(float));
+}
+
+// The checkpoint's tensor `name`, which must hold `want` values.
+absl::StatusOr<const CheckpointTensor*> Find(const Checkpoint& c,
+                                             const std::string& name,
+                                             int64_t want,
+                                             const std::string& path) {
+  for (const CheckpointTensor& t : c.tensors) {
+    if (t.name != name) continue;
+    if (static_cast<int64_t>(t.values.size()) != want) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": tensor ", name, " holds ", t.values.size(),
+                       " values where the model it records needs ", want));
+    }
+    return &t;
+  }
+  return absl::DataLossError(
+      absl::StrCat(path, ": no tensor ", name, " for the model it records"));
+}
+
+// Copies the checkpoint's parameters and buffers into the model.
+absl::Status Restore(const Checkpoint& c, const std::string& path,
+                     Model<float>& model) {
+  ASSIGN_OR_RETURN(const CheckpointTensor* params,
+                   Find(c, "params", model.params().size(), path));
+  RestoreParams(params->values.data(), model);
+  const std::vector<Tensor*> buffers = model.Buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    ASSIGN_OR_RETURN(
+        const CheckpointTensor* b,
+        Find(c, absl::StrCat("buffer.", i), buffers[i]->size(), path));
+    std::copy(b->values.begin(), b->values.end(), buffers[i]->data());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainedModel> LoadTrainedModel(const std::string& path) {
+  ASSIGN_OR_RETURN(const Checkpoint c, ReadCheckpointFile(path));
+  const auto spec = c.metadata.find("job_spec");
+  if (spec == c.metadata.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        " does not record its job spec (written by a cohort from before "
+        "checkpoints described themselves): resume it with this cohort and "
+        "let it write a new checkpoint"));
+  }
+  TrainedModel t;
+  t.spec_text = spec->second;
+  ASSIGN_OR_RETURN(t.spec, ParseJobSpec(t.spec_text, path + " (job_spec)"));
+  t.step = c.step;
+  if (!t.spec.model().zoo().empty()) {
+    ASSIGN_OR_RETURN(t.input_shape, ZooInputShape(t.spec.model().zoo()));
+  } else {
+    t.input_shape = DataSampleShape(t.spec.data());
+  }
+  ASSIGN_OR_RETURN(
+      t.model, BuildModel<float>(t.spec.model(), t.input_shape, t.spec.seed()));
+  RETURN_IF_ERROR(Restore(c, path, *t.model));
+  return t;
+}
+
+std::vector<SafeTensor> StateDict(TrainedModel& trained) {
+  Model<float>& model = *trained.model;
+  std::vector<SafeTensor> out;
+  for (const auto& e : model.param_store().entries()) {
+    out.push_back(
+        {e.name, "F32", e.shape,
+         FloatBytes(model.params().data() + e.offset, NumElements(e.shape))});
+  }
+  const std::vector<std::string> names = model.BufferNames();
+  const std::vector<Tensor*> buffers = model.Buffers();
+  for (size_t i = 0; i < names.size(); ++i) {
+    out.push_back({names[i], "F32", buffers[i]->shape(),
+                   FloatBytes(buffers[i]->data(), buffers[i]->size())});
+    // PyTorch's BatchNorm keeps a batch counter beside its statistics.
+    if (absl::EndsWith(names[i], ".running_var")) {
+      const std::string prefix =
+          names[i].substr(0, names[i].size() - std::strlen("running_var"));
+      const int64_t steps = trained.step;
+      out.push_back({prefix + "num_batches_tracked",
+                     "I64",
+                     {},
+                     std::string(reinterpret_cast<const char*>(&steps), 8)});
+    }
+  }
+  return out;
+}
+
+std::vector<float> Predict(TrainedModel& trained, const float* inputs,
+                           int64_t n, int64_t batch) {
+  Model<float>& model = *trained.model;
+  const Shape& in = trained.input_shape;
+  const Shape& out = model.output_shape();
+  const int64_t in_size = NumElements(in), out_size = NumElements(out);
+  std::vector<float> result(n * out_size);
+  for (int64_t first = 0; first < n; first += batch) {
+    const int64_t m = std::min(batch, n - first);
+    // The engine's batch-inner layout ({C, N, rest}) for spatial samples.
+    const bool inner = in.size() >= 2;
+    Shape shape = {inner ? in[0] : m};
+    shape.push_back(inner ? m : in[0]);
+    shape.insert(shape.end(), in.begin() + 1, in.end());
+    Tensor x(shape);
+    const int64_t c = in[0], rest = in_size / c;
+    for (int64_t k = 0; k < m; ++k) {
+      const float* sample = inputs + (first + k) * in_size;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        float* to = inner ? x.data() + (ch * m + k) * rest
+                          : x.data() + k * in_size + ch * rest;
+        std::copy(sample + ch * rest, sample + (ch + 1) * rest, to);
+      }
+    }
+    const Tensor& y = model.Forward(x, Mode::kEval);
+    // Outputs of rank >= 2 come batch-inner too: back to sample-major.
+    const bool inner_out = out.size() >= 2;
+    const int64_t oc = out[0], orest = out_size / oc;
+    for (int64_t k = 0; k < m; ++k) {
+      float* to = result.data() + (first + k) * out_size;
+      for (int64_t ch = 0; ch < oc; ++ch) {
+        const float* from = inner_out ? y.data() + (ch * m + k) * orest
+                                      : y.data() + k * out_size + ch * orest;
+        std::copy(from, from + orest, to + ch * orest);
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace cohort
