@@ -27,7 +27,7 @@ constexpr char kUsage[] =
     "  metrics      per-worker step-time breakdown and throughput\n"
     "  stop         stop a running job\n"
     "  checkpoint   verify a checkpoint directory (verify DIR) or show a file\n"
-    "  export       a checkpoint's model as safetensors (PyTorch names)\n"
+    "  export       a checkpoint's model as ONNX or safetensors\n"
     "  predict      a checkpoint's model's outputs on a .npy of inputs\n"
     "  help         this text\n"
     "Run 'cohort COMMAND --help' for a command's flags.\n";

@@ -14,6 +14,7 @@
 #include "common/safetensors.h"
 #include "common/status_macros.h"
 #include "worker/data/npy.h"
+#include "worker/onnx_export.h"
 #include "worker/trained_model.h"
 
 namespace cohort {
@@ -65,7 +66,7 @@ absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
   std::string checkpoint, format, out;
   FlagSet flags("export");
   flags.String("checkpoint", &checkpoint, "a checkpoint file (ckpt-*.cohort)");
-  flags.String("format", &format, "safetensors");
+  flags.String("format", &format, "onnx or safetensors");
   flags.String("out", &out, "the file to write");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
@@ -75,15 +76,24 @@ absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
   }
   RETURN_IF_ERROR(Required(checkpoint, "checkpoint"));
   RETURN_IF_ERROR(Required(out, "out"));
-  if (format != "safetensors") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--format must be safetensors, got \"", format,
-                     "\" (ONNX export is not built yet)"));
+  if (format != "safetensors" && format != "onnx") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--format must be onnx or safetensors, got \"", format, "\""));
   }
   if (absl::Status s = CheckCanWriteFile(out); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--out: ", s.message()));
   }
   ASSIGN_OR_RETURN(TrainedModel trained, LoadTrainedModel(checkpoint));
+  if (format == "onnx") {
+    ASSIGN_OR_RETURN(const std::string bytes, OnnxModelBytes(trained));
+    RETURN_IF_ERROR(WriteFileAtomically(out, bytes));
+    std::printf(
+        "wrote %s: ONNX opset 13, input \"input\" [batch, %s], the "
+        "step-%lld model in %s\n",
+        out.c_str(), absl::StrJoin(trained.input_shape, ", ").c_str(),
+        static_cast<long long>(trained.step), checkpoint.c_str());
+    return absl::OkStatus();
+  }
   const std::vector<SafeTensor> tensors = StateDict(trained);
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},

@@ -11,7 +11,7 @@
 
 namespace cohort {
 
-// `cohort export --checkpoint=FILE --format=safetensors --out=FILE`.
+// `cohort export --checkpoint=FILE --format=onnx|safetensors --out=FILE`.
 absl::Status RunExport(const std::vector<std::string>& args, bool* help);
 
 // `cohort predict --checkpoint=FILE --input=X.npy --out=Y.npy`.

@@ -1,15 +1,45 @@
 #!/usr/bin/env bash
-# Issue 18: the trained model leaves cohort. `cohort export` writes a
-# checkpoint's model as safetensors with PyTorch's state_dict names;
-# Debian's python3-torch loads it strictly into an equivalent torch.nn
-# model, whose outputs match `cohort predict` on the same inputs within
-# 1e-4 (tests/torch_check.py prints the largest difference). Bad input is
-# one line, exit 2.
+# Issue 18: the trained model leaves cohort, checked by runtimes nobody on
+# this project wrote. `cohort export` writes a checkpoint's model
+#  - as ONNX: python3-onnx's checker (full_check) accepts it, and ONNX
+#    Runtime (npm onnxruntime-node) gives `cohort predict`'s outputs on the
+#    same inputs within 1e-4 (tests/onnx_check.js);
+#  - as safetensors with PyTorch's state_dict names: Debian's python3-torch
+#    loads it strictly into an equivalent torch.nn model whose outputs match
+#    within 1e-4 (tests/torch_check.py).
+# Every check prints the largest difference. Bad input is one line, exit 2.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
 check="$(dirname "${BASH_SOURCE[0]}")/torch_check.py"
 examples="$(dirname "${BASH_SOURCE[0]}")/../examples"
+onnx_check="$(dirname "${BASH_SOURCE[0]}")/onnx_check.js"
+ort_dir=${COHORT_NODE_DIR:-/opt/cohort-node}
+
+# check_onnx NAME CKPT X.npy Y.npy: export, checker, ONNX Runtime.
+check_onnx() {
+  local name=$1 ckpt=$2 x=$3 y=$4 out
+  "$cohort" export --checkpoint="$ckpt" --format=onnx --out="$tmp/$name.onnx" \
+    > /dev/null 2> "$tmp/$name.err" || { fail "$name: export onnx: $(cat "$tmp/$name.err")"; return; }
+  if $py -c "import onnx" 2> /dev/null; then
+    if out=$($py -c 'import onnx, sys; m = onnx.load(sys.argv[1]); onnx.checker.check_model(m, full_check=True); print(len(m.graph.node), "nodes, opset", m.opset_import[0].version)' "$tmp/$name.onnx" 2>&1); then
+      ok "$name: onnx.checker.check_model(full_check=True): $out"
+    else
+      fail "$name: the ONNX checker refuses the export: $out"
+    fi
+  else
+    ok "$name: SKIPPED the ONNX checker: python3-onnx is not installed (tools/setup installs it)"
+  fi
+  if [[ ! -f "$ort_dir/node_modules/onnxruntime-node/package.json" ]] || ! command -v node > /dev/null; then
+    ok "$name: SKIPPED ONNX Runtime: onnxruntime-node is not in $ort_dir (tools/setup installs it)"
+    return
+  fi
+  if out=$(node "$onnx_check" "$ort_dir" "$tmp/$name.onnx" "$x" "$y" 2>&1); then
+    ok "$name: $out"
+  else
+    fail "$name: ONNX Runtime: $out"
+  fi
+}
 py=/usr/bin/python3
 
 # train_export NAME SHAPE MODEL-BLOCK DATA-BLOCK: trains briefly, exports,
@@ -34,6 +64,7 @@ SPEC
   "$cohort" predict --checkpoint="$ckpt" --input="$tmp/${name}_x.npy" \
     --out="$tmp/${name}_y.npy" --batch=7 > /dev/null 2> "$tmp/$name.err" ||
     { fail "$name: predict: $(cat "$tmp/$name.err")"; return; }
+  check_onnx "$name" "$ckpt" "$tmp/${name}_x.npy" "$tmp/${name}_y.npy"
   local out
   if ! $py -c "import torch" 2> /dev/null; then
     ok "$name: exported and predicted; SKIPPED the PyTorch comparison: python3-torch is not installed (tools/setup installs it unless COHORT_SKIP_LIBTORCH=1)"
@@ -64,9 +95,35 @@ train_export conv1d "5, 3, 10000" 'zoo: "conv1d_bn"' \
   "data { kind: NUMPY dir: \"$tmp/c1d\" numpy { shape: [3, 10000] target_shape: [3, 10000]
          train_x: \"train_x_0.npy\" train_y: \"train_y_0.npy\" test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }"
 
+# Zoo models (lenet5, resnet18_cifar, and ResNet-50 on two 224x224
+# images): ONNX only (their torch twins would be torchvision's, which names
+# tensors differently).
+zoo_onnx() {  # zoo_onnx ZOO SHAPE
+  local zoo=$1 shape=$2
+  cat > "$tmp/$zoo.textproto" <<SPEC
+name: "$zoo"
+model { zoo: "$zoo" }
+data { kind: SYNTHETIC synthetic { shape: [$shape] classes: 10 train_samples: 8 test_samples: 2 } }
+batch_size: 2
+max_steps: 1
+eval { disable: true }
+optimizer { lr: 0.01 }
+SPEC
+  "$cohort" train --job="$tmp/$zoo.textproto" --checkpoint-dir="$tmp/$zoo" --quiet \
+    > /dev/null 2> "$tmp/$zoo.err" || { fail "$zoo: train: $(cat "$tmp/$zoo.err")"; return; }
+  $py -c "import numpy as np; np.save('$tmp/${zoo}_x.npy', np.random.default_rng(6).normal(0, 1, (2, $shape)).astype(np.float32))"
+  "$cohort" predict --checkpoint="$tmp/$zoo/ckpt-000000000001.cohort" \
+    --input="$tmp/${zoo}_x.npy" --out="$tmp/${zoo}_y.npy" > /dev/null 2> "$tmp/$zoo.err" ||
+    { fail "$zoo: predict: $(cat "$tmp/$zoo.err")"; return; }
+  check_onnx "$zoo" "$tmp/$zoo/ckpt-000000000001.cohort" "$tmp/${zoo}_x.npy" "$tmp/${zoo}_y.npy"
+}
+zoo_onnx lenet5 "1, 28, 28"
+zoo_onnx resnet18_cifar "3, 32, 32"
+zoo_onnx resnet50 "3, 224, 224"
+
 # Bad input: one line, exit 2.
 ckpt="$tmp/mlp/ckpt-000000000012.cohort"
-expect_refused_text "export: an unknown format" "--format must be safetensors, got \"tflite\"" \
+expect_refused_text "export: an unknown format" "--format must be onnx or safetensors, got \"tflite\"" \
   "$cohort" export --checkpoint="$ckpt" --format=tflite --out="$tmp/x"
 expect_refused_text "export: a missing checkpoint" "no-such.cohort" \
   "$cohort" export --checkpoint="$tmp/no-such.cohort" --format=safetensors --out="$tmp/x"

@@ -78,6 +78,10 @@ GTEST_LINKOPTS = ["-lgmock", "-lgtest", "-lpthread"]
 
 ZLIB_LINKOPTS = ["-lz"]
 
+# Debian's libonnx-dev: the ONNX protobuf messages (onnx/onnx-ml.pb.h),
+# compiled against the same libprotobuf as cohort's own.
+ONNX_LINKOPTS = ["-lonnx_proto", "-lprotobuf"]
+
 JPEG_LINKOPTS = ["-ljpeg"]
 
 PNG_LINKOPTS = ["-lpng16"]
