@@ -28,13 +28,14 @@ constexpr char kUsage[] =
     "  stop         stop a running job\n"
     "  checkpoint   verify a checkpoint directory (verify DIR) or show a file\n"
     "  export       a checkpoint's model as ONNX or safetensors\n"
-    "  predict      a checkpoint's model's outputs on a .npy of inputs\n"
+    "  predict      a checkpoint's model's outputs (a .npy, or a data split)\n"
+    "  evaluate     a checkpoint's model's metrics on a data split\n"
     "  help         this text\n"
     "Run 'cohort COMMAND --help' for a command's flags.\n";
 
 constexpr char kCommands[] =
     "train, local, coordinator, worker, ps, status, metrics, stop, checkpoint, "
-    "export, predict, help";
+    "export, predict, evaluate, help";
 
 bool IsUserError(const absl::Status& s) {
   switch (s.code()) {
@@ -89,6 +90,8 @@ int main(int argc, char** argv) {
     status = cohort::RunExport(args, &help);
   } else if (command == "predict") {
     status = cohort::RunPredict(args, &help);
+  } else if (command == "evaluate") {
+    status = cohort::RunEvaluate(args, &help);
   } else {
     std::fprintf(stderr, "cohort: unknown command \"%s\" (commands: %s)\n",
                  command.c_str(), kCommands);

@@ -14,8 +14,14 @@ namespace cohort {
 // `cohort export --checkpoint=FILE --format=onnx|safetensors --out=FILE`.
 absl::Status RunExport(const std::vector<std::string>& args, bool* help);
 
-// `cohort predict --checkpoint=FILE --input=X.npy --out=Y.npy`.
+// `cohort predict --checkpoint=FILE --input=X.npy --out=Y.npy`, or over a
+// split of the checkpoint's data set with --out=FILE.csv (top-k classes)
+// or FILE.npy (raw outputs).
 absl::Status RunPredict(const std::vector<std::string>& args, bool* help);
+
+// `cohort evaluate --checkpoint=FILE [--split=test] [--confusion=CSV]`:
+// the job's metrics on a split of its data set.
+absl::Status RunEvaluate(const std::vector<std::string>& args, bool* help);
 
 }  // namespace cohort
 
