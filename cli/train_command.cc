@@ -36,6 +36,7 @@ struct TrainFlags {
   int64_t threads = 0;
   std::string report;
   std::string checkpoint_dir;
+  std::string init_from;
   std::string timeline;
   bool quiet = false;
 };
@@ -54,6 +55,10 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.Int("threads", &f->threads,
             "compute threads in all (default: one per replica)", 1, 1024);
   flags.String("report", &f->report, "write a JSON report to this file");
+  flags.String("init-from", &f->init_from,
+               "start from the weights in this safetensors file (PyTorch "
+               "state_dict names; cohort export writes one), unless a "
+               "checkpoint is resumed");
   flags.String("checkpoint-dir", &f->checkpoint_dir,
                "write checkpoints here and resume from the newest (overrides "
                "the spec's checkpoint.dir)");
@@ -80,6 +85,7 @@ TrainOptions MakeTrainOptions(const TrainFlags& f, const Devices& devices) {
   options.threads = f.threads > 0 ? static_cast<int>(f.threads) : replicas;
   options.quiet = f.quiet;
   options.checkpoint_dir = f.checkpoint_dir;
+  options.init_from = f.init_from;
   options.live_progress = isatty(STDERR_FILENO);
   options.stop_signal = InstallStopSignal();
   return options;

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace cohort {
 
 struct SafeTensor {
@@ -32,6 +34,22 @@ struct SafeTensor {
 std::string SafetensorsBytes(
     const std::vector<SafeTensor>& tensors,
     const std::map<std::string, std::string>& metadata);
+
+struct SafetensorsFile {
+  std::map<std::string, SafeTensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Parses a whole file (`bytes`, named `path` in messages). DataLoss naming
+// the file for a malformed header, offsets outside the data, or a byte
+// count that disagrees with the dtype and shape. Every dtype is accepted
+// here (F32, F16, BF16, I64 ...): the caller decides what it can use.
+absl::StatusOr<SafetensorsFile> ParseSafetensors(const std::string& bytes,
+                                                 const std::string& path);
+
+// The values of a floating-point tensor (F32, F16 or BF16) as floats;
+// InvalidArgument naming the tensor for another dtype.
+absl::StatusOr<std::vector<float>> SafeTensorFloats(const SafeTensor& t);
 
 }  // namespace cohort
 

@@ -121,6 +121,43 @@ zoo_onnx lenet5 "1, 28, 28"
 zoo_onnx resnet18_cifar "3, 32, 32"
 zoo_onnx resnet50 "3, 224, 224"
 
+# The other way: weights saved from PyTorch start a cohort run
+# (--init-from); at a vanishing learning rate the trained model is
+# PyTorch's, output for output.
+if $py -c "import torch" 2> /dev/null; then
+  save="$(dirname "${BASH_SOURCE[0]}")/torch_save.py"
+  $py "$save" "$tmp/torch.safetensors" "$tmp/torch_x.npy" "$tmp/torch_y.npy"
+  cat > "$tmp/init.textproto" <<SPEC
+name: "init"
+model { layers { linear { out_features: 32 } } layers { relu {} }
+        layers { linear { out_features: 10 } } }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 64 test_samples: 16 } }
+batch_size: 16
+max_steps: 1
+optimizer { lr: 1e-30 }
+SPEC
+  "$cohort" train --job="$tmp/init.textproto" --init-from="$tmp/torch.safetensors" \
+    --checkpoint-dir="$tmp/init" --quiet > /dev/null 2> "$tmp/init.err" ||
+    fail "--init-from: $(cat "$tmp/init.err")"
+  "$cohort" predict --checkpoint="$tmp/init/ckpt-000000000001.cohort" \
+    --input="$tmp/torch_x.npy" --out="$tmp/init_y.npy" > /dev/null 2>&1
+  if out=$($py -c 'import numpy as np, sys; a, b = np.load(sys.argv[1]), np.load(sys.argv[2]); d = np.abs(a - b).max(); print("largest difference %.3g (%.3g of the largest output)" % (d, d / np.abs(a).max())); sys.exit(0 if d / np.abs(a).max() <= 1e-4 else 1)' "$tmp/torch_y.npy" "$tmp/init_y.npy" 2>&1); then
+    ok "PyTorch weights into cohort (--init-from): cohort's outputs against PyTorch's: $out"
+  else
+    fail "--init-from: outputs differ from PyTorch's: $out"
+  fi
+  $py "$save" "$tmp/bad.safetensors" "$tmp/bx.npy" "$tmp/by.npy" --bad-shape
+  expect_refused_text "--init-from with another model's weights" \
+    "bad.safetensors: tensor 2.weight has shape [16, 32] where the model's is [10, 32]" \
+    "$cohort" train --job="$tmp/init.textproto" --init-from="$tmp/bad.safetensors"
+else
+  ok "SKIPPED PyTorch -> cohort: python3-torch is not installed"
+fi
+printf 'garbage!' > "$tmp/garbage.safetensors"
+expect_refused_text "--init-from: not a safetensors file" \
+  "garbage.safetensors: not a valid safetensors file" \
+  "$cohort" train --job="$tmp/mlp.textproto" --init-from="$tmp/garbage.safetensors"
+
 # Bad input: one line, exit 2.
 ckpt="$tmp/mlp/ckpt-000000000012.cohort"
 expect_refused_text "export: an unknown format" "--format must be onnx or safetensors, got \"tflite\"" \

@@ -101,6 +101,11 @@ struct TrainOptions {
   double slowdown = 1.0;
   // Overrides the spec's checkpoint.dir (which then needs an interval).
   std::string checkpoint_dir;
+  // Starting weights (parameters and BatchNorm statistics) from a
+  // safetensors file with PyTorch's state_dict names (cohort export writes
+  // one; so can PyTorch), unless a checkpoint is resumed. Empty: the seed's
+  // initialisation.
+  std::string init_from;
   // > 0: stop once this many steps have run in this call, as an
   // interruption would (no final evaluation): for resume tests and chaos
   // tools.

@@ -107,6 +107,7 @@ class TrainingLoop : public Trainer {
   // tells its candidate's step, and the rank with the newest one gives its
   // state to all (AgreeOnState).
   absl::Status Resume();
+  absl::Status InitWeights();
   absl::Status AgreeOnState(const std::optional<Checkpoint>& mine);
   absl::Status FinalCheckpoint();
   absl::Status MaybeCheckpoint(int64_t epoch, int64_t steps_in_epoch,

@@ -11,12 +11,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/files.h"
+#include "common/safetensors.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "google/protobuf/text_format.h"
 #include "worker/comm/communicator.h"
+#include "worker/init_weights.h"
 #include "worker/timeline.h"
 #include "worker/training_loop.h"
+#include "worker/zoo.h"
 
 namespace cohort {
 namespace {
@@ -168,8 +172,34 @@ absl::StatusOr<std::optional<Checkpoint>> TrainingLoop::ResumeCandidate() {
   return best;
 }
 
+// The starting weights of --init-from, into the engine (its optimizer state
+// stays fresh).
+absl::Status TrainingLoop::InitWeights() {
+  const std::string& path = options_.init_from;
+  ASSIGN_OR_RETURN(const std::string bytes,
+                   ReadRegularFile(path, int64_t{64} << 30, "--init-from"));
+  ASSIGN_OR_RETURN(const SafetensorsFile file, ParseSafetensors(bytes, path));
+  // A host model of the spec knows the names and where they go.
+  ASSIGN_OR_RETURN(std::unique_ptr<Model<float>> names,
+                   BuildModel<float>(spec_.model(), data_.train->sample_shape(),
+                                     spec_.seed()));
+  Checkpoint c;
+  ASSIGN_OR_RETURN(c.tensors, engine_->CaptureState());
+  RETURN_IF_ERROR(ApplyWeights(file, path, *names, &c.tensors));
+  std::vector<float> flat;
+  RETURN_IF_ERROR(FlattenState(c, &flat));
+  RETURN_IF_ERROR(engine_->RestoreState(flat));
+  if (!options_.quiet) {
+    std::fprintf(stderr, "cohort: starting from the weights in %s\n",
+                 path.c_str());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TrainingLoop::Resume() {
   ASSIGN_OR_RETURN(std::optional<Checkpoint> mine, ResumeCandidate());
+  // A checkpoint to resume wins over starting weights.
+  if (!mine && !options_.init_from.empty()) RETURN_IF_ERROR(InitWeights());
   if (dist_ != nullptr && !PsMode() && dist_->comm != nullptr) {
     return AgreeOnState(mine);
   }
