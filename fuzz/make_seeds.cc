@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/checkpoint.h"
+#include "common/safetensors.h"
 #include "common/status_macros.h"
 #include "fuzz/dataset_checks.h"
 #include "fuzz/fuzz_util.h"
@@ -147,6 +148,19 @@ Seeds Npz() {
   return {
       {"x_and_y", StoredZip({{"x.npy", x}, {"y.npy", y}})},
       {"x_only", StoredZip({{"x.npy", x}})},
+  };
+}
+
+Seeds Safetensors() {
+  const std::string w(24, '\x3f');
+  return {
+      {"two_tensors",
+       SafetensorsBytes(
+           {{"0.weight", "F32", {2, 3}, w},
+            {"1.num_batches_tracked", "I64", {}, std::string(8, '\0')}},
+           {{"format", "pt"}})},
+      {"half",
+       SafetensorsBytes({{"x", "F16", {4}, std::string(8, '\x3c')}}, {})},
   };
 }
 
@@ -369,10 +383,11 @@ absl::StatusOr<Seeds> SeedsFor(const std::string& target) {
   if (target == "csv") return Csv();
   if (target == "npz") return Npz();
   if (target == "image") return Image();
+  if (target == "safetensors") return Safetensors();
   return absl::InvalidArgumentError(
       absl::StrCat("unknown target \"", target,
                    "\"; expected mnist, cifar10, checkpoint, request_checks, "
-                   "shard, npy, npz, csv or image"));
+                   "shard, npy, npz, csv, image or safetensors"));
 }
 
 int Main(int argc, char** argv) {
