@@ -101,7 +101,9 @@ absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
     return absl::OkStatus();
   }
   const std::vector<SafeTensor> tensors = StateDict(trained);
+  ASSIGN_OR_RETURN(const std::string layers, LayersJson(trained));
   const std::map<std::string, std::string> metadata = {
+      {"cohort.layers", layers},
       {"format", "pt"},
       {"cohort.job_spec", trained.spec_text},
       {"cohort.input_shape",

@@ -65,12 +65,20 @@ SPEC
     --out="$tmp/${name}_y.npy" --batch=7 > /dev/null 2> "$tmp/$name.err" ||
     { fail "$name: predict: $(cat "$tmp/$name.err")"; return; }
   check_onnx "$name" "$ckpt" "$tmp/${name}_x.npy" "$tmp/${name}_y.npy"
-  local out
+  check_torch "$name" "$ckpt" "$tmp/${name}_x.npy" "$tmp/${name}_y.npy"
+}
+
+# check_torch NAME CKPT X.npy Y.npy: safetensors export, PyTorch.
+check_torch() {
+  local name=$1 ckpt=$2 x=$3 y=$4 out
   if ! $py -c "import torch" 2> /dev/null; then
-    ok "$name: exported and predicted; SKIPPED the PyTorch comparison: python3-torch is not installed (tools/setup installs it unless COHORT_SKIP_LIBTORCH=1)"
+    ok "$name: SKIPPED the PyTorch comparison: python3-torch is not installed (tools/setup installs it unless COHORT_SKIP_LIBTORCH=1)"
     return
   fi
-  if out=$($py "$check" "$name" "$tmp/$name.safetensors" "$tmp/${name}_x.npy" "$tmp/${name}_y.npy" 2>&1); then
+  "$cohort" export --checkpoint="$ckpt" --format=safetensors \
+    --out="$tmp/$name.safetensors" > /dev/null 2> "$tmp/$name.err" ||
+    { fail "$name: export safetensors: $(cat "$tmp/$name.err")"; return; }
+  if out=$($py "$check" "$name" "$tmp/$name.safetensors" "$x" "$y" 2>&1); then
     ok "$out"
   else
     fail "$name: $out"
@@ -95,9 +103,8 @@ train_export conv1d "5, 3, 10000" 'zoo: "conv1d_bn"' \
   "data { kind: NUMPY dir: \"$tmp/c1d\" numpy { shape: [3, 10000] target_shape: [3, 10000]
          train_x: \"train_x_0.npy\" train_y: \"train_y_0.npy\" test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }"
 
-# Zoo models (lenet5, resnet18_cifar, and ResNet-50 on two 224x224
-# images): ONNX only (their torch twins would be torchvision's, which names
-# tensors differently).
+# Every zoo model (ResNet-50 on two 224x224 images), one training step:
+# ONNX Runtime and PyTorch against cohort predict.
 zoo_onnx() {  # zoo_onnx ZOO SHAPE
   local zoo=$1 shape=$2
   cat > "$tmp/$zoo.textproto" <<SPEC
@@ -116,8 +123,12 @@ SPEC
     --input="$tmp/${zoo}_x.npy" --out="$tmp/${zoo}_y.npy" > /dev/null 2> "$tmp/$zoo.err" ||
     { fail "$zoo: predict: $(cat "$tmp/$zoo.err")"; return; }
   check_onnx "$zoo" "$tmp/$zoo/ckpt-000000000001.cohort" "$tmp/${zoo}_x.npy" "$tmp/${zoo}_y.npy"
+  check_torch "$zoo" "$tmp/$zoo/ckpt-000000000001.cohort" "$tmp/${zoo}_x.npy" "$tmp/${zoo}_y.npy"
 }
+zoo_onnx mlp_seed "100"
+zoo_onnx mlp_mnist "1, 28, 28"
 zoo_onnx lenet5 "1, 28, 28"
+zoo_onnx lenet_cifar "3, 32, 32"
 zoo_onnx resnet18_cifar "3, 32, 32"
 zoo_onnx resnet50 "3, 224, 224"
 

@@ -6,9 +6,11 @@ predict ran on, and compares the outputs.
 
   torch_check.py MODEL FILE.safetensors X.npy COHORT_Y.npy
 
-MODEL names a model the test trained: mlp, cnn (with a residual block and
-both poolings) or conv1d (zoo conv1d_bn). Prints the largest difference and
-exits 1 above 1e-4 relative (to the output's largest magnitude).
+The torch model is built from the layer list the export records
+(metadata cohort.layers) with sizes from the tensors' shapes: every layer
+kind, residual blocks as torchvision's BasicBlock and Bottleneck. MODEL only
+names the case in the printed line. Prints the largest difference and exits
+1 above 1e-4 relative (to the output's largest magnitude).
 """
 import json
 import struct
@@ -55,27 +57,84 @@ class BasicBlock(nn.Module):
         return torch.relu(y + s)
 
 
-def model(name):
-    if name == "mlp":
-        return nn.Sequential(nn.Linear(100, 32), nn.BatchNorm1d(32), nn.ReLU(),
-                             nn.Dropout(0.2), nn.Linear(32, 10))
-    if name == "cnn":
-        return nn.Sequential(
-            nn.Conv2d(3, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.ReLU(),
-            nn.MaxPool2d(2, 2), BasicBlock(8, 16, 2), nn.AvgPool2d(2, 2),
-            nn.Flatten(), nn.Linear(16 * 2 * 2, 10))
-    if name == "conv1d":
-        return nn.Sequential(
-            nn.Conv1d(3, 16, 3, 1, 1), nn.BatchNorm1d(16), nn.ReLU(),
-            nn.Conv1d(16, 32, 3, 1, 1), nn.BatchNorm1d(32), nn.ReLU(),
-            nn.Conv1d(32, 3, 3, 1, 1))
-    raise SystemExit("unknown model " + name)
+class GlobalPool(nn.Module):
+    """cohort's global_avgpool: the mean of each channel, flat."""
+
+    def forward(self, x):
+        return x.mean(dim=tuple(range(2, x.dim())))
+
+
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck (stride on the 3x3), with its names."""
+
+    def __init__(self, cin, width, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, cout, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.bn2(self.conv2(y)))
+        y = self.bn3(self.conv3(y))
+        s = x if self.downsample is None else self.downsample(x)
+        return torch.relu(y + s)
+
+
+def from_layers(layers, tensors):
+    """The nn.Sequential of cohort's layer list (the export's cohort.layers
+    metadata), sizes read from the tensors' shapes."""
+    mods = []
+    for i, layer in enumerate(layers):
+        (kind, a), = layer.items()
+        w = tensors.get("%d.weight" % i)
+        if kind == "linear":
+            mods.append(nn.Linear(w.shape[1], w.shape[0],
+                                  bias="%d.bias" % i in tensors))
+        elif kind in ("conv1d", "conv2d"):
+            conv = nn.Conv1d if kind == "conv1d" else nn.Conv2d
+            mods.append(conv(w.shape[1], w.shape[0], w.shape[2],
+                             a.get("stride", 1), a.get("padding", 0),
+                             bias="%d.bias" % i in tensors))
+        elif kind in ("batchnorm1d", "batchnorm2d"):
+            bn = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
+            mods.append(bn(w.shape[0], eps=a.get("eps", 1e-5)))
+        elif kind == "relu":
+            mods.append(nn.ReLU())
+        elif kind in ("maxpool2d", "avgpool2d"):
+            k = a["kernel"]
+            pool = nn.MaxPool2d if kind == "maxpool2d" else nn.AvgPool2d
+            mods.append(pool(k, a.get("stride", k), a.get("padding", 0)))
+        elif kind == "global_avgpool":
+            mods.append(GlobalPool())
+        elif kind == "flatten":
+            mods.append(nn.Flatten())
+        elif kind == "dropout":
+            mods.append(nn.Dropout(a.get("p", 0.0)))
+        elif kind == "residual":
+            c1 = tensors["%d.conv1.weight" % i]
+            out = a["out_channels"]
+            if a.get("bottleneck", False):
+                mods.append(Bottleneck(c1.shape[1], c1.shape[0], out,
+                                       a.get("stride", 1)))
+            else:
+                mods.append(BasicBlock(c1.shape[1], out, a.get("stride", 1)))
+        else:
+            raise SystemExit("no torch form for layer kind " + kind)
+    return nn.Sequential(*mods)
 
 
 def main():
     name, path, x_path, y_path = sys.argv[1:5]
     tensors, meta = read_safetensors(path)
-    m = model(name)
+    m = from_layers(json.loads(meta["cohort.layers"]), tensors)
     m.load_state_dict(tensors, strict=True)
     m.eval()
     with torch.no_grad():

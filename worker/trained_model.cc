@@ -10,6 +10,7 @@
 #include "common/model_sizes.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/json_util.h"
 #include "worker/engine/model_state.h"
 #include "worker/zoo.h"
 
@@ -106,6 +107,22 @@ std::vector<SafeTensor> StateDict(TrainedModel& trained) {
     }
   }
   return out;
+}
+
+absl::StatusOr<std::string> LayersJson(const TrainedModel& trained) {
+  ASSIGN_OR_RETURN(const std::vector<LayerSpec> layers,
+                   LayerSpecs(trained.spec.model()));
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  std::string out = "[";
+  for (size_t i = 0; i < layers.size(); ++i) {
+    std::string one;
+    const auto s =
+        google::protobuf::util::MessageToJsonString(layers[i], &one, o);
+    if (!s.ok()) return absl::InternalError(s.message().as_string());
+    absl::StrAppend(&out, i ? ", " : "", one);
+  }
+  return out + "]";
 }
 
 std::vector<float> Predict(TrainedModel& trained, const float* inputs,

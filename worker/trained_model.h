@@ -40,6 +40,12 @@ absl::StatusOr<TrainedModel> LoadTrainedModel(const std::string& path);
 // (int64: the steps trained, as PyTorch counts batches). In layer order.
 std::vector<SafeTensor> StateDict(TrainedModel& trained);
 
+// The model's layer list (a zoo model expanded) as a JSON array of
+// LayerSpec objects with proto field names, e.g. [{"linear":
+// {"out_features": 10}}, {"relu": {}}]: enough, with the tensors' shapes,
+// to rebuild the model elsewhere.
+absl::StatusOr<std::string> LayersJson(const TrainedModel& trained);
+
 // Runs the model in evaluation mode over `n` samples of input_shape at
 // `inputs` (sample-major), `batch` at a time; returns the outputs
 // sample-major, output_shape() per sample.
