@@ -68,27 +68,9 @@ absl::StatusOr<std::vector<float>> Inputs(const NpyArray& array,
 
 }  // namespace
 
-absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
-  std::string checkpoint, format, out;
-  FlagSet flags("export");
-  flags.String("checkpoint", &checkpoint, "a checkpoint file (ckpt-*.cohort)");
-  flags.String("format", &format, "onnx or safetensors");
-  flags.String("out", &out, "the file to write");
-  RETURN_IF_ERROR(flags.Parse(args));
-  if (flags.help_requested()) {
-    std::fputs(flags.Usage().c_str(), stdout);
-    *help = true;
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(Required(checkpoint, "checkpoint"));
-  RETURN_IF_ERROR(Required(out, "out"));
-  if (format != "safetensors" && format != "onnx") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--format must be onnx or safetensors, got \"", format, "\""));
-  }
-  if (absl::Status s = CheckCanWriteFile(out); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("--out: ", s.message()));
-  }
+absl::Status ExportCheckpoint(const std::string& checkpoint,
+                              const std::string& format,
+                              const std::string& out) {
   ASSIGN_OR_RETURN(TrainedModel trained, LoadTrainedModel(checkpoint));
   if (format == "onnx") {
     ASSIGN_OR_RETURN(const std::string bytes, OnnxModelBytes(trained));
@@ -116,6 +98,30 @@ absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
               out.c_str(), tensors.size(), static_cast<long long>(trained.step),
               checkpoint.c_str());
   return absl::OkStatus();
+}
+
+absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
+  std::string checkpoint, format, out;
+  FlagSet flags("export");
+  flags.String("checkpoint", &checkpoint, "a checkpoint file (ckpt-*.cohort)");
+  flags.String("format", &format, "onnx or safetensors");
+  flags.String("out", &out, "the file to write");
+  RETURN_IF_ERROR(flags.Parse(args));
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    *help = true;
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(Required(checkpoint, "checkpoint"));
+  RETURN_IF_ERROR(Required(out, "out"));
+  if (format != "safetensors" && format != "onnx") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--format must be onnx or safetensors, got \"", format, "\""));
+  }
+  if (absl::Status s = CheckCanWriteFile(out); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--out: ", s.message()));
+  }
+  return ExportCheckpoint(checkpoint, format, out);
 }
 
 namespace {

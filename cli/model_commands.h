@@ -11,6 +11,12 @@
 
 namespace cohort {
 
+// Writes the model of `checkpoint` to `out` as `format` ("onnx" or
+// "safetensors"); prints one line saying what it wrote.
+absl::Status ExportCheckpoint(const std::string& checkpoint,
+                              const std::string& format,
+                              const std::string& out);
+
 // `cohort export --checkpoint=FILE --format=onnx|safetensors --out=FILE`.
 absl::Status RunExport(const std::vector<std::string>& args, bool* help);
 

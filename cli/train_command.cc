@@ -3,18 +3,24 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "cli/devices.h"
 #include "cli/flags.h"
+#include "cli/model_commands.h"
 #include "cli/stop_signal.h"
 #include "common/files.h"
 #include "common/spec.h"
@@ -37,6 +43,7 @@ struct TrainFlags {
   std::string report;
   std::string checkpoint_dir;
   std::string init_from;
+  std::string export_to;
   std::string timeline;
   bool quiet = false;
 };
@@ -55,6 +62,9 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.Int("threads", &f->threads,
             "compute threads in all (default: one per replica)", 1, 1024);
   flags.String("report", &f->report, "write a JSON report to this file");
+  flags.String("export", &f->export_to,
+               "after training, write the final model here: FILE.onnx or "
+               "FILE.safetensors (as cohort export does)");
   flags.String("init-from", &f->init_from,
                "start from the weights in this safetensors file (PyTorch "
                "state_dict names; cohort export writes one), unless a "
@@ -115,6 +125,38 @@ void PrintTrainResult(const TrainResult& r) {
 
 }  // namespace
 
+namespace {
+
+// "onnx" or "safetensors", from --export's file name.
+absl::StatusOr<std::string> ExportFormat(const std::string& path) {
+  if (absl::EndsWith(path, ".onnx")) return std::string("onnx");
+  if (absl::EndsWith(path, ".safetensors")) return std::string("safetensors");
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--export must name a .onnx or .safetensors file, got ", path));
+}
+
+// The newest checkpoint of `dir` (the run's final one) exported.
+absl::Status ExportNewest(const std::string& dir, const std::string& format,
+                          const std::string& out) {
+  std::string newest;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (absl::StartsWith(name, "ckpt-") && absl::EndsWith(name, ".cohort") &&
+        name > newest) {
+      newest = name;
+    }
+  }
+  if (newest.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--export: the run left no checkpoint in ", dir,
+                     " (parameter-server jobs write none yet)"));
+  }
+  return ExportCheckpoint(absl::StrCat(dir, "/", newest), format, out);
+}
+
+}  // namespace
+
 absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   TrainFlags f;
   FlagSet flags("train");
@@ -137,7 +179,27 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
       return FlagError("--report", s);
     }
   }
+  std::string export_format;
+  if (!f.export_to.empty()) {
+    ASSIGN_OR_RETURN(export_format, ExportFormat(f.export_to));
+    if (absl::Status s = CheckCanWriteFile(f.export_to); !s.ok()) {
+      return FlagError("--export", s);
+    }
+  }
   TrainOptions options = MakeTrainOptions(f, devices);
+  // The export is made from the run's final checkpoint; without a
+  // checkpoint directory, one in a temporary directory.
+  std::string scratch;
+  if (!f.export_to.empty() && options.checkpoint_dir.empty() &&
+      spec.checkpoint().dir().empty()) {
+    char dir[] = "/tmp/cohort-export-XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat("--export: cannot make a temporary directory: ",
+                       std::strerror(errno)));
+    }
+    scratch = options.checkpoint_dir = dir;
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<Timeline> timeline,
                    OpenTimeline(f.timeline));
   options.timeline = timeline.get();
@@ -159,7 +221,13 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
     absl::Status s = WriteReport(f.report, *run);
     if (!s.ok()) return FlagError("--report", s);
   }
-  return absl::OkStatus();
+  if (f.export_to.empty()) return absl::OkStatus();
+  const std::string dir = !options.checkpoint_dir.empty()
+                              ? options.checkpoint_dir
+                              : spec.checkpoint().dir();
+  absl::Status exported = ExportNewest(dir, export_format, f.export_to);
+  if (!scratch.empty()) std::filesystem::remove_all(scratch);
+  return exported;
 }
 
 }  // namespace cohort

@@ -169,8 +169,21 @@ expect_refused_text "--init-from: not a safetensors file" \
   "garbage.safetensors: not a valid safetensors file" \
   "$cohort" train --job="$tmp/mlp.textproto" --init-from="$tmp/garbage.safetensors"
 
+# --export on train: the final model straight out of the run, without a
+# checkpoint directory of its own.
+if "$cohort" train --job="$tmp/mlp.textproto" --quiet --export="$tmp/direct.onnx" \
+     > "$tmp/direct.out" 2>&1 && [[ -s "$tmp/direct.onnx" ]] &&
+   $py -c 'import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)' "$tmp/direct.onnx" 2> /dev/null; then
+  ok "cohort train --export=FILE.onnx: $(grep wrote "$tmp/direct.out" | cut -d: -f1,2)"
+else
+  fail "cohort train --export: $(tail -2 "$tmp/direct.out")"
+fi
+
 # Bad input: one line, exit 2.
 ckpt="$tmp/mlp/ckpt-000000000012.cohort"
+expect_refused_text "train --export of an unknown kind" \
+  "--export must name a .onnx or .safetensors file" \
+  "$cohort" train --job="$tmp/mlp.textproto" --export="$tmp/model.tflite"
 expect_refused_text "export: an unknown format" "--format must be onnx or safetensors, got \"tflite\"" \
   "$cohort" export --checkpoint="$ckpt" --format=tflite --out="$tmp/x"
 expect_refused_text "export: a missing checkpoint" "no-such.cohort" \
