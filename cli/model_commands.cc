@@ -42,28 +42,15 @@ absl::StatusOr<std::vector<float>> Inputs(const NpyArray& array,
         array.path(), ": inputs of shape (", absl::StrJoin(s, ", "),
         ") where the model takes (N, ", absl::StrJoin(want, ", "), ")"));
   }
-  const int64_t n = s[0] * NumElements(want);
-  std::vector<float> out(n);
-  const uint8_t* p = array.data();
-  switch (array.type()) {
-    case NpyType::kFloat32:
-      std::memcpy(out.data(), p, n * sizeof(float));
-      return out;
-    case NpyType::kFloat16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        out[i] = HalfToFloat(h);
-      }
-      return out;
-    case NpyType::kUint8:
-      for (int64_t i = 0; i < n; ++i) out[i] = p[i] / 255.0f;
-      return out;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(array.path(), ": inputs are ", NpyTypeName(array.type()),
-                       "; use float32, float16 or uint8"));
+  if (array.type() != NpyType::kFloat32 && array.type() != NpyType::kFloat16 &&
+      array.type() != NpyType::kUint8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(array.path(), ": inputs are ", NpyTypeName(array.type()),
+                     "; use float32, float16 or uint8"));
   }
+  std::vector<float> out(s[0] * NumElements(want));
+  NpyToFloats(array.type(), array.data(), out.size(), out.data());
+  return out;
 }
 
 }  // namespace

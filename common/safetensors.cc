@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/half.h"
 #include "common/json.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -57,29 +58,6 @@ int ItemBytes(const std::string& dtype) {
   }
   if (dtype == "I8" || dtype == "U8" || dtype == "BOOL") return 1;
   return 0;
-}
-
-// IEEE half precision to single (subnormals, infinities and NaN exact).
-float HalfToSingle(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  uint32_t exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff, bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000 | (mantissa << 13);
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;
-  } else {
-    int e = 113;
-    while ((mantissa & 0x400) == 0) {
-      mantissa <<= 1;
-      --e;
-    }
-    bits = sign | (static_cast<uint32_t>(e) << 23) | ((mantissa & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
 }
 
 // One tensor entry of the header.
@@ -179,7 +157,7 @@ absl::StatusOr<std::vector<float>> SafeTensorFloats(const SafeTensor& t) {
         const uint32_t bits = static_cast<uint32_t>(h) << 16;
         std::memcpy(&out[i], &bits, 4);
       } else {
-        out[i] = HalfToSingle(h);
+        out[i] = HalfToFloat(h);
       }
     }
     return out;

@@ -35,21 +35,6 @@ optimizer { lr: 0.01 }
 SPEC
 }
 
-# peak_anon SPEC: runs cohort train, samples RssAnon every 50 ms, prints
-# "EXIT PEAK_KB".
-peak_anon() {
-  "$cohort" train --job="$1" --quiet > "$1.out" 2>&1 &
-  local p=$! peak=0 kb
-  pids+=($p)
-  while kill -0 "$p" 2>/dev/null; do
-    kb=$(awk '/^RssAnon:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
-    [[ -n "$kb" && "$kb" -gt "$peak" ]] && peak=$kb
-    sleep 0.05
-  done
-  wait "$p"
-  echo "$? $peak"
-}
-
 spec "$tmp/small" > "$tmp/small.textproto"
 spec "$tmp/big" > "$tmp/big.textproto"
 read -r rc_small peak_small <<<"$(peak_anon "$tmp/small.textproto")"

@@ -68,6 +68,22 @@ expect_accuracy() {
   fi
 }
 
+# peak_anon SPEC: runs "$cohort" train on SPEC (its output in SPEC.out),
+# samples the process's RssAnon every 50 ms, prints "EXIT PEAK_KB". The
+# process joins $pids, for the test's cleanup.
+peak_anon() {
+  "$cohort" train --job="$1" --quiet > "$1.out" 2>&1 &
+  local p=$! peak=0 kb
+  pids+=($p)
+  while kill -0 "$p" 2>/dev/null; do
+    kb=$(awk '/^RssAnon:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
+    [[ -n "$kb" && "$kb" -gt "$peak" ]] && peak=$kb
+    sleep 0.05
+  done
+  wait "$p"
+  echo "$? $peak"
+}
+
 finish() {
   echo "failures: $failures"
   [[ $failures -eq 0 ]]

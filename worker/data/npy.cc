@@ -349,29 +349,24 @@ std::string NpyFloat32Bytes(const std::vector<int64_t>& shape,
   return out;
 }
 
-float HalfToFloat(uint16_t half) {
-  const uint32_t sign = static_cast<uint32_t>(half & 0x8000) << 16;
-  const uint32_t exponent = (half >> 10) & 0x1f;
-  uint32_t mantissa = half & 0x3ff;
-  uint32_t bits;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000 | (mantissa << 13);  // infinity or NaN
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa == 0) {
-    bits = sign;  // zero
-  } else {
-    // Subnormal: normalise the mantissa.
-    int e = 113;
-    while ((mantissa & 0x400) == 0) {
-      mantissa <<= 1;
-      --e;
-    }
-    bits = sign | (static_cast<uint32_t>(e) << 23) | ((mantissa & 0x3ff) << 13);
+void NpyToFloats(NpyType type, const uint8_t* p, int64_t n, float* out) {
+  switch (type) {
+    case NpyType::kFloat32:
+      std::memcpy(out, p, n * sizeof(float));
+      return;
+    case NpyType::kFloat16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = HalfToFloat(h);
+      }
+      return;
+    case NpyType::kUint8:
+      for (int64_t i = 0; i < n; ++i) out[i] = p[i] * (1.0f / 255.0f);
+      return;
+    default:
+      return;  // not inputs: the callers check the type first
   }
-  float f;
-  std::memcpy(&f, &bits, sizeof(f));
-  return f;
 }
 
 }  // namespace cohort

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/half.h"
 
 namespace cohort {
 
@@ -81,9 +82,10 @@ class NpyArray {
 std::string NpyFloat32Bytes(const std::vector<int64_t>& shape,
                             const float* data);
 
-// IEEE 754 half precision to single, exactly (subnormals, infinities and
-// NaN included).
-float HalfToFloat(uint16_t half);
+// `n` values of `type` at `p` as training reads inputs: float32 as is,
+// float16 widened, uint8 divided by 255. Other types are left alone (the
+// callers refuse them first).
+void NpyToFloats(NpyType type, const uint8_t* p, int64_t n, float* out);
 
 }  // namespace cohort
 

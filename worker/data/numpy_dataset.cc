@@ -100,19 +100,6 @@ absl::Status CheckTargets(const NpyArray& y, int64_t count,
   return absl::OkStatus();
 }
 
-// Reads `n` float32 or float16 values at `p` into `out`.
-void ReadFloats(NpyType type, const uint8_t* p, int64_t n, float* out) {
-  if (type == NpyType::kFloat32) {
-    std::memcpy(out, p, n * sizeof(float));
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    uint16_t h;
-    std::memcpy(&h, p + 2 * i, 2);
-    out[i] = HalfToFloat(h);
-  }
-}
-
 // A file of a split: "F.npy", or "F.npz" (its member `member`), or
 // "F.npz:NAME" (its member NAME).
 absl::StatusOr<std::unique_ptr<NpyArray>> OpenArray(const std::string& dir,
@@ -194,17 +181,13 @@ absl::Status NumpyDataset::Read(int64_t index, uint64_t /*draw*/,
   const int64_t row = index - starts_[shard];
   const int64_t n = sample_elements_;
   const uint8_t* p = s.x->data() + row * n * NpyItemBytes(s.x->type());
-  if (s.x->type() == NpyType::kUint8) {
-    for (int64_t i = 0; i < n; ++i) out.features[i] = p[i] * (1.0f / 255.0f);
-  } else {
-    ReadFloats(s.x->type(), p, n, out.features);  // checked by CheckInputs
-  }
+  NpyToFloats(s.x->type(), p, n, out.features);  // checked by CheckInputs
   if (target_shape_.empty()) {
     out.label = static_cast<int32_t>(LabelAt(*s.y, row));
   } else {
     const int64_t t = target_elements_;
-    ReadFloats(s.y->type(), s.y->data() + row * t * NpyItemBytes(s.y->type()),
-               t, out.target);
+    NpyToFloats(s.y->type(), s.y->data() + row * t * NpyItemBytes(s.y->type()),
+                t, out.target);
   }
   return absl::OkStatus();
 }
