@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "server/coordinator.h"
 #include "server/ps/shard_process.h"
+#include "worker/comm/port_range.h"
 #include "worker/worker_metrics.h"
 #include "worker/worker_process.h"
 
@@ -126,8 +127,12 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   flags.String("data-dir", &o.data_dir,
                "data set directory (overrides the spec)");
   flags.String("host", &o.host,
-               "address peers reach this worker on (default: 127.0.0.1 for a "
-               "loopback coordinator, else the host name)");
+               "address peers reach this worker on (default: the local "
+               "address of the route to the coordinator)");
+  std::string collective_ports;
+  flags.String("collective-ports", &collective_ports,
+               "LO-HI: the ports Gloo listens on for peers, one per peer "
+               "while connecting (default: any free port)");
   flags.Int("connect-timeout", &connect_timeout_s,
             "seconds to keep trying to reach the coordinator (default 60)", 1,
             86400);
@@ -157,6 +162,8 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   if (o.coordinator.empty()) {
     return absl::InvalidArgumentError("--coordinator=HOST:PORT is required");
   }
+  ASSIGN_OR_RETURN(o.collective_ports,
+                   ParsePortRange(collective_ports, "--collective-ports"));
   WorkerMetrics metrics;
   std::unique_ptr<HttpServer> metrics_server;  // stops before `metrics` goes
   if (!metrics_listen.empty()) {
@@ -236,8 +243,9 @@ absl::Status RunPsCommand(const std::vector<std::string>& args, bool* help) {
   flags.String("listen", &o.listen,
                "HOST:PORT to serve workers on (default 0.0.0.0:0, any port)");
   flags.String("host", &o.advertise_host,
-               "address workers reach this shard on (default: 127.0.0.1 for "
-               "a loopback coordinator, else the host name)");
+               "address workers reach this shard on (default: the --listen "
+               "host if it names one, else the local address of the route "
+               "to the coordinator)");
   flags.Int("connect-timeout", &connect_timeout_s,
             "seconds to keep trying to reach the coordinator (default 60)", 1,
             86400);

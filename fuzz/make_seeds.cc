@@ -241,6 +241,7 @@ Seeds RequestChecks() {
   join.set_host("host");
   join.set_pid(123);
   join.set_replicas(2);
+  join.set_address("10.0.0.5");
   seeds["join"] = Request(0, join);
   HeartbeatRequest hb;
   hb.set_generation(1);

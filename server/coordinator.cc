@@ -16,6 +16,7 @@
 #include "common/http_server.h"
 #include "common/listen.h"
 #include "common/logging.h"
+#include "common/net_address.h"
 #include "common/prometheus.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
@@ -132,6 +133,13 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
 
   grpc::Status Join(grpc::ServerContext* context, const JoinRequest* request,
                     JoinResponse* response) override {
+    if (absl::Status s = CheckAdvertisedAddress(
+            absl::StrCat("the worker on host ",
+                         QuoteForMessage(request->host())),
+            request->address(), context->peer());
+        !s.ok()) {
+      return ToGrpc(s);
+    }
     return Reply(
         t_->Join(*request, [context] { return context->IsCancelled(); }),
         response);
@@ -205,6 +213,13 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
   grpc::Status RegisterShard(grpc::ServerContext* context,
                              const RegisterShardRequest* request,
                              RegisterShardResponse* response) override {
+    if (absl::Status s = CheckAdvertisedAddress(
+            absl::StrCat("the parameter-server shard on host ",
+                         QuoteForMessage(request->host())),
+            HostOfHostPort(request->address()), context->peer());
+        !s.ok()) {
+      return ToGrpc(s);
+    }
     return Reply(t_->RegisterShard(*request), response);
   }
   grpc::Status ShardHeartbeat(grpc::ServerContext* context,

@@ -62,7 +62,7 @@ constexpr char kHtml[] = R"html(<!DOCTYPE html>
 <p id="stragglers"></p>
 <p id="error"></p>
 <table id="workers">
-  <thead><tr><th>rank</th><th class="host">host</th><th>heartbeat age (s)</th><th>step</th>
+  <thead><tr><th>rank</th><th class="host">address (host)</th><th>heartbeat age (s)</th><th>step</th>
   <th>epoch</th><th>samples/s</th><th>loss</th><th>busy / median</th><th>straggler</th></tr></thead>
   <tbody id="worker-rows"></tbody>
 </table>
@@ -180,7 +180,7 @@ function renderStatus(s) {
     tr.id = "worker-" + w.rank;
     tr.className = (w.straggler ? "straggler " : "") + (w.finished ? "finished" : "");
     cell(tr, String(w.rank), "rank");
-    cell(tr, w.host || "", "host");
+    cell(tr, w.address ? w.address + " (" + (w.host || "") + ")" : (w.host || ""), "host");
     cell(tr, fmt(w.heartbeat_age_s, 1), "age");
     cell(tr, fmt(p.step), "step");
     cell(tr, fmt(p.epoch), "epoch");

@@ -82,6 +82,7 @@ JoinRequest Request(const std::string& id, uint64_t leaving_generation = 0) {
   r.set_host("host-" + id);
   r.set_pid(1000 + (id.back() - '0'));
   r.set_replicas(1);
+  r.set_address("127.0.0.1");
   r.set_leaving_generation(leaving_generation);
   return r;
 }

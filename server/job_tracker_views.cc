@@ -17,6 +17,7 @@ WorkerStatus JobTracker::Describe(const Member& m,
   WorkerStatus w;
   w.set_worker_id(m.request.worker_id());
   w.set_host(m.request.host());
+  w.set_address(m.request.address());
   w.set_pid(m.request.pid());
   w.set_rank(m.rank);
   w.set_replicas(m.request.replicas());

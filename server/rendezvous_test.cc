@@ -191,7 +191,8 @@ TEST(Rendezvous, ExtraWorkerIsRefusedClearly) {
 TEST(Rendezvous, OtherProtocolVersionIsRefused) {
   auto server = testing::StartCoordinator(Cluster(1, 1));
   auto stub = testing::NewStub(server->address());
-  for (uint32_t version : {0u, 2u}) {
+  const uint32_t current = Protocol::CURRENT;
+  for (uint32_t version : {0u, 1u, current + 1}) {
     JoinRequest r = MakeJoin("w0");
     r.set_protocol_version(version);
     const Reply<JoinResponse> reply = Join(*stub, r);
@@ -200,7 +201,9 @@ TEST(Rendezvous, OtherProtocolVersionIsRefused) {
     EXPECT_NE(m.find("protocol version " + std::to_string(version)),
               std::string::npos)
         << m;
-    EXPECT_NE(m.find("speaks version 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("speaks version " + std::to_string(current)),
+              std::string::npos)
+        << m;
   }
 }
 

@@ -1,10 +1,13 @@
 #include "server/request_checks.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/net_address.h"
 #include "common/status_macros.h"
 
 namespace cohort {
@@ -23,6 +26,22 @@ absl::Status CheckName(absl::string_view field, const std::string& value,
   if (value.size() > static_cast<size_t>(max_bytes)) {
     return Invalid(field, absl::StrCat("at most ", max_bytes, " bytes"),
                    absl::StrCat(value.size(), " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// A host name or address literal, bracketed or not: what a resolver takes.
+absl::Status CheckHostText(absl::string_view field, const std::string& value) {
+  RETURN_IF_ERROR(CheckName(field, value, kMaxIdBytes));
+  const std::string bare = StripBrackets(value);
+  const bool ok =
+      !bare.empty() && std::all_of(bare.begin(), bare.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '.' || c == '-' || c == ':' ||
+               c == '_' || c == '%';
+      });
+  if (!ok) {
+    return Invalid(field, "a host name or an IP address",
+                   QuoteForMessage(value));
   }
   return absl::OkStatus();
 }
@@ -183,6 +202,7 @@ absl::Status CheckJoinRequest(const JoinRequest& r) {
   RETURN_IF_ERROR(
       CheckName("JoinRequest.worker_id", r.worker_id(), kMaxIdBytes));
   RETURN_IF_ERROR(CheckName("JoinRequest.host", r.host(), kMaxIdBytes));
+  RETURN_IF_ERROR(CheckHostText("JoinRequest.address", r.address()));
   RETURN_IF_ERROR(NonNegative("JoinRequest.pid", r.pid()));
   if (r.replicas() < 1 || r.replicas() > kMaxReplicas) {
     return Invalid("JoinRequest.replicas",
@@ -272,6 +292,14 @@ absl::Status CheckRegisterShardRequest(const RegisterShardRequest& r) {
                    "[1, 65535]",
                    QuoteForMessage(r.address()));
   }
+  const std::string host = r.address().substr(0, colon);
+  if (host.find(':') != std::string::npos &&
+      (host.front() != '[' || host.back() != ']')) {
+    return Invalid("RegisterShardRequest.address",
+                   "HOST:PORT with an IPv6 host in brackets",
+                   QuoteForMessage(r.address()));
+  }
+  RETURN_IF_ERROR(CheckHostText("RegisterShardRequest.address", host));
   return absl::OkStatus();
 }
 
@@ -334,6 +362,22 @@ absl::Status StaleGeneration(uint64_t got, uint64_t current) {
   }
   return absl::FailedPreconditionError(
       absl::StrCat("stale generation ", got, ", current is ", current));
+}
+
+absl::Status CheckAdvertisedAddress(absl::string_view what,
+                                    absl::string_view address,
+                                    absl::string_view grpc_peer) {
+  const std::string from = HostOfGrpcPeer(grpc_peer);
+  if (!IsLoopbackHost(address) || from.empty() || IsLoopbackHost(from)) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " at ", from, " advertises the loopback address ",
+      StripBrackets(address),
+      ", which its peers on other hosts cannot reach; start it with "
+      "--host=ADDRESS (an address of that machine the others can dial), or "
+      "leave --host out to advertise the address it reaches the coordinator "
+      "from"));
 }
 
 std::string QuoteForMessage(absl::string_view s) {

@@ -45,6 +45,14 @@ absl::Status CheckRegisterShardRequest(const RegisterShardRequest& request);
 absl::Status CheckShardHeartbeatRequest(const ShardHeartbeatRequest& request);
 absl::Status CheckPlanPartitionsRequest(const PlanPartitionsRequest& request);
 
+// FAILED_PRECONDITION when a worker or shard (`what`) that reached the
+// coordinator from another host (`grpc_peer`, as grpc::ServerContext::peer
+// gives it) advertises a loopback `address`: its peers would dial
+// themselves. A process on the coordinator's own loopback may.
+absl::Status CheckAdvertisedAddress(absl::string_view what,
+                                    absl::string_view address,
+                                    absl::string_view grpc_peer);
+
 // "rank" must lie in [0, world_size); `field` names it in the message.
 absl::Status CheckRank(absl::string_view field, int32_t rank, int world_size);
 

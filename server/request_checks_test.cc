@@ -78,6 +78,12 @@ std::vector<Case> JoinAndHeartbeatCases() {
       {"long host",
        Call(join, {[](JR* r) { r->set_host(std::string(300, 'h')); }}),
        kInvalid, "JoinRequest.host must be at most 256 bytes, got 300"},
+      {"empty address", Call(join, {[](JR* r) { r->set_address(""); }}),
+       kInvalid, "JoinRequest.address must be non-empty"},
+      {"address with a space",
+       Call(join, {[](JR* r) { r->set_address("10.0.0.1 x"); }}), kInvalid,
+       "JoinRequest.address must be a host name or an IP address, got "
+       "\"10.0.0.1 x\""},
       {"negative pid", Call(join, {[](JR* r) { r->set_pid(-3); }}), kInvalid,
        "JoinRequest.pid must be >= 0, got -3"},
       {"zero replicas", Call(join, {[](JR* r) { r->set_replicas(0); }}),
@@ -308,6 +314,38 @@ TEST(ListenAddressCheck, ParsesHostAndPort) {
   EXPECT_NE(s.message().find("cannot listen on no-such-host.invalid:7000"),
             std::string::npos)
       << s;
+}
+
+TEST(AdvertisedAddressCheck, LoopbackOnlyFromTheCoordinatorsOwnHost) {
+  // From another host, a loopback address is refused, naming --host.
+  for (const char* a : {"127.0.0.1", "127.0.1.1", "::1", "[::1]"}) {
+    const absl::Status s =
+        CheckAdvertisedAddress("the worker", a, "ipv4:10.77.0.11:41000");
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << a;
+    EXPECT_NE(s.message().find("--host"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("10.77.0.11"), std::string::npos) << s;
+  }
+  // From loopback, or an address that is not loopback, passes.
+  EXPECT_TRUE(
+      CheckAdvertisedAddress("w", "127.0.0.1", "ipv4:127.0.0.1:4100").ok());
+  EXPECT_TRUE(CheckAdvertisedAddress("w", "::1", "ipv6:[::1]:4100").ok());
+  EXPECT_TRUE(
+      CheckAdvertisedAddress("w", "10.77.0.11", "ipv4:10.77.0.11:1").ok());
+  EXPECT_TRUE(
+      CheckAdvertisedAddress("w", "fd77::11", "ipv6:[fd77::11]:1").ok());
+}
+
+TEST(AdvertisedAddressCheck, ShardAddressesBracketIpv6) {
+  RegisterShardRequest r;
+  r.set_protocol_version(Protocol::CURRENT);
+  r.set_shard_id("s");
+  r.set_host("h");
+  r.set_address("fd77::13:29500");
+  const absl::Status s = CheckRegisterShardRequest(r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("IPv6 host in brackets"), std::string::npos) << s;
+  r.set_address("[fd77::13]:29500");
+  EXPECT_TRUE(CheckRegisterShardRequest(r).ok());
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ JoinRequest MakeJoin(const std::string& id, int replicas) {
   r.set_host(absl::StrCat("host-", id));
   r.set_pid(1000 + (id.back() - '0'));
   r.set_replicas(replicas);
+  r.set_address("127.0.0.1");
   return r;
 }
 

@@ -16,6 +16,7 @@
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
 #include "client/restart_window.h"
+#include "common/net_address.h"
 #include "common/status_macros.h"
 #include "worker/collective_interrupt.h"
 #include "worker/comm/communicator.h"
@@ -52,43 +53,49 @@ std::string HostName() {
   return name;
 }
 
-bool IsLoopback(const std::string& address) {
-  return absl::StartsWith(address, "127.") ||
-         absl::StartsWith(address, "localhost:") ||
-         absl::StartsWith(address, "[::1]");
-}
-
 // The address peers reach this worker on, as Gloo will bind and advertise
-// it: --host (an IPv6 address may come in brackets), else loopback for a
-// loopback coordinator, else the host name. Resolved here, before joining:
-// Gloo itself crashes on a name that does not resolve, and a job must not
-// form around a worker that cannot take part.
+// it, in numeric form: --host (a name, or an address that may come in
+// brackets) resolved here, else the local address of this machine's route to
+// the coordinator (a host name fails wherever /etc/hosts maps it to
+// 127.0.1.1 or to nothing). Resolved before joining: Gloo itself crashes on
+// a name that does not resolve, and a job must not form around a worker that
+// cannot take part.
 absl::StatusOr<std::string> AdvertisedHost(const WorkerOptions& o,
                                            const std::string& coordinator) {
-  std::string host = !o.host.empty()           ? o.host
-                     : IsLoopback(coordinator) ? "127.0.0.1"
-                                               : HostName();
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
+  if (o.host.empty()) {
+    absl::StatusOr<std::string> local = LocalAddressToward(coordinator);
+    if (!local.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat(local.status().message(),
+                       "; give --host the address peers reach this worker on"));
+    }
+    return *local;
   }
+  const std::string host = StripBrackets(o.host);
   addrinfo hints = {};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const int error = getaddrinfo(host.c_str(), nullptr, &hints, &found);
   if (error != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        o.host.empty() ? "this machine's host name \"" : "--host=\"", host,
-        "\" does not resolve (", gai_strerror(error),
-        "): give --host an address or name peers can reach this worker on"));
+        "--host=\"", o.host, "\" does not resolve (", gai_strerror(error),
+        "): give --host an address or name peers can reach this "
+        "worker on, or leave it out to advertise the address "
+        "that reaches the coordinator"));
   }
+  char numeric[NI_MAXHOST] = {};
+  const int named = getnameinfo(found->ai_addr, found->ai_addrlen, numeric,
+                                sizeof(numeric), nullptr, 0, NI_NUMERICHOST);
   freeaddrinfo(found);
-  return host;
+  if (named != 0) return host;
+  return std::string(numeric);
 }
 
 JoinRequest MakeJoin(const WorkerOptions& o) {
   JoinRequest r;
   r.set_protocol_version(Protocol::CURRENT);
   r.set_host(HostName());
+  r.set_address(o.host);
   r.set_pid(getpid());
   r.set_replicas(o.replicas);
   std::random_device rd;
@@ -315,6 +322,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   gloo.wait = GlooWait(cluster.collective_wait());
   gloo.cores_per_rank = o.replicas * std::max(1, o.threads);
   gloo.hostname = o.host;  // resolved once, in RunGenerations
+  gloo.ports = o.collective_ports;
   std::unique_ptr<Communicator> comm;
   {
     // Bounded here: Gloo's connect to an unreachable peer took 27 s with a

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/security.h"
+#include "worker/comm/port_range.h"
 
 namespace cohort {
 
@@ -23,9 +24,11 @@ struct WorkerOptions {
   std::vector<int> gpus;
   int threads = 0;       // 0: one per replica
   std::string data_dir;  // overrides the spec's
-  // The address peers reach this worker's collectives on. Empty: 127.0.0.1
-  // when the coordinator is on loopback, else this machine's host name.
+  // The address peers reach this worker's collectives on. Empty: the local
+  // address of this machine's route to the coordinator.
   std::string host;
+  // The ports Gloo listens on for peers; empty: any free port.
+  PortRange collective_ports;
   absl::Duration connect_timeout = absl::Seconds(60);
   bool quiet = false;
   bool live_progress = false;

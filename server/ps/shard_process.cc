@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "client/coordinator_client.h"
 #include "common/logging.h"
+#include "common/net_address.h"
 #include "common/prometheus.h"
 #include "common/status_macros.h"
 #include "server/metrics_exporter.h"
@@ -25,10 +26,21 @@ std::string Hostname() {
   return buf;
 }
 
-bool IsLoopback(const std::string& address) {
-  const std::string host = address.substr(0, address.rfind(':'));
-  return host == "localhost" || absl::StartsWith(host, "127.") ||
-         host == "[::1]";
+// The host workers dial this shard on: --host; else the --listen host when
+// it names one interface; else the local address of this machine's route to
+// the coordinator (the host name fails wherever /etc/hosts maps it to
+// 127.0.1.1 or to nothing).
+absl::StatusOr<std::string> AdvertisedHost(const ShardProcessOptions& o) {
+  if (!o.advertise_host.empty()) return StripBrackets(o.advertise_host);
+  const std::string listen_host = HostOfHostPort(o.listen);
+  if (!IsWildcardHost(listen_host)) return listen_host;
+  absl::StatusOr<std::string> local = LocalAddressToward(o.coordinator);
+  if (!local.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(local.status().message(),
+                     "; give --host the address workers reach this shard on"));
+  }
+  return *local;
 }
 
 std::string ShardId() {
@@ -82,14 +94,11 @@ absl::Status RegisterAndServe(const ShardProcessOptions& options,
   ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorClient> coordinator,
       CoordinatorClient::Create(options.coordinator, options.security));
-  std::string host = options.advertise_host;
-  if (host.empty()) {
-    host = IsLoopback(options.coordinator) ? "127.0.0.1" : Hostname();
-  }
+  ASSIGN_OR_RETURN(const std::string host, AdvertisedHost(options));
   RegisterShardRequest req;
   req.set_protocol_version(Protocol::CURRENT);
   req.set_shard_id(ShardId());
-  req.set_address(absl::StrCat(host, ":", server.port()));
+  req.set_address(JoinHostPort(host, server.port()));
   req.set_host(Hostname());
   req.set_pid(getpid());
   ASSIGN_OR_RETURN(RegisterShardResponse reg,

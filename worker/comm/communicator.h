@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
+#include "worker/comm/port_range.h"
 
 namespace cohort {
 
@@ -105,6 +106,9 @@ struct GlooOptions {
   Wait wait = Wait::kAuto;
   // Compute threads of one rank (replicas x threads each), for kAuto.
   int cores_per_rank = 1;
+  // The ports this rank listens on for its peers (one per peer connection
+  // while connecting); empty: any free port.
+  PortRange ports;
 };
 
 // Connects rank `rank` of `size` to every peer (full mesh) through `store`,

@@ -43,6 +43,7 @@
 #include "gloo/transport/tcp/pair.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_diagnostics.h"
+#include "worker/comm/port_range.h"
 
 namespace cohort {
 namespace {
@@ -543,6 +544,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   PeerNames peers;
   // Rounded down to whole floats; every rank rounds the same agreed value.
   int64_t piece_bytes = std::min(kSyncPieceBytes, MaxSendBufferBytes());
+  PortRangeScope ports(options.ports);
   try {
     for (int lane = 0; lane < lanes; ++lane) {
       contexts.push_back(ConnectLane(store, lane, rank, size, options, device,
@@ -565,6 +567,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
       }
     }
   } catch (const std::exception& e) {
+    if (ports.exhausted()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "rank ", rank, " of ", size,
+          " found no free port in the collective "
+          "port range ",
+          options.ports.lo, "-", options.ports.hi,
+          " (--collective-ports): it listens on one port per peer (", size - 1,
+          " at once) while connecting; widen the range"));
+    }
     return DescribeRendezvousFailure(store, e, rank, size);
   }
   return std::unique_ptr<Communicator>(
