@@ -104,7 +104,11 @@ absl::Status CoordinatorClient::RetryWhileUnavailable(
     }
     grpc::Status s = call();
     if (s.ok()) return absl::OkStatus();
-    const bool unavailable = s.error_code() == grpc::StatusCode::UNAVAILABLE;
+    // A partition that drops packets leaves the connection up: calls then
+    // end at their deadline rather than with UNAVAILABLE.
+    const bool unavailable =
+        s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
     if (unavailable && IsTlsHandshakeFailure(s.error_message())) {
       // A certificate nobody vouches for stays so: no point retrying.
       return absl::UnavailableError(absl::StrCat(
@@ -169,7 +173,7 @@ absl::StatusOr<RegisterShardResponse> CoordinatorClient::RegisterShard(
 absl::StatusOr<ShardHeartbeatResponse> CoordinatorClient::ShardHeartbeat(
     const ShardStats& stats, const std::string& failure) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, kRpcTimeout);
+  SetDeadline(&ctx, heartbeat_deadline_);
   ShardHeartbeatRequest req;
   req.set_shard_id(shard_id_);
   req.set_shard_index(shard_index_);
@@ -191,16 +195,25 @@ absl::StatusOr<PlanPartitionsResponse> CoordinatorClient::PlanPartitions(
   PlanPartitionsResponse resp;
   RETURN_IF_ERROR(RetryWhileUnavailable(retry_window_, "plan partitions", [&] {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, kRpcTimeout);
+    SetDeadline(&ctx, call_deadline_);
     return stub_->PlanPartitions(&ctx, req, &resp);
   }));
   return resp;
 }
 
+void CoordinatorClient::FollowHeartbeats(const ClusterSpec& cluster) {
+  const absl::Duration interval =
+      absl::Milliseconds(std::max<int64_t>(1, cluster.heartbeat_interval_ms()));
+  heartbeat_deadline_ =
+      std::clamp(interval, absl::Milliseconds(200), absl::Seconds(10));
+  call_deadline_ = std::clamp(interval * cluster.heartbeat_misses(),
+                              absl::Seconds(1), absl::Seconds(10));
+}
+
 absl::StatusOr<HeartbeatResponse> CoordinatorClient::Heartbeat(
     const WorkerProgress& progress) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, kRpcTimeout);
+  SetDeadline(&ctx, heartbeat_deadline_);
   HeartbeatRequest req;
   req.set_generation(generation_);
   req.set_worker_id(worker_id_);
@@ -212,15 +225,17 @@ absl::StatusOr<HeartbeatResponse> CoordinatorClient::Heartbeat(
   return resp;
 }
 
-absl::StatusOr<uint64_t> CoordinatorClient::BeginEpoch(int64_t epoch) {
+absl::StatusOr<uint64_t> CoordinatorClient::BeginEpoch(int64_t epoch,
+                                                       bool retry) {
   BeginEpochRequest req;
   req.set_generation(generation_);
   req.set_rank(rank_);
   req.set_epoch(epoch);
   BeginEpochResponse resp;
-  RETURN_IF_ERROR(RetryWhileUnavailable(retry_window_, "begin epoch", [&] {
+  const absl::Duration window = retry ? retry_window_ : absl::ZeroDuration();
+  RETURN_IF_ERROR(RetryWhileUnavailable(window, "begin epoch", [&] {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, kRpcTimeout);
+    SetDeadline(&ctx, call_deadline_);
     return stub_->BeginEpoch(&ctx, req, &resp);
   }));
   return resp.sampler_seed();
@@ -238,7 +253,7 @@ absl::Status CoordinatorClient::Finish(bool ok, const std::string& error,
   FinishResponse resp;
   return RetryWhileUnavailable(retry_window_, "finish", [&] {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, kRpcTimeout);
+    SetDeadline(&ctx, call_deadline_);
     return stub_->Finish(&ctx, req, &resp);
   });
 }
@@ -278,7 +293,7 @@ absl::Status CoordinatorClient::Stop(const std::string& reason,
 absl::Status CoordinatorClient::Set(const std::string& key,
                                     const std::string& value) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, kRpcTimeout);
+  SetDeadline(&ctx, call_deadline_);
   KvSetRequest req;
   req.set_generation(generation_);
   req.set_key(key);
@@ -290,7 +305,7 @@ absl::Status CoordinatorClient::Set(const std::string& key,
 absl::StatusOr<std::optional<std::string>> CoordinatorClient::Get(
     const std::string& key) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, kRpcTimeout);
+  SetDeadline(&ctx, call_deadline_);
   KvGetRequest req;
   req.set_generation(generation_);
   req.set_key(key);
@@ -304,7 +319,7 @@ absl::StatusOr<std::optional<std::string>> CoordinatorClient::Get(
 absl::Status CoordinatorClient::Wait(const std::vector<std::string>& keys,
                                      absl::Duration timeout) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, timeout + kRpcTimeout);
+  SetDeadline(&ctx, timeout + call_deadline_);
   KvWaitRequest req;
   req.set_generation(generation_);
   for (const std::string& k : keys) req.add_keys(k);
@@ -316,7 +331,7 @@ absl::Status CoordinatorClient::Wait(const std::vector<std::string>& keys,
 absl::StatusOr<int64_t> CoordinatorClient::Add(const std::string& key,
                                                int64_t delta) {
   grpc::ClientContext ctx;
-  SetDeadline(&ctx, kRpcTimeout);
+  SetDeadline(&ctx, call_deadline_);
   KvAddRequest req;
   req.set_generation(generation_);
   req.set_key(key);

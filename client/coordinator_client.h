@@ -44,8 +44,17 @@ class CoordinatorClient : public KvClient {
   // zero: they fail at once.
   void set_retry_window(absl::Duration window) { retry_window_ = window; }
 
+  // Per-attempt deadlines from the job's heartbeat settings (default 10 s
+  // each): a heartbeat gets its interval (200 ms to 10 s), and the other
+  // short calls (BeginEpoch, Finish, PlanPartitions, KV) the heartbeat bound
+  // (1 to 10 s), so that a cut link is noticed within the heartbeat bound
+  // rather than after a fixed 10 s.
+  void FollowHeartbeats(const ClusterSpec& cluster);
+
   absl::StatusOr<HeartbeatResponse> Heartbeat(const WorkerProgress& progress);
-  absl::StatusOr<uint64_t> BeginEpoch(int64_t epoch);
+  // `retry`: retry an unreachable coordinator for the retry window; false:
+  // one attempt.
+  absl::StatusOr<uint64_t> BeginEpoch(int64_t epoch, bool retry = true);
   absl::Status Finish(bool ok, const std::string& error,
                       const WorkerResult& result);
 
@@ -79,7 +88,8 @@ class CoordinatorClient : public KvClient {
                     std::shared_ptr<grpc::Channel> channel);
   absl::Status FromGrpc(const grpc::Status& s, const char* what) const;
   // Runs `call` (returning grpc::Status) until it succeeds, fails with
-  // anything but UNAVAILABLE, or `connect_timeout` has passed.
+  // anything but UNAVAILABLE or DEADLINE_EXCEEDED, or `connect_timeout`
+  // has passed.
   template <typename Call>
   absl::Status RetryWhileUnavailable(absl::Duration connect_timeout,
                                      const char* what, const Call& call);
@@ -92,6 +102,8 @@ class CoordinatorClient : public KvClient {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Coordinator::Stub> stub_;
   absl::Duration retry_window_ = absl::ZeroDuration();
+  absl::Duration heartbeat_deadline_ = absl::Seconds(10);
+  absl::Duration call_deadline_ = absl::Seconds(10);
   // Set by Join.
   uint64_t generation_ = 0;
   std::string worker_id_;

@@ -858,5 +858,68 @@ TEST(Elastic, AnEmptyStateFileIsNotAnotherJobs) {
   EXPECT_FALSE(Contains(std::string(s.message()), "another job")) << s;
 }
 
+// Every worker silent at once, on a durable coordinator, is its own outage
+// far more often than a common death: nobody is declared dead, and no
+// restart is spent, until coordinator_grace_ms has passed.
+TEST(Elastic, ADurableCoordinatorWaitsOutTheGraceWhenEveryWorkerIsSilent) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(dir != nullptr ? dir : "/tmp") + "/all_silent.state";
+  std::remove(path.c_str());
+  JobSpec spec = Spec(2, 3, 3);
+  constexpr int kGraceMs = 1500;  // 10 heartbeat bounds
+  spec.mutable_cluster()->set_coordinator_grace_ms(kGraceMs);
+  JobTracker t(spec, path);
+  ASSERT_TRUE(t.Restore().ok());
+  const std::vector<JoinResponse> first = FormFirst(t, 2);
+  {
+    Beater b0(t, first[0], "w0", 1);
+    Beater b1(t, first[1], "w1", 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }  // both fall silent at once
+  std::this_thread::sleep_for(std::chrono::milliseconds(5 * kBeatMs * kMisses));
+  StatusResponse s = t.Status();
+  EXPECT_EQ(s.state(), RUNNING);
+  EXPECT_FALSE(s.regrouping());
+  EXPECT_EQ(s.restarts(), 0);
+  // They come back within the grace: the generation goes on.
+  {
+    Beater b0(t, first[0], "w0", 20);
+    Beater b1(t, first[1], "w1", 20);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(b0.regroup() || b0.told_to_stop());
+    s = t.Status();
+    EXPECT_EQ(s.generation(), 1u);
+    EXPECT_FALSE(s.regrouping());
+    EXPECT_EQ(s.restarts(), 0);
+    // One of them alone falling silent is judged by the usual bound.
+    const Clock::time_point killed = b1.Stop();
+    ASSERT_TRUE(WaitFor([&] { return b0.regroup(); }));
+    EXPECT_LT(Between(killed, b0.regroup_at()), kBoundS + 1.0);
+  }
+}
+
+TEST(Elastic, PastTheGraceEverySilentWorkerIsDeclaredDead) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path =
+      std::string(dir != nullptr ? dir : "/tmp") + "/all_silent_long.state";
+  std::remove(path.c_str());
+  JobSpec spec = Spec(2, 3, 0);
+  spec.mutable_cluster()->set_coordinator_grace_ms(600);
+  JobTracker t(spec, path);
+  ASSERT_TRUE(t.Restore().ok());
+  const std::vector<JoinResponse> first = FormFirst(t, 2);
+  Clock::time_point silent;
+  {
+    Beater b0(t, first[0], "w0", 1);
+    Beater b1(t, first[1], "w1", 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    b0.Stop();
+    silent = b1.Stop();
+  }
+  ASSERT_TRUE(WaitFor([&] { return t.Status().state() == FAILED; }));
+  EXPECT_GE(SecondsSince(silent), 0.6);
+}
+
 }  // namespace
 }  // namespace cohort

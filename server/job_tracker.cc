@@ -25,23 +25,12 @@ using job_tracker_internal::kPoll;
 using job_tracker_internal::Millis;
 using job_tracker_internal::ToAbsl;
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 std::string NewRunId() {
   std::random_device rd;
   return absl::StrFormat("%08x%08x", rd(), rd());
 }
 
 }  // namespace
-
-uint64_t SamplerSeed(uint64_t job_seed, int64_t epoch) {
-  return SplitMix64(job_seed ^ SplitMix64(static_cast<uint64_t>(epoch)));
-}
 
 bool IsTerminal(JobState state) {
   return state == SUCCEEDED || state == FAILED || state == STOPPED;

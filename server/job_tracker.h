@@ -60,15 +60,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/sampler_seed.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "server/kv_store.h"
 
 namespace cohort {
-
-// splitmix64(job_seed ^ splitmix64(epoch)): the same for every worker, and
-// different epochs give unrelated seeds.
-uint64_t SamplerSeed(uint64_t job_seed, int64_t epoch);
 
 bool IsTerminal(JobState state);
 
@@ -322,6 +319,11 @@ class JobTracker {
 
   // --- job_tracker_heartbeats.cc: worker liveness and stragglers.
   void CheckHeartbeats() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether every live worker (two or more) is silent past `limit` but
+  // within coordinator_grace_ms of the newest heartbeat, on a durable
+  // coordinator: then nobody is declared dead yet.
+  bool AllSilentWithinGrace(Clock::time_point now, Clock::duration limit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After `m`'s heartbeat: compares its own step time with the median of
   // the other live workers' and counts the steps it stays above
   // kStragglerRatio; kStragglerSteps of them make it a straggler.
@@ -398,6 +400,8 @@ class JobTracker {
   std::vector<int64_t> plan_sizes_ ABSL_GUARDED_BY(mu_);
   int plan_rank_ ABSL_GUARDED_BY(mu_) = -1;
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // The all-silent wait (AllSilentWithinGrace) has been logged.
+  bool all_silent_logged_ ABSL_GUARDED_BY(mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watchdog_;
 };

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/job_tracker.h"
 #include "server/job_tracker_internal.h"
@@ -15,6 +16,7 @@ namespace {
 
 using job_tracker_internal::Clock;
 using job_tracker_internal::HeartbeatBound;
+using job_tracker_internal::Millis;
 using job_tracker_internal::Seconds;
 
 // A worker slower than this many times the others' median step ...
@@ -51,6 +53,12 @@ absl::StatusOr<HeartbeatResponse> JobTracker::Heartbeat(
   }
   m->last_seen = Clock::now();
   m->progress = request.progress();
+  if (request.progress().epoch() > epoch_) {
+    // Workers of a durable coordinator begin epochs without it while it is
+    // unreachable (they know the seed); their heartbeats tell it later.
+    epoch_ = request.progress().epoch();
+    Persist();
+  }
   UpdateStraggler(*m);
   NoteProgress(request.progress());
   response.set_state(state_);
@@ -94,10 +102,53 @@ std::vector<std::string> JobTracker::Stragglers() const {
   return out;
 }
 
+// Every live worker silent at once looks the same from here whether they
+// all died together or this coordinator lost its own network; the second is
+// far likelier, and a durable coordinator's workers train on through its
+// absence for coordinator_grace_ms. So it waits that long (from the newest
+// heartbeat) before declaring anyone dead: no restart is spent on its own
+// outage. A single worker's silence is judged as before.
+bool JobTracker::AllSilentWithinGrace(Clock::time_point now,
+                                      Clock::duration limit) {
+  if (state_path_.empty()) return false;
+  // Beats go out at different phases, so when the first worker crosses the
+  // bound the others of a common silence have missed at least a beat or
+  // half the bound; a worker that still beats is well inside both.
+  const Clock::duration quiet =
+      std::max(limit / 2,
+               Clock::duration(Millis(job_.cluster().heartbeat_interval_ms())));
+  int live = 0;
+  Clock::time_point newest = Clock::time_point::min();
+  Clock::time_point oldest = Clock::time_point::max();
+  for (const Member& m : members_) {
+    if (m.finished || m.rejoined || m.dead) continue;
+    ++live;
+    newest = std::max(newest, m.last_seen);
+    oldest = std::min(oldest, m.last_seen);
+  }
+  if (live < 2 || now - oldest <= limit || now - newest <= quiet) {
+    all_silent_logged_ = false;
+    return false;
+  }
+  const Clock::duration grace = Millis(job_.cluster().coordinator_grace_ms());
+  if (now - newest > grace) return false;
+  if (!all_silent_logged_) {
+    all_silent_logged_ = true;
+    LOG(WARNING) << "all " << live << " workers went silent at once (for "
+                 << Seconds(now - newest)
+                 << "s and more): this coordinator's own network is the "
+                    "likelier cause; waiting up to coordinator_grace_ms ("
+                 << job_.cluster().coordinator_grace_ms() / 1000.0
+                 << "s) before declaring any of them dead";
+  }
+  return true;
+}
+
 void JobTracker::CheckHeartbeats() {
   if (state_ != RUNNING) return;
   const Clock::time_point now = Clock::now();
   const Clock::duration limit = HeartbeatBound(job_.cluster());
+  if (AllSilentWithinGrace(now, limit)) return;
   // Members that rejoined wait in Join and no longer heartbeat.
   for (Member& m : members_) {
     if (m.finished || m.rejoined || m.dead || now - m.last_seen <= limit) {

@@ -17,6 +17,7 @@
 #include "client/ps_client.h"
 #include "client/restart_window.h"
 #include "common/net_address.h"
+#include "common/sampler_seed.h"
 #include "common/status_macros.h"
 #include "worker/collective_interrupt.h"
 #include "worker/comm/communicator.h"
@@ -218,6 +219,29 @@ void LogPsTotals(const PsLink& ps) {
                t.pull_seconds, static_cast<long long>(t.max_version_lag));
 }
 
+// The epoch's sampler seed from the coordinator (which also learns that
+// the epoch began). A durable coordinator that does not answer at once may
+// be restarting or cut off: the seed is a function of the job seed and the
+// epoch, so the worker computes it and trains on; its heartbeats tell the
+// coordinator the epoch later. Anything else the coordinator says (a
+// regroup, a stale generation) stops the worker as before.
+absl::StatusOr<uint64_t> EpochSeed(CoordinatorClient& client,
+                                   const JoinResponse& join, int64_t epoch) {
+  if (!join.coordinator_durable()) return client.BeginEpoch(epoch);
+  absl::StatusOr<uint64_t> seed = client.BeginEpoch(epoch, /*retry=*/false);
+  if (seed.ok() || !(absl::IsUnavailable(seed.status()) ||
+                     absl::IsDeadlineExceeded(seed.status()))) {
+    return seed;
+  }
+  std::fprintf(stderr,
+               "cohort worker: the coordinator did not answer at the start "
+               "of epoch %lld (%s); its sampler seed is computed here from "
+               "the job seed, and training goes on\n",
+               static_cast<long long>(epoch + 1),
+               std::string(seed.status().message()).c_str());
+  return SamplerSeed(join.job_seed(), epoch);
+}
+
 // What every worker's trainer gets from its coordinator: its place in the
 // job, the epochs' sampler seeds, and a way to report progress (and learn
 // that it must stop).
@@ -230,8 +254,8 @@ DistributedContext JobContext(const JoinResponse& join,
   dist.world_size = join.world_size();
   dist.replica_offset = join.replica_offset();
   dist.total_replicas = join.total_replicas();
-  dist.epoch_seed = [&client](int64_t epoch) {
-    return client.BeginEpoch(epoch);
+  dist.epoch_seed = [&client, &join](int64_t epoch) {
+    return EpochSeed(client, join, epoch);
   };
   dist.on_step = [&heartbeat, metrics](const WorkerProgress& p) {
     heartbeat.Update(p);
@@ -386,16 +410,18 @@ absl::Duration VerdictWait(const ClusterSpec& c) {
          absl::Seconds(1);
 }
 
-// A durable coordinator may be restarting: keep training through its
+// Sets the client's deadlines from the heartbeat interval, and, for a
+// durable coordinator (which may be restarting), keeps training through its
 // absence for the grace period instead of the usual heartbeat bound.
 // Returns the heartbeat misses to tolerate.
 int TolerateCoordinatorOutage(const WorkerOptions& o, const JoinResponse& join,
                               CoordinatorClient& client) {
   const ClusterSpec& cluster = join.job().cluster();
   int misses = cluster.heartbeat_misses();
-  if (!join.coordinator_durable()) return misses;
   const int64_t interval =
       std::max<int64_t>(1, cluster.heartbeat_interval_ms());
+  client.FollowHeartbeats(cluster);
+  if (!join.coordinator_durable()) return misses;
   misses = std::max<int64_t>(
       misses, (cluster.coordinator_grace_ms() + interval - 1) / interval);
   client.set_retry_window(absl::Milliseconds(cluster.coordinator_grace_ms()));

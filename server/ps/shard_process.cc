@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -123,7 +124,9 @@ absl::Status RegisterAndServe(const ShardProcessOptions& options,
   LOG(INFO) << *assigned << " (" << req.shard_id() << ") serving at "
             << req.address() << " (" << SecuritySummary(options.security)
             << ")";
-  return HeartbeatLoop(*coordinator, server, reg.job().cluster());
+  const ClusterSpec& cluster = reg.job().cluster();
+  coordinator->FollowHeartbeats(cluster);
+  return HeartbeatLoop(*coordinator, server, cluster);
 }
 
 }  // namespace
