@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -234,12 +235,7 @@ absl::StatusOr<LaunchEnv> ReadSlurm(const EnvMap& env, int port_flag) {
                    ParseNumber(env, "SLURM_NTASKS", 1, kMaxWorld));
   ASSIGN_OR_RETURN(out.rank,
                    ParseNumber(env, "SLURM_PROCID", 0, out.world_size - 1));
-  if (out.world_size > 1 && Find(env, "SLURM_STEP_ID") == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this is the batch script of a SLURM job of ", out.world_size,
-        " tasks (SLURM_NTASKS), not one of its tasks (no SLURM_STEP_ID): "
-        "start cohort with srun, one task per node"));
-  }
+  out.slurm_batch_script = Find(env, "SLURM_STEP_ID") == nullptr;
   // The step's nodes: task 0 runs on the first of them.
   const std::string var = Find(env, "SLURM_STEP_NODELIST") != nullptr
                               ? "SLURM_STEP_NODELIST"
@@ -312,6 +308,37 @@ absl::StatusOr<LaunchEnv> ReadLaunchEnv(const EnvMap& env, int port_flag) {
   }
   if (Find(env, "SLURM_PROCID") != nullptr) return ReadSlurm(env, port_flag);
   return LaunchEnv();
+}
+
+absl::Status CheckOneProcessPerTask(const LaunchEnv& env) {
+  if (env.slurm_batch_script && env.world_size > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this is the batch script of a SLURM job of ", env.world_size,
+        " tasks (SLURM_NTASKS), not one of its tasks (no SLURM_STEP_ID): "
+        "start cohort launch with srun, one task per node"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> CoordinatorFromEnvironment(
+    const std::string& command) {
+  ASSIGN_OR_RETURN(const LaunchEnv env, ReadLaunchEnv(ProcessEnvironment()));
+  if (env.source == LaunchSource::kNone) return std::string();
+  std::fprintf(stderr, "cohort %s: no --coordinator; %s\n", command.c_str(),
+               env.Describe().c_str());
+  return env.CoordinatorAddress();
+}
+
+absl::StatusOr<std::string> ListenFromEnvironment(const std::string& command,
+                                                  const std::string& fallback) {
+  ASSIGN_OR_RETURN(const LaunchEnv env, ReadLaunchEnv(ProcessEnvironment()));
+  if (env.source == LaunchSource::kNone) return fallback;
+  const bool v6 = absl::StrContains(env.coordinator_host, ':');
+  const std::string listen =
+      absl::StrCat(v6 ? "[::]" : "0.0.0.0", ":", env.coordinator_port);
+  std::fprintf(stderr, "cohort %s: no --listen, so %s; %s\n", command.c_str(),
+               listen.c_str(), env.Describe().c_str());
+  return listen;
 }
 
 absl::StatusOr<std::vector<std::string>> ExpandHostList(

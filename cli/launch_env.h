@@ -10,9 +10,9 @@
 // (torchrun started by srun), the torchrun variables win: they describe this
 // process, the SLURM ones the torchrun that started it.
 //
-// The environment is passed in as a map, so that nothing here reads the
-// process's own (tests need no real environment). Every malformed variable
-// is an INVALID_ARGUMENT naming the variable and its value.
+// The environment is passed in as a map (tests need no real environment);
+// only the two hooks at the end read the process's own. Every malformed
+// variable is an INVALID_ARGUMENT naming the variable and its value.
 //
 // Thread safety: stateless functions and plain values.
 #ifndef COHORT_CLI_LAUNCH_ENV_H_
@@ -53,6 +53,9 @@ struct LaunchEnv {
   std::string port_from = "the default";
   std::vector<std::string> nodes;  // SLURM: the step's nodes, in order
   std::string job_id;              // SLURM_JOB_ID; empty for torchrun
+  // SLURM: read in a batch script (SLURM_PROCID set, no SLURM_STEP_ID),
+  // where SLURM_NTASKS counts the job's tasks, not processes started.
+  bool slurm_batch_script = false;
 
   // Launch rank 0 runs the coordinator as well as a worker.
   bool runs_coordinator() const { return rank == 0; }
@@ -67,9 +70,23 @@ struct LaunchEnv {
 // Reads the launch environment from `env`. `port_flag` > 0 is the
 // --coordinator-port flag, which wins over COHORT_COORDINATOR_PORT, which
 // wins over MASTER_PORT. Neither environment present: source kNone (not an
-// error). A SLURM batch script of several tasks (SLURM_PROCID set but no
-// SLURM_STEP_ID) is refused: its tasks start with srun.
+// error).
 absl::StatusOr<LaunchEnv> ReadLaunchEnv(const EnvMap& env, int port_flag = 0);
+
+// Refuses, naming srun, a SLURM batch script of several tasks: `cohort
+// launch` there would be one process where the job asked for several.
+absl::Status CheckOneProcessPerTask(const LaunchEnv& env);
+
+// The hooks of `cohort worker` and `cohort coordinator`, the only functions
+// here that read this process's environment. Each prints one line to stderr
+// naming the environment it used, and none when there is none.
+// CoordinatorFromEnvironment: the coordinator's HOST:PORT, or "" outside a
+// launch environment. ListenFromEnvironment: "0.0.0.0:PORT" ("[::]:PORT"
+// for an IPv6 coordinator) with the environment's port, else `fallback`.
+absl::StatusOr<std::string> CoordinatorFromEnvironment(
+    const std::string& command);
+absl::StatusOr<std::string> ListenFromEnvironment(const std::string& command,
+                                                  const std::string& fallback);
 
 // Expands a SLURM host list, e.g. "node[01-03,7],gpu5" into node01, node02,
 // node03, node7, gpu5 (zero padding kept; several bracket groups in one
