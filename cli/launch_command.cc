@@ -269,9 +269,9 @@ absl::Status RunLaunch(const std::vector<std::string>& args, bool* help,
         "cohort coordinator and cohort worker");
   }
   RETURN_IF_ERROR(CheckOneProcessPerTask(env));
-  std::fprintf(stderr, "cohort launch: %s\n", env.Describe().c_str());
   ASSIGN_OR_RETURN(const std::vector<std::string> w,
                    WorkerArgs(std::move(worker), env, f));
+  std::fprintf(stderr, "cohort launch: %s\n", env.Describe().c_str());
   if (!env.runs_coordinator()) return RunWorkerCommand(w, help);
   return RunCoordinatorAndWorker(f, env, w, exit_code);
 }
