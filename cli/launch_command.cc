@@ -35,7 +35,7 @@ namespace {
 // to stop (each stops within a step plus 1.5 s, then writes its final
 // checkpoint); SLURM's KillWait and a pod's grace period (30 s by default)
 // must be longer.
-constexpr absl::Duration kStopWait = absl::Seconds(20);
+constexpr absl::Duration kStopWait = absl::Seconds(10);
 
 struct LaunchFlags {
   std::string job, report, state_dir, metrics_listen;
