@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/devices.h"
 #include "cli/flags.h"
+#include "cli/launch_env.h"
 #include "cli/stop_signal.h"
 #include "cli/train_command.h"
 #include "common/prometheus.h"
@@ -37,12 +38,13 @@ void AddMetricsListenFlag(FlagSet& flags, std::string* listen,
 
 absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
                             int* exit_code) {
-  std::string job, listen = "0.0.0.0:29400", report;
+  std::string job, listen, report;
   bool serve_after_done = false;
   FlagSet flags("coordinator");
   flags.String("job", &job, "job spec (.textproto); required");
   flags.String("listen", &listen,
-               "HOST:PORT to serve on (default 0.0.0.0:29400)");
+               "HOST:PORT to serve on (default 0.0.0.0:29400, or the port of "
+               "a SLURM step's or torchrun-style environment)");
   flags.String("report", &report,
                "write the job's JSON report here at the end");
   flags.Bool("serve-after-done", &serve_after_done,
@@ -77,6 +79,10 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
     return absl::OkStatus();
   }
   if (job.empty()) return absl::InvalidArgumentError("--job=FILE is required");
+  if (listen.empty()) {
+    ASSIGN_OR_RETURN(listen,
+                     ListenFromEnvironment("coordinator", "0.0.0.0:29400"));
+  }
   CoordinatorOptions o;
   ASSIGN_OR_RETURN(o.job, LoadJobSpec(job));
   o.listen = listen;
@@ -117,7 +123,8 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   int64_t threads = 0, connect_timeout_s = 60;
   FlagSet flags("worker");
   flags.String("coordinator", &o.coordinator,
-               "the coordinator's HOST:PORT; required");
+               "the coordinator's HOST:PORT; required unless a SLURM step or "
+               "a torchrun-style environment (MASTER_ADDR...) says it");
   flags.String("devices", &devices,
                "cpu:N, gpu:all or gpu:I,J,... (default: every GPU if there "
                "is one, else cpu:1)");
@@ -158,6 +165,9 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
     std::fputs(flags.Usage().c_str(), stdout);
     *help = true;
     return absl::OkStatus();
+  }
+  if (o.coordinator.empty()) {
+    ASSIGN_OR_RETURN(o.coordinator, CoordinatorFromEnvironment("worker"));
   }
   if (o.coordinator.empty()) {
     return absl::InvalidArgumentError("--coordinator=HOST:PORT is required");

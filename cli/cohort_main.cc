@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "cli/checkpoint_command.h"
 #include "cli/cluster_commands.h"
+#include "cli/launch_command.h"
 #include "cli/model_commands.h"
 #include "cli/train_command.h"
 #include "common/malloc_tuning.h"
@@ -22,6 +23,8 @@ constexpr char kUsage[] =
     "  local        a coordinator and N workers on this machine\n"
     "  coordinator  serve a job: rendezvous, health, status (--job, --listen)\n"
     "  worker       join a coordinator and train (--coordinator=HOST:PORT)\n"
+    "  launch       every task of a SLURM step or torchrun-style job: rank 0\n"
+    "               runs the coordinator too (--job=FILE)\n"
     "  ps           serve a parameter-server shard (--coordinator=HOST:PORT)\n"
     "  status       a running job's state and workers\n"
     "  metrics      per-worker step-time breakdown and throughput\n"
@@ -34,7 +37,8 @@ constexpr char kUsage[] =
     "Run 'cohort COMMAND --help' for a command's flags.\n";
 
 constexpr char kCommands[] =
-    "train, local, coordinator, worker, ps, status, metrics, stop, checkpoint, "
+    "train, local, coordinator, worker, launch, ps, status, metrics, stop, "
+    "checkpoint, "
     "export, predict, evaluate, help";
 
 bool IsUserError(const absl::Status& s) {
@@ -76,6 +80,8 @@ int main(int argc, char** argv) {
     status = cohort::RunCoordinator(args, &help, &exit_code);
   } else if (command == "worker") {
     status = cohort::RunWorkerCommand(args, &help);
+  } else if (command == "launch") {
+    status = cohort::RunLaunch(args, &help, &exit_code);
   } else if (command == "ps") {
     status = cohort::RunPsCommand(args, &help);
   } else if (command == "status") {

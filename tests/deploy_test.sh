@@ -13,7 +13,10 @@
 #  6. smoke: deploy/k8s/gen-secret.sh makes the Secret (its certificate
 #     must name every address the manifests dial), then the cpu and cpu-ps
 #     overlays' coordinator, shards and workers run locally with their
-#     manifest arguments and that Secret, and the job succeeds.
+#     manifest arguments and that Secret, and the job succeeds;
+#  7. pytorchjob: deploy/k8s/pytorchjob/pytorchjob.yaml, a Kubeflow
+#     PyTorchJob (tests/pytorchjob_check.py; its pod templates validated
+#     as Pods, since the schemas hold no custom resource).
 # Usage: deploy_test.sh COHORT_BINARY (from the repository root or Bazel's
 # runfiles). Needs kubectl, python3-yaml and python3-jsonschema (tools/setup).
 set -u
@@ -76,6 +79,11 @@ if [[ ${#rendered[@]} -gt 0 ]]; then
     esac
   done
 fi
+
+# 7. The Kubeflow PyTorchJob example (a custom resource): its pod templates
+#    against the core Pod schema, its cohort launch arguments, its spec.
+step pytorchjob /usr/bin/python3 "$root/tests/pytorchjob_check.py" "$cohort" \
+  "$schemas" "$root/deploy/k8s/pytorchjob/pytorchjob.yaml"
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "deploy_test: failed: ${failed[*]}"
