@@ -10,6 +10,9 @@
 #       [--min=4K] [--max=64M] [--iters=10] [--algorithm=NAME]
 #       [--goal=0.8] [--lenet=MNIST_DIR] [--lenet-goal=1.7] [--repeats=1]
 #       [--wait=auto|spin|block] [--bin=bazel-bin]
+#   --wait: how the synchronous lanes wait, in bench/allreduce and (as
+#   cluster.collective_wait) in the LeNet-5 jobs; auto spins here, since
+#   each namespace's rank sees no other rank on its host.
 #   e.g. --link=veth   --link=10g,100us   --link=1g,100us   --link=100m,100us,0.01
 #
 # Hosts h1..hP run the ranks (h0 runs the coordinator of the LeNet-5 jobs).
@@ -199,7 +202,9 @@ if [[ -n "$lenet" ]]; then
   lenet_run() {  # lenet_run WORKERS: prints samples/s
     local w=$1 spec="$tmp/lenet$1.textproto" i
     cat "$here/../examples/mnist_lenet5.textproto" >"$spec"
-    echo "cluster { min_workers: $w max_workers: $w }" >>"$spec"
+    local wait_field=""
+    [[ "$wait_mode" != auto ]] && wait_field="collective_wait: WAIT_${wait_mode^^}"
+    echo "cluster { min_workers: $w max_workers: $w $wait_field }" >>"$spec"
     ip netns exec "$(netns_ns h0)" "$cohort" coordinator --job="$spec" \
       --listen="$coord" --report="$tmp/lenet.json" 2>"$tmp/coord.err" &
     local cpid=$! workers=()
