@@ -14,6 +14,16 @@
 //   --bucket=25M  BucketReducer bucket size
 //   --mean        cohort scales to the mean (1/P), one more pass over memory
 //   --warmup=2    untimed iterations per size and path
+// Across hosts (bench/allreduce_netns.sh runs it so, one rank per network
+// namespace): --rank=R runs rank R alone instead of forking, rendezvousing
+// through the FileStore in --store=DIR (a directory every rank can read,
+// e.g. on a shared file system), and listening and advertising on --host.
+//   --rank=-1     this process's rank; -1 forks all --procs ranks
+//   --store=DIR   the rendezvous directory (required with --rank)
+//   --host=ADDR   the address peers reach this rank at (default 127.0.0.1)
+//   --wait=auto   how cohort's synchronous lanes wait: auto, spin or block
+//                 (GlooOptions::Wait; ranks in other namespaces count as
+//                 other hosts, so auto spins there)
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +59,13 @@ ABSL_FLAG(int, warmup, 2, "untimed iterations per size and path");
 ABSL_FLAG(std::string, bucket, "25M", "BucketReducer bucket size in bytes");
 ABSL_FLAG(bool, mean, false,
           "cohort path scales to the mean (1/P) instead of returning the sum");
+ABSL_FLAG(int, rank, -1, "run this rank alone (with --store); -1 forks all");
+ABSL_FLAG(std::string, store, "",
+          "rendezvous directory shared by all ranks (with --rank)");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "address this rank listens on and advertises to its peers");
+ABSL_FLAG(std::string, wait, "auto",
+          "cohort's synchronous lanes: auto, spin or block");
 ABSL_FLAG(std::string, algorithm, cohort::GlooOptions().algorithm,
           "ring, ring_chunked, halving_doubling or bcube");
 
@@ -67,6 +84,8 @@ struct Config {
   std::string algorithm;
   bool mean;
   std::string dir;
+  std::string host;
+  GlooOptions::Wait wait = GlooOptions::Wait::kAuto;
 };
 
 bool ParseBytes(std::string text, int64_t* bytes) {
@@ -162,11 +181,12 @@ bool Rank::Connect() {
   gloo::rendezvous::PrefixStore control_store("control", files);
   gloo::rendezvous::PrefixStore cohort_store("cohort", files);
   try {
-    auto device = gloo::transport::tcp::CreateDevice("127.0.0.1");
+    auto device = gloo::transport::tcp::CreateDevice(config_.host.c_str());
     raw_ = std::make_shared<gloo::rendezvous::Context>(rank_, config_.procs);
     raw_->setTimeout(std::chrono::seconds(120));
     raw_->connectFullMesh(raw_store, device);
-    auto control_device = gloo::transport::tcp::CreateDevice("127.0.0.1");
+    auto control_device =
+        gloo::transport::tcp::CreateDevice(config_.host.c_str());
     control_ =
         std::make_shared<gloo::rendezvous::Context>(rank_, config_.procs);
     control_->setTimeout(std::chrono::seconds(120));
@@ -179,6 +199,8 @@ bool Rank::Connect() {
   }
   GlooOptions options;
   options.algorithm = config_.algorithm;
+  options.hostname = config_.host;
+  options.wait = config_.wait;
   options.timeout = absl::Seconds(120);
   auto comm =
       CreateGlooCommunicator(cohort_store, rank_, config_.procs, options);
@@ -265,7 +287,7 @@ int Rank::Run() {
   BucketReducer reducer(comm_.get(), config_.bucket_bytes);
   if (rank_ == 0) {
     std::printf(
-        "# %d processes over loopback, algorithm %s, median of %d "
+        "# %d processes via %s, algorithm %s, median of %d "
         "iterations\n"
         "#                     ------------ raw gloo -------------   "
         "-- cohort (Communicator + BucketReducer) --\n"
@@ -273,7 +295,9 @@ int Rank::Run() {
         "time   algbw   busbw  #wrong   ratio\n"
         "#        (B)  (elements)      (us)  (GB/s)  (GB/s)                "
         "(us)  (GB/s)  (GB/s)         (busbw)\n",
-        config_.procs, config_.algorithm.c_str(), config_.iters);
+        config_.procs,
+        config_.host == "127.0.0.1" ? "loopback" : config_.host.c_str(),
+        config_.algorithm.c_str(), config_.iters);
   }
   bool failed = false;
   int64_t total_wrong = 0;
@@ -349,6 +373,28 @@ int Main(int argc, char** argv) {
                  "allreduce: need 1 <= --procs <= 64, --iters >= 1, "
                  "--warmup >= 0\n");
     return 2;
+  }
+  config.host = absl::GetFlag(FLAGS_host);
+  const std::string wait = absl::GetFlag(FLAGS_wait);
+  if (wait == "spin") {
+    config.wait = GlooOptions::Wait::kSpin;
+  } else if (wait == "block") {
+    config.wait = GlooOptions::Wait::kBlock;
+  } else if (wait != "auto") {
+    std::fprintf(stderr, "allreduce: --wait must be auto, spin or block\n");
+    return 2;
+  }
+  const int only_rank = absl::GetFlag(FLAGS_rank);
+  if (only_rank >= 0) {
+    config.dir = absl::GetFlag(FLAGS_store);
+    if (only_rank >= config.procs || config.dir.empty()) {
+      std::fprintf(stderr,
+                   "allreduce: --rank needs 0 <= rank < --procs and a "
+                   "--store directory shared by all ranks\n");
+      return 2;
+    }
+    Rank process(config, only_rank);
+    return process.Run();
   }
   char pattern[] = "/tmp/cohort_allreduce_XXXXXX";
   if (mkdtemp(pattern) == nullptr) {

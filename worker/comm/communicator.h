@@ -91,7 +91,9 @@ struct GlooOptions {
   // thread. Those hand-offs dominate small all-reduces: 2 LeNet-5 workers on
   // the 2-core CI machine ran at 1.0-1.4x one worker through the event loop,
   // 1.5x with kBlock and 1.8x with kSpin, and 1-16 MiB all-reduces ran at
-  // 1.6-5x raw Gloo's bus bandwidth (docs/BENCHMARKS.md).
+  // 1.6-5x raw Gloo's bus bandwidth (docs/BENCHMARKS.md). At 2 ranks (and
+  // up to 64 KiB x (P-1) beyond) they exchange whole buffers in one message
+  // latency instead of halving-doubling's four (DirectAllreduce).
   enum class Wait {
     // kSpin when local ranks x cores_per_rank <= the cores this process may
     // run on, else kBlock. Local ranks are those whose Gloo address has this
