@@ -322,6 +322,13 @@ JoinResponse JobTracker::Assignment(const Member& m) const {
   for (const Shard& shard : shards_) {
     r.add_shard_addresses(shard.request.address());
   }
+  r.mutable_worker_addresses()->Reserve(members_.size());
+  for (size_t i = 0; i < members_.size(); ++i) r.add_worker_addresses();
+  for (const Member& w : members_) {
+    if (w.rank >= 0 && w.rank < r.worker_addresses_size()) {
+      r.set_worker_addresses(w.rank, w.request.address());
+    }
+  }
   return r;
 }
 

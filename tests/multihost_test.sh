@@ -13,9 +13,18 @@
 #      worker stuck in the connect within two seconds, and the connect of
 #      the other fails within the collective timeout, not the minutes that
 #      Gloo's per-lane waits used to add up to.
-#   3. Advertised hosts: a container-style host name that resolves nowhere
-#      is one line naming it and --host (exit 2), not a crash after the job
-#      forms; workers on IPv6 addresses, bracketed or not, train.
+#   3. Advertised hosts: a --host that resolves nowhere is one line naming
+#      it (exit 2), not a crash after the job forms; workers on IPv6
+#      addresses, bracketed or not, train.
+#   4. Default flags (no --host anywhere; one worker's host name resolves
+#      nowhere, as in a container): an all-reduce job and a PS job (a shard
+#      on a host of its own) form and succeed; cohort status shows each
+#      worker's address; a worker that advertises loopback from another host
+#      is refused at join, naming --host.
+#   5. A 10 s partition between a durable coordinator and every worker: the
+#      workers train on across epoch boundaries, and the coordinator spends
+#      no restart on its own outage; a partition longer than
+#      coordinator_grace_ms ends the job as the README says.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/netns_lib.sh"
@@ -194,14 +203,14 @@ else
 fi
 kill -9 "$coord" 2>/dev/null
 
-# 3a. A host name that is in no hosts file (a container's "worker-7f3a").
-hostname_out=$(unshare --uts sh -c "hostname worker-7f3a && exec ip netns exec $(netns_ns h1) \
-  $cohort worker --coordinator=$coord_addr --connect-timeout=5" 2>&1)
+# 3a. A --host that is in no hosts file (a container's "worker-7f3a").
+hostname_out=$(on h1 "$cohort" worker --coordinator="$coord_addr" \
+  --host=worker-7f3a --connect-timeout=5 2>&1)
 rc=$?
 if [[ $rc -eq 2 && "$hostname_out" == *worker-7f3a*--host* && $(wc -l <<<"$hostname_out") -eq 1 ]]; then
-  ok "an unresolvable host name: exit 2, one line: $hostname_out"
+  ok "an unresolvable --host: exit 2, one line: $hostname_out"
 else
-  fail "an unresolvable host name: exit $rc (want 2 and one line naming it and --host): $hostname_out"
+  fail "an unresolvable --host: exit $rc (want 2 and one line naming it and --host): $hostname_out"
 fi
 
 # 3b. IPv6: one worker's --host bracketed, the other's bare.
@@ -231,5 +240,159 @@ if [[ $rc1 -eq 0 && $rc2 -eq 0 && $rc -eq 0 ]]; then
 else
   fail "IPv6 workers: exits $rc1/$rc2, coordinator $rc: $(tail -2 "$tmp/v6.h1.err" "$tmp/v6.h2.err" "$tmp/v6.coord.err")"
 fi
+
+# 4. Default flags only.
+cat > "$tmp/plain.textproto" <<'SPEC'
+name: "plain"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 4096 test_samples: 512 } }
+batch_size: 32
+epochs: 3
+optimizer { lr: 0.05 momentum: 0.9 }
+cluster { min_workers: 2 max_workers: 2 }
+SPEC
+start_coordinator "$tmp/plain.textproto" plain
+refused=$(on h3 "$cohort" worker --coordinator="$coord_addr" --host=127.0.0.1 2>&1)
+rc=$?
+if [[ $rc -ne 0 && "$refused" == *"advertises the loopback address 127.0.0.1"*--host=* ]]; then
+  ok "a worker on h3 advertising 127.0.0.1 is refused at join (exit $rc): ${refused#cohort worker: }"
+else
+  fail "a worker on h3 advertising 127.0.0.1: exit $rc, want a refusal naming --host: $refused"
+fi
+ip netns exec "$(netns_ns h1)" "$cohort" worker --coordinator="$coord_addr" \
+  --min-step-ms=20 2>"$tmp/plain.h1.err" &
+p1=$!; pids+=($p1)
+# h2 has a container's host name, which resolves nowhere.
+unshare --uts sh -c "hostname worker-7f3a && exec ip netns exec $(netns_ns h2) \
+  $cohort worker --coordinator=$coord_addr --min-step-ms=20" 2>"$tmp/plain.h2.err" &
+p2=$!; pids+=($p2)
+addresses() { status "' '.join(sorted(w['address'] + '/' + w['host'] for w in s['workers']))"; }
+seen=""
+formed_plain() { seen=$(addresses); [[ "$seen" == *10.77.0.11/*10.77.0.12/worker-7f3a* ]]; }
+wait_for 30 formed_plain
+wait "$p1"; rc1=$?
+wait "$p2"; rc2=$?
+wait "$coord"; rc=$?
+state=$(/usr/bin/python3 -c "import json; r = json.load(open('$tmp/plain.json')); print(r['state'], r['world_size'])" 2>/dev/null)
+if [[ $rc1 -eq 0 && $rc2 -eq 0 && $rc -eq 0 && "$state" == "SUCCEEDED 2" && "$seen" == *10.77.0.11/*10.77.0.12/worker-7f3a* ]]; then
+  ok "default flags, all-reduce: SUCCEEDED on 2 workers; status shows address/host: $seen"
+else
+  fail "default flags, all-reduce: exits $rc1/$rc2, coordinator $rc, report '$state', status '$seen': $(tail -2 "$tmp/plain.h1.err" "$tmp/plain.h2.err")"
+fi
+
+cat > "$tmp/plainps.textproto" <<'SPEC'
+name: "plainps"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 2048 test_samples: 512 } }
+batch_size: 32
+epochs: 2
+optimizer { lr: 0.05 }
+cluster { min_workers: 2 max_workers: 2 }
+mode: PS
+ps { consistency: SSP shards: 1 }
+SPEC
+start_coordinator "$tmp/plainps.textproto" plainps
+ip netns exec "$(netns_ns h3)" "$cohort" ps --coordinator="$coord_addr" 2>"$tmp/plainps.h3.err" &
+sp=$!; pids+=($sp)
+for h in h1 h2; do
+  ip netns exec "$(netns_ns "$h")" "$cohort" worker --coordinator="$coord_addr" \
+    2>"$tmp/plainps.$h.err" &
+  pids+=($!); eval "ps_$h=$!"
+done
+wait "$ps_h1"; rc1=$?
+wait "$ps_h2"; rc2=$?
+wait "$coord"; rc=$?
+wait "$sp"; rcs=$?
+shard=$(grep -o "serving at [^ ]*" "$tmp/plainps.h3.err" | head -1)
+state=$(/usr/bin/python3 -c "import json; r = json.load(open('$tmp/plainps.json')); print(r['state'], '%.4f' % r['test_accuracy'])" 2>/dev/null)
+if [[ $rc1 -eq 0 && $rc2 -eq 0 && $rc -eq 0 && "$state" == SUCCEEDED* && "$shard" == "serving at 10.77.0.13:"* ]]; then
+  ok "default flags, PS (SSP, shard on h3 $shard): report $state; shard exit $rcs"
+else
+  fail "default flags, PS: exits $rc1/$rc2, coordinator $rc, shard $rcs ($shard), report '$state': $(tail -2 "$tmp/plainps.h1.err" "$tmp/plainps.h3.err")"
+fi
+
+# 5a. A 10 s partition of a durable coordinator from every worker.
+cat > "$tmp/outage.textproto" <<'SPEC'
+name: "outage"
+model { zoo: "mlp_seed" }
+data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 4096 test_samples: 512 } }
+batch_size: 32
+epochs: 8
+optimizer { lr: 0.05 momentum: 0.9 }
+cluster { min_workers: 2 max_workers: 2 heartbeat_interval_ms: 300
+          heartbeat_misses: 3 max_restarts: 3 coordinator_grace_ms: 20000 }
+SPEC
+mkdir -p "$tmp/outage-state"
+ip netns exec "$(netns_ns h0)" "$cohort" coordinator --job="$tmp/outage.textproto" \
+  --listen="$coord_addr" --state-dir="$tmp/outage-state" \
+  --report="$tmp/outage.json" 2>"$tmp/outage.coord.err" &
+coord=$!; pids+=($coord)
+o=()
+for h in h1 h2; do start_worker "$h" outage --min-step-ms=40; o+=($wpid); done
+stepping() { [[ "$(status "s['step']")" -ge 20 ]]; }
+if wait_for 60 stepping; then
+  before=$(status "s['step'], s['epoch']")
+  netns_cut h0
+  sleep 10
+  netns_heal h0
+  healed_at=$(now)
+  # The workers' next heartbeats bring their progress.
+  after=""
+  back() {
+    after=$(status "s['step'], s['epoch'], s['restarts'], s['generation']")
+    [[ -n "$after" && "${after%% *}" -gt "${before%% *}" ]]
+  }
+  wait_for 20 back
+  heard=$(/usr/bin/python3 -c "print('%.1f' % ($(now) - $healed_at))")
+  alone=$(cat "$tmp/outage.h1.err" "$tmp/outage.h2.err" | grep -c "did not answer at the start of epoch")
+  wait "${o[0]}"; rc1=$?
+  wait "${o[1]}"; rc2=$?
+  wait "$coord"; rc=$?
+  restarts=$(grep -c "restart [0-9]* of [0-9]* (cluster.max_restarts)" "$tmp/outage.coord.err")
+  state="$(/usr/bin/python3 -c "import json; r = json.load(open('$tmp/outage.json')); print(r['state'])" 2>/dev/null) $restarts"
+  if [[ $rc1 -eq 0 && $rc2 -eq 0 && $rc -eq 0 && "$state" == "SUCCEEDED 0" && $alone -ge 2 && "$after" == *" 0 1" ]]; then
+    ok "10 s coordinator partition: step and epoch $before before it, step, epoch, restarts and generation $after when heartbeats arrived again ${heard} s after it healed; $alone epoch starts without the coordinator; report $state (state, restarts)"
+  else
+    fail "10 s coordinator partition: before ($before), after ($after), $alone epoch starts alone, exits $rc1/$rc2/$rc, report '$state' (want SUCCEEDED 0): $(tail -3 "$tmp/outage.coord.err")"
+  fi
+else
+  fail "the outage job never trained: $(tail -3 "$tmp/outage.coord.err")"
+fi
+kill -9 "$coord" 2>/dev/null
+
+# 5b. A partition longer than the grace: the workers give up after it
+# ("lost the coordinator"), and the coordinator, past the grace, declares
+# them dead and ends the job.
+sed -e 's/coordinator_grace_ms: 20000/coordinator_grace_ms: 3000/' \
+    -e 's/max_restarts: 3/max_restarts: 0/' -e 's/"outage"/"outage2"/' \
+    "$tmp/outage.textproto" > "$tmp/outage2.textproto"
+mkdir -p "$tmp/outage2-state"
+ip netns exec "$(netns_ns h0)" "$cohort" coordinator --job="$tmp/outage2.textproto" \
+  --listen="$coord_addr" --state-dir="$tmp/outage2-state" \
+  --report="$tmp/outage2.json" 2>"$tmp/outage2.coord.err" &
+coord=$!; pids+=($coord)
+o=()
+for h in h1 h2; do start_worker "$h" outage2 --min-step-ms=40; o+=($wpid); done
+if wait_for 60 stepping; then
+  cut_at=$(now)
+  netns_cut h0
+  wait "${o[0]}"; rc1=$?
+  wait "${o[1]}"; rc2=$?
+  gone=$(/usr/bin/python3 -c "print('%.1f' % ($(now) - $cut_at))")
+  sleep 1
+  netns_heal h0
+  wait "$coord"; rc=$?
+  state=$(/usr/bin/python3 -c "import json; r = json.load(open('$tmp/outage2.json')); print(r['state'])" 2>/dev/null)
+  why=$(grep -h -m1 -o "lost the coordinator" "$tmp/outage2.h1.err" "$tmp/outage2.h2.err" | head -1)
+  if [[ $rc1 -ne 0 && $rc2 -ne 0 && -n "$why" && $rc -ne 0 && "$state" == FAILED ]] \
+      && /usr/bin/python3 -c "import sys; sys.exit(0 if 3 <= $gone <= 8 else 1)"; then
+    ok "a partition past coordinator_grace_ms (3 s): both workers left after $gone s ('$why'), the job ended FAILED: $(grep -m1 -o 'missed heartbeats.*' "$tmp/outage2.coord.err" | head -c 120)"
+  else
+    fail "a partition past the grace: workers $rc1/$rc2 after $gone s ('$why'), coordinator $rc, report '$state'"
+  fi
+else
+  fail "the second outage job never trained: $(tail -3 "$tmp/outage2.coord.err")"
+fi
+kill -9 "$coord" 2>/dev/null
 
 finish

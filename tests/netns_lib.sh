@@ -51,6 +51,10 @@ netns_setup() {
   local n="$1" sw="${netns_prefix}sw" i ns
   ip netns add "$sw" && netns_made+=("$sw")
   ip -n "$sw" link set lo up
+  # New namespaces inherit IPv4 forwarding from the host's (a container
+  # engine turns it on); the switch must drop what it cannot deliver
+  # silently, as a firewall would, not answer "network unreachable".
+  ip netns exec "$sw" sysctl -qw net.ipv4.ip_forward=0
   ip -n "$sw" link add br0 type bridge
   ip -n "$sw" addr add 10.77.0.1/24 dev br0
   ip -n "$sw" link set br0 up

@@ -39,6 +39,11 @@ bool HeartbeatSender::Dropped() {
   return dropped_;
 }
 
+bool HeartbeatSender::Lost() {
+  absl::MutexLock lock(&mu_);
+  return lost_;
+}
+
 void HeartbeatSender::Loop() {
   absl::Time last_answer = absl::Now();
   bool signalled = false;
@@ -56,6 +61,7 @@ void HeartbeatSender::Loop() {
     bool regroup = false;
     bool orderly = false;
     bool dropped = false;
+    bool lost = false;
     if (r.ok()) {
       last_answer = absl::Now();
       if (r->stop()) {
@@ -77,6 +83,7 @@ void HeartbeatSender::Loop() {
     } else if (absl::Now() - last_answer > interval_ * misses_) {
       // Silence as long as the coordinator's own bound means the
       // coordinator is gone.
+      lost = true;
       stop = absl::UnavailableError(
           absl::StrCat("lost the coordinator: ", r.status().message()));
     }
@@ -87,8 +94,9 @@ void HeartbeatSender::Loop() {
         stop_ = stop;
         regroup_ = regroup;
         dropped_ = dropped;
+        lost_ = lost;
       }
-      if (on_stop_) on_stop_(Verdict{stop, regroup, dropped, orderly});
+      if (on_stop_) on_stop_(Verdict{stop, regroup, dropped, lost, orderly});
     }
   }
 }

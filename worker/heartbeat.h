@@ -37,6 +37,10 @@ class HeartbeatSender {
     // (a cut link, a long pause) and fenced it out of the generation. An
     // elastic job's worker may join anew.
     bool dropped = false;
+    // No answer from the coordinator for the heartbeat bound (its own
+    // outage, or this worker's link cut). An elastic job's worker tries to
+    // join anew for --connect-timeout: a cut link that returns rejoins.
+    bool lost = false;
     // The job is stopping in order (a user's Stop): the worker finishes
     // the step in flight and writes its final checkpoint, so collectives in
     // flight must be left to complete.
@@ -56,6 +60,8 @@ class HeartbeatSender {
   bool Regroup();
   // Whether the coordinator dropped this worker from the job (Verdict).
   bool Dropped();
+  // Whether the coordinator stopped answering (Verdict).
+  bool Lost();
 
  private:
   void Loop();
@@ -69,6 +75,7 @@ class HeartbeatSender {
   absl::Status stop_ ABSL_GUARDED_BY(mu_);
   bool regroup_ ABSL_GUARDED_BY(mu_) = false;
   bool dropped_ ABSL_GUARDED_BY(mu_) = false;
+  bool lost_ ABSL_GUARDED_BY(mu_) = false;
   absl::Notification done_;
   std::thread thread_;
 };

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
 #include "client/restart_window.h"
@@ -314,8 +315,9 @@ void OnVerdict(const HeartbeatSender::Verdict& v, bool elastic,
                CollectiveInterrupt& interrupt, StopWatchdog& watchdog,
                StopSignalWatch& watch) {
   // An elastic job's worker that was declared dead (a link cut for longer
-  // than the heartbeat bound) joins anew, like one whose generation ended.
-  if (v.regroup || (v.dropped && elastic)) {
+  // than the heartbeat bound), or that lost the coordinator (the same cut,
+  // seen first from this side), joins anew, like one whose generation ended.
+  if (v.regroup || ((v.dropped || v.lost) && elastic)) {
     interrupt.Interrupt(v.why);
     return;
   }
@@ -330,6 +332,25 @@ void OnVerdict(const HeartbeatSender::Verdict& v, bool elastic,
 // (a GPU worker's NCCL communicators are not re-formed mid-job yet).
 bool Elastic(const WorkerOptions& o, const JobSpec& job) {
   return job.mode() != PS && o.gpus.empty() && job.cluster().max_restarts() > 0;
+}
+
+// What a worker that cannot connect to its peers says: both ends'
+// addresses, and where to look.
+std::string UnreachablePeersHint(const WorkerOptions& o,
+                                 const JoinResponse& join) {
+  std::vector<std::string> peers;
+  for (int r = 0; r < join.worker_addresses_size(); ++r) {
+    if (r != join.rank()) {
+      peers.push_back(
+          absl::StrCat("rank ", r, " at ", join.worker_addresses(r)));
+    }
+  }
+  return absl::StrCat(
+      "rank ", join.rank(), " at ", o.host, " could not reach ",
+      peers.empty() ? "its peers" : absl::StrJoin(peers, ", "),
+      ": an address is probably unreachable from this host (check --host on "
+      "every worker, routes and firewalls, and --collective-ports); leaving "
+      "the job");
 }
 
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
@@ -351,11 +372,10 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   {
     // Bounded here: Gloo's connect to an unreachable peer took 27 s with a
     // 5 s timeout (tests/multihost_test).
-    StopSignalWatch::Waiting waiting(
-        watch, "connecting to its peers",
-        absl::Now() + gloo.timeout + kConnectSlack,
-        "a peer's address is probably unreachable from this host (check "
-        "--host on every worker, routes and firewalls); leaving the job");
+    const std::string late = UnreachablePeersHint(o, join);
+    StopSignalWatch::Waiting waiting(watch, "connecting to its peers",
+                                     absl::Now() + gloo.timeout + kConnectSlack,
+                                     late.c_str());
     ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(store, join.rank(),
                                                   join.world_size(), gloo));
   }
@@ -493,7 +513,7 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
     }
     const bool elastic_job = Elastic(o, join.job());
     if (elastic_job &&
-        (heartbeat.Regroup() || heartbeat.Dropped() ||
+        (heartbeat.Regroup() || heartbeat.Dropped() || heartbeat.Lost() ||
          (IsCommunicationError(s) && heartbeat.StopReason().ok()))) {
       // Rejoining at once tells the coordinator that this generation is
       // broken, which is quicker than waiting for it to notice.
