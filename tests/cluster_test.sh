@@ -158,13 +158,13 @@ if wait_for 30 running; then
   res=$(py join "$addr" 99 1)
   [[ "$res" == FAILED_PRECONDITION*"99"* ]] && ok "other protocol version: $res" \
     || fail "other protocol version: $res"
-  res=$(py join "$addr" 1 0)
+  res=$(py join "$addr" 2 0)
   [[ "$res" == INVALID_ARGUMENT*replicas* ]] && ok "replicas out of range: $res" \
     || fail "replicas out of range: $res"
   "$cohort" stop --coordinator="$addr" >/dev/null
 fi
 views=$(grep -c '^job .*: RUNNING' "$tmp/watch.out")
-if [[ $views -ge 2 ]] && grep -qE '^0 +[^ ]+ +[0-9]+ ' "$tmp/watch.out"; then
+if [[ $views -ge 2 ]] && grep -qE '^0 +[^ ]+ +[^ ]+ +[0-9]+ ' "$tmp/watch.out"; then
   ok "status --watch redrew the running job $views times, with its worker"
 else
   fail "status --watch: $(tail -20 "$tmp/watch.out")"

@@ -41,7 +41,7 @@ def services(addr):
 def join(addr, version, replicas):
     req = (field_varint(1, int(version)) + field_bytes(2, b"probe:1:1") +
            field_bytes(3, b"probe") + field_varint(4, 1) +
-           field_varint(5, int(replicas)))
+           field_varint(5, int(replicas)) + field_bytes(7, b"127.0.0.1"))
     with grpc.insecure_channel(addr) as ch:
         try:
             raw(ch, "/cohort.Coordinator/Join")(req, timeout=5)
