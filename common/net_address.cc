@@ -126,6 +126,22 @@ absl::StatusOr<std::string> LocalAddressToward(absl::string_view host_port) {
   return source;
 }
 
+absl::StatusOr<std::string> DefaultAdvertisedAddress(
+    absl::string_view coordinator) {
+  absl::StatusOr<std::string> local = LocalAddressToward(coordinator);
+  if (!local.ok() || !IsLoopbackHost(*local) ||
+      IsLoopbackHost(HostOfHostPort(coordinator))) {
+    return local;
+  }
+  // Any address off this machine leads along the default route; nothing is
+  // sent. 192.0.2.1 and 2001:db8::1 are documentation addresses.
+  for (const char* outside : {"192.0.2.1:9", "[2001:db8::1]:9"}) {
+    absl::StatusOr<std::string> routed = LocalAddressToward(outside);
+    if (routed.ok() && !IsLoopbackHost(*routed)) return routed;
+  }
+  return local;
+}
+
 std::string HostOfGrpcPeer(absl::string_view peer) {
   std::string p = absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}});
   absl::string_view rest = p;

@@ -42,6 +42,16 @@ bool IsWildcardHost(absl::string_view host);
 // `host_port` when it does not resolve or no route leads there.
 absl::StatusOr<std::string> LocalAddressToward(absl::string_view host_port);
 
+// The address to advertise to peers when none is given: the local address
+// toward the coordinator at `coordinator` (HOST:PORT). When the coordinator
+// is named (not a loopback literal) but the name leads to loopback here (an
+// /etc/hosts line such as "127.0.1.1 node1" on the coordinator's own node),
+// other nodes resolve the same name to a real address and would dial this
+// process's loopback: the address of the default route's interface is
+// taken instead, where there is one.
+absl::StatusOr<std::string> DefaultAdvertisedAddress(
+    absl::string_view coordinator);
+
 // The host part of a gRPC peer string ("ipv4:10.0.0.5:41234",
 // "ipv6:[fd77::1]:41234", "ipv6:%5B::1%5D:41234"); "" for other kinds
 // ("unix:...").

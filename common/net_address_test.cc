@@ -1,5 +1,7 @@
 #include "common/net_address.h"
 
+#include <unistd.h>
+
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -51,6 +53,33 @@ TEST(NetAddress, LocalAddressTowardUnresolvableNamesIt) {
   EXPECT_NE(a.status().message().find("no-such-host.invalid:29400"),
             std::string::npos)
       << a.status();
+}
+
+TEST(NetAddress, DefaultAdvertisedAddress) {
+  // A loopback literal stays loopback: everyone is on this machine.
+  absl::StatusOr<std::string> a = DefaultAdvertisedAddress("127.0.0.1:29400");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(*a, "127.0.0.1");
+  // "localhost" names loopback on every machine alike.
+  absl::StatusOr<std::string> b = DefaultAdvertisedAddress("localhost:29400");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(IsLoopbackHost(*b)) << *b;
+  // This machine's own name, where it leads to loopback (Debian maps it to
+  // 127.0.1.1) and a default route exists: the default route's address.
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  const std::string own = std::string(name) + ":29400";
+  absl::StatusOr<std::string> here = LocalAddressToward(own);
+  absl::StatusOr<std::string> routed = LocalAddressToward("192.0.2.1:9");
+  if (!here.ok() || !IsLoopbackHost(*here) || !routed.ok()) {
+    GTEST_SKIP() << "the host name " << name
+                 << " does not lead to loopback here, or there is no "
+                    "default route";
+  }
+  absl::StatusOr<std::string> c = DefaultAdvertisedAddress(own);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(*c, *routed);
+  EXPECT_FALSE(IsLoopbackHost(*c)) << *c;
 }
 
 TEST(NetAddress, HostOfGrpcPeer) {

@@ -65,7 +65,7 @@ std::string HostName() {
 absl::StatusOr<std::string> AdvertisedHost(const WorkerOptions& o,
                                            const std::string& coordinator) {
   if (o.host.empty()) {
-    absl::StatusOr<std::string> local = LocalAddressToward(coordinator);
+    absl::StatusOr<std::string> local = DefaultAdvertisedAddress(coordinator);
     if (!local.ok()) {
       return absl::UnavailableError(
           absl::StrCat(local.status().message(),

@@ -35,7 +35,7 @@ absl::StatusOr<std::string> AdvertisedHost(const ShardProcessOptions& o) {
   if (!o.advertise_host.empty()) return StripBrackets(o.advertise_host);
   const std::string listen_host = HostOfHostPort(o.listen);
   if (!IsWildcardHost(listen_host)) return listen_host;
-  absl::StatusOr<std::string> local = LocalAddressToward(o.coordinator);
+  absl::StatusOr<std::string> local = DefaultAdvertisedAddress(o.coordinator);
   if (!local.ok()) {
     return absl::UnavailableError(
         absl::StrCat(local.status().message(),
