@@ -173,16 +173,30 @@ def dockerfile_instructions(text):
 
 
 def runtime_stage(path):
-    """(base image, [install package lists]) of the Dockerfile's last stage."""
+    """(base image, [install package lists]) of the Dockerfile's last stage,
+    with the stages it is built FROM (deploy/docker/Dockerfile's runtime is
+    FROM its runtime-base stage): the RUNs of that chain of stages and the
+    image at its bottom."""
     with open(path) as f:
         instructions = dockerfile_instructions(f.read())
-    stage_from, runs = None, []
+    stages = []  # [(name or None, from, [runs])]
     for word, rest in instructions:
         if word == "FROM":
             args = [a for a in rest.split() if not a.startswith("--")]
-            stage_from, runs = args[0], []
-        elif word == "RUN":
-            runs.append(rest)
+            name = args[2] if len(args) >= 3 and args[1].upper() == "AS" else None
+            stages.append((name, args[0], []))
+        elif word == "RUN" and stages:
+            stages[-1][2].append(rest)
+    if not stages:
+        return None, []
+    by_name = {name: i for i, (name, _, _) in enumerate(stages) if name}
+    index, runs = len(stages) - 1, []
+    while True:
+        _, stage_from, stage_runs = stages[index]
+        runs = stage_runs + runs
+        if by_name.get(stage_from, index) >= index:
+            break
+        index = by_name[stage_from]
     installs = []
     for command in runs:
         for segment in re.split(r"&&|\|\||;|\|", command):
