@@ -867,7 +867,7 @@ TEST(Elastic, ADurableCoordinatorWaitsOutTheGraceWhenEveryWorkerIsSilent) {
       std::string(dir != nullptr ? dir : "/tmp") + "/all_silent.state";
   std::remove(path.c_str());
   JobSpec spec = Spec(2, 3, 3);
-  constexpr int kGraceMs = 1500;  // 10 heartbeat bounds
+  constexpr int kGraceMs = 3000;  // 20 heartbeat bounds
   spec.mutable_cluster()->set_coordinator_grace_ms(kGraceMs);
   JobTracker t(spec, path);
   ASSERT_TRUE(t.Restore().ok());
@@ -882,7 +882,17 @@ TEST(Elastic, ADurableCoordinatorWaitsOutTheGraceWhenEveryWorkerIsSilent) {
   EXPECT_EQ(s.state(), RUNNING);
   EXPECT_FALSE(s.regrouping());
   EXPECT_EQ(s.restarts(), 0);
-  // They come back within the grace: the generation goes on.
+  // They come back one by one within the grace (each connection resumes on
+  // its own back-off): the one still silent is not declared dead meanwhile.
+  {
+    Beater b1(t, first[1], "w1", 10);
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(3 * kBeatMs * kMisses));
+    EXPECT_FALSE(b1.regroup() || b1.told_to_stop());
+    s = t.Status();
+    EXPECT_FALSE(s.regrouping());
+    EXPECT_EQ(s.restarts(), 0);
+  }
   {
     Beater b0(t, first[0], "w0", 20);
     Beater b1(t, first[1], "w1", 20);

@@ -321,7 +321,8 @@ class JobTracker {
   void CheckHeartbeats() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether every live worker (two or more) is silent past `limit` but
   // within coordinator_grace_ms of the newest heartbeat, on a durable
-  // coordinator: then nobody is declared dead yet.
+  // coordinator: then nobody is declared dead yet, and those silent since
+  // keep that grace after others are heard again (outage_until_).
   bool AllSilentWithinGrace(Clock::time_point now, Clock::duration limit)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After `m`'s heartbeat: compares its own step time with the median of
@@ -402,6 +403,11 @@ class JobTracker {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   // The all-silent wait (AllSilentWithinGrace) has been logged.
   bool all_silent_logged_ ABSL_GUARDED_BY(mu_) = false;
+  // The last outage in which every worker fell silent: the newest heartbeat
+  // before it, and the end of its grace. Workers silent since then are not
+  // declared dead before that end, even once others are heard again.
+  Clock::time_point outage_newest_ ABSL_GUARDED_BY(mu_);
+  Clock::time_point outage_until_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::thread watchdog_;
 };

@@ -132,6 +132,11 @@ bool JobTracker::AllSilentWithinGrace(Clock::time_point now,
   }
   const Clock::duration grace = Millis(job_.cluster().coordinator_grace_ms());
   if (now - newest > grace) return false;
+  // Heartbeats come back one by one when the network returns (each TCP
+  // connection retransmits on its own back-off): the workers silent in this
+  // outage keep their grace after the first one is heard again.
+  outage_newest_ = newest;
+  outage_until_ = newest + grace;
   if (!all_silent_logged_) {
     all_silent_logged_ = true;
     LOG(WARNING) << "all " << live << " workers went silent at once (for "
@@ -154,6 +159,7 @@ void JobTracker::CheckHeartbeats() {
     if (m.finished || m.rejoined || m.dead || now - m.last_seen <= limit) {
       continue;
     }
+    if (now < outage_until_ && m.last_seen <= outage_newest_) continue;
     const double silent = Seconds(now - m.last_seen);
     const std::string what = absl::StrFormat(
         "worker rank %d (host %s, pid %d) missed heartbeats for %.1fs", m.rank,
