@@ -1,7 +1,5 @@
 #include "worker/worker_process.h"
 
-#include <netdb.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,9 +15,9 @@
 #include "client/coordinator_client.h"
 #include "client/ps_client.h"
 #include "client/restart_window.h"
-#include "common/net_address.h"
 #include "common/sampler_seed.h"
 #include "common/status_macros.h"
+#include "worker/advertised_host.h"
 #include "worker/collective_interrupt.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/gloo_store.h"
@@ -48,50 +46,6 @@ constexpr absl::Duration kConnectSlack = absl::Seconds(2);
 // long enough for peers signalled at about the same time to reach the same
 // step boundary, short enough to honour the signal within two seconds.
 constexpr absl::Duration kSignalStepGrace = absl::Milliseconds(1500);
-
-std::string HostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
-}
-
-// The address peers reach this worker on, as Gloo will bind and advertise
-// it, in numeric form: --host (a name, or an address that may come in
-// brackets) resolved here, else the local address of this machine's route to
-// the coordinator (a host name fails wherever /etc/hosts maps it to
-// 127.0.1.1 or to nothing). Resolved before joining: Gloo itself crashes on
-// a name that does not resolve, and a job must not form around a worker that
-// cannot take part.
-absl::StatusOr<std::string> AdvertisedHost(const WorkerOptions& o,
-                                           const std::string& coordinator) {
-  if (o.host.empty()) {
-    absl::StatusOr<std::string> local = DefaultAdvertisedAddress(coordinator);
-    if (!local.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat(local.status().message(),
-                       "; give --host the address peers reach this worker on"));
-    }
-    return *local;
-  }
-  const std::string host = StripBrackets(o.host);
-  addrinfo hints = {};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int error = getaddrinfo(host.c_str(), nullptr, &hints, &found);
-  if (error != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--host=\"", o.host, "\" does not resolve (", gai_strerror(error),
-        "): give --host an address or name peers can reach this "
-        "worker on, or leave it out to advertise the address "
-        "that reaches the coordinator"));
-  }
-  char numeric[NI_MAXHOST] = {};
-  const int named = getnameinfo(found->ai_addr, found->ai_addrlen, numeric,
-                                sizeof(numeric), nullptr, 0, NI_NUMERICHOST);
-  freeaddrinfo(found);
-  if (named != 0) return host;
-  return std::string(numeric);
-}
 
 JoinRequest MakeJoin(const WorkerOptions& o) {
   JoinRequest r;
@@ -334,25 +288,6 @@ bool Elastic(const WorkerOptions& o, const JobSpec& job) {
   return job.mode() != PS && o.gpus.empty() && job.cluster().max_restarts() > 0;
 }
 
-// What a worker that cannot connect to its peers says: both ends'
-// addresses, and where to look.
-std::string UnreachablePeersHint(const WorkerOptions& o,
-                                 const JoinResponse& join) {
-  std::vector<std::string> peers;
-  for (int r = 0; r < join.worker_addresses_size(); ++r) {
-    if (r != join.rank()) {
-      peers.push_back(
-          absl::StrCat("rank ", r, " at ", join.worker_addresses(r)));
-    }
-  }
-  return absl::StrCat(
-      "rank ", join.rank(), " at ", o.host, " could not reach ",
-      peers.empty() ? "its peers" : absl::StrJoin(peers, ", "),
-      ": an address is probably unreachable from this host (check --host on "
-      "every worker, routes and firewalls, and --collective-ports); leaving "
-      "the job");
-}
-
 absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    const JoinResponse& join, const std::string& worker_id,
                    HeartbeatSender& heartbeat, CollectiveInterrupt* interrupt,
@@ -372,7 +307,7 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   {
     // Bounded here: Gloo's connect to an unreachable peer took 27 s with a
     // 5 s timeout (tests/multihost_test).
-    const std::string late = UnreachablePeersHint(o, join);
+    const std::string late = UnreachablePeersHint(o.host, join);
     StopSignalWatch::Waiting waiting(watch, "connecting to its peers",
                                      absl::Now() + gloo.timeout + kConnectSlack,
                                      late.c_str());
@@ -561,7 +496,7 @@ absl::Status RunGenerations(const WorkerOptions& o, Timeline* timeline) {
                    CoordinatorClient::Create(o.coordinator, o.security));
   // From here on o.host is the resolved address Gloo advertises.
   WorkerOptions resolved = o;
-  ASSIGN_OR_RETURN(resolved.host, AdvertisedHost(o, client->address()));
+  ASSIGN_OR_RETURN(resolved.host, AdvertisedHost(o.host, client->address()));
   return RunJoined(resolved, *client, timeline);
 }
 

@@ -42,6 +42,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "gloo/transport/tcp/pair.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/direct_allreduce.h"
 #include "worker/comm/gloo_diagnostics.h"
 #include "worker/comm/port_range.h"
 
@@ -143,82 +144,6 @@ std::vector<int> PairSockets(
     return {};
   }
   return copies;
-}
-
-// Small all-reduces in one message latency: every rank sends its whole
-// buffer to every peer and sums what it receives in rank order, so that all
-// ranks get the same bits. Gloo's halving-doubling waits for four one-way
-// latencies in a row at two ranks (data, a "buffer consumed" notification,
-// data, a notification; bench/allreduce_netns.sh counts them at a known
-// link delay). Here each peer has two receive buffers, used by alternate
-// runs, which makes the notifications unnecessary: a peer sends run k+1's
-// data (into the buffer of run k-1) only after it has this rank's run-k
-// data, which this rank sends only after it consumed run k-1's. Each rank
-// sends (P-1) x size against halving-doubling's 2(P-1)/P x size: the same
-// at P = 2, more beyond, where it is used for small sizes only
-// (UseDirect). Scratch: two receive buffers per peer.
-class DirectAllreduce : public gloo::Algorithm {
- public:
-  // Throws as Gloo does.
-  DirectAllreduce(const std::shared_ptr<gloo::Context>& context, float* data,
-                  int count)
-      : gloo::Algorithm(context), data_(data), count_(count) {
-    const size_t bytes = sizeof(float) * static_cast<size_t>(count);
-    for (int k = 0; k < 2; ++k) {
-      const int slot = context_->nextSlot();
-      scratch_[k].resize(contextSize_);
-      send_[k].resize(contextSize_);
-      recv_[k].resize(contextSize_);
-      for (int peer = 0; peer < contextSize_; ++peer) {
-        if (peer == contextRank_ || count == 0) continue;
-        scratch_[k][peer].resize(count);
-        send_[k][peer] = getPair(peer)->createSendBuffer(slot, data, bytes);
-        recv_[k][peer] = getPair(peer)->createRecvBuffer(
-            slot, scratch_[k][peer].data(), bytes);
-      }
-    }
-  }
-
-  void run() override {
-    if (count_ == 0 || contextSize_ == 1) return;
-    const int k = runs_++ & 1;
-    for (auto& buffer : send_[k]) {
-      if (buffer) buffer->send();
-    }
-    for (auto& buffer : recv_[k]) {
-      if (buffer) buffer->waitRecv();
-    }
-    for (auto& buffer : send_[k]) {
-      if (buffer) buffer->waitSend();
-    }
-    // x0 + x1 + ... in rank order. Ranks 0 and 1 add into their own data
-    // (x1 + x0 == x0 + x1 exactly); the others sum in peer 0's buffer.
-    const auto* sum = gloo::ReductionFunction<float>::sum;
-    std::vector<std::vector<float>>& in = scratch_[k];
-    float* acc = contextRank_ <= 1 ? data_ : in[0].data();
-    if (contextRank_ <= 1) sum->call(acc, in[1 - contextRank_].data(), count_);
-    for (int r = contextRank_ <= 1 ? 2 : 1; r < contextSize_; ++r) {
-      sum->call(acc, r == contextRank_ ? data_ : in[r].data(), count_);
-    }
-    if (acc != data_) std::copy(acc, acc + count_, data_);
-  }
-
- private:
-  float* const data_;
-  const int count_;
-  int64_t runs_ = 0;
-  // Per run parity, per peer (empty for this rank).
-  std::vector<std::vector<float>> scratch_[2];
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> send_[2];
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> recv_[2];
-};
-
-// Whether a synchronous all-reduce of `bytes` per rank takes DirectAllreduce:
-// at two ranks always (same bytes on the wire, a quarter of the latencies);
-// beyond, while the extra bytes cost less than the saved latencies.
-constexpr int64_t kDirectMaxBytes = int64_t{64} << 10;
-bool UseDirect(int size, int64_t bytes) {
-  return size == 2 || bytes * (size - 1) <= kDirectMaxBytes;
 }
 
 class GlooCommunicator;
