@@ -37,9 +37,21 @@ namespace {
 // this long to notice by itself before the process exits anyway.
 constexpr absl::Duration kStopGrace = absl::Seconds(3);
 
-// How long past cluster.collective_timeout_ms connecting to the peers may
-// take before the worker gives up on it (StopSignalWatch::Waiting).
+// How long past its bound (ConnectBound) connecting to the peers may take
+// before the worker gives up on it (StopSignalWatch::Waiting).
 constexpr absl::Duration kConnectSlack = absl::Seconds(2);
+
+// Every member starts connecting the moment its generation forms, and each
+// address it dials is already listening, so a connect that takes longer
+// than a few heartbeat bounds means an address peers cannot reach: it is
+// given up after max(10 s, 3 heartbeat bounds), or collective_timeout_ms
+// when that is shorter, rather than after the collective timeout alone.
+absl::Duration ConnectBound(const ClusterSpec& c) {
+  const absl::Duration bound = std::max(
+      absl::Seconds(10),
+      absl::Milliseconds(3 * c.heartbeat_interval_ms() * c.heartbeat_misses()));
+  return std::min(bound, absl::Milliseconds(c.collective_timeout_ms()));
+}
 
 // How long after a termination signal the step in flight may stay blocked
 // in a collective before its collectives are aborted (stop_signal_watch.h):
@@ -308,9 +320,9 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
     // Bounded here: Gloo's connect to an unreachable peer took 27 s with a
     // 5 s timeout (tests/multihost_test).
     const std::string late = UnreachablePeersHint(o.host, join);
-    StopSignalWatch::Waiting waiting(watch, "connecting to its peers",
-                                     absl::Now() + gloo.timeout + kConnectSlack,
-                                     late.c_str());
+    StopSignalWatch::Waiting waiting(
+        watch, "connecting to its peers",
+        absl::Now() + ConnectBound(cluster) + kConnectSlack, late.c_str());
     ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(store, join.rank(),
                                                   join.world_size(), gloo));
   }
