@@ -206,8 +206,10 @@ void CoordinatorClient::FollowHeartbeats(const ClusterSpec& cluster) {
       absl::Milliseconds(std::max<int64_t>(1, cluster.heartbeat_interval_ms()));
   heartbeat_deadline_ =
       std::clamp(interval, absl::Milliseconds(200), absl::Seconds(10));
-  call_deadline_ = std::clamp(interval * cluster.heartbeat_misses(),
-                              absl::Seconds(1), absl::Seconds(10));
+  // Two bounds, and at least 2 s: a call answered late by a loaded
+  // coordinator must not fail the worker (KV calls are tried once).
+  call_deadline_ = std::clamp(interval * cluster.heartbeat_misses() * 2,
+                              absl::Seconds(2), absl::Seconds(10));
 }
 
 absl::StatusOr<HeartbeatResponse> CoordinatorClient::Heartbeat(
@@ -232,10 +234,12 @@ absl::StatusOr<uint64_t> CoordinatorClient::BeginEpoch(int64_t epoch,
   req.set_rank(rank_);
   req.set_epoch(epoch);
   BeginEpochResponse resp;
+  // One attempt is for a caller that can do without the answer: it waits
+  // no longer than a heartbeat.
   const absl::Duration window = retry ? retry_window_ : absl::ZeroDuration();
   RETURN_IF_ERROR(RetryWhileUnavailable(window, "begin epoch", [&] {
     grpc::ClientContext ctx;
-    SetDeadline(&ctx, call_deadline_);
+    SetDeadline(&ctx, retry ? call_deadline_ : heartbeat_deadline_);
     return stub_->BeginEpoch(&ctx, req, &resp);
   }));
   return resp.sampler_seed();

@@ -46,14 +46,14 @@ class CoordinatorClient : public KvClient {
 
   // Per-attempt deadlines from the job's heartbeat settings (default 10 s
   // each): a heartbeat gets its interval (200 ms to 10 s), and the other
-  // short calls (BeginEpoch, Finish, PlanPartitions, KV) the heartbeat bound
-  // (1 to 10 s), so that a cut link is noticed within the heartbeat bound
-  // rather than after a fixed 10 s.
+  // short calls (BeginEpoch, Finish, PlanPartitions, KV) two heartbeat
+  // bounds (2 to 10 s), so that a cut link is noticed within the heartbeat
+  // bound rather than after a fixed 10 s.
   void FollowHeartbeats(const ClusterSpec& cluster);
 
   absl::StatusOr<HeartbeatResponse> Heartbeat(const WorkerProgress& progress);
   // `retry`: retry an unreachable coordinator for the retry window; false:
-  // one attempt.
+  // one attempt, no longer than a heartbeat.
   absl::StatusOr<uint64_t> BeginEpoch(int64_t epoch, bool retry = true);
   absl::Status Finish(bool ok, const std::string& error,
                       const WorkerResult& result);
