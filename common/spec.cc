@@ -226,22 +226,69 @@ absl::Status CheckOptimizer(const OptimizerSpec& o, const Scope& s) {
   return OnlyFor(!sgd, o.eps() != 0, s, o, "eps", adam, kind);
 }
 
+// MULTI_STEP's milestones: positive and increasing, each error at its own
+// line.
+absl::Status CheckMilestones(const LrSchedule& l, const Scope& s) {
+  for (int i = 0; i < l.milestones_size(); ++i) {
+    const int64_t m = l.milestones(i);
+    const int64_t before = i > 0 ? l.milestones(i - 1) : 0;
+    if (m <= before) {
+      return s.Error(l, "milestones", i,
+                     absl::StrCat("must be > ", i > 0 ? "the one before (" : "",
+                                  before, i > 0 ? ")" : "", ", got ", m));
+    }
+  }
+  if (l.milestones_size() == 0) {
+    return s.Error(l, "milestones", -1, "must list at least one step");
+  }
+  return absl::OkStatus();
+}
+
+// The fields of ONE_CYCLE and POLYNOMIAL (0: the default).
+absl::Status CheckCycle(const LrSchedule& l, const Scope& s) {
+  RETURN_IF_ERROR(Require(l.pct_start() >= 0 && l.pct_start() < 1, s, l,
+                          "pct_start", "in (0, 1)", l.pct_start()));
+  RETURN_IF_ERROR(Require(l.div_factor() == 0 || l.div_factor() >= 1, s, l,
+                          "div_factor", ">= 1", l.div_factor()));
+  RETURN_IF_ERROR(
+      Require(l.final_div_factor() == 0 || l.final_div_factor() >= 1, s, l,
+              "final_div_factor", ">= 1", l.final_div_factor()));
+  return NonNegative(s, l, "power", l.power());
+}
+
 absl::Status CheckSchedule(const LrSchedule& l, float lr, const Scope& s) {
   RETURN_IF_ERROR(NonNegative(s, l, "warmup_steps", l.warmup_steps()));
   RETURN_IF_ERROR(NonNegative(s, l, "min_lr", l.min_lr()));
   std::string kind = LrSchedule::Kind_Name(l.kind());
-  bool step = l.kind() == LrSchedule::STEP;
-  bool cosine = l.kind() == LrSchedule::COSINE;
+  const LrSchedule::Kind k = l.kind();
+  const bool step = k == LrSchedule::STEP;
+  const bool multi = k == LrSchedule::MULTI_STEP;
+  const bool expo = k == LrSchedule::EXPONENTIAL;
+  const bool cycle = k == LrSchedule::ONE_CYCLE;
+  const bool poly = k == LrSchedule::POLYNOMIAL;
+  const bool gamma = step || multi || expo;
   RETURN_IF_ERROR(
       OnlyFor(step, l.step_size() != 0, s, l, "step_size", "STEP", kind));
-  RETURN_IF_ERROR(OnlyFor(step, l.gamma() != 0, s, l, "gamma", "STEP", kind));
+  RETURN_IF_ERROR(OnlyFor(gamma, l.gamma() != 0, s, l, "gamma",
+                          "STEP, MULTI_STEP and EXPONENTIAL", kind));
+  RETURN_IF_ERROR(OnlyFor(k == LrSchedule::COSINE, l.min_lr() != 0, s, l,
+                          "min_lr", "COSINE", kind));
+  RETURN_IF_ERROR(OnlyFor(multi, l.milestones_size() > 0, s, l, "milestones",
+                          "MULTI_STEP", kind));
+  for (const char* f : {"pct_start", "div_factor", "final_div_factor"}) {
+    const auto* fd = l.GetDescriptor()->FindFieldByName(f);
+    RETURN_IF_ERROR(OnlyFor(cycle, l.GetReflection()->GetFloat(l, fd) != 0, s,
+                            l, f, "ONE_CYCLE", kind));
+  }
   RETURN_IF_ERROR(
-      OnlyFor(cosine, l.min_lr() != 0, s, l, "min_lr", "COSINE", kind));
-  if (step) {
-    RETURN_IF_ERROR(Positive(s, l, "step_size", l.step_size()));
+      OnlyFor(poly, l.power() != 0, s, l, "power", "POLYNOMIAL", kind));
+  if (step) RETURN_IF_ERROR(Positive(s, l, "step_size", l.step_size()));
+  if (gamma) {
     RETURN_IF_ERROR(Require(l.gamma() > 0 && l.gamma() <= 1, s, l, "gamma",
                             "in (0, 1]", l.gamma()));
   }
+  if (multi) RETURN_IF_ERROR(CheckMilestones(l, s));
+  if (cycle || poly) RETURN_IF_ERROR(CheckCycle(l, s));
   return Require(l.min_lr() <= lr, s, l, "min_lr",
                  absl::StrCat("<= optimizer.lr (", lr, ")"), l.min_lr());
 }

@@ -43,6 +43,13 @@ std::string DescribeOptimizer(const OptimizerSpec& o, const LrSchedule& l) {
     absl::StrAppend(&s, " x", l.gamma(), " every ", l.step_size());
   } else if (l.kind() == LrSchedule::COSINE) {
     absl::StrAppend(&s, " to ", l.min_lr());
+  } else if (l.kind() == LrSchedule::MULTI_STEP) {
+    absl::StrAppend(&s, " x", l.gamma(), " at ",
+                    absl::StrJoin(l.milestones(), ","));
+  } else if (l.kind() == LrSchedule::EXPONENTIAL) {
+    absl::StrAppend(&s, " x", l.gamma(), " a step");
+  } else if (l.kind() == LrSchedule::POLYNOMIAL && l.power() != 0) {
+    absl::StrAppend(&s, " power ", l.power());
   }
   if (l.warmup_steps() > 0) absl::StrAppend(&s, " warmup ", l.warmup_steps());
   return s;

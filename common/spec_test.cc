@@ -242,6 +242,26 @@ TEST(ParseJobSpec, ChecksSchedule) {
        "6:15: lr_schedule.step_size applies only to STEP, got kind CONSTANT"},
       {"kind: STEP step_size: 1 gamma: 0.5 min_lr: 0.01",
        "6:50: lr_schedule.min_lr applies only to COSINE, got kind STEP"},
+      {"kind: MULTI_STEP gamma: 0.5",
+       "6:1: lr_schedule.milestones must list at least one step (missing)"},
+      {"kind: MULTI_STEP gamma: 0.5 milestones: [10, 10]",
+       "6:43: lr_schedule.milestones[1] must be > the one before (10), got 10"},
+      {"kind: MULTI_STEP gamma: 0.5 milestones: -3",
+       "6:43: lr_schedule.milestones[0] must be > 0, got -3"},
+      {"kind: EXPONENTIAL",
+       "6:1: lr_schedule.gamma must be in (0, 1], got 0 "
+       "(missing)"},
+      {"kind: ONE_CYCLE pct_start: 1",
+       "6:31: lr_schedule.pct_start must be in (0, 1), got 1"},
+      {"kind: ONE_CYCLE div_factor: 0.5",
+       "6:31: lr_schedule.div_factor must be >= 1, got 0.5"},
+      {"kind: POLYNOMIAL power: -1",
+       "6:32: lr_schedule.power must be >= 0, got -1"},
+      {"kind: COSINE power: 2",
+       "6:28: lr_schedule.power applies only to POLYNOMIAL, got kind COSINE"},
+      {"kind: EXPONENTIAL gamma: 0.9 milestones: 5",
+       "6:44: lr_schedule.milestones applies only to MULTI_STEP, got kind "
+       "EXPONENTIAL"},
   };
   for (const Case& c : cases) {
     std::string text = Valid("lr_schedule { " + c.schedule + " }\n");
