@@ -69,15 +69,17 @@ absl::Status PrintJson(const google::protobuf::Message& m) {
 }
 
 void PrintWorkers(const google::protobuf::RepeatedPtrField<WorkerStatus>& ws) {
-  std::printf("%-4s %-24s %-20s %-8s %-8s %-10s %-12s %-10s\n", "RANK",
-              "ADDRESS", "HOST", "PID", "HB AGE", "STEP", "SAMPLES/S", "LOSS");
+  std::printf("%-4s %-24s %-20s %-8s %-8s %-10s %-12s %-10s %-10s\n", "RANK",
+              "ADDRESS", "HOST", "PID", "HB AGE", "STEP", "SAMPLES/S", "LOSS",
+              "LR");
   for (const WorkerStatus& w : ws) {
-    std::printf("%-4d %-24s %-20s %-8d %-8s %-10lld %-12.0f %-10.4f%s\n",
-                w.rank(), w.address().c_str(), w.host().c_str(), w.pid(),
-                absl::StrFormat("%.1fs", w.heartbeat_age_s()).c_str(),
-                static_cast<long long>(w.progress().step()),
-                w.progress().samples_per_s(), w.progress().loss(),
-                w.finished() ? " (finished)" : "");
+    std::printf(
+        "%-4d %-24s %-20s %-8d %-8s %-10lld %-12.0f %-10.4f %-10.4g%s\n",
+        w.rank(), w.address().c_str(), w.host().c_str(), w.pid(),
+        absl::StrFormat("%.1fs", w.heartbeat_age_s()).c_str(),
+        static_cast<long long>(w.progress().step()),
+        w.progress().samples_per_s(), w.progress().loss(), w.progress().lr(),
+        w.finished() ? " (finished)" : "");
   }
 }
 

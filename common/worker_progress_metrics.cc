@@ -32,6 +32,9 @@ void DeclareWorkerProgress(PrometheusText& t) {
             "The epoch the worker is training (from 0).");
   t.Declare("cohort_worker_loss", Type::kGauge,
             "The worker's training loss at its latest step.");
+  t.Declare("cohort_worker_learning_rate", Type::kGauge,
+            "The learning rate of the worker's latest step (schedule and "
+            "optimizer.scale_lr_with_world applied).");
   t.Declare("cohort_worker_samples_per_second", Type::kGauge,
             "The worker's training throughput over its last reporting "
             "window.");
@@ -62,6 +65,7 @@ void AddWorkerProgress(PrometheusText& t, const PrometheusLabels& labels,
   t.Add("cohort_worker_epoch", labels, p.epoch());
   t.Add("cohort_worker_loss", labels, p.loss());
   t.Add("cohort_worker_samples_per_second", labels, p.samples_per_s());
+  t.Add("cohort_worker_learning_rate", labels, p.lr());
   for (const auto& [phase, field] : Phases()) {
     PrometheusLabels l = labels;
     l.emplace_back("phase", phase);

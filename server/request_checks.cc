@@ -105,6 +105,7 @@ absl::Status CheckProgress(const WorkerProgress& p) {
   RETURN_IF_ERROR(NonNegative("HeartbeatRequest.progress.epoch", p.epoch()));
   RETURN_IF_ERROR(FiniteNonNegative("HeartbeatRequest.progress.samples_per_s",
                                     p.samples_per_s()));
+  RETURN_IF_ERROR(FiniteNonNegative("HeartbeatRequest.progress.lr", p.lr()));
   RETURN_IF_ERROR(Loss("HeartbeatRequest.progress.loss", p.loss()));
   absl::Status times = CheckTimes(p.times());
   if (!times.ok()) {

@@ -297,6 +297,7 @@ StepPlan TrainingLoop::PlanStep(int64_t clock, int active, bool more) const {
   plan.step = clock;
   plan.lr =
       LearningRate(spec_.optimizer(), spec_.lr_schedule(), clock, TotalSteps());
+  if (spec_.optimizer().scale_lr_with_world()) plan.lr *= TotalReplicas();
   plan.active = active;
   plan.more = more;
   return plan;
@@ -409,6 +410,7 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
   const double dt = Seconds(window_start_);
   FillProgress(step_, epoch, loss, dt > 0 ? window_samples_ / dt : 0, result_,
                &p);
+  p.set_lr(PlanStep(std::max<int64_t>(0, step_ - 1), 0, false).lr);
   StepTimes* t = p.mutable_times();
   t->set_data_s(times_.data_s() / window_steps_);
   t->set_compute_s(times_.compute_s() / window_steps_);
