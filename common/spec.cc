@@ -213,6 +213,8 @@ absl::Status CheckOptimizer(const OptimizerSpec& o, const Scope& s) {
   RETURN_IF_ERROR(UnitInterval(s, o, "beta1", o.beta1()));
   RETURN_IF_ERROR(UnitInterval(s, o, "beta2", o.beta2()));
   RETURN_IF_ERROR(NonNegative(s, o, "eps", o.eps()));
+  RETURN_IF_ERROR(NonNegative(s, o, "clip_grad_norm", o.clip_grad_norm()));
+  RETURN_IF_ERROR(NonNegative(s, o, "clip_grad_value", o.clip_grad_value()));
   // Settings the chosen kind would silently ignore are almost always a
   // mistake (an SGD spec edited into Adam), so they are rejected.
   bool sgd = o.kind() == OptimizerSpec::SGD;
@@ -426,6 +428,19 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckData(j.data(), s.Nested(j, "data", -1)));
   RETURN_IF_ERROR(CheckLoss(j, s));
   RETURN_IF_ERROR(CheckOptimizer(j.optimizer(), s.Nested(j, "optimizer", -1)));
+  if (j.mode() == PS) {
+    // Shards apply each push as it comes: there is no averaged gradient of
+    // the job to clip.
+    const Scope o = s.Nested(j, "optimizer", -1);
+    for (const char* f : {"clip_grad_norm", "clip_grad_value"}) {
+      const auto* fd = j.optimizer().GetDescriptor()->FindFieldByName(f);
+      if (j.optimizer().GetReflection()->GetFloat(j.optimizer(), fd) != 0) {
+        return o.Error(j.optimizer(), f, -1,
+                       "needs all-reduce mode (in PS mode the shards apply "
+                       "each worker's push as it comes)");
+      }
+    }
+  }
   RETURN_IF_ERROR(CheckSchedule(j.lr_schedule(), j.optimizer().lr(),
                                 s.Nested(j, "lr_schedule", -1)));
   RETURN_IF_ERROR(CheckCluster(j.cluster(), s.Nested(j, "cluster", -1)));

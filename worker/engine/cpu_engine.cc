@@ -18,6 +18,7 @@
 #include "worker/exchange/ps_exchange.h"
 #include "worker/exchange/replica_sum.h"
 #include "worker/loss.h"
+#include "worker/optim/grad_clip.h"
 #include "worker/optim/optimizer.h"
 #include "worker/replica_pool.h"
 #include "worker/timeline.h"
@@ -117,6 +118,8 @@ class CpuEngine : public DeviceEngine {
   std::vector<float*> grads_;  // each replica's gradient buffer
   std::vector<Slice> slices_;
   std::vector<char> slice_finite_;      // per slice, this step
+  std::vector<double> slice_squares_;   // per slice, sum of g^2 (clipping)
+  float clip_scale_ = 1;                // this step's clip_grad_norm scale
   std::vector<ReplicaResult> results_;  // Results()' storage, one a replica
   StepTiming timing_;
 };
@@ -269,6 +272,17 @@ void CpuEngine::ReduceAndCheck(int r, bool combine_local) {
   float probe = 0;
   for (float a : acc) probe += a;
   slice_finite_[r] = probe == 0;
+  const OptimizerSpec& o = spec_.optimizer();
+  float* gw = replicas_[0].model->grads().data();
+  if (o.clip_grad_value() > 0 && slice_finite_[r]) {
+    const float v = o.clip_grad_value();
+    for (int64_t j = s.begin; j < s.end; ++j) {
+      gw[j] = std::min(v, std::max(-v, gw[j]));
+    }
+  }
+  if (o.clip_grad_norm() > 0) {
+    slice_squares_[r] = SumOfSquares(gw + s.begin, s.end - s.begin);
+  }
 }
 
 void CpuEngine::OptimizerStep(int r, double lr) {
@@ -276,6 +290,9 @@ void CpuEngine::OptimizerStep(int r, double lr) {
   const int64_t len = s.end - s.begin;
   if (len == 0) return;
   float* g0 = replicas_[0].model->grads().data() + s.begin;
+  if (clip_scale_ != 1) {
+    for (int64_t j = 0; j < len; ++j) g0[j] *= clip_scale_;
+  }
   float* p = replicas_[0].model->params().data() + s.begin;
   s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
 }
@@ -283,9 +300,14 @@ void CpuEngine::OptimizerStep(int r, double lr) {
 absl::StatusOr<bool> CpuEngine::Update(const StepPlan& plan,
                                        bool combine_local) {
   slice_finite_.assign(options_.replicas, 1);
+  slice_squares_.assign(options_.replicas, 0.0);
   pool_.Run([&](int r) { ReduceAndCheck(r, combine_local); });
   const bool finite = std::all_of(slice_finite_.begin(), slice_finite_.end(),
                                   [](char f) { return f != 0; });
+  clip_scale_ = 1;
+  if (finite && spec_.optimizer().clip_grad_norm() > 0) {
+    clip_scale_ = ClipScale(slice_squares_, spec_.optimizer().clip_grad_norm());
+  }
   if (finite) pool_.Run([&](int r) { OptimizerStep(r, plan.lr); });
   return finite;
 }

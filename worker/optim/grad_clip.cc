@@ -1,0 +1,28 @@
+#include "worker/optim/grad_clip.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cohort {
+
+double SumOfSquares(const float* x, int64_t n) {
+  // Four running sums: independent adds the compiler can keep in flight.
+  double acc[4] = {};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    for (int k = 0; k < 4; ++k) {
+      acc[k] += static_cast<double>(x[i + k]) * x[i + k];
+    }
+  }
+  for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * x[i];
+  return acc[0] + acc[1] + acc[2] + acc[3];
+}
+
+float ClipScale(const std::vector<double>& squares, double max_norm) {
+  double total = 0;
+  for (double s : squares) total += s;
+  const double norm = std::sqrt(total);
+  return static_cast<float>(std::min(1.0, max_norm / (norm + 1e-6)));
+}
+
+}  // namespace cohort
