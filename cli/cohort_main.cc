@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "cli/checkpoint_command.h"
 #include "cli/cluster_commands.h"
+#include "cli/flags.h"
 #include "cli/launch_command.h"
 #include "cli/model_commands.h"
 #include "cli/train_command.h"
@@ -40,20 +41,6 @@ constexpr char kCommands[] =
     "train, local, coordinator, worker, launch, ps, status, metrics, stop, "
     "checkpoint, "
     "export, predict, evaluate, help";
-
-bool IsUserError(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kPermissionDenied:
-      return true;
-    default:
-      return false;
-  }
-}
 
 }  // namespace
 
@@ -106,5 +93,5 @@ int main(int argc, char** argv) {
   if (status.ok()) return exit_code;
   std::fprintf(stderr, "cohort %s: %s\n", command.c_str(),
                std::string(status.message()).c_str());
-  return IsUserError(status) ? 2 : 1;
+  return cohort::IsUserError(status) ? 2 : 1;
 }

@@ -53,6 +53,10 @@ class FlagSet {
   bool help_ = false;
 };
 
+// Whether `s` is the user's mistake (a bad flag, spec, file or refused
+// input), for which cohort exits with status 2 rather than 1.
+bool IsUserError(const absl::Status& s);
+
 }  // namespace cohort
 
 #endif  // COHORT_CLI_FLAGS_H_

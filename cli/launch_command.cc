@@ -182,20 +182,6 @@ void StopJob(CoordinatorServer& c, const SecurityOptions& security,
   c.Shutdown();
 }
 
-bool IsUserError(const absl::Status& s) {
-  switch (s.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kDataLoss:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kPermissionDenied:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // Launch rank 0: the coordinator here, then this task's worker, then the
 // job's end.
 absl::Status RunCoordinatorAndWorker(const LaunchFlags& f, const LaunchEnv& env,

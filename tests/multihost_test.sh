@@ -39,9 +39,11 @@ status() {  # status PYTHON-EXPRESSION over the StatusResponse `s`
   on h0 "$cohort" status --coordinator="$coord_addr" --json --timeout=2 2>/dev/null |
     /usr/bin/python3 -c "import json,sys; s=json.load(sys.stdin); print($1)" 2>/dev/null
 }
-start_coordinator() {  # start_coordinator SPEC NAME
-  ip netns exec "$(netns_ns h0)" "$cohort" coordinator --job="$1" --listen="$coord_addr" \
-    --report="$tmp/$2.json" 2>"$tmp/$2.coord.err" &
+start_coordinator() {  # start_coordinator SPEC NAME [flags]
+  local spec="$1" name="$2"
+  shift 2
+  ip netns exec "$(netns_ns h0)" "$cohort" coordinator --job="$spec" --listen="$coord_addr" \
+    --report="$tmp/$name.json" "$@" 2>"$tmp/$name.coord.err" &
   coord=$!; pids+=($coord)
 }
 start_worker() {  # start_worker HOST NAME [flags]: sets wpid
@@ -323,11 +325,7 @@ optimizer { lr: 0.05 momentum: 0.9 }
 cluster { min_workers: 2 max_workers: 2 heartbeat_interval_ms: 300
           heartbeat_misses: 3 max_restarts: 3 coordinator_grace_ms: 20000 }
 SPEC
-mkdir -p "$tmp/outage-state"
-ip netns exec "$(netns_ns h0)" "$cohort" coordinator --job="$tmp/outage.textproto" \
-  --listen="$coord_addr" --state-dir="$tmp/outage-state" \
-  --report="$tmp/outage.json" 2>"$tmp/outage.coord.err" &
-coord=$!; pids+=($coord)
+start_coordinator "$tmp/outage.textproto" outage --state-dir="$tmp/outage-state"
 o=()
 for h in h1 h2; do start_worker "$h" outage --min-step-ms=40; o+=($wpid); done
 stepping() { [[ "$(status "s['step']")" -ge 20 ]]; }
@@ -367,11 +365,7 @@ kill -9 "$coord" 2>/dev/null
 sed -e 's/coordinator_grace_ms: 20000/coordinator_grace_ms: 3000/' \
     -e 's/max_restarts: 3/max_restarts: 0/' -e 's/"outage"/"outage2"/' \
     "$tmp/outage.textproto" > "$tmp/outage2.textproto"
-mkdir -p "$tmp/outage2-state"
-ip netns exec "$(netns_ns h0)" "$cohort" coordinator --job="$tmp/outage2.textproto" \
-  --listen="$coord_addr" --state-dir="$tmp/outage2-state" \
-  --report="$tmp/outage2.json" 2>"$tmp/outage2.coord.err" &
-coord=$!; pids+=($coord)
+start_coordinator "$tmp/outage2.textproto" outage2 --state-dir="$tmp/outage2-state"
 o=()
 for h in h1 h2; do start_worker "$h" outage2 --min-step-ms=40; o+=($wpid); done
 if wait_for 60 stepping; then

@@ -14,14 +14,21 @@ constexpr double kPi = 3.14159265358979323846;
 
 // A factor as the spec wrote it: the shortest decimal that reads back as
 // the same float, in double. Raised to the thousandth power, the float's own
-// rounding error (0.97f is 0.97000003) would grow a thousandfold.
+// rounding error (0.97f is 0.97000003) would grow a thousandfold. Called
+// every step with the same factor, so the last answer is kept (per thread:
+// the function stays pure to its callers).
 double AsWritten(float f) {
+  thread_local float last_in = 0;
+  thread_local double last_out = 0;
+  if (f == last_in) return last_out;
   char text[32];
   for (int digits = 1; digits <= 9; ++digits) {
     std::snprintf(text, sizeof(text), "%.*g", digits, f);
     if (std::strtof(text, nullptr) == f) break;
   }
-  return std::strtod(text, nullptr);
+  last_in = f;
+  last_out = std::strtod(text, nullptr);
+  return last_out;
 }
 
 // From `from` to `to` along half a cosine, at `pct` in [0, 1].
