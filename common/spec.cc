@@ -423,6 +423,13 @@ absl::Status CheckLoss(const JobSpec& j, const Scope& s) {
 absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckScalars(j, s));
   RETURN_IF_ERROR(Positive(s, j, "batch_size", j.batch_size()));
+  RETURN_IF_ERROR(NonNegative(s, j, "gradient_accumulation_steps",
+                              j.gradient_accumulation_steps()));
+  // A step's samples (batch x steps x replicas) must stay far inside int64
+  // and an epoch must hold whole steps of realistic size.
+  RETURN_IF_ERROR(Require(j.gradient_accumulation_steps() <= 65536, s, j,
+                          "gradient_accumulation_steps", "<= 65536",
+                          j.gradient_accumulation_steps()));
   RETURN_IF_ERROR(CheckStopping(j, s));
   RETURN_IF_ERROR(CheckModel(j.model(), s.Nested(j, "model", -1)));
   RETURN_IF_ERROR(CheckData(j.data(), s.Nested(j, "data", -1)));

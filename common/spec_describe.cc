@@ -65,8 +65,11 @@ std::string DescribeJobSpec(const JobSpec& j) {
   }
   return absl::StrCat(
       "job \"", j.name(), "\": model ", DescribeModel(j.model()), ", data ",
-      DescribeData(j.data()), ", batch ", j.batch_size(), ", ", stop, ", ",
-      DescribeOptimizer(j.optimizer(), j.lr_schedule()));
+      DescribeData(j.data()), ", batch ", j.batch_size(),
+      j.gradient_accumulation_steps() > 1
+          ? absl::StrCat(" x ", j.gradient_accumulation_steps(), " accumulated")
+          : "",
+      ", ", stop, ", ", DescribeOptimizer(j.optimizer(), j.lr_schedule()));
 }
 
 uint64_t TrainingHash(const JobSpec& spec) {
@@ -85,6 +88,9 @@ uint64_t TrainingHash(const JobSpec& spec) {
   // Cross-entropy was the implicit default before `loss` became optional:
   // checkpoints of such jobs keep their hash.
   if (math.loss() == CROSS_ENTROPY) math.clear_loss();
+  if (math.gradient_accumulation_steps() == 1) {
+    math.clear_gradient_accumulation_steps();
+  }
   std::string bytes;
   google::protobuf::io::StringOutputStream out(&bytes);
   google::protobuf::io::CodedOutputStream coded(&out);

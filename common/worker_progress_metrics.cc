@@ -35,6 +35,9 @@ void DeclareWorkerProgress(PrometheusText& t) {
   t.Declare("cohort_worker_learning_rate", Type::kGauge,
             "The learning rate of the worker's latest step (schedule and "
             "optimizer.scale_lr_with_world applied).");
+  t.Declare("cohort_worker_grad_norm", Type::kGauge,
+            "The L2 norm of the latest step's averaged gradient, before "
+            "clipping (all-reduce mode).");
   t.Declare("cohort_worker_samples_per_second", Type::kGauge,
             "The worker's training throughput over its last reporting "
             "window.");
@@ -66,6 +69,8 @@ void AddWorkerProgress(PrometheusText& t, const PrometheusLabels& labels,
   t.Add("cohort_worker_loss", labels, p.loss());
   t.Add("cohort_worker_samples_per_second", labels, p.samples_per_s());
   t.Add("cohort_worker_learning_rate", labels, p.lr());
+  if (p.has_grad_norm())
+    t.Add("cohort_worker_grad_norm", labels, p.grad_norm());
   for (const auto& [phase, field] : Phases()) {
     PrometheusLabels l = labels;
     l.emplace_back("phase", phase);

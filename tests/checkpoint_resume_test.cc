@@ -120,6 +120,19 @@ TEST(CheckpointResume, AnotherJobsCheckpointsAreRefused) {
   EXPECT_THAT(other.status().message(), HasSubstr(dir));
 }
 
+// Issue 20: gradient accumulation (3 batches a step; each replica's 350
+// samples make 22 batches, so every epoch ends on a step of one batch of
+// 14) and both kinds of clipping resume exactly: checkpoints fall between
+// optimizer steps, never between accumulated batches.
+TEST(CheckpointResume, AccumulationAndClippingAreExact) {
+  ExpectExactResume(
+      "kind: SGD lr: 0.05 momentum: 0.9 clip_grad_norm: 0.5 "
+      "clip_grad_value: 0.05",
+      false,
+      "data { kind: SYNTHETIC synthetic { shape: 20 train_samples: 700 "
+      "test_samples: 64 } }\ngradient_accumulation_steps: 3\n");
+}
+
 // Your own data (issue 17): resume keeps the exact position in a NUMPY set
 // of two shards and in a CSV table as well.
 TEST(CheckpointResume, NumpyDataIsExact) {

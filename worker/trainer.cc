@@ -30,6 +30,11 @@ absl::Status CheckOptions(const JobSpec& spec, const TrainOptions& options) {
         "optimizer.clip_grad_norm and clip_grad_value run on CPU replicas "
         "only, for now: train with --devices=cpu:N, or remove them");
   }
+  if (!options.gpus.empty() && spec.gradient_accumulation_steps() > 1) {
+    return absl::UnimplementedError(
+        "gradient_accumulation_steps runs on CPU replicas only, for now: "
+        "train with --devices=cpu:N, or raise batch_size instead");
+  }
   if (options.replicas < 1) {
     return absl::InvalidArgumentError("replicas must be at least 1");
   }

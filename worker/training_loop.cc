@@ -59,28 +59,49 @@ class TrainingLoop::LoaderSource : public BatchSource {
 // Shared data: replica r computes chunk first + r of the epoch, decoding it
 // on its own thread (a claim is known only just before its step, so
 // nothing prefetches; decoding a batch takes a few percent of its step).
+// With gradient accumulation a chunk is `micro_` consecutive batches of the
+// replica's samples (fewer at the epoch's end), read one per Next().
 class TrainingLoop::ChunkSource : public BatchSource {
  public:
   bool Next(int replica, Batch* batch) override {
     const int64_t chunk = first_ + replica;
-    const int64_t replicas = static_cast<int64_t>(indices_.size());
-    const int64_t step = chunk / replicas;
-    const std::vector<int64_t>& indices = indices_[chunk % replicas];
-    const int64_t first = std::min<int64_t>(step * batch_, indices.size());
+    const std::vector<int64_t>& indices = indices_[chunk % replicas()];
+    const int64_t step = chunk / replicas();
+    const int64_t first = std::min<int64_t>(
+        (step * micro_ + taken_[replica]) * batch_, indices.size());
     const int64_t end = std::min<int64_t>(first + batch_, indices.size());
+    ++taken_[replica];
     FillBatch(*data_, absl::MakeConstSpan(indices.data() + first, end - first),
               layout_, batch, &scratch_[replica], nullptr, read_);
     batch->step_in_epoch = step;
     return true;
   }
+  int Batches(int replica, int planned) override {
+    const int64_t chunk = first_ + replica;
+    const int64_t left = static_cast<int64_t>(indices_[0].size()) -
+                         chunk / replicas() * micro_ * batch_;
+    return static_cast<int>(std::clamp<int64_t>(
+        (left + batch_ - 1) / batch_, 1, std::min<int64_t>(planned, micro_)));
+  }
+  // Chunks [first, first + local replicas) are this step's.
+  void StartStep(int64_t first) {
+    first_ = first;
+    std::fill(taken_.begin(), taken_.end(), 0);
+  }
+  int64_t replicas() const { return static_cast<int64_t>(indices_.size()); }
+
   const Dataset* data_ = nullptr;
   BatchLayout layout_ = BatchLayout::kBatchInner;
   int64_t batch_ = 1;
+  int64_t micro_ = 1;
   int64_t first_ = 0;
   ReadOptions read_;
-  // Every global replica's samples of the epoch; decoding buffers.
+  // Every global replica's samples of the epoch (the sampler pads them to
+  // one length); decoding buffers; batches each local replica read of its
+  // chunk.
   std::vector<std::vector<int64_t>> indices_;
   std::vector<std::vector<float>> scratch_;
+  std::vector<int64_t> taken_;
 };
 
 absl::Status TrainingLoop::Setup(const EngineFactory& make_engine) {
@@ -113,8 +134,9 @@ absl::Status TrainingLoop::ReadLimits() {
                              spec_.seed(), true, spec_.drop_last());
   const int64_t n = sampler.num_samples();
   const int64_t b = spec_.batch_size();
-  steps_per_epoch_ =
-      std::max<int64_t>(1, spec_.drop_last() ? n / b : (n + b - 1) / b);
+  accumulation_ = std::max(1, spec_.gradient_accumulation_steps());
+  steps_per_epoch_ = std::max<int64_t>(
+      1, StepsOf(spec_.drop_last() ? n / b : (n + b - 1) / b));
   epochs_ = options_.epochs >= 0 ? options_.epochs : spec_.epochs();
   max_steps_ = options_.max_steps >= 0 ? options_.max_steps : spec_.max_steps();
   if (epochs_ <= 0 && max_steps_ <= 0) {
@@ -135,6 +157,11 @@ absl::Status TrainingLoop::ReadLimits() {
     }
   }
   return absl::OkStatus();
+}
+
+int64_t TrainingLoop::StepsOf(int64_t batches) const {
+  return spec_.drop_last() ? batches / accumulation_
+                           : (batches + accumulation_ - 1) / accumulation_;
 }
 
 int64_t TrainingLoop::TotalSteps() const {
@@ -188,7 +215,9 @@ absl::Status TrainingLoop::Update(const StepPlan& plan) {
   const absl::Time t = absl::Now();
   ASSIGN_OR_RETURN(const bool applied,
                    engine_->Update(plan, !exchange_->CombinesLocalReplicas()));
-  Trace("optimizer", Timeline::kStepLane, t);
+  grad_norm_ = engine_->grad_norm();
+  Trace("optimizer", Timeline::kStepLane, t, absl::Now(),
+        grad_norm_ >= 0 ? absl::StrCat("\"grad_norm\": ", grad_norm_) : "");
   times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
   if (applied) return absl::OkStatus();
   if (spec_.nonfinite_gradients() == NONFINITE_SKIP) {
@@ -297,9 +326,13 @@ StepPlan TrainingLoop::PlanStep(int64_t clock, int active, bool more) const {
   plan.step = clock;
   plan.lr =
       LearningRate(spec_.optimizer(), spec_.lr_schedule(), clock, TotalSteps());
-  if (spec_.optimizer().scale_lr_with_world()) plan.lr *= TotalReplicas();
+  // The rule's batch is the step's: replicas x accumulated batches.
+  if (spec_.optimizer().scale_lr_with_world()) {
+    plan.lr *= TotalReplicas() * accumulation_;
+  }
   plan.active = active;
   plan.more = more;
+  plan.micro_batches = static_cast<int>(accumulation_);
   return plan;
 }
 
@@ -315,8 +348,9 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
   // all of them stop together and no step is begun that cannot finish.
   if (epoch == start_epoch_) er.steps = start_epoch_steps_;
   const int64_t first = er.steps;
-  const int64_t batches = er.steps + source.loaders_[0]->num_batches();
-  const int64_t per_step = spec_.batch_size() * TotalReplicas();
+  const int64_t micro_batches = source.loaders_[0]->num_batches();
+  const int64_t batches = er.steps + StepsOf(micro_batches);
+  const int64_t per_step = spec_.batch_size() * accumulation_ * TotalReplicas();
   cur_epoch_ = epoch;
   cur_position_ = segment_start_;
   cur_epoch_steps_ = er.steps;
@@ -326,9 +360,11 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
       return absl::CancelledError("stopped as asked (stop_after_steps)");
     }
     engine_->SeedStep(step_);
-    const StepPlan plan = PlanStep(
+    StepPlan plan = PlanStep(
         step_, engine_->replicas(),
         er.steps + 1 < batches && (max_steps_ <= 0 || step_ + 1 < max_steps_));
+    plan.micro_batches = static_cast<int>(std::min(
+        accumulation_, micro_batches - (er.steps - first) * accumulation_));
     ASSIGN_OR_RETURN(const double loss, Step(plan, ForExchange(plan, 0), source,
                                              epoch, er, progress));
     cur_epoch_steps_ = er.steps;
@@ -361,8 +397,10 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
   source.data_ = data_.train.get();
   source.layout_ = engine_->batch_layout();
   source.batch_ = spec_.batch_size();
+  source.micro_ = accumulation_;
   source.read_ = TrainReads(seed, epoch);
   source.scratch_.resize(R);
+  source.taken_.resize(R);
   for (int g = 0; g < TR; ++g) {
     DistributedSampler sampler(data_.train->size(), TR, g, seed, true,
                                spec_.drop_last());
@@ -383,7 +421,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
     next_round_ = (global + count - 1) / TR + 1;
     RETURN_IF_ERROR(Pull(round));
     const StepPlan plan = PlanStep(round, static_cast<int>(count), false);
-    source.first_ = first;
+    source.StartStep(first);
     ASSIGN_OR_RETURN(const double loss, Step(plan, ForExchange(plan, global),
                                              source, epoch, er, progress));
     RETURN_IF_ERROR(ReportStep(epoch, loss));
@@ -411,6 +449,7 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
   FillProgress(step_, epoch, loss, dt > 0 ? window_samples_ / dt : 0, result_,
                &p);
   p.set_lr(PlanStep(std::max<int64_t>(0, step_ - 1), 0, false).lr);
+  if (grad_norm_ >= 0) p.set_grad_norm(grad_norm_);
   StepTimes* t = p.mutable_times();
   t->set_data_s(times_.data_s() / window_steps_);
   t->set_compute_s(times_.compute_s() / window_steps_);

@@ -144,6 +144,8 @@ class TrainingLoop : public Trainer {
     return (dist_ != nullptr ? dist_->replica_offset : 0) + r;
   }
   int64_t TotalSteps() const;
+  // Optimizer steps that `batches` batches per replica make.
+  int64_t StepsOf(int64_t batches) const;
   // Whether max_steps is reached: by this worker's steps, or with shared
   // data by rounds claimed.
   bool StepLimitReached() const {
@@ -161,6 +163,7 @@ class TrainingLoop : public Trainer {
   TrainResult result_;
   int64_t step_ = 0;  // this worker's steps
   int64_t steps_per_epoch_ = 1;
+  int64_t accumulation_ = 1;  // batches per replica per optimizer step
   int64_t epochs_ = 0;
   int64_t max_steps_ = 0;
   // Checkpointing and where a resumed run starts.
@@ -197,6 +200,8 @@ class TrainingLoop : public Trainer {
   int64_t window_samples_ = 0;
   absl::Time window_start_;
   int64_t bytes_reduced_ = 0;
+  // The last step's gradient norm before clipping (-1: not known).
+  double grad_norm_ = -1;
   absl::Time last_report_ = absl::InfinitePast();
   int64_t window_bytes_ = 0;  // all-reduced in the window, and the time
   double window_comm_s_ = 0;  // the collectives took

@@ -4,15 +4,18 @@
 // (worker/gpu/gpu_engine.cc, in the GPU plugin) implement it.
 //
 // A step, as the loop drives it:
-//   SeedStep(step)                    dropout draws depend on (seed, replica,
-//   step) exchange.BeginStep(...) ForwardBackward(plan, source, exchange)
-//                                     every replica takes a batch from
-//                                     `source`, runs forward, the loss and
-//                                     backward, and tells `exchange` as
-//                                     gradient ranges become final
+//   SeedStep(step)                dropout draws depend on (seed, replica,
+//                                 step)
+//   exchange.BeginStep(...)
+//   ForwardBackward(plan, source, exchange)
+//                                 every replica takes its plan.micro_batches
+//                                 batches from `source`, runs forward, the
+//                                 loss and backward on each, and tells
+//                                 `exchange` as ranges of the summed
+//                                 gradient become final
 //   exchange.Finish()
 //   Update(plan, ...) or exchange.Pull(...)
-//   Results()                         each replica's loss, correct, seen
+//   Results()                     each replica's loss, correct, seen
 //
 // An engine owns its replicas (one per CPU replica or GPU), their
 // parameters, gradients, optimizer state and BatchNorm statistics. It
@@ -44,6 +47,12 @@ class BatchSource {
   virtual ~BatchSource() = default;
   // Fills `batch` with replica r's next batch; false when it has none.
   virtual bool Next(int replica, Batch* batch) = 0;
+  // Batches replica r takes this step when the plan says `planned`: fewer
+  // where its share ends first (called before its first Next of a step).
+  virtual int Batches(int replica, int planned) {
+    (void)replica;
+    return planned;
+  }
 };
 
 struct StepPlan {
@@ -53,6 +62,11 @@ struct StepPlan {
   // Whether another step of this epoch follows (an engine that stages the
   // next batch during this step needs to know).
   bool more = false;
+  // Batches each replica takes this step (gradient accumulation; fewer than
+  // the spec's count only at the end of an epoch). Their gradients are
+  // summed weighted by their samples, and only the last one's backward
+  // pass tells the exchange that ranges are ready.
+  int micro_batches = 1;
 };
 
 // One replica's step.
@@ -100,6 +114,9 @@ class DeviceEngine {
   // Valid until the next step (engine-owned: no allocation per step).
   virtual absl::Span<const ReplicaResult> Results(const StepPlan& plan) = 0;
   virtual StepTiming timing() const = 0;
+  // The L2 norm of the last step's combined gradient before clipping
+  // (after Update); -1 where the engine does not compute it.
+  virtual double grad_norm() const { return -1; }
 
   // Evaluates the test set. With `across_workers`, every replica of the
   // job takes its share, BatchNorm statistics are averaged over the job

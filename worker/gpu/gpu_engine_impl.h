@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -192,6 +193,11 @@ class GpuEngine : public DeviceEngine {
                               bool combine_local) override;
   absl::Span<const ReplicaResult> Results(const StepPlan& plan) override;
   StepTiming timing() const override { return timing_; }
+  // GPU 0's averaged gradient (every GPU holds the same after the
+  // all-reduce).
+  double grad_norm() const override {
+    return std::sqrt(static_cast<double>(devices_[0].grad_squares));
+  }
   absl::StatusOr<EvalSums> Evaluate(const Dataset& test,
                                     bool across_workers) override;
   std::vector<std::pair<std::string, int64_t>> StateLayout() const override;
