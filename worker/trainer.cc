@@ -24,12 +24,6 @@ absl::Status CheckOptions(const JobSpec& spec, const TrainOptions& options) {
         "precision: BF16 is for GPU devices (--devices=gpu:all or gpu:I,J); "
         "CPU replicas train in FP32: remove the precision line or set FP32");
   }
-  if (!options.gpus.empty() && (spec.optimizer().clip_grad_norm() > 0 ||
-                                spec.optimizer().clip_grad_value() > 0)) {
-    return absl::UnimplementedError(
-        "optimizer.clip_grad_norm and clip_grad_value run on CPU replicas "
-        "only, for now: train with --devices=cpu:N, or remove them");
-  }
   if (!options.gpus.empty() && spec.gradient_accumulation_steps() > 1) {
     return absl::UnimplementedError(
         "gradient_accumulation_steps runs on CPU replicas only, for now: "

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "kernels/cuda/clip.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/elementwise_loss.h"
@@ -406,10 +407,11 @@ absl::Status GpuEngine::OptimizerStep(Device& d, double lr) {
         gpu::ScaleInPlace(d.model->grads(), n, 1.0f / TotalReplicas(), s));
   }
   // Read with the loss after the step: a NaN or infinity anywhere makes it
-  // non-finite (see Update).
+  // non-finite (see Update); and the norm before clipping.
   RETURN_IF_ERROR(SumSquaresAsync(
       d.model->grads(), n, d.result.data() + 1, d.reduce_workspace.data(),
       d.reduce_workspace.capacity() * sizeof(float), s));
+  RETURN_IF_ERROR(Clip(d));
   const OptimizerSpec& o = spec_.optimizer();
   if (o.kind() == OptimizerSpec::SGD) {
     return gpu::SgdStep(d.model->params(), d.model->grads(), d.momentum.data(),
@@ -418,6 +420,29 @@ absl::Status GpuEngine::OptimizerStep(Device& d, double lr) {
   return gpu::AdamStep(d.model->params(), d.model->grads(), d.adam_m.data(),
                        d.adam_v.data(), n, lr, adam_steps_, AdamOptionsOf(o),
                        s);
+}
+
+// clip_grad_value, then clip_grad_norm on the gradient that leaves (its
+// squares summed again into d.result[5] after value clipping), as the CPU
+// engine clips.
+absl::Status GpuEngine::Clip(Device& d) {
+  const OptimizerSpec& o = spec_.optimizer();
+  const int64_t n = d.model->flat_size();
+  const cudaStream_t s = d.context->stream();
+  const float* squares = d.result.data() + 1;
+  if (o.clip_grad_value() > 0) {
+    RETURN_IF_ERROR(
+        gpu::ClampInPlace(d.model->grads(), n, o.clip_grad_value(), s));
+    if (o.clip_grad_norm() > 0) {
+      RETURN_IF_ERROR(SumSquaresAsync(
+          d.model->grads(), n, d.result.data() + 5, d.reduce_workspace.data(),
+          d.reduce_workspace.capacity() * sizeof(float), s));
+      squares = d.result.data() + 5;
+    }
+  }
+  if (o.clip_grad_norm() <= 0) return absl::OkStatus();
+  return gpu::ClipToNormInPlace(d.model->grads(), n, squares,
+                                o.clip_grad_norm(), s);
 }
 
 absl::Status GpuEngine::EnqueueResult(Device& d) {

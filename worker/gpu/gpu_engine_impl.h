@@ -251,6 +251,7 @@ class GpuEngine : public DeviceEngine {
   absl::Status AllReduce(const std::function<float*(Device&)>& buffer,
                          int64_t count);
   absl::Status OptimizerStep(Device& d, double lr);
+  absl::Status Clip(Device& d);
   // Queues the copy of the loss and correct count to the host, then
   // [step done]; TakeResult waits for it and reads them.
   absl::Status EnqueueResult(Device& d);

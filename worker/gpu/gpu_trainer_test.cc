@@ -78,6 +78,26 @@ TEST(GpuTrainer, Float32ConvNetFollowsTheCpuTrainer) {
   EXPECT_LT(RelativeError(gpu.parameters, cpu.parameters), 1e-3);
 }
 
+// Issue 20: clipping by value and by global norm on the GPU follows the
+// CPU engine's clipping (the norm's scale computed on the device), with
+// limits that bite on every step: without clipping the runs would part.
+TEST(GpuTrainer, ClippedTrainingFollowsTheCpuTrainer) {
+  REQUIRE_GPU();
+  JobSpec spec = Spec(kLenetCifar);
+  spec.set_max_steps(30);
+  spec.mutable_optimizer()->set_clip_grad_value(0.02f);
+  spec.mutable_optimizer()->set_clip_grad_norm(0.1f);
+  const Outcome cpu = TrainOn(spec, {});
+  const Outcome gpu = TrainOn(spec, {0});
+  ASSERT_EQ(cpu.parameters.size(), gpu.parameters.size());
+  ASSERT_FALSE(gpu.parameters.empty());
+  EXPECT_LT(RelativeError(gpu.parameters, cpu.parameters), 1e-3);
+  spec.mutable_optimizer()->clear_clip_grad_value();
+  spec.mutable_optimizer()->clear_clip_grad_norm();
+  const Outcome unclipped = TrainOn(spec, {0});
+  EXPECT_GT(RelativeError(unclipped.parameters, gpu.parameters), 1e-2);
+}
+
 TEST(GpuTrainer, Bf16LearnsAsWellAsFloat32) {
   REQUIRE_GPU();
   JobSpec spec = Spec(kLenetCifar);

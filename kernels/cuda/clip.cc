@@ -1,0 +1,56 @@
+#include "kernels/cuda/clip.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "kernels/cuda/clip_launch.h"
+#include "kernels/cuda/cuda_status.h"
+
+namespace cohort {
+namespace gpu {
+namespace {
+
+absl::Status CheckBuffer(const char* what, const float* g, int64_t n) {
+  if (n < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": negative length ", n));
+  }
+  if (n > 0 && g == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": null gradient of ", n, " floats"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ClampInPlace(float* g, int64_t n, float limit,
+                          cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckBuffer("clamp", g, n));
+  if (!(limit > 0) || std::isinf(limit)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("clamp: the limit must be finite and > 0, got ", limit));
+  }
+  if (n == 0) return absl::OkStatus();
+  cuda_internal::LaunchClamp(g, n, limit, stream);
+  return LaunchStatus("clamp");
+}
+
+absl::Status ClipToNormInPlace(float* g, int64_t n, const float* sum_squares,
+                               double max_norm, cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckBuffer("clip to norm", g, n));
+  if (sum_squares == nullptr) {
+    return absl::InvalidArgumentError("clip to norm: null sum of squares");
+  }
+  if (!(max_norm > 0) || std::isinf(max_norm)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "clip to norm: max_norm must be finite and > 0, got ", max_norm));
+  }
+  if (n == 0) return absl::OkStatus();
+  cuda_internal::LaunchClipToNorm(g, n, sum_squares, max_norm, stream);
+  return LaunchStatus("clip to norm");
+}
+
+}  // namespace gpu
+}  // namespace cohort

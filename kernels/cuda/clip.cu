@@ -1,0 +1,61 @@
+// Gradient clipping kernels (see kernels/cuda/clip.h).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/clip_launch.h"
+
+namespace cohort {
+namespace cuda_internal {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65535;
+
+unsigned int Blocks(int64_t n) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  return static_cast<unsigned int>(blocks < 1 ? 1 : blocks);
+}
+
+__device__ int64_t FirstIndex() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__device__ int64_t GridStride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+__global__ void ClampKernel(float* g, int64_t n, float limit) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    g[i] = fminf(limit, fmaxf(-limit, g[i]));
+  }
+}
+
+// Every thread derives the same scale from the same scalar (one read each,
+// served from cache), which saves a kernel and a round trip.
+__global__ void ClipToNormKernel(float* g, int64_t n, const float* sum_squares,
+                                 double max_norm) {
+  const double norm = sqrt(static_cast<double>(*sum_squares));
+  const double ratio = max_norm / (norm + 1e-6);
+  if (!(ratio < 1.0)) return;  // within the norm (or NaN): unchanged
+  const float scale = static_cast<float>(ratio);
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    g[i] = __fmul_rn(g[i], scale);
+  }
+}
+
+}  // namespace
+
+void LaunchClamp(float* g, int64_t n, float limit, cudaStream_t stream) {
+  ClampKernel<<<Blocks(n), kThreads, 0, stream>>>(g, n, limit);
+}
+
+void LaunchClipToNorm(float* g, int64_t n, const float* sum_squares,
+                      double max_norm, cudaStream_t stream) {
+  ClipToNormKernel<<<Blocks(n), kThreads, 0, stream>>>(g, n, sum_squares,
+                                                       max_norm);
+}
+
+}  // namespace cuda_internal
+}  // namespace cohort
