@@ -705,5 +705,29 @@ TEST(ParseJobSpec, FillsImageFolderDefaults) {
   EXPECT_EQ(again.SerializeAsString(), f.SerializeAsString());
 }
 
+// Issue 20: gradient accumulation.
+TEST(ParseJobSpec, ChecksGradientAccumulationSteps) {
+  EXPECT_EQ(ErrorOf(Valid("gradient_accumulation_steps: 4\n")), "OK");
+  EXPECT_EQ(ErrorOf(Valid("gradient_accumulation_steps: -2\n")),
+            "jobs/x.textproto:6:1: gradient_accumulation_steps must be >= 0, "
+            "got -2");
+  EXPECT_EQ(ErrorOf(Valid("gradient_accumulation_steps: 100000\n")),
+            "jobs/x.textproto:6:1: gradient_accumulation_steps must be <= "
+            "65536, got 100000");
+}
+
+TEST(DescribeJobSpec, NamesAccumulation) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(Valid("gradient_accumulation_steps: 4\n"), kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(DescribeJobSpec(*spec), HasSubstr("batch 32 x 4 accumulated"));
+  // 1 trains as 0 (off), so its checkpoints are the same job's.
+  JobSpec one = *spec, off = *spec;
+  one.set_gradient_accumulation_steps(1);
+  off.clear_gradient_accumulation_steps();
+  EXPECT_EQ(TrainingHash(one), TrainingHash(off));
+  EXPECT_NE(TrainingHash(*spec), TrainingHash(off));
+}
+
 }  // namespace
 }  // namespace cohort
