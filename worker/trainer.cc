@@ -24,11 +24,6 @@ absl::Status CheckOptions(const JobSpec& spec, const TrainOptions& options) {
         "precision: BF16 is for GPU devices (--devices=gpu:all or gpu:I,J); "
         "CPU replicas train in FP32: remove the precision line or set FP32");
   }
-  if (!options.gpus.empty() && spec.gradient_accumulation_steps() > 1) {
-    return absl::UnimplementedError(
-        "gradient_accumulation_steps runs on CPU replicas only, for now: "
-        "train with --devices=cpu:N, or raise batch_size instead");
-  }
   if (options.replicas < 1) {
     return absl::InvalidArgumentError("replicas must be at least 1");
   }

@@ -193,19 +193,6 @@ TEST(Trainer, ModelThatDoesNotFitTheDataIsRejected) {
       << r.status();
 }
 
-TEST(Trainer, AccumulationOnGpuWorkersIsRefusedNamingTheFix) {
-  JobSpec spec = Spec(kSyntheticMlp);
-  spec.set_gradient_accumulation_steps(2);
-  TrainOptions o;
-  o.quiet = true;
-  o.gpus = {0};
-  absl::StatusOr<TrainResult> r = Train(spec, o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(r.status().message().find("--devices=cpu:N"), std::string::npos)
-      << r.status();
-}
-
 TEST(Trainer, Bf16OnCpuReplicasIsRefusedNamingTheFix) {
   JobSpec spec = Spec(std::string(kSyntheticMlp) + "precision: BF16\n");
   TrainOptions o;

@@ -12,10 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "kernels/cuda/clip.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/elementwise_loss.h"
+#include "kernels/cuda/grad_ops.h"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/memory.h"
 #include "kernels/cuda/ops.h"
@@ -152,8 +152,14 @@ absl::Status GpuEngine::SetupDevice(int i) {
   RETURN_IF_ERROR(d.reduce_workspace.Reserve(static_cast<int64_t>(
       ReduceWorkspaceBytes(d.model->flat_size()) / 4 + 2)));
   RETURN_IF_ERROR(d.pair.Reserve(EvalSums::kCount));
+  // One result block per accumulated batch (EnqueueResult).
+  const int64_t batches = std::max(1, spec_.gradient_accumulation_steps());
+  if (batches > 1) {
+    RETURN_IF_ERROR(
+        d.accumulated.Reserve(std::max<int64_t>(1, d.model->flat_size())));
+  }
   ASSIGN_OR_RETURN(d.staged_result,
-                   PinnedBuffer<float>::Allocate(pinned_.get(), 4));
+                   PinnedBuffer<float>::Allocate(pinned_.get(), 4 * batches));
   ASSIGN_OR_RETURN(CudaStream copy, CudaStream::Create(d.ordinal));
   d.copy.emplace(std::move(copy));
   ASSIGN_OR_RETURN(d.step_done, Event::Create());
@@ -305,7 +311,11 @@ absl::Status GpuEngine::Prefetch(Device& d) {
   return absl::OkStatus();
 }
 
-absl::Status GpuEngine::Launch(Device& d) {
+// Batch `k` of the step's `batches`: forward, loss and backward (queued).
+// Before the last batch the gradient joins d.accumulated (weighted by its
+// samples) and its loss is copied out; the last one's backward finishes the
+// step's mean gradient range by range, ahead of each bucket's all-reduce.
+absl::Status GpuEngine::Launch(Device& d, int k, int batches) {
   if (d.ready_slot < 0) {
     return absl::InternalError(
         absl::StrCat("GPU ", d.ordinal, ": no batch staged for the step"));
@@ -317,26 +327,58 @@ absl::Status GpuEngine::Launch(Device& d) {
   RETURN_IF_ERROR(
       d.model->Forward(slot.input.data(), slot.n, Mode::kTrain).status());
   RETURN_IF_ERROR(LossOf(d, slot, /*gradient=*/true));
-  d.seen = slot.n;
-  d.skipped = slot.skipped;
-  if (nccl_ != nullptr) {
+  if (k == 0) {
+    d.seen = d.skipped = d.accumulated_samples = 0;
+    d.batch_samples.clear();
+  }
+  d.seen += slot.n;
+  d.skipped += slot.skipped;
+  d.batch_samples.push_back(slot.n);
+  if (k + 1 < batches) {
+    RETURN_IF_ERROR(d.model->Backward(d.grad_out.data()));
+    RETURN_IF_ERROR(gpu::AccumulateScaled(
+        d.model->grads(), d.model->flat_size(), static_cast<float>(slot.n),
+        k == 0, d.accumulated.data(), s));
+    d.accumulated_samples += slot.n;
+    RETURN_IF_ERROR(CopyResult(d, k));
+  } else if (nccl_ != nullptr) {
     RETURN_IF_ERROR(BackwardInBuckets(d));
   } else {
     RETURN_IF_ERROR(d.model->Backward(d.grad_out.data()));
+    RETURN_IF_ERROR(FinishAccumulated(d, 0, d.model->flat_size()));
   }
   return Record(slot.consumed, s, "input slot read");
+}
+
+// The step's mean gradient over [begin, end) once its last batch's is
+// there (nothing without accumulation).
+absl::Status GpuEngine::FinishAccumulated(Device& d, int64_t begin,
+                                          int64_t end) {
+  if (d.accumulated_samples == 0 || begin >= end) return absl::OkStatus();
+  const int64_t last = d.batch_samples.back();
+  return gpu::FinishAccumulated(
+      d.accumulated.data() + begin, end - begin, static_cast<float>(last),
+      1.0f / static_cast<float>(d.accumulated_samples + last),
+      d.model->grads() + begin, d.context->stream());
 }
 
 absl::Status GpuEngine::BackwardInBuckets(Device& d) {
   d.planner->Reset();
   d.buckets.clear();
   absl::Status closing;
+  int64_t end = d.model->flat_size();
+  auto finish = [&](int64_t begin) {
+    if (closing.ok()) closing = FinishAccumulated(d, begin, end);
+    end = std::min(end, begin);
+  };
   auto close = [&](const std::optional<GradientBucket>& b) {
     if (b.has_value() && closing.ok()) closing = CloseBucket(d, *b);
   };
   RETURN_IF_ERROR(d.model->Backward(d.grad_out.data(), [&](int64_t offset) {
+    finish(offset);
     close(d.planner->Ready(offset));
   }));
+  finish(0);
   close(d.planner->Finish());
   RETURN_IF_ERROR(d.planner->status());
   return closing;
@@ -445,22 +487,43 @@ absl::Status GpuEngine::Clip(Device& d) {
                                 o.clip_grad_norm(), s);
 }
 
-absl::Status GpuEngine::EnqueueResult(Device& d) {
-  const cudaStream_t s = d.context->stream();
-  RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpyAsync(d.staged_result.data(), d.result.data(),
-                                 4 * sizeof(float), cudaMemcpyDeviceToHost, s),
-                 "reading the loss"));
-  return Record(d.step_done, s, "step done");
+// Batch k's loss and correct count (and, for the last, the gradient's
+// sum of squares) into block k of the staged result.
+absl::Status GpuEngine::CopyResult(Device& d, int k) {
+  return CudaStatus(
+      cudaMemcpyAsync(d.staged_result.data() + 4 * k, d.result.data(),
+                      4 * sizeof(float), cudaMemcpyDeviceToHost,
+                      d.context->stream()),
+      "reading the loss");
 }
 
+absl::Status GpuEngine::EnqueueResult(Device& d) {
+  const int last = static_cast<int>(d.batch_samples.size()) - 1;
+  RETURN_IF_ERROR(CopyResult(d, std::max(0, last)));
+  return Record(d.step_done, d.context->stream(), "step done");
+}
+
+// The step's loss over its batches, weighted by their samples as one larger
+// batch's mean would be.
 absl::Status GpuEngine::TakeResult(Device& d) {
   RETURN_IF_ERROR(
       CudaStatus(cudaEventSynchronize(d.step_done.get()),
                  absl::StrCat("GPU ", d.ordinal, ": waiting for the step")));
-  d.loss = d.staged_result.data()[0];
-  d.grad_squares = d.staged_result.data()[1];
-  std::memcpy(&d.correct, d.staged_result.data() + 2, sizeof(int64_t));
+  const float* staged = d.staged_result.data();
+  const int batches = std::max<int>(1, d.batch_samples.size());
+  double loss = 0;
+  d.correct = 0;
+  for (int k = 0; k < batches; ++k) {
+    const int64_t n = k < static_cast<int>(d.batch_samples.size())
+                          ? d.batch_samples[k]
+                          : d.seen;
+    loss += static_cast<double>(staged[4 * k]) * n;
+    int64_t correct = 0;
+    std::memcpy(&correct, staged + 4 * k + 2, sizeof(int64_t));
+    d.correct += correct;
+  }
+  d.loss = d.seen > 0 ? static_cast<float>(loss / d.seen) : 0.0f;
+  d.grad_squares = staged[4 * (batches - 1) + 1];
   return absl::OkStatus();
 }
 
@@ -480,16 +543,24 @@ void GpuEngine::SeedStep(int64_t) {}
 // Enqueues forward, loss and backward on every GPU (the first step of an
 // epoch stages its batch first); the exchange's Finish() then issues the
 // all-reduces.
-absl::Status GpuEngine::ForwardBackward(const StepPlan&, BatchSource& source,
+absl::Status GpuEngine::ForwardBackward(const StepPlan& plan,
+                                        BatchSource& source,
                                         GradientExchange&) {
   const absl::Time start = absl::Now();
   if (source_ != &source) {
     source_ = &source;
     for (Device& d : devices_) d.ready_slot = -1;
   }
-  RETURN_IF_ERROR(OnEveryGpu([this](Device& d) -> absl::Status {
-    if (d.ready_slot < 0) RETURN_IF_ERROR(Prefetch(d));
-    return Launch(d);
+  RETURN_IF_ERROR(OnEveryGpu([this, &plan](Device& d) -> absl::Status {
+    const int replica = static_cast<int>(&d - devices_.data());
+    const int batches = source_->Batches(replica, plan.micro_batches);
+    for (int k = 0; k < batches; ++k) {
+      if (d.ready_slot < 0) RETURN_IF_ERROR(Prefetch(d));
+      RETURN_IF_ERROR(Launch(d, k, batches));
+      // The step's next batch uploads while the GPU works on this one.
+      if (k + 1 < batches) RETURN_IF_ERROR(Prefetch(d));
+    }
+    return absl::OkStatus();
   }));
   timing_.compute_s = absl::ToDoubleSeconds(absl::Now() - start);
   return absl::OkStatus();

@@ -143,14 +143,20 @@ struct Device {
   Slot slots[2];
   int next_slot = 0;    // the slot the next Stage fills
   int ready_slot = -1;  // the slot holding the next step's batch, or -1
-  PinnedBuffer<float> staged_result;  // loss, then correct as a float pair
-  Event step_done;                    // compute stream, after the result copy
+  // Per batch of the step: loss, squares, then correct as a float pair.
+  PinnedBuffer<float> staged_result;
+  Event step_done;  // compute stream, after the result copy
   // result: the loss, the gradient's sum of squares, the int64 correct
   // count, and scratch for a loss nobody reads (see LossOf).
   DeviceFloats grad_out, workspace, result, pair;
   DeviceFloats element_workspace;  // an elementwise loss's partial sums
   DeviceFloats reduce_workspace;   // the gradient's sum of squares
   DeviceFloats momentum, adam_m, adam_v;
+  // Gradient accumulation: the step's earlier batches' gradients, each times
+  // its samples; their samples; every batch's samples this step.
+  DeviceFloats accumulated;
+  int64_t accumulated_samples = 0;
+  std::vector<int64_t> batch_samples;
   int64_t capacity = 0;  // samples grad_out and the workspaces hold
   // With NCCL: the communication stream and this step's gradient buckets,
   // in backward order, each with its event on the compute stream.
@@ -239,7 +245,8 @@ class GpuEngine : public DeviceEngine {
   absl::Status Prefetch(Device& d);
   // Forward, loss and backward of the staged batch (queued); with NCCL,
   // records an event as each gradient bucket closes.
-  absl::Status Launch(Device& d);
+  absl::Status Launch(Device& d, int k, int batches);
+  absl::Status FinishAccumulated(Device& d, int64_t begin, int64_t end);
   absl::Status BackwardInBuckets(Device& d);
   absl::Status CloseBucket(Device& d, const GradientBucket& b);
   // The job's loss (spec_.loss(), label_smoothing, huber_delta) of the last
@@ -255,6 +262,7 @@ class GpuEngine : public DeviceEngine {
   // Queues the copy of the loss and correct count to the host, then
   // [step done]; TakeResult waits for it and reads them.
   absl::Status EnqueueResult(Device& d);
+  absl::Status CopyResult(Device& d, int k);
   absl::Status TakeResult(Device& d);
   absl::Status AverageBuffers();
   absl::Status EvaluateOn(Device& d, const Dataset& test);

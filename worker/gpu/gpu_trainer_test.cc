@@ -98,6 +98,29 @@ TEST(GpuTrainer, ClippedTrainingFollowsTheCpuTrainer) {
   EXPECT_GT(RelativeError(unclipped.parameters, gpu.parameters), 1e-2);
 }
 
+// Issue 20: 4 accumulated batches of 16 on a GPU train as the CPU trainer
+// accumulating them does, and as one GPU batch of 64 (the epoch's 4096
+// samples divide, so every step is whole).
+TEST(GpuTrainer, AccumulationFollowsTheCpuTrainerAndTheLargerBatch) {
+  REQUIRE_GPU();
+  JobSpec spec = Spec(kLenetCifar);
+  spec.set_max_steps(20);
+  spec.set_batch_size(16);
+  spec.set_gradient_accumulation_steps(4);
+  const Outcome cpu = TrainOn(spec, {});
+  const Outcome gpu = TrainOn(spec, {0});
+  ASSERT_FALSE(gpu.parameters.empty());
+  EXPECT_EQ(gpu.result.steps, 20);
+  EXPECT_EQ(gpu.result.samples, 20 * 64);
+  EXPECT_LT(RelativeError(gpu.parameters, cpu.parameters), 1e-3);
+  EXPECT_NEAR(gpu.result.final_loss, cpu.result.final_loss,
+              1e-3 * cpu.result.final_loss);
+  spec.set_batch_size(64);
+  spec.clear_gradient_accumulation_steps();
+  const Outcome big = TrainOn(spec, {0});
+  EXPECT_LT(RelativeError(gpu.parameters, big.parameters), 1e-3);
+}
+
 TEST(GpuTrainer, Bf16LearnsAsWellAsFloat32) {
   REQUIRE_GPU();
   JobSpec spec = Spec(kLenetCifar);

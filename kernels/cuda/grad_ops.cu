@@ -1,9 +1,9 @@
-// Gradient clipping kernels (see kernels/cuda/clip.h).
+// Gradient clipping kernels (see kernels/cuda/grad_ops.h).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/clip_launch.h"
+#include "kernels/cuda/grad_ops_launch.h"
 
 namespace cohort {
 namespace cuda_internal {
@@ -45,7 +45,36 @@ __global__ void ClipToNormKernel(float* g, int64_t n, const float* sum_squares,
   }
 }
 
+// The CPU engine's arithmetic, operation for operation (worker/engine/
+// cpu_engine.cc: Accumulate, FinishAccumulated), without fused multiply-adds.
+__global__ void AccumulateKernel(const float* g, int64_t n, float weight,
+                                 bool first, float* acc) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    const float w = __fmul_rn(weight, g[i]);
+    acc[i] = first ? w : __fadd_rn(acc[i], w);
+  }
+}
+
+__global__ void FinishAccumulatedKernel(const float* acc, int64_t n,
+                                        float weight, float scale, float* g) {
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    g[i] = __fmul_rn(__fadd_rn(acc[i], __fmul_rn(weight, g[i])), scale);
+  }
+}
+
 }  // namespace
+
+void LaunchAccumulate(const float* g, int64_t n, float weight, bool first,
+                      float* acc, cudaStream_t stream) {
+  AccumulateKernel<<<Blocks(n), kThreads, 0, stream>>>(g, n, weight, first,
+                                                       acc);
+}
+
+void LaunchFinishAccumulated(const float* acc, int64_t n, float weight,
+                             float scale, float* g, cudaStream_t stream) {
+  FinishAccumulatedKernel<<<Blocks(n), kThreads, 0, stream>>>(acc, n, weight,
+                                                              scale, g);
+}
 
 void LaunchClamp(float* g, int64_t n, float limit, cudaStream_t stream) {
   ClampKernel<<<Blocks(n), kThreads, 0, stream>>>(g, n, limit);

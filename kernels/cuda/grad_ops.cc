@@ -1,11 +1,11 @@
-#include "kernels/cuda/clip.h"
+#include "kernels/cuda/grad_ops.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "kernels/cuda/clip_launch.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/grad_ops_launch.h"
 
 namespace cohort {
 namespace gpu {
@@ -50,6 +50,28 @@ absl::Status ClipToNormInPlace(float* g, int64_t n, const float* sum_squares,
   if (n == 0) return absl::OkStatus();
   cuda_internal::LaunchClipToNorm(g, n, sum_squares, max_norm, stream);
   return LaunchStatus("clip to norm");
+}
+
+absl::Status AccumulateScaled(const float* g, int64_t n, float weight,
+                              bool first, float* acc, cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckBuffer("accumulate", g, n));
+  RETURN_IF_ERROR(CheckBuffer("accumulate (sum)", acc, n));
+  if (!(weight > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accumulate: the weight must be > 0, got ", weight));
+  }
+  if (n == 0) return absl::OkStatus();
+  cuda_internal::LaunchAccumulate(g, n, weight, first, acc, stream);
+  return LaunchStatus("accumulate");
+}
+
+absl::Status FinishAccumulated(const float* acc, int64_t n, float weight,
+                               float scale, float* g, cudaStream_t stream) {
+  RETURN_IF_ERROR(CheckBuffer("finish accumulated", g, n));
+  RETURN_IF_ERROR(CheckBuffer("finish accumulated (sum)", acc, n));
+  if (n == 0) return absl::OkStatus();
+  cuda_internal::LaunchFinishAccumulated(acc, n, weight, scale, g, stream);
+  return LaunchStatus("finish accumulated");
 }
 
 }  // namespace gpu

@@ -1,7 +1,7 @@
-// The clipping kernels against the CPU engine's arithmetic (written out
-// here in double: kernels/ may not depend on worker/), on a GPU; skipped,
-// naming why, elsewhere. Argument checks run everywhere.
-#include "kernels/cuda/clip.h"
+// The clipping and accumulation kernels against the CPU engine's arithmetic
+// (written out here in double: kernels/ may not depend on worker/), on a GPU;
+// skipped, naming why, elsewhere. Argument checks run everywhere.
+#include "kernels/cuda/grad_ops.h"
 
 #include <cuda_runtime_api.h>
 
@@ -91,6 +91,41 @@ TEST(GpuClip, ClipToNormScalesToTheNormOnlyAboveIt) {
   }
 }
 
+// Two batches of 3 and 5 samples joined to a third of 2, against the same
+// float operations on the host (which may fuse a multiply-add, -mfma: so
+// to a few units in the last place, not bit for bit).
+TEST(GpuAccumulate, MatchesTheCpuArithmetic) {
+  REQUIRE_GPU();
+  const int64_t n = 70001;
+  const std::vector<float> a = Values(n), b = OnDevice(a, [](float*) {});
+  std::vector<float> c(n);
+  for (int64_t i = 0; i < n; ++i) c[i] = a[(i * 7) % n] - a[(i * 3) % n];
+  std::vector<float> want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    float acc = 3.0f * a[i];
+    acc += 5.0f * c[i];
+    want[i] = (acc + 2.0f * a[(i * 11) % n]) * (1.0f / 10.0f);
+  }
+  std::vector<float> last(n);
+  for (int64_t i = 0; i < n; ++i) last[i] = a[(i * 11) % n];
+  float* acc = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&acc), n * sizeof(float)),
+            cudaSuccess);
+  std::vector<float> got = OnDevice(a, [&](float* d) {
+    ASSERT_TRUE(gpu::AccumulateScaled(d, n, 3.0f, true, acc, nullptr).ok());
+  });
+  got = OnDevice(c, [&](float* d) {
+    ASSERT_TRUE(gpu::AccumulateScaled(d, n, 5.0f, false, acc, nullptr).ok());
+  });
+  got = OnDevice(last, [&](float* d) {
+    ASSERT_TRUE(
+        gpu::FinishAccumulated(acc, n, 2.0f, 1.0f / 10.0f, d, nullptr).ok());
+  });
+  cudaFree(acc);
+  for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 1e-7) << i;
+  EXPECT_EQ(b, a);
+}
+
 TEST(GpuClip, BadArgumentsAreRefusedBeforeTheDevice) {
   float x = 0;
   EXPECT_FALSE(gpu::ClampInPlace(&x, 1, 0.0f, nullptr).ok());
@@ -98,6 +133,10 @@ TEST(GpuClip, BadArgumentsAreRefusedBeforeTheDevice) {
   EXPECT_FALSE(gpu::ClipToNormInPlace(&x, 1, nullptr, 1.0, nullptr).ok());
   EXPECT_FALSE(gpu::ClipToNormInPlace(&x, 1, &x, -1.0, nullptr).ok());
   EXPECT_FALSE(gpu::ClipToNormInPlace(&x, -1, &x, 1.0, nullptr).ok());
+  EXPECT_FALSE(gpu::AccumulateScaled(&x, 1, 0.0f, true, &x, nullptr).ok());
+  EXPECT_FALSE(gpu::AccumulateScaled(&x, 1, 1.0f, true, nullptr, nullptr).ok());
+  EXPECT_FALSE(
+      gpu::FinishAccumulated(nullptr, 1, 1.0f, 1.0f, &x, nullptr).ok());
 }
 
 }  // namespace
