@@ -176,15 +176,33 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
       for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
         const T* r = x + c * cs + s * ns;
         const T* d = dy + c * cs + s * ns;
-        for (int64_t p = 0; p < p_count; ++p) {
-          const double xh = (r[p] - mean) * invstd;
-          const int64_t k = per_element_ ? c * p_count + p : c;
-          const double w = affine ? static_cast<double>(weight_[k]) : 1.0;
-          sum_gy += d[p] * w;
-          sum_gy_xh += d[p] * w * xh;
+        if (affine && per_element_) {
+          // Weight and its gradient per element: branch-free rows.
+          const T* w = weight_.data() + c * p_count;
+          double* wa = weight_acc_.data() + c * p_count;
+          double* ba = bias_acc_.data() + c * p_count;
+          for (int64_t p = 0; p < p_count; ++p) {
+            const double xh = (r[p] - mean) * invstd;
+            const double gy = static_cast<double>(d[p]) * w[p];
+            sum_gy += gy;
+            sum_gy_xh += gy * xh;
+            wa[p] += d[p] * xh;
+            ba[p] += d[p];
+          }
+        } else {
+          // One weight for the channel (1 without affine).
+          double dy_xh = 0, dy_sum = 0;
+          for (int64_t p = 0; p < p_count; ++p) {
+            const double xh = (r[p] - mean) * invstd;
+            dy_xh += d[p] * xh;
+            dy_sum += d[p];
+          }
+          const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
+          sum_gy += w * dy_sum;
+          sum_gy_xh += w * dy_xh;
           if (affine) {
-            weight_acc_[k] += d[p] * xh;
-            bias_acc_[k] += d[p];
+            weight_acc_[c] += dy_xh;
+            bias_acc_[c] += dy_sum;
           }
         }
       }
@@ -194,11 +212,19 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
         const T* r = x + c * cs + s * ns;
         const T* d = dy + c * cs + s * ns;
         T* o = grad_in->data() + c * cs + s * ns;
-        for (int64_t p = 0; p < p_count; ++p) {
-          const double xh = (r[p] - mean) * invstd;
-          const int64_t k = per_element_ ? c * p_count + p : c;
-          const double w = affine ? static_cast<double>(weight_[k]) : 1.0;
-          o[p] = static_cast<T>(invstd * (d[p] * w - a - xh * b));
+        if (affine && per_element_) {
+          const T* w = weight_.data() + c * p_count;
+          for (int64_t p = 0; p < p_count; ++p) {
+            const double xh = (r[p] - mean) * invstd;
+            o[p] = static_cast<T>(
+                invstd * (static_cast<double>(d[p]) * w[p] - a - xh * b));
+          }
+        } else {
+          const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
+          for (int64_t p = 0; p < p_count; ++p) {
+            const double xh = (r[p] - mean) * invstd;
+            o[p] = static_cast<T>(invstd * (d[p] * w - a - xh * b));
+          }
         }
       }
     }
