@@ -133,6 +133,51 @@ absl::StatusOr<Inferred> InferPool(const PoolSpec& p, const Shape& in) {
   return r;
 }
 
+absl::StatusOr<Inferred> InferPool1d(const PoolSpec& p, const Shape& in) {
+  const int64_t stride = p.stride() > 0 ? p.stride() : p.kernel();
+  if (p.kernel() < 1 || p.stride() < 0 || p.padding() < 0 ||
+      2 * int64_t{p.padding()} > p.kernel()) {
+    return Unfit(absl::StrCat(
+        "kernel must be at least 1, stride not negative and padding in "
+        "[0, kernel / 2], got ",
+        p.kernel(), ", ", p.stride(), " and ", p.padding()));
+  }
+  if (in.size() != 2) return Unfit("it expects a per-sample input [C, L]");
+  if (in[1] > std::numeric_limits<int32_t>::max()) {
+    return Unfit("an input row is too long for int32 indices");
+  }
+  const CheckedInt padded = CheckedInt(in[1]) + CheckedInt(2) * p.padding();
+  if (padded < CheckedInt(p.kernel())) {
+    return Unfit(absl::StrCat("the kernel ", p.kernel(),
+                              " does not fit the padded input"));
+  }
+  Inferred r;
+  r.output = {in[0], Positions(padded, p.kernel(), stride)};
+  return r;
+}
+
+// LayerNorm: weight and bias of the per-sample shape; GroupNorm: per
+// channel (a flat input's features), and the groups must divide them.
+absl::StatusOr<Inferred> InferNorm(const Shape& in, bool affine,
+                                   int64_t groups) {
+  if (in.empty() || in.size() > 3) {
+    return Unfit("it expects a per-sample input [F], [C, L] or [C, H, W]");
+  }
+  Inferred r;
+  r.output = Checked(in);
+  if (groups > 0) {
+    if (in[0] % groups != 0) {
+      return Unfit(absl::StrCat("groups (", groups,
+                                ") must divide the channels (", in[0], ")"));
+    }
+    if (affine) r.params = {in[0], in[0]};
+  } else if (affine) {
+    const CheckedInt n = Elements(Checked(in));
+    r.params = {n, n};
+  }
+  return r;
+}
+
 absl::StatusOr<Inferred> InferGlobalPool(const Shape& in) {
   if (in.size() != 2 && in.size() != 3) {
     return Unfit("it expects a per-sample input [C, H, W] or [C, L]");
@@ -253,6 +298,23 @@ absl::StatusOr<Inferred> InferKind(const LayerSpec& l, const Shape& in) {
       return InferFlatten(in);
     case LayerSpec::kResidual:
       return InferResidual(l.residual(), in);
+    case LayerSpec::kMaxpool1D:
+      return InferPool1d(l.maxpool1d(), in);
+    case LayerSpec::kAvgpool1D:
+      return InferPool1d(l.avgpool1d(), in);
+    case LayerSpec::kLayernorm:
+      return InferNorm(in, !l.layernorm().no_affine(), 0);
+    case LayerSpec::kGroupnorm:
+      if (l.groupnorm().groups() < 1) {
+        return Unfit(absl::StrCat("groups must be positive, got ",
+                                  l.groupnorm().groups()));
+      }
+      return InferNorm(in, !l.groupnorm().no_affine(), l.groupnorm().groups());
+    case LayerSpec::kGelu:
+    case LayerSpec::kSilu:
+    case LayerSpec::kTanh:
+    case LayerSpec::kSigmoid:
+    case LayerSpec::kLeakyRelu:
     case LayerSpec::kRelu:
     case LayerSpec::kDropout: {
       Inferred r;

@@ -68,6 +68,12 @@ struct ModelSizes {
   std::vector<int64_t> PaddedParamSizes() const;
 };
 
+// LeakyReLU's negative slope: as written, else PyTorch's 0.01. One
+// definition for the CPU and GPU layers and the exports.
+inline double LeakyReluSlope(const LeakyReluSpec& s) {
+  return s.has_negative_slope() ? s.negative_slope() : 0.01;
+}
+
 // "layer 3 (linear)": how messages name layer `index` of kind `kind`.
 std::string LayerName(int index, const std::string& kind);
 

@@ -172,6 +172,18 @@ absl::Status CheckLayer(const LayerSpec& l, const Scope& model, int index) {
       return CheckPool(l.maxpool2d(), s);
     case LayerSpec::kAvgpool2D:
       return CheckPool(l.avgpool2d(), s);
+    case LayerSpec::kMaxpool1D:
+      return CheckPool(l.maxpool1d(), s);
+    case LayerSpec::kAvgpool1D:
+      return CheckPool(l.avgpool1d(), s);
+    case LayerSpec::kLayernorm:
+      // 0 is the default (1e-5); a negative eps would divide by zero.
+      return NonNegative(s, l.layernorm(), "eps", l.layernorm().eps());
+    case LayerSpec::kGroupnorm: {
+      const GroupNormSpec& g = l.groupnorm();
+      RETURN_IF_ERROR(Positive(s, g, "groups", g.groups()));
+      return NonNegative(s, g, "eps", g.eps());
+    }
     case LayerSpec::kDropout:
       return UnitInterval(s, l.dropout(), "p", l.dropout().p());
     case LayerSpec::kResidual: {

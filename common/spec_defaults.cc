@@ -34,6 +34,24 @@ void FillLayerDefaults(LayerSpec* l) {
       if (p->stride() == 0) p->set_stride(p->kernel());
       break;
     }
+    case LayerSpec::kMaxpool1D:
+    case LayerSpec::kAvgpool1D: {
+      PoolSpec* p =
+          l->has_maxpool1d() ? l->mutable_maxpool1d() : l->mutable_avgpool1d();
+      if (p->stride() == 0) p->set_stride(p->kernel());
+      break;
+    }
+    case LayerSpec::kLeakyRelu:
+      if (!l->leaky_relu().has_negative_slope()) {
+        l->mutable_leaky_relu()->set_negative_slope(0.01f);
+      }
+      break;
+    case LayerSpec::kLayernorm:
+      if (l->layernorm().eps() == 0) l->mutable_layernorm()->set_eps(1e-5f);
+      break;
+    case LayerSpec::kGroupnorm:
+      if (l->groupnorm().eps() == 0) l->mutable_groupnorm()->set_eps(1e-5f);
+      break;
     case LayerSpec::kResidual:
       if (l->residual().stride() == 0) l->mutable_residual()->set_stride(1);
       break;

@@ -437,6 +437,71 @@ TEST(LoadJobSpec, ReadsFileAndNamesItInErrors) {
 // Sizes (common/model_sizes.h) are the spec's business: a layer whose input
 // does not fit, an unknown zoo model or sizes past 2^63 bytes point into
 // the file.
+// Issue 20's layers, on samples of shape [6, 30] (line 4 is the first
+// layer).
+TEST(ParseJobSpec, ChecksTheNewLayerKinds) {
+  auto with = [](const std::string& layers) {
+    return "batch_size: 8\nmax_steps: 10\nmodel {\n" + layers +
+           "}\noptimizer { lr: 0.01 }\n"
+           "data { kind: SYNTHETIC synthetic { shape: [6, 30] } }\n";
+  };
+  struct Case {
+    std::string layers;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"  layers { leaky_relu { negative_slope: inf } }\n",
+       "4:25: model.layers[0].leaky_relu.negative_slope must be finite, got "
+       "inf"},
+      {"  layers { layernorm { eps: -1 } }\n",
+       "4:24: model.layers[0].layernorm.eps must be >= 0, got -1"},
+      {"  layers { groupnorm { groups: 0 } }\n",
+       "4:24: model.layers[0].groupnorm.groups must be > 0, got 0"},
+      {"  layers { groupnorm { eps: 0.1 } }\n",
+       "4:12: model.layers[0].groupnorm.groups must be > 0, got 0 (missing)"},
+      {"  layers { groupnorm { groups: 2 eps: -0.5 } }\n",
+       "4:34: model.layers[0].groupnorm.eps must be >= 0, got -0.5"},
+      {"  layers { groupnorm { groups: 4 } }\n",
+       "4:3: layer 0 (groupnorm) cannot take input of shape [6, 30]: groups "
+       "(4) must divide the channels (6)"},
+      {"  layers { maxpool1d { kernel: 0 } }\n",
+       "4:24: model.layers[0].maxpool1d.kernel must be > 0, got 0"},
+      {"  layers { avgpool1d { kernel: 2 padding: 2 } }\n",
+       "4:34: model.layers[0].avgpool1d.padding must be <= kernel / 2 (1), "
+       "got 2"},
+      {"  layers { maxpool1d { kernel: 3 stride: -1 } }\n",
+       "4:34: model.layers[0].maxpool1d.stride must be >= 0, got -1"},
+      {"  layers { maxpool1d { kernel: 40 padding: 2 } }\n",
+       "4:3: layer 0 (maxpool1d) cannot take input of shape [6, 30]: the "
+       "kernel 40 does not fit the padded input"},
+      {"  layers { flatten {} }\n  layers { avgpool1d { kernel: 2 } }\n",
+       "5:3: layer 1 (avgpool1d) cannot take input of shape [180]: it expects "
+       "a per-sample input [C, L]"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ErrorOf(with(c.layers)), std::string(kFile) + ":" + c.error)
+        << c.layers;
+  }
+  // Every kind on fitting input, and the defaults the spec then records.
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      with("  layers { gelu {} } layers { silu {} } layers { tanh {} }\n"
+           "  layers { sigmoid {} } layers { leaky_relu {} }\n"
+           "  layers { leaky_relu { negative_slope: 0 } }\n"
+           "  layers { layernorm {} } layers { groupnorm { groups: 3 } }\n"
+           "  layers { maxpool1d { kernel: 3 stride: 2 padding: 1 } }\n"
+           "  layers { avgpool1d { kernel: 2 } }\n"
+           "  layers { gelu { tanh_approximation: true } }\n"),
+      kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const ModelSpec& m = spec->model();
+  EXPECT_FLOAT_EQ(m.layers(4).leaky_relu().negative_slope(), 0.01f);
+  EXPECT_TRUE(m.layers(5).leaky_relu().has_negative_slope());
+  EXPECT_EQ(m.layers(5).leaky_relu().negative_slope(), 0.0f);
+  EXPECT_FLOAT_EQ(m.layers(6).layernorm().eps(), 1e-5f);
+  EXPECT_FLOAT_EQ(m.layers(7).groupnorm().eps(), 1e-5f);
+  EXPECT_EQ(m.layers(9).avgpool1d().stride(), 2);
+}
+
 TEST(ParseJobSpec, ChecksSizesPointingAtTheLayer) {
   EXPECT_EQ(ErrorOf(WithLayers("  layers { relu {} }\n"
                                "  layers { linear { out_features: 5 } }\n")),

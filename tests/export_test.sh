@@ -98,6 +98,32 @@ train_export cnn "9, 3, 16, 16" \
    layers { avgpool2d { kernel: 2 } } layers { flatten {} }
    layers { linear { out_features: 10 } }' \
   'data { kind: SYNTHETIC synthetic { shape: [3, 16, 16] train_samples: 512 test_samples: 64 } }'
+# Issue 20's layers: activations, LayerNorm and GroupNorm (with and
+# without affine), 1-D pooling.
+train_export act_mlp "20, 24" \
+  'layers { linear { out_features: 32 } } layers { layernorm {} }
+   layers { gelu {} } layers { linear { out_features: 16 } }
+   layers { groupnorm { groups: 4 } } layers { silu {} }
+   layers { linear { out_features: 16 } } layers { leaky_relu { negative_slope: 0.2 } }
+   layers { layernorm { no_affine: true } } layers { tanh {} }
+   layers { linear { out_features: 12 } } layers { sigmoid {} }
+   layers { gelu { tanh_approximation: true } } layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: 24 train_samples: 512 test_samples: 64 } }'
+train_export norm_cnn "9, 3, 12, 12" \
+  'layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } }
+   layers { groupnorm { groups: 2 } } layers { silu {} }
+   layers { conv2d { out_channels: 8 kernel: 3 stride: 2 } }
+   layers { layernorm {} } layers { gelu {} }
+   layers { groupnorm { groups: 8 no_affine: true } } layers { flatten {} }
+   layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [3, 12, 12] train_samples: 512 test_samples: 64 } }'
+train_export pool1d "9, 4, 30" \
+  'layers { conv1d { out_channels: 6 kernel: 3 padding: 1 } }
+   layers { maxpool1d { kernel: 3 stride: 2 padding: 1 } } layers { leaky_relu {} }
+   layers { layernorm {} } layers { avgpool1d { kernel: 4 stride: 3 padding: 2 } }
+   layers { groupnorm { groups: 3 } } layers { avgpool1d { kernel: 2 } }
+   layers { flatten {} } layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [4, 30] train_samples: 512 test_samples: 64 } }'
 $py "$examples/make_conv1d_data.py" "$tmp/c1d" --train 64 --test 16 --shards 1 > /dev/null
 train_export conv1d "5, 3, 10000" 'zoo: "conv1d_bn"' \
   "data { kind: NUMPY dir: \"$tmp/c1d\" numpy { shape: [3, 10000] target_shape: [3, 10000]

@@ -88,11 +88,19 @@ class Bottleneck(nn.Module):
         return torch.relu(y + s)
 
 
-def from_layers(layers, tensors):
+def from_layers(layers, tensors, input_shape):
     """The nn.Sequential of cohort's layer list (the export's cohort.layers
-    metadata), sizes read from the tensors' shapes."""
+    metadata), sizes read from the tensors' shapes, or, for layers without
+    parameters that need one (layernorm, groupnorm), from the per-sample
+    shapes a zero sample of `input_shape` takes through the layers."""
     mods = []
+    shapes = []
+    x = torch.zeros((1,) + tuple(input_shape))
     for i, layer in enumerate(layers):
+        if mods:
+            with torch.no_grad():
+                x = mods[-1].eval()(x)
+        shapes.append(tuple(x.shape[1:]))
         (kind, a), = layer.items()
         w = tensors.get("%d.weight" % i)
         if kind == "linear":
@@ -118,6 +126,28 @@ def from_layers(layers, tensors):
             mods.append(nn.Flatten())
         elif kind == "dropout":
             mods.append(nn.Dropout(a.get("p", 0.0)))
+        elif kind == "gelu":
+            tanh = a.get("tanh_approximation", False)
+            mods.append(nn.GELU(approximate="tanh" if tanh else "none"))
+        elif kind == "silu":
+            mods.append(nn.SiLU())
+        elif kind == "tanh":
+            mods.append(nn.Tanh())
+        elif kind == "sigmoid":
+            mods.append(nn.Sigmoid())
+        elif kind == "leaky_relu":
+            mods.append(nn.LeakyReLU(a.get("negative_slope", 0.01)))
+        elif kind == "layernorm":
+            mods.append(nn.LayerNorm(shapes[i], eps=a.get("eps", 1e-5),
+                                     elementwise_affine=w is not None))
+        elif kind == "groupnorm":
+            mods.append(nn.GroupNorm(a["groups"], shapes[i][0],
+                                     eps=a.get("eps", 1e-5),
+                                     affine=w is not None))
+        elif kind in ("maxpool1d", "avgpool1d"):
+            k = a["kernel"]
+            pool = nn.MaxPool1d if kind == "maxpool1d" else nn.AvgPool1d
+            mods.append(pool(k, a.get("stride", k), a.get("padding", 0)))
         elif kind == "residual":
             c1 = tensors["%d.conv1.weight" % i]
             out = a["out_channels"]
@@ -134,7 +164,8 @@ def from_layers(layers, tensors):
 def main():
     name, path, x_path, y_path = sys.argv[1:5]
     tensors, meta = read_safetensors(path)
-    m = from_layers(json.loads(meta["cohort.layers"]), tensors)
+    m = from_layers(json.loads(meta["cohort.layers"]), tensors,
+                    json.loads(meta["cohort.input_shape"]))
     m.load_state_dict(tensors, strict=True)
     m.eval()
     with torch.no_grad():

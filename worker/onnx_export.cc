@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/model_sizes.h"
 #include "common/status_macros.h"
 #include "common/zoo_specs.h"
 #include "onnx/onnx_pb.h"
@@ -118,6 +119,92 @@ class GraphBuilder {
     std::string out;
     Float(Node("BatchNormalization", inputs, &out), "epsilon", eps);
     return out;
+  }
+
+  // A float scalar initializer; its value's name.
+  std::string Scalar(float v) {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(absl::StrCat("const", graph_->initializer_size()));
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_float_data(v);
+    return t->name();
+  }
+  // An int64 vector initializer (a Reshape's shape); its value's name.
+  std::string Int64s(const std::vector<int64_t>& v) {
+    onnx::TensorProto* t = graph_->add_initializer();
+    t->set_name(absl::StrCat("const", graph_->initializer_size()));
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(v.size()));
+    for (int64_t x : v) t->add_int64_data(x);
+    return t->name();
+  }
+  std::string Binary(const std::string& op, const std::string& a,
+                     const std::string& b) {
+    std::string out;
+    Node(op, {a, b}, &out);
+    return out;
+  }
+
+  // GELU in erf form (Gelu is an operator only from opset 20), or PyTorch's
+  // tanh approximation.
+  std::string Gelu(const std::string& x, bool tanh) {
+    std::string inner;
+    if (tanh) {
+      const std::string cube = Binary("Mul", x, Binary("Mul", x, x));
+      inner = Binary("Mul", Scalar(0.7978845608028654f),
+                     Binary("Add", x, Binary("Mul", Scalar(0.044715f), cube)));
+      inner = Unary("Tanh", inner);
+    } else {
+      inner = Unary("Erf", Binary("Mul", x, Scalar(0.7071067811865476f)));
+    }
+    const std::string half_x = Binary("Mul", x, Scalar(0.5f));
+    return Binary("Mul", half_x, Binary("Add", inner, Scalar(1.0f)));
+  }
+
+  // (x - mean) / sqrt(var + eps) over `axes` (LayerNormalization needs
+  // opset 17; this exporter writes 13).
+  std::string Normalize(const std::string& x, const std::vector<int64_t>& axes,
+                        float eps) {
+    std::string mean, var;
+    Ints(Node("ReduceMean", {x}, &mean), "axes", axes);
+    const std::string d = Binary("Sub", x, mean);
+    Ints(Node("ReduceMean", {Binary("Mul", d, d)}, &var), "axes", axes);
+    return Binary("Div", d, Unary("Sqrt", Binary("Add", var, Scalar(eps))));
+  }
+
+  // nn.LayerNorm over the whole per-sample shape `s`.
+  absl::StatusOr<std::string> LayerNorm(const std::string& x,
+                                        const std::string& p, const Shape& s,
+                                        float eps) {
+    std::vector<int64_t> axes;
+    for (size_t i = 1; i <= s.size(); ++i) axes.push_back(i);
+    std::string y = Normalize(x, axes, eps);
+    if (!Has(p + "weight")) return y;
+    ASSIGN_OR_RETURN(std::string w, Param(p + "weight"));
+    ASSIGN_OR_RETURN(std::string b, Param(p + "bias"));
+    return Binary("Add", Binary("Mul", y, w), b);
+  }
+
+  // nn.GroupNorm: statistics over [N, G, rest], then the per-channel affine
+  // broadcast as [C, 1, ...].
+  absl::StatusOr<std::string> GroupNorm(const std::string& x,
+                                        const std::string& p, const Shape& s,
+                                        int64_t groups, float eps) {
+    std::string grouped, y;
+    Node("Reshape", {x, Int64s({0, groups, -1})}, &grouped);
+    std::vector<int64_t> back = {0};
+    back.insert(back.end(), s.begin(), s.end());
+    Node("Reshape", {Normalize(grouped, {2}, eps), Int64s(back)}, &y);
+    if (!Has(p + "weight")) return y;
+    std::vector<int64_t> per_channel(s.size(), 1);
+    per_channel[0] = s[0];
+    const std::string shape = Int64s(per_channel);
+    ASSIGN_OR_RETURN(std::string w, Param(p + "weight"));
+    ASSIGN_OR_RETURN(std::string b, Param(p + "bias"));
+    std::string wc, bc;
+    Node("Reshape", {w, shape}, &wc);
+    Node("Reshape", {b, shape}, &bc);
+    return Binary("Add", Binary("Mul", y, wc), bc);
   }
 
   std::string Unary(const std::string& op, const std::string& in) {
@@ -234,6 +321,42 @@ absl::StatusOr<std::string> AddLayer(GraphBuilder& g, const LayerSpec& l, int i,
       return in;  // inference: the identity
     case LayerSpec::kResidual:
       return g.Residual(in, p, l.residual());
+    case LayerSpec::kGelu:
+      return g.Gelu(in, l.gelu().tanh_approximation());
+    case LayerSpec::kSilu:
+      return g.Binary("Mul", in, g.Unary("Sigmoid", in));
+    case LayerSpec::kTanh:
+      return g.Unary("Tanh", in);
+    case LayerSpec::kSigmoid:
+      return g.Unary("Sigmoid", in);
+    case LayerSpec::kLeakyRelu: {
+      std::string out;
+      GraphBuilder::Float(g.Node("LeakyRelu", {in}, &out), "alpha",
+                          static_cast<float>(LeakyReluSlope(l.leaky_relu())));
+      return out;
+    }
+    case LayerSpec::kLayernorm: {
+      const LayerNormSpec& s = l.layernorm();
+      return g.LayerNorm(in, p, out_shape, s.eps() > 0 ? s.eps() : 1e-5f);
+    }
+    case LayerSpec::kGroupnorm: {
+      const GroupNormSpec& s = l.groupnorm();
+      return g.GroupNorm(in, p, out_shape, s.groups(),
+                         s.eps() > 0 ? s.eps() : 1e-5f);
+    }
+    case LayerSpec::kMaxpool1D:
+    case LayerSpec::kAvgpool1D: {
+      const bool max = l.has_maxpool1d();
+      const PoolSpec& s = max ? l.maxpool1d() : l.avgpool1d();
+      const int64_t stride = s.stride() > 0 ? s.stride() : s.kernel();
+      std::string out;
+      onnx::NodeProto* n = g.Node(max ? "MaxPool" : "AveragePool", {in}, &out);
+      GraphBuilder::Ints(n, "kernel_shape", {s.kernel()});
+      GraphBuilder::Ints(n, "strides", {stride});
+      GraphBuilder::Ints(n, "pads", {s.padding(), s.padding()});
+      if (!max) GraphBuilder::Int(n, "count_include_pad", 1);
+      return out;
+    }
     default:
       return absl::UnimplementedError(
           absl::StrCat("layer ", i, " has no ONNX form"));

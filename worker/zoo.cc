@@ -10,9 +10,12 @@
 #include "worker/layers/batchnorm.h"
 #include "worker/layers/conv.h"
 #include "worker/layers/dropout.h"
+#include "worker/layers/elementwise_activation.h"
 #include "worker/layers/flatten.h"
 #include "worker/layers/linear.h"
+#include "worker/layers/norm.h"
 #include "worker/layers/pool.h"
+#include "worker/layers/pool1d.h"
 #include "worker/layers/residual.h"
 
 namespace cohort {
@@ -65,6 +68,42 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
         return std::make_unique<Bottleneck<T>>(r.out_channels(), stride);
       }
       return std::make_unique<BasicBlock<T>>(r.out_channels(), stride);
+    }
+    case LayerSpec::kGelu:
+      return std::make_unique<ElementwiseActivation<T>>(
+          l.gelu().tanh_approximation() ? ActivationKind::kGeluTanh
+                                        : ActivationKind::kGelu);
+    case LayerSpec::kSilu:
+      return std::make_unique<ElementwiseActivation<T>>(ActivationKind::kSilu);
+    case LayerSpec::kTanh:
+      return std::make_unique<ElementwiseActivation<T>>(ActivationKind::kTanh);
+    case LayerSpec::kSigmoid:
+      return std::make_unique<ElementwiseActivation<T>>(
+          ActivationKind::kSigmoid);
+    case LayerSpec::kLeakyRelu:
+      return std::make_unique<ElementwiseActivation<T>>(
+          ActivationKind::kLeakyRelu, LeakyReluSlope(l.leaky_relu()));
+    case LayerSpec::kLayernorm: {
+      const LayerNormSpec& s = l.layernorm();
+      NormOptions o;
+      if (s.eps() > 0) o.eps = s.eps();
+      o.affine = !s.no_affine();
+      return std::make_unique<LayerNorm<T>>(o);
+    }
+    case LayerSpec::kGroupnorm: {
+      const GroupNormSpec& s = l.groupnorm();
+      NormOptions o;
+      if (s.eps() > 0) o.eps = s.eps();
+      o.affine = !s.no_affine();
+      o.groups = s.groups();
+      return std::make_unique<GroupNorm<T>>(o);
+    }
+    case LayerSpec::kMaxpool1D:
+    case LayerSpec::kAvgpool1D: {
+      const PoolSpec& p = l.has_maxpool1d() ? l.maxpool1d() : l.avgpool1d();
+      PoolOptions o{p.kernel(), p.stride() > 0 ? p.stride() : p.kernel(),
+                    p.padding()};
+      return std::make_unique<Pool1d<T>>(l.has_maxpool1d(), o);
     }
     case LayerSpec::KIND_NOT_SET:
       break;

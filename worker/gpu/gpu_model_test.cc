@@ -186,6 +186,52 @@ TEST(GpuModel, EveryLayerKindMatchesTheCpuEngine) {
   }
 }
 
+// Issue 20's layers (cohort's own kernels, kernels/cuda/layer_ops.h), each
+// after a layer with parameters so that their input gradients are checked
+// through its parameter gradients.
+TEST(GpuModel, NewLayerKindsMatchTheCpuEngine) {
+  REQUIRE_GPU();
+  const std::vector<LayerCase> cases = {
+      {"layers { linear { out_features: 9 } } layers { gelu {} }", {6}},
+      {"layers { conv2d { out_channels: 3 kernel: 3 } } "
+       "layers { gelu { tanh_approximation: true } }",
+       {2, 7, 7}},
+      {"layers { conv1d { out_channels: 4 kernel: 3 } } layers { silu {} }",
+       {2, 12}},
+      {"layers { linear { out_features: 9 } } layers { tanh {} }", {6}},
+      {"layers { linear { out_features: 9 } } layers { sigmoid {} }", {6}},
+      {"layers { linear { out_features: 9 } } "
+       "layers { leaky_relu { negative_slope: 0.2 } }",
+       {6}},
+      {"layers { linear { out_features: 12 } } layers { layernorm {} }", {6}},
+      {"layers { conv2d { out_channels: 4 kernel: 3 } } layers { layernorm {} "
+       "}",
+       {2, 7, 7}},
+      {"layers { conv1d { out_channels: 4 kernel: 3 } } "
+       "layers { layernorm { no_affine: true } }",
+       {2, 12}},
+      {"layers { linear { out_features: 12 } } "
+       "layers { groupnorm { groups: 3 } }",
+       {6}},
+      {"layers { conv2d { out_channels: 6 kernel: 3 } } "
+       "layers { groupnorm { groups: 2 } }",
+       {2, 7, 7}},
+      {"layers { conv1d { out_channels: 6 kernel: 3 } } "
+       "layers { groupnorm { groups: 6 no_affine: true } }",
+       {2, 12}},
+      {"layers { conv1d { out_channels: 3 kernel: 3 } } "
+       "layers { maxpool1d { kernel: 3 stride: 2 padding: 1 } }",
+       {2, 15}},
+      {"layers { conv1d { out_channels: 3 kernel: 3 } } "
+       "layers { avgpool1d { kernel: 4 stride: 3 padding: 2 } }",
+       {2, 15}},
+      {"layers { maxpool1d { kernel: 2 } }", {3, 11}},
+  };
+  for (const LayerCase& c : cases) {
+    ExpectMatchesCpu(Spec(c.layers), c.input, 4, 1e-5);
+  }
+}
+
 // bf16 changes Linear and convolution (alone and inside blocks); every
 // other layer is float32 in both and must still match at 1e-5 after them.
 TEST(GpuModel, EveryLayerKindInBf16MatchesTheCpuEngineWithin1e2) {

@@ -1,12 +1,16 @@
 #include "worker/gpu/layers/gpu_layer_factory.h"
 
+#include "common/model_sizes.h"
 #include "worker/gpu/layers/gpu_activation.h"
 #include "worker/gpu/layers/gpu_batchnorm.h"
 #include "worker/gpu/layers/gpu_conv.h"
 #include "worker/gpu/layers/gpu_dropout.h"
+#include "worker/gpu/layers/gpu_elementwise_activation.h"
 #include "worker/gpu/layers/gpu_flatten.h"
 #include "worker/gpu/layers/gpu_linear.h"
+#include "worker/gpu/layers/gpu_norm.h"
 #include "worker/gpu/layers/gpu_pool.h"
+#include "worker/gpu/layers/gpu_pool1d.h"
 #include "worker/gpu/layers/gpu_residual.h"
 
 namespace cohort {
@@ -49,6 +53,39 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l,
           l.residual().bottleneck(), bf16);
     case LayerSpec::kDropout:
       return std::make_unique<GpuDropout>(l.dropout().p());
+    case LayerSpec::kGelu:
+      return std::make_unique<GpuElementwiseActivation>(
+          l.gelu().tanh_approximation() ? ActivationKind::kGeluTanh
+                                        : ActivationKind::kGelu);
+    case LayerSpec::kSilu:
+      return std::make_unique<GpuElementwiseActivation>(ActivationKind::kSilu);
+    case LayerSpec::kTanh:
+      return std::make_unique<GpuElementwiseActivation>(ActivationKind::kTanh);
+    case LayerSpec::kSigmoid:
+      return std::make_unique<GpuElementwiseActivation>(
+          ActivationKind::kSigmoid);
+    case LayerSpec::kLeakyRelu:
+      return std::make_unique<GpuElementwiseActivation>(
+          ActivationKind::kLeakyRelu, LeakyReluSlope(l.leaky_relu()));
+    case LayerSpec::kLayernorm: {
+      const LayerNormSpec& s = l.layernorm();
+      return std::make_unique<GpuNorm>(0, s.eps() > 0 ? s.eps() : 1e-5,
+                                       !s.no_affine());
+    }
+    case LayerSpec::kGroupnorm: {
+      const GroupNormSpec& s = l.groupnorm();
+      if (s.groups() < 1) {
+        return absl::InvalidArgumentError("groupnorm: groups must be positive");
+      }
+      return std::make_unique<GpuNorm>(s.groups(), s.eps() > 0 ? s.eps() : 1e-5,
+                                       !s.no_affine());
+    }
+    case LayerSpec::kMaxpool1D:
+    case LayerSpec::kAvgpool1D: {
+      const PoolSpec& p = l.has_maxpool1d() ? l.maxpool1d() : l.avgpool1d();
+      return std::make_unique<GpuPool1d>(l.has_maxpool1d(), p.kernel(),
+                                         p.stride(), p.padding());
+    }
     case LayerSpec::KIND_NOT_SET:
       break;
   }

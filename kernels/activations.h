@@ -1,0 +1,39 @@
+// Elementwise CPU kernels of the smooth and leaky activations (GELU, SiLU,
+// tanh, sigmoid, LeakyReLU), forward and backward, with PyTorch's formulas.
+//
+// Backward takes the forward *input* and recomputes what it needs, so a
+// layer keeps no extra buffer. Each loop is branch-free over contiguous
+// arrays (the activation is chosen once per call, never per element).
+//
+// Plain functions of raw pointers: they own nothing and keep no state, so
+// they are thread-safe for disjoint outputs. `out` may equal `in` and
+// `grad_in` may equal `grad_out`. Instantiated for float and double.
+#ifndef COHORT_KERNELS_ACTIVATIONS_H_
+#define COHORT_KERNELS_ACTIVATIONS_H_
+
+#include <cstdint>
+
+namespace cohort {
+
+enum class ActivationKind {
+  kGelu,      // x * Phi(x), Phi by erf (PyTorch's approximate="none")
+  kGeluTanh,  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+  kSilu,      // x * sigmoid(x)
+  kTanh,
+  kSigmoid,
+  kLeakyRelu,  // x > 0 ? x : slope * x
+};
+
+// `slope` is LeakyReLU's negative slope; the other kinds ignore it.
+template <typename T>
+void ActivationForward(ActivationKind kind, T slope, const T* in, T* out,
+                       int64_t n);
+
+// grad_in = grad_out * f'(in).
+template <typename T>
+void ActivationBackward(ActivationKind kind, T slope, const T* in,
+                        const T* grad_out, T* grad_in, int64_t n);
+
+}  // namespace cohort
+
+#endif  // COHORT_KERNELS_ACTIVATIONS_H_

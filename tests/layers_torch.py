@@ -1,0 +1,123 @@
+"""Compares cohort's GELU, SiLU, tanh, sigmoid, LeakyReLU, LayerNorm,
+GroupNorm, MaxPool1d and AvgPool1d (worker/layers/, float64) with PyTorch
+1.13's modules on random inputs: the forward output, the input gradient and
+every parameter gradient for a random upstream gradient.
+
+usage: layers_torch.py DUMP   (DUMP: worker/layers/layer_dump)
+Prints the worst difference per layer kind (relative to the largest
+magnitude of the compared tensor) and exits 1 above 1e-5.
+"""
+import subprocess
+import sys
+
+try:
+    import torch
+    from torch import nn
+except ImportError:
+    print("SKIP: python3-torch is not installed")
+    sys.exit(0)
+
+dump = sys.argv[1]
+torch.manual_seed(20)
+torch.set_default_dtype(torch.float64)
+TOLERANCE = 1e-5
+
+
+def to_cohort(t):
+    """NCHW -> the CPU engine's batch-inner {C, N, ...} (dense stays)."""
+    return t if t.dim() == 2 else t.transpose(0, 1).contiguous()
+
+
+def from_cohort(flat, shape):
+    """The engine's layout, flat, -> torch's NCHW of `shape`."""
+    if len(shape) == 2:
+        return torch.tensor(flat).reshape(shape)
+    inner = (shape[1], shape[0]) + tuple(shape[2:])
+    return torch.tensor(flat).reshape(inner).transpose(0, 1)
+
+
+# (kind, cohort layer text, torch module factory(per-sample shape), shapes)
+CASES = [
+    ("gelu", "gelu {}", lambda s: nn.GELU(), [(4, 7), (3, 2, 5), (2, 3, 4, 5)]),
+    ("gelu(tanh)", "gelu { tanh_approximation: true }",
+     lambda s: nn.GELU(approximate="tanh"), [(4, 7), (2, 3, 4, 5)]),
+    ("silu", "silu {}", lambda s: nn.SiLU(), [(4, 7), (3, 2, 5), (2, 3, 4, 5)]),
+    ("tanh", "tanh {}", lambda s: nn.Tanh(), [(4, 7), (2, 3, 4, 5)]),
+    ("sigmoid", "sigmoid {}", lambda s: nn.Sigmoid(), [(4, 7), (2, 3, 4, 5)]),
+    ("leaky_relu", "leaky_relu {}", lambda s: nn.LeakyReLU(),
+     [(4, 7), (2, 3, 4, 5)]),
+    ("leaky_relu", "leaky_relu { negative_slope: 0.3 }",
+     lambda s: nn.LeakyReLU(0.3), [(3, 2, 5)]),
+    ("layernorm", "layernorm {}", lambda s: nn.LayerNorm(s[1:]),
+     [(4, 7), (3, 4, 6), (2, 3, 4, 5)]),
+    ("layernorm", "layernorm { eps: 0.01 no_affine: true }",
+     lambda s: nn.LayerNorm(s[1:], eps=0.01, elementwise_affine=False),
+     [(4, 7), (2, 3, 4, 5)]),
+    ("groupnorm", "groupnorm { groups: 2 }", lambda s: nn.GroupNorm(2, s[1]),
+     [(4, 6), (3, 4, 6), (2, 6, 4, 5)]),
+    ("groupnorm", "groupnorm { groups: 6 eps: 0.001 }",
+     lambda s: nn.GroupNorm(6, s[1], eps=0.001), [(3, 6, 5), (2, 6, 3, 3)]),
+    ("groupnorm", "groupnorm { groups: 1 no_affine: true }",
+     lambda s: nn.GroupNorm(1, s[1], affine=False), [(4, 6), (2, 6, 3, 3)]),
+    ("maxpool1d", "maxpool1d { kernel: 2 }", lambda s: nn.MaxPool1d(2),
+     [(3, 4, 11)]),
+    ("maxpool1d", "maxpool1d { kernel: 3 stride: 2 padding: 1 }",
+     lambda s: nn.MaxPool1d(3, 2, 1), [(3, 4, 11), (2, 2, 8)]),
+    ("avgpool1d", "avgpool1d { kernel: 2 }", lambda s: nn.AvgPool1d(2),
+     [(3, 4, 11)]),
+    ("avgpool1d", "avgpool1d { kernel: 5 stride: 3 padding: 2 }",
+     lambda s: nn.AvgPool1d(5, 3, 2), [(3, 4, 11), (2, 2, 8)]),
+]
+
+worst = {}
+failed = 0
+for kind, text, make, shapes in CASES:
+    for shape in shapes:
+        m = make(shape)
+        with torch.no_grad():  # parameters away from their ones and zeros
+            for p in m.parameters():
+                p.add_(torch.randn(p.shape) * 0.5)
+        x = (torch.randn(shape) * 2).requires_grad_()
+        y = m(x)
+        dy = torch.randn(y.shape)
+        y.backward(dy)
+        numbers = [to_cohort(x.detach()).flatten(), to_cohort(dy).flatten()]
+        numbers += [p.detach().flatten() for p in m.parameters()]
+        stdin = "\n".join(repr(v) for v in torch.cat(numbers).tolist())
+        args = [dump, text, str(shape[0])] + [str(d) for d in shape[1:]]
+        run = subprocess.run(args, input=stdin, capture_output=True, text=True)
+        if run.returncode != 0:
+            print(f"FAIL: {kind} {list(shape)}: layer_dump: {run.stderr.strip()}")
+            failed += 1
+            continue
+        out = [float(v) for v in run.stdout.split()]
+        pieces = [("output", y.detach()), ("input gradient", x.grad)]
+        pieces += [(name + " gradient", p.grad)
+                   for name, p in m.named_parameters()]
+        at, case_worst, what = 0, 0.0, ""
+        for name, want in pieces:
+            n = want.numel()
+            got = (from_cohort(out[at:at + n], tuple(want.shape))
+                   if name in ("output", "input gradient") else
+                   torch.tensor(out[at:at + n]).reshape(want.shape))
+            at += n
+            d = ((got - want).abs().max() /
+                 max(want.abs().max().item(), 1e-300)).item()
+            if d >= case_worst:
+                case_worst, what = d, name
+        if at != len(out):
+            print(f"FAIL: {kind} {list(shape)}: layer_dump printed {len(out)} "
+                  f"numbers, PyTorch has {at}")
+            failed += 1
+            continue
+        ok = case_worst <= TOLERANCE
+        failed += not ok
+        if not ok:
+            print(f"FAIL: {text} on {list(shape)}: {what} differs by "
+                  f"{case_worst:.2e} of its largest value")
+        if case_worst >= worst.get(kind, (-1.0, ""))[0]:
+            worst[kind] = (case_worst, f"{text} on {list(shape)}, {what}")
+for kind, (d, where) in worst.items():
+    print(f"{'ok' if d <= TOLERANCE else 'FAIL'}: {kind}: worst difference "
+          f"{d:.2e} of the largest value ({where})")
+sys.exit(1 if failed else 0)

@@ -1,0 +1,243 @@
+#include "worker/layers/norm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "kernels/elementwise.h"
+
+namespace cohort {
+
+template <typename T>
+std::string NormBase<T>::Name() const {
+  if (per_element_) return absl::StrCat(kind_, ShapeString(in_shape_));
+  return absl::StrCat(kind_, "(", options_.groups, ", ", channels_, ")");
+}
+
+template <typename T>
+absl::StatusOr<Shape> NormBase<T>::Configure(const Shape& in) {
+  auto error = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(kind_, ": ", parts...));
+  };
+  if (!(options_.eps > 0.0) || !std::isfinite(options_.eps)) {
+    return error("eps must be a positive number, got ", options_.eps);
+  }
+  if (in.empty() || in.size() > 3 || NumElements(in) == 0) {
+    return error(
+        "expected a non-empty per-sample input [F], [C, L] or "
+        "[C, H, W], got ",
+        ShapeString(in));
+  }
+  in_shape_ = in;
+  dense_ = in.size() == 1;
+  if (per_element_) {
+    // All features are one group; as one "channel" of P positions the
+    // weight index c * P + p is then PyTorch's flat feature index.
+    channels_ = dense_ ? 1 : in[0];
+    inner_ = NumElements(in) / channels_;
+  } else {
+    channels_ = in[0];
+    inner_ = NumElements(in) / channels_;
+  }
+  const int64_t groups = per_element_ ? 1 : options_.groups;
+  if (groups < 1 || (!per_element_ && channels_ % groups != 0)) {
+    return error("groups (", groups, ") must divide the channels (", channels_,
+                 ") of ", ShapeString(in));
+  }
+  return in;
+}
+
+template <typename T>
+std::vector<ParamDecl> NormBase<T>::Params() const {
+  if (!options_.affine) return {};
+  const Shape shape = per_element_ ? in_shape_ : Shape{channels_};
+  return {{"weight", shape, ParamDecl::Init::kOnes, 1},
+          {"bias", shape, ParamDecl::Init::kZeros, 1}};
+}
+
+template <typename T>
+void NormBase<T>::Bind(std::vector<BasicTensor<T>> values,
+                       std::vector<BasicTensor<T>> grads) {
+  if (!options_.affine) return;
+  CHECK(values.size() == 2 && grads.size() == 2) << Name() << ": Bind";
+  weight_ = std::move(values[0]);
+  bias_ = std::move(values[1]);
+  weight_grad_ = std::move(grads[0]);
+  bias_grad_ = std::move(grads[1]);
+}
+
+template <typename T>
+void NormBase<T>::Strides(int64_t n, int64_t* c_stride,
+                          int64_t* n_stride) const {
+  if (per_element_ && dense_) {  // {N, F}: one channel of F
+    *c_stride = 0;
+    *n_stride = inner_;
+  } else if (dense_) {  // GroupNorm on {N, F}: F channels of one position
+    *c_stride = 1;
+    *n_stride = channels_;
+  } else {  // {C, N, P}
+    *c_stride = n * inner_;
+    *n_stride = inner_;
+  }
+}
+
+template <typename T>
+void NormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
+                          Mode mode) {
+  const int64_t per_sample = channels_ * inner_;
+  const int64_t n = dense_ ? in.dim(0) : in.rank() >= 2 ? in.dim(1) : 0;
+  CHECK(in.rank() == static_cast<int64_t>(in_shape_.size()) + 1 &&
+        in.size() == n * per_sample)
+      << Name() << ": input " << ShapeString(in.shape())
+      << " does not match the configured per-sample shape";
+  in_ = &in;
+  EnsureShape(out, in.shape());
+  int64_t cs, ns;
+  Strides(n, &cs, &ns);
+  const int64_t groups = per_element_ ? 1 : options_.groups;
+  const int64_t cg = channels_ / groups, p_count = inner_;
+  const double m = static_cast<double>(cg * p_count);
+  mean_.resize(n * groups);
+  invstd_.resize(n * groups);
+  const bool affine = options_.affine;
+  const T* x = in.data();
+  T* y = out->data();
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t g = 0; g < groups; ++g) {
+      double sum = 0;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+        const T* r = x + c * cs + s * ns;
+        for (int64_t p = 0; p < p_count; ++p) sum += r[p];
+      }
+      const double mean = sum / m;
+      double var = 0;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+        const T* r = x + c * cs + s * ns;
+        for (int64_t p = 0; p < p_count; ++p) {
+          const double d = r[p] - mean;
+          var += d * d;
+        }
+      }
+      const double invstd = 1.0 / std::sqrt(var / m + options_.eps);
+      mean_[s * groups + g] = mean;
+      invstd_[s * groups + g] = invstd;
+      const T tm = static_cast<T>(mean), ti = static_cast<T>(invstd);
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+        const T* r = x + c * cs + s * ns;
+        T* o = y + c * cs + s * ns;
+        if (!affine) {
+          for (int64_t p = 0; p < p_count; ++p) o[p] = (r[p] - tm) * ti;
+        } else if (per_element_) {
+          const T* w = weight_.data() + c * p_count;
+          const T* b = bias_.data() + c * p_count;
+          for (int64_t p = 0; p < p_count; ++p) {
+            o[p] = (r[p] - tm) * ti * w[p] + b[p];
+          }
+        } else {
+          const T w = weight_[c], b = bias_[c];
+          for (int64_t p = 0; p < p_count; ++p) {
+            o[p] = (r[p] - tm) * ti * w + b;
+          }
+        }
+      }
+    }
+  }
+}
+
+// With xh = (x - mean) * invstd and gy = dy * weight, per (sample, group)
+// over its M elements:
+//   dx = invstd * (gy - mean(gy) - xh * mean(gy * xh))
+//   dweight = sum over samples of dy * xh, dbias = sum of dy.
+template <typename T>
+void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
+                           BasicTensor<T>* grad_in) {
+  CHECK(in_ != nullptr) << Name() << ": Backward before Forward";
+  CHECK_EQ(grad_out.size(), in_->size());
+  const int64_t n = dense_ ? in_->dim(0) : in_->dim(1);
+  if (grad_in != nullptr) EnsureShape(grad_in, in_->shape());
+  int64_t cs, ns;
+  Strides(n, &cs, &ns);
+  const int64_t groups = per_element_ ? 1 : options_.groups;
+  const int64_t cg = channels_ / groups, p_count = inner_;
+  const double inv_m = 1.0 / static_cast<double>(cg * p_count);
+  const bool affine = options_.affine;
+  if (affine) {
+    weight_acc_.assign(weight_.size(), 0.0);
+    bias_acc_.assign(bias_.size(), 0.0);
+  }
+  const T* x = in_->data();
+  const T* dy = grad_out.data();
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const double mean = mean_[s * groups + g];
+      const double invstd = invstd_[s * groups + g];
+      double sum_gy = 0, sum_gy_xh = 0;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+        const T* r = x + c * cs + s * ns;
+        const T* d = dy + c * cs + s * ns;
+        if (affine && per_element_) {
+          // Weight and its gradient per element: branch-free rows.
+          const T* w = weight_.data() + c * p_count;
+          double* wa = weight_acc_.data() + c * p_count;
+          double* ba = bias_acc_.data() + c * p_count;
+          for (int64_t p = 0; p < p_count; ++p) {
+            const double xh = (r[p] - mean) * invstd;
+            const double gy = static_cast<double>(d[p]) * w[p];
+            sum_gy += gy;
+            sum_gy_xh += gy * xh;
+            wa[p] += d[p] * xh;
+            ba[p] += d[p];
+          }
+        } else {
+          // One weight for the channel (1 without affine).
+          double dy_xh = 0, dy_sum = 0;
+          for (int64_t p = 0; p < p_count; ++p) {
+            const double xh = (r[p] - mean) * invstd;
+            dy_xh += d[p] * xh;
+            dy_sum += d[p];
+          }
+          const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
+          sum_gy += w * dy_sum;
+          sum_gy_xh += w * dy_xh;
+          if (affine) {
+            weight_acc_[c] += dy_xh;
+            bias_acc_[c] += dy_sum;
+          }
+        }
+      }
+      if (grad_in == nullptr) continue;
+      const double a = sum_gy * inv_m, b = sum_gy_xh * inv_m;
+      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
+        const T* r = x + c * cs + s * ns;
+        const T* d = dy + c * cs + s * ns;
+        T* o = grad_in->data() + c * cs + s * ns;
+        if (affine && per_element_) {
+          const T* w = weight_.data() + c * p_count;
+          for (int64_t p = 0; p < p_count; ++p) {
+            const double xh = (r[p] - mean) * invstd;
+            o[p] = static_cast<T>(
+                invstd * (static_cast<double>(d[p]) * w[p] - a - xh * b));
+          }
+        } else {
+          const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
+          for (int64_t p = 0; p < p_count; ++p) {
+            const double xh = (r[p] - mean) * invstd;
+            o[p] = static_cast<T>(invstd * (d[p] * w - a - xh * b));
+          }
+        }
+      }
+    }
+  }
+  if (affine) {
+    for (int64_t k = 0; k < weight_.size(); ++k) {
+      weight_grad_[k] = static_cast<T>(weight_acc_[k]);
+      bias_grad_[k] = static_cast<T>(bias_acc_[k]);
+    }
+  }
+}
+
+template class NormBase<float>;
+template class NormBase<double>;
+
+}  // namespace cohort
