@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 
-STEPS = {"lenet": 200, "conv1d": 40, "mlp": 20000}
+STEPS = {"lenet": 200, "conv1d": 40, "mlp": 20000, "mobilenet": 60}
 
 
 def rate(binary, workload, steps, threads):

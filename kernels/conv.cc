@@ -202,10 +202,34 @@ void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
           ws->col.data(), np, bias != nullptr ? T(1) : T(0), out, np);
 }
 
+// A 1x1 convolution with stride 1 and no padding is one matrix product on
+// the batch-inner layout (out[OC][N*P] = W[OC][C] in[C][N*P]): no im2col
+// copy, no grid scratch.
+bool Pointwise(const ConvGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride == 1 && g.pad_h == 0 &&
+         g.pad_w == 0;
+}
+
 template <typename T>
 void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
   DCHECK(g.out_h() > 0 && g.out_w() > 0);
+  if (Pointwise(g) && ws->algorithm != ConvAlgorithm::kIm2col) {
+    const int64_t np = g.positions();
+    if (bias != nullptr) {
+      for (int64_t oc = 0; oc < g.out_channels; ++oc) {
+        std::fill(out + oc * np, out + (oc + 1) * np, bias[oc]);
+      }
+    }
+    Gemm<T>(Trans::kNo, Trans::kNo, g.out_channels, np, g.in_channels, T(1),
+            weight, g.in_channels, in, np, bias != nullptr ? T(1) : T(0), out,
+            np);
+    ws->grid = false;
+    ws->pointwise = true;
+    ws->input = in;
+    return;
+  }
+  ws->pointwise = false;
   ws->grid = UseGrid(g, *ws);
   if constexpr (std::is_same_v<T, float>) {
     if (ws->grid) {
@@ -239,6 +263,11 @@ void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
                               T* grad_weight, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
   const int64_t kk = g.patch(), np = g.positions();
+  if (ws->pointwise) {
+    Gemm<T>(Trans::kNo, Trans::kYes, g.out_channels, kk, np, T(1), grad_out, np,
+            ws->input, np, T(0), grad_weight, kk);
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (ws->grid) {
       const GridConv grid = ForwardGrid(g);
@@ -259,6 +288,12 @@ void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
 template <typename T>
 void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
                             const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+  if (Pointwise(g) && ws->algorithm != ConvAlgorithm::kIm2col) {
+    const int64_t np = g.positions();
+    Gemm<T>(Trans::kYes, Trans::kNo, g.in_channels, np, g.out_channels, T(1),
+            weight, g.in_channels, grad_out, np, T(0), grad_in, np);
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (UseGrid(g, *ws)) {
       if (UseGridInputGrad(g, ws->algorithm)) {

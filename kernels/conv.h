@@ -11,6 +11,8 @@
 //  - other groups > 1: the groups = 1 algorithms below on each group's
 //    contiguous slice of channels (batch-inner layouts keep them so).
 //  - dilation > 1 (groups = 1): im2col + GEMM.
+//  - 1x1, stride 1, no padding: one GEMM per pass on the layouts as they
+//    are (unless kIm2col is forced).
 //  - float, stride 1: hand-written AVX2 kernels (conv_internal.h) that read
 //    the (padded) input in place, never building an im2col matrix. Forward
 //    and weight gradient vectorize either over output positions ("grid":
@@ -92,6 +94,7 @@ struct ConvWorkspace {
 
   const T* input = nullptr;    // what the backward passes read (maybe padded)
   bool grid = false;           // the last forward used the grid algorithm
+  bool pointwise = false;      // ... or was a 1x1 matrix product
   BasicTensor<T> padded;       // zero-padded input (grid)
   BasicTensor<T> col;          // im2col matrix (im2col)
   BasicTensor<T> grad_col;     // its gradient (im2col)
