@@ -8,7 +8,9 @@ predict ran on, and compares the outputs.
 
 The torch model is built from the layer list the export records
 (metadata cohort.layers) with sizes from the tensors' shapes: every layer
-kind, residual blocks as torchvision's BasicBlock and Bottleneck. MODEL only
+kind, residual blocks as torchvision's BasicBlock and Bottleneck, branch
+blocks as a ModuleList of Sequential paths (grouped and dilated
+convolutions included). MODEL only
 names the case in the printed line. Prints the largest difference and exits
 1 above 1e-4 relative (to the output's largest magnitude).
 """
@@ -88,47 +90,73 @@ class Bottleneck(nn.Module):
         return torch.relu(y + s)
 
 
+class Branch(nn.Module):
+    """cohort's branch: paths over the same input, concatenated along the
+    channels (features) or summed; state_dict names paths.P.I.NAME."""
+
+    def __init__(self, paths, combine):
+        super().__init__()
+        self.paths = nn.ModuleList(paths)
+        self.combine = combine
+
+    def forward(self, x):
+        outs = [p(x) for p in self.paths]
+        if self.combine == "SUM":
+            return sum(outs[1:], outs[0])
+        return torch.cat(outs, dim=1)
+
+
+def make_layer(layer, prefix, tensors):
+    """The torch module of one cohort layer whose tensors are named
+    PREFIX.NAME."""
+    (kind, a), = layer.items()
+    w = tensors.get(prefix + ".weight")
+    has_bias = prefix + ".bias" in tensors
+    if kind == "linear":
+        return nn.Linear(w.shape[1], w.shape[0], bias=has_bias)
+    if kind in ("conv1d", "conv2d"):
+        conv = nn.Conv1d if kind == "conv1d" else nn.Conv2d
+        groups = a.get("groups", 1) or 1
+        return conv(w.shape[1] * groups, w.shape[0], w.shape[2],
+                    a.get("stride", 1) or 1, a.get("padding", 0),
+                    a.get("dilation", 1) or 1, groups, bias=has_bias)
+    if kind in ("batchnorm1d", "batchnorm2d"):
+        bn = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
+        return bn(w.shape[0], eps=a.get("eps", 1e-5))
+    if kind == "relu":
+        return nn.ReLU()
+    if kind in ("maxpool2d", "avgpool2d"):
+        k = a["kernel"]
+        pool = nn.MaxPool2d if kind == "maxpool2d" else nn.AvgPool2d
+        return pool(k, a.get("stride", k), a.get("padding", 0))
+    if kind == "global_avgpool":
+        return GlobalPool()
+    if kind == "flatten":
+        return nn.Flatten()
+    if kind == "dropout":
+        return nn.Dropout(a.get("p", 0.0))
+    if kind == "residual":
+        c1 = tensors[prefix + ".conv1.weight"]
+        out = a["out_channels"]
+        if a.get("bottleneck", False):
+            return Bottleneck(c1.shape[1], c1.shape[0], out,
+                              a.get("stride", 1))
+        return BasicBlock(c1.shape[1], out, a.get("stride", 1))
+    if kind == "branch":
+        paths = []
+        for p, path in enumerate(a.get("paths", [])):
+            paths.append(nn.Sequential(*[
+                make_layer(l, "%s.paths.%d.%d" % (prefix, p, j), tensors)
+                for j, l in enumerate(path.get("layers", []))]))
+        return Branch(paths, a.get("combine", "CONCAT"))
+    raise SystemExit("no torch form for layer kind " + kind)
+
+
 def from_layers(layers, tensors):
     """The nn.Sequential of cohort's layer list (the export's cohort.layers
     metadata), sizes read from the tensors' shapes."""
-    mods = []
-    for i, layer in enumerate(layers):
-        (kind, a), = layer.items()
-        w = tensors.get("%d.weight" % i)
-        if kind == "linear":
-            mods.append(nn.Linear(w.shape[1], w.shape[0],
-                                  bias="%d.bias" % i in tensors))
-        elif kind in ("conv1d", "conv2d"):
-            conv = nn.Conv1d if kind == "conv1d" else nn.Conv2d
-            mods.append(conv(w.shape[1], w.shape[0], w.shape[2],
-                             a.get("stride", 1), a.get("padding", 0),
-                             bias="%d.bias" % i in tensors))
-        elif kind in ("batchnorm1d", "batchnorm2d"):
-            bn = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
-            mods.append(bn(w.shape[0], eps=a.get("eps", 1e-5)))
-        elif kind == "relu":
-            mods.append(nn.ReLU())
-        elif kind in ("maxpool2d", "avgpool2d"):
-            k = a["kernel"]
-            pool = nn.MaxPool2d if kind == "maxpool2d" else nn.AvgPool2d
-            mods.append(pool(k, a.get("stride", k), a.get("padding", 0)))
-        elif kind == "global_avgpool":
-            mods.append(GlobalPool())
-        elif kind == "flatten":
-            mods.append(nn.Flatten())
-        elif kind == "dropout":
-            mods.append(nn.Dropout(a.get("p", 0.0)))
-        elif kind == "residual":
-            c1 = tensors["%d.conv1.weight" % i]
-            out = a["out_channels"]
-            if a.get("bottleneck", False):
-                mods.append(Bottleneck(c1.shape[1], c1.shape[0], out,
-                                       a.get("stride", 1)))
-            else:
-                mods.append(BasicBlock(c1.shape[1], out, a.get("stride", 1)))
-        else:
-            raise SystemExit("no torch form for layer kind " + kind)
-    return nn.Sequential(*mods)
+    return nn.Sequential(*[make_layer(l, str(i), tensors)
+                           for i, l in enumerate(layers)])
 
 
 def main():
