@@ -64,6 +64,43 @@ inline T Dot(int64_t n, const T* __restrict a, const T* __restrict b) {
   return sum;
 }
 
+// y[i] = b + sum_t w[t] * x[i + off[t]] for i < n, all taps in one pass
+// (each output loaded and stored once): the tap count fixed at compile
+// time, so that the loop over i vectorizes with the taps unrolled.
+template <int kTaps, typename T>
+void FusedTaps(int64_t n, const T* w, const int64_t* off, T b,
+               const T* __restrict x, T* __restrict y) {
+  T wt[kTaps];
+  const T* xt[kTaps];
+  for (int t = 0; t < kTaps; ++t) {
+    wt[t] = w[t];
+    xt[t] = x + off[t];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    T s = b;
+    for (int t = 0; t < kTaps; ++t) s += wt[t] * xt[t][i];
+    y[i] = s;
+  }
+}
+
+// FusedTaps for any tap count: the common kernels (1-D 3, 3x3, 5x5)
+// fused, others one multiply-add pass per tap.
+template <typename T>
+void Taps(int64_t n, int64_t taps, const T* w, const int64_t* off, T b,
+          const T* x, T* y) {
+  switch (taps) {
+    case 3:
+      return FusedTaps<3>(n, w, off, b, x, y);
+    case 9:
+      return FusedTaps<9>(n, w, off, b, x, y);
+    case 25:
+      return FusedTaps<25>(n, w, off, b, x, y);
+    default:
+      std::fill(y, y + n, b);
+      for (int64_t t = 0; t < taps; ++t) Axpy(n, w[t], x + off[t], y);
+  }
+}
+
 // Copies planes of h x w into zero-bordered planes of hp x wp.
 template <typename T>
 void Pad(const T* in, int64_t planes, int64_t h, int64_t w, int64_t ph,
@@ -127,11 +164,7 @@ void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
     for (int64_t n0 = 0; n0 < g.batch; n0 += grid.per_block) {
       const int64_t count = std::min(grid.per_block, g.batch - n0);
       const int64_t len = grid.Length(count);
-      const T* xb = x + n0 * grid.plane;
-      std::fill(block, block + len, b);
-      for (int64_t t = 0; t < taps; ++t) {
-        Axpy(len, w[t], xb + grid.taps[t], block);
-      }
+      Taps(len, taps, w, grid.taps.data(), b, x + n0 * grid.plane, block);
       for (int64_t n = 0; n < count; ++n) {
         for (int64_t r = 0; r < grid.oh; ++r) {
           const T* src = block + n * grid.plane + r * g.stride * grid.wp;
@@ -180,23 +213,38 @@ void DepthwiseInputGrad(const ConvGeometry& g, const T* grad_out,
   const Grid grid(g);
   const int64_t m = g.out_channels / g.in_channels;
   const int64_t taps = static_cast<int64_t>(grid.taps.size());
-  Grow(&ws->scratch, grid.Length(grid.per_block));
+  // The gradient at padded position j is sum_t w[t] * dy_grid[j - off[t]]:
+  // a correlation with the taps mirrored, read from the output gradient's
+  // grid placed `margin` zeros into the block (so that j - off[t] >= 0).
+  const int64_t margin = grid.taps.back();
+  std::vector<int64_t> mirrored(taps);
+  for (int64_t t = 0; t < taps; ++t) mirrored[t] = margin - grid.taps[t];
+  Grow(&ws->scratch, margin + grid.per_block * grid.plane);
   Grow(&ws->grad_padded, g.batch * grid.plane);
+  Grow(&ws->packed, grid.per_block * grid.plane);
   T* block = ws->scratch.data();
   T* gp = ws->grad_padded.data();
+  T* part = ws->packed.data();
+  std::memset(block, 0, margin * sizeof(T));
   const int64_t out_plane = grid.oh * grid.ow;
   for (int64_t c = 0; c < g.in_channels; ++c) {
-    std::memset(gp, 0, g.batch * grid.plane * sizeof(T));
     for (int64_t oc = c * m; oc < (c + 1) * m; ++oc) {
       const T* dy = grad_out + oc * g.batch * out_plane;
       const T* w = weight + oc * taps;
       for (int64_t n0 = 0; n0 < g.batch; n0 += grid.per_block) {
         const int64_t count = std::min(grid.per_block, g.batch - n0);
-        const int64_t len = grid.Length(count);
-        Scatter(g, grid, dy, n0, count, block);
+        const int64_t len = count * grid.plane;
+        // Scatter zeroes the grid up to the last output; the correlation
+        // reads the last sample's tail too.
+        Scatter(g, grid, dy, n0, count, block + margin);
+        const int64_t used = grid.Length(count);
+        std::memset(block + margin + used, 0, (len - used) * sizeof(T));
         T* gb = gp + n0 * grid.plane;
-        for (int64_t t = 0; t < taps; ++t) {
-          Axpy(len, w[t], block, gb + grid.taps[t]);
+        if (oc == c * m) {
+          Taps(len, taps, w, mirrored.data(), T(0), block, gb);
+        } else {
+          Taps(len, taps, w, mirrored.data(), T(0), block, part);
+          for (int64_t i = 0; i < len; ++i) gb[i] += part[i];
         }
       }
     }
