@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 
-STEPS = {"lenet": 200, "conv1d": 40, "mlp": 20000}
+STEPS = {"lenet": 200, "conv1d": 40, "mlp": 20000, "mobilenet": 60}
 
 
 def rate(binary, workload, steps, threads):
@@ -30,7 +30,7 @@ def main():
     p.add_argument("torch")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--workloads", default="lenet,conv1d,mlp")
+    p.add_argument("--workloads", default="lenet,conv1d,mlp,mobilenet")
     a = p.parse_args()
     print(f"threads {a.threads}, median of {a.repeats} alternating runs\n")
     print("| workload | cohort samples/s | LibTorch samples/s | ratio |")

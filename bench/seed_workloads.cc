@@ -1,10 +1,13 @@
 // Training throughput of cohort's CPU engine on the seed workloads.
-//   seed_workloads {lenet|conv1d|mlp} STEPS THREADS
+//   seed_workloads {lenet|conv1d|mlp|mobilenet} STEPS THREADS
 // prints "NAME samples_per_s X" (the same line as torch_seed_workloads, the
 // LibTorch yardstick; bench/compare_seed_workloads runs both side by side).
 //   lenet:  lenet_cifar, batch 100, cross-entropy, SGD lr 0.001 momentum 0.9
 //   conv1d: conv1d_bn on 3x10000, batch 4, MSE, SGD lr 0.001
 //   mlp:    mlp_seed, batch 10, cross-entropy, SGD lr 0.01
+//   mobilenet: examples/cifar10_mobilenet.textproto's model (depthwise-
+//           separable blocks and inverted residuals), batch 32,
+//           cross-entropy, SGD lr 0.01 momentum 0.9
 // Fixed random inputs, 5 warm-up steps. The run checks itself: the loss on
 // the fixed batch must be finite and lower at the end than at the start,
 // or the program exits 1 instead of printing a number.
@@ -14,6 +17,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "google/protobuf/text_format.h"
 #include "proto/job.pb.h"
 #include "worker/compute_threads.h"
 #include "worker/loss.h"
@@ -23,12 +27,71 @@
 namespace cohort {
 namespace {
 
+// examples/cifar10_mobilenet.textproto's model block, without comments.
+constexpr char kMobileNet[] =
+    "  layers { conv2d { out_channels: 16 kernel: 3 padding: 1 no_bias: true } "
+    "}\n"
+    "  layers { batchnorm2d {} }\n"
+    "  layers { relu {} }\n"
+    "  layers { conv2d { out_channels: 16 kernel: 3 padding: 1 groups: 16 "
+    "no_bias: true } }\n"
+    "  layers { batchnorm2d {} }\n"
+    "  layers { relu {} }\n"
+    "  layers { conv2d { out_channels: 24 kernel: 1 no_bias: true } }\n"
+    "  layers { batchnorm2d {} }\n"
+    "  layers { relu {} }\n"
+    "  layers { conv2d { out_channels: 24 kernel: 3 stride: 2 padding: 1 "
+    "groups: 24 no_bias: true } }\n"
+    "  layers { batchnorm2d {} }\n"
+    "  layers { relu {} }\n"
+    "  layers { conv2d { out_channels: 32 kernel: 1 no_bias: true } }\n"
+    "  layers { batchnorm2d {} }\n"
+    "  layers { relu {} }\n"
+    "  layers { branch { combine: SUM\n"
+    "    paths {\n"
+    "      layers { conv2d { out_channels: 128 kernel: 1 no_bias: true } }\n"
+    "      layers { batchnorm2d {} }\n"
+    "      layers { relu {} }\n"
+    "      layers { conv2d { out_channels: 128 kernel: 3 padding: 1 groups: "
+    "128 no_bias: true } }\n"
+    "      layers { batchnorm2d {} }\n"
+    "      layers { relu {} }\n"
+    "      layers { conv2d { out_channels: 32 kernel: 1 no_bias: true } }\n"
+    "      layers { batchnorm2d {} }\n"
+    "    }\n"
+    "    paths {}\n"
+    "  } }\n"
+    "  layers { conv2d { out_channels: 32 kernel: 3 stride: 2 padding: 1 "
+    "groups: 32 no_bias: true } }\n"
+    "  layers { batchnorm2d {} }\n"
+    "  layers { relu {} }\n"
+    "  layers { conv2d { out_channels: 64 kernel: 1 no_bias: true } }\n"
+    "  layers { batchnorm2d {} }\n"
+    "  layers { relu {} }\n"
+    "  layers { branch { combine: SUM\n"
+    "    paths {\n"
+    "      layers { conv2d { out_channels: 256 kernel: 1 no_bias: true } }\n"
+    "      layers { batchnorm2d {} }\n"
+    "      layers { relu {} }\n"
+    "      layers { conv2d { out_channels: 256 kernel: 3 padding: 1 groups: "
+    "256 no_bias: true } }\n"
+    "      layers { batchnorm2d {} }\n"
+    "      layers { relu {} }\n"
+    "      layers { conv2d { out_channels: 64 kernel: 1 no_bias: true } }\n"
+    "      layers { batchnorm2d {} }\n"
+    "    }\n"
+    "    paths {}\n"
+    "  } }\n"
+    "  layers { global_avgpool {} }\n"
+    "  layers { linear { out_features: 10 } }\n";
+
 struct Workload {
-  const char* zoo;
+  const char* zoo;  // or empty: `layers` (ModelSpec text) on CIFAR samples
   int64_t batch;
   bool mse;
   double lr;
   double momentum;
+  const char* layers = "";
 };
 
 bool Lookup(const std::string& name, Workload* w) {
@@ -38,6 +101,8 @@ bool Lookup(const std::string& name, Workload* w) {
     *w = {"conv1d_bn", 4, true, 0.001, 0.0};
   } else if (name == "mlp") {
     *w = {"mlp_seed", 10, false, 0.01, 0.0};
+  } else if (name == "mobilenet") {
+    *w = {"", 32, false, 0.01, 0.9, kMobileNet};
   } else {
     return false;
   }
@@ -55,7 +120,8 @@ Shape BatchShape(const Shape& sample, int64_t n) {
 int Main(int argc, char** argv) {
   Workload w;
   if (argc != 4 || !Lookup(argv[1], &w)) {
-    std::fprintf(stderr, "usage: %s {lenet|conv1d|mlp} STEPS THREADS\n",
+    std::fprintf(stderr,
+                 "usage: %s {lenet|conv1d|mlp|mobilenet} STEPS THREADS\n",
                  argv[0]);
     return 2;
   }
@@ -67,8 +133,14 @@ int Main(int argc, char** argv) {
   }
   SetComputeThreads(threads);
   ModelSpec spec;
-  spec.set_zoo(w.zoo);
-  const Shape sample = *ZooInputShape(w.zoo);
+  Shape sample = {3, 32, 32};
+  if (*w.zoo != 0) {
+    spec.set_zoo(w.zoo);
+    sample = *ZooInputShape(w.zoo);
+  } else if (!google::protobuf::TextFormat::ParseFromString(w.layers, &spec)) {
+    std::fprintf(stderr, "%s: the model text does not parse\n", argv[1]);
+    return 1;
+  }
   auto model_or = BuildModel<float>(spec, sample, 1);
   if (!model_or.ok()) {
     std::fprintf(stderr, "%s\n",

@@ -1,6 +1,6 @@
-// The yardstick for //bench:seed_workloads: the same three workloads in
+// The yardstick for //bench:seed_workloads: the same four workloads in
 // LibTorch 1.13 (Debian's libtorch-dev, CPU), same command line, same output.
-//   torch_seed_workloads {lenet|conv1d|mlp} STEPS THREADS
+//   torch_seed_workloads {lenet|conv1d|mlp|mobilenet} STEPS THREADS
 // prints "NAME samples_per_s X". Never linked into cohort itself.
 #include <torch/torch.h>
 
@@ -56,6 +56,55 @@ struct Mlp : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) { return f2(torch::relu(f1(x))); }
 };
 
+// examples/cifar10_mobilenet.textproto's model: a 3x3 stem, depthwise-
+// separable blocks and MobileNetV2 inverted residuals, as cohort runs it.
+torch::nn::Sequential ConvBnRelu(int64_t in, int64_t out, int64_t k,
+                                 int64_t stride, int64_t groups, bool relu) {
+  torch::nn::Sequential s(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, k)
+                                                .stride(stride)
+                                                .padding(k / 2)
+                                                .groups(groups)
+                                                .bias(false)),
+                          torch::nn::BatchNorm2d(out));
+  if (relu) s->push_back(torch::nn::ReLU());
+  return s;
+}
+
+struct InvertedResidual : torch::nn::Module {
+  torch::nn::Sequential body{nullptr};
+  InvertedResidual(int64_t c, int64_t expand) {
+    const int64_t e = c * expand;
+    torch::nn::Sequential b;
+    b->extend(*ConvBnRelu(c, e, 1, 1, 1, true));
+    b->extend(*ConvBnRelu(e, e, 3, 1, e, true));
+    b->extend(*ConvBnRelu(e, c, 1, 1, 1, false));
+    body = register_module("body", b);
+  }
+  torch::Tensor forward(torch::Tensor x) { return x + body->forward(x); }
+};
+
+struct MobileNet : torch::nn::Module {
+  torch::nn::Sequential features{nullptr};
+  torch::nn::Linear fc{nullptr};
+  MobileNet() {
+    torch::nn::Sequential f;
+    f->extend(*ConvBnRelu(3, 16, 3, 1, 1, true));
+    f->extend(*ConvBnRelu(16, 16, 3, 1, 16, true));
+    f->extend(*ConvBnRelu(16, 24, 1, 1, 1, true));
+    f->extend(*ConvBnRelu(24, 24, 3, 2, 24, true));
+    f->extend(*ConvBnRelu(24, 32, 1, 1, 1, true));
+    f->push_back(InvertedResidual(32, 4));
+    f->extend(*ConvBnRelu(32, 32, 3, 2, 32, true));
+    f->extend(*ConvBnRelu(32, 64, 1, 1, 1, true));
+    f->push_back(InvertedResidual(64, 4));
+    features = register_module("features", f);
+    fc = register_module("fc", torch::nn::Linear(64, 10));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    return fc(features->forward(x).mean({2, 3}));
+  }
+};
+
 template <typename Net>
 double Run(Net& net, torch::Tensor x, torch::Tensor y, bool mse, double lr,
            double momentum, int steps, int batch) {
@@ -82,7 +131,8 @@ double Run(Net& net, torch::Tensor x, torch::Tensor y, bool mse, double lr,
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: %s {lenet|conv1d|mlp} STEPS THREADS\n",
+    std::fprintf(stderr,
+                 "usage: %s {lenet|conv1d|mlp|mobilenet} STEPS THREADS\n",
                  argv[0]);
     return 2;
   }
@@ -108,8 +158,13 @@ int main(int argc, char** argv) {
     Mlp net;
     rate = Run(net, torch::randn({10, 100}), torch::randint(0, 10, {10}), false,
                0.01, 0.0, steps, 10);
+  } else if (name == "mobilenet") {
+    MobileNet net;
+    rate = Run(net, torch::randn({32, 3, 32, 32}), torch::randint(0, 10, {32}),
+               false, 0.01, 0.9, steps, 32);
   } else {
-    std::fprintf(stderr, "unknown workload \"%s\" (lenet, conv1d, mlp)\n",
+    std::fprintf(stderr,
+                 "unknown workload \"%s\" (lenet, conv1d, mlp, mobilenet)\n",
                  name.c_str());
     return 2;
   }

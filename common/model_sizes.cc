@@ -65,29 +65,41 @@ absl::StatusOr<Inferred> InferLinear(const LinearSpec& l, const Shape& in) {
 absl::StatusOr<Inferred> InferConv(const ConvSpec& c, int dims,
                                    const Shape& in) {
   const int64_t stride = c.stride() > 0 ? c.stride() : 1;
+  const int64_t groups = c.groups() > 0 ? c.groups() : 1;
+  const int64_t dilation = c.dilation() > 0 ? c.dilation() : 1;
   if (c.out_channels() <= 0 || c.kernel() <= 0 || c.stride() < 0 ||
-      c.padding() < 0) {
+      c.padding() < 0 || c.groups() < 0 || c.dilation() < 0) {
     return Unfit(absl::StrCat(
-        "out_channels and kernel must be positive and stride and padding "
-        "not negative, got ",
-        c.out_channels(), ", ", c.kernel(), ", ", c.stride(), " and ",
-        c.padding()));
+        "out_channels and kernel must be positive and stride, padding, "
+        "groups and dilation not negative, got ",
+        c.out_channels(), ", ", c.kernel(), ", ", c.stride(), ", ", c.padding(),
+        ", ", c.groups(), " and ", c.dilation()));
   }
   if (in.size() != static_cast<size_t>(dims) + 1) {
     return Unfit(absl::StrCat("it expects a per-sample input ",
                               dims == 2 ? "{C, H, W}" : "{C, L}"));
   }
+  if (in[0] % groups != 0 || c.out_channels() % groups != 0) {
+    return Unfit(absl::StrCat("groups ", groups, " must divide the ", in[0],
+                              " input and ", c.out_channels(),
+                              " output channels"));
+  }
+  // The dilated kernel's extent; kernel and dilation are int32.
+  const int64_t span = dilation * (int64_t{c.kernel()} - 1) + 1;
   Inferred r;
   r.output = {c.out_channels()};
   for (size_t d = 1; d < in.size(); ++d) {
     const CheckedInt padded = CheckedInt(in[d]) + CheckedInt(2) * c.padding();
-    if (padded < CheckedInt(c.kernel())) {
+    if (padded < CheckedInt(span)) {
       return Unfit(absl::StrCat("the input padded by ", c.padding(),
-                                " is smaller than the kernel ", c.kernel()));
+                                " is smaller than the kernel ", c.kernel(),
+                                dilation > 1
+                                    ? absl::StrCat(" dilated by ", dilation)
+                                    : std::string()));
     }
-    r.output.push_back(Positions(padded, c.kernel(), stride));
+    r.output.push_back(Positions(padded, span, stride));
   }
-  CheckedInt weight = CheckedInt(c.out_channels()) * in[0];
+  CheckedInt weight = CheckedInt(c.out_channels()) * (in[0] / groups);
   for (int d = 0; d < dims; ++d) weight *= c.kernel();
   r.params.push_back(weight);
   if (!c.no_bias()) r.params.push_back(c.out_channels());
@@ -197,6 +209,7 @@ absl::StatusOr<Inferred> InferFlatten(const Shape& in) {
 }
 
 absl::StatusOr<LayerSizes> InferLayer(const LayerSpec& l, const Shape& in);
+std::string Kind(const LayerSpec& l);
 
 // A residual block is a chain of convolutions, batch norms and ReLUs
 // (worker/layers/residual.h), and a shortcut convolution and batch norm
@@ -276,6 +289,53 @@ absl::StatusOr<Inferred> InferResidual(const ResidualSpec& r, const Shape& in) {
   return out;
 }
 
+// Each path is a chain from the block's input; the outputs are summed
+// (equal shapes) or concatenated along the first dimension (the rest
+// equal), as worker/layers/branch.h.
+absl::StatusOr<Inferred> InferBranch(const BranchSpec& b, const Shape& in) {
+  if (b.paths_size() == 0) return Unfit("it needs at least one path");
+  const bool sum = b.combine() == BranchSpec::SUM;
+  Inferred out;
+  out.activations = 0;
+  Shape first;
+  for (int p = 0; p < b.paths_size(); ++p) {
+    Shape shape = in;
+    const auto& layers = b.paths(p).layers();
+    for (int i = 0; i < layers.size(); ++i) {
+      absl::StatusOr<LayerSizes> s = InferLayer(layers[i], shape);
+      if (!s.ok()) {
+        return Unfit(
+            absl::StrCat("path ", p, " layer ", i, " (", Kind(layers[i]),
+                         ") cannot take input of shape ", ShapeString(shape),
+                         ": ", s.status().message()));
+      }
+      out.params.insert(out.params.end(), s->param_tensors.begin(),
+                        s->param_tensors.end());
+      *out.activations += s->activations;
+      shape = s->output;
+    }
+    if (p == 0) {
+      first = shape;
+      out.output = Checked(shape);
+      continue;
+    }
+    const bool fits =
+        sum ? shape == first
+            : shape.size() == first.size() &&
+                  std::equal(shape.begin() + 1, shape.end(), first.begin() + 1);
+    if (!fits) {
+      return Unfit(absl::StrCat(
+          "path ", p, " gives ", ShapeString(shape), " but path 0 gives ",
+          ShapeString(first),
+          sum ? "; summed paths must give the same shape"
+              : "; concatenated paths must agree in all but the channels"));
+    }
+    if (!sum) out.output[0] += shape[0];
+  }
+  *out.activations += Elements(out.output);
+  return out;
+}
+
 absl::StatusOr<Inferred> InferKind(const LayerSpec& l, const Shape& in) {
   switch (l.kind_case()) {
     case LayerSpec::kLinear:
@@ -298,6 +358,8 @@ absl::StatusOr<Inferred> InferKind(const LayerSpec& l, const Shape& in) {
       return InferFlatten(in);
     case LayerSpec::kResidual:
       return InferResidual(l.residual(), in);
+    case LayerSpec::kBranch:
+      return InferBranch(l.branch(), in);
     case LayerSpec::kMaxpool1D:
       return InferPool1d(l.maxpool1d(), in);
     case LayerSpec::kAvgpool1D:

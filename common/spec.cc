@@ -130,7 +130,16 @@ absl::Status CheckConv(const ConvSpec& c, const Scope& s) {
   RETURN_IF_ERROR(Positive(s, c, "out_channels", c.out_channels()));
   RETURN_IF_ERROR(Positive(s, c, "kernel", c.kernel()));
   RETURN_IF_ERROR(NonNegative(s, c, "stride", c.stride()));
-  return NonNegative(s, c, "padding", c.padding());
+  RETURN_IF_ERROR(NonNegative(s, c, "padding", c.padding()));
+  RETURN_IF_ERROR(NonNegative(s, c, "groups", c.groups()));
+  RETURN_IF_ERROR(NonNegative(s, c, "dilation", c.dilation()));
+  // The input channels are known only to the shape inference, which checks
+  // that groups divides them too.
+  const int groups = std::max(c.groups(), 1);
+  return Require(
+      c.out_channels() % groups == 0, s, c, "groups",
+      absl::StrCat("a divisor of out_channels (", c.out_channels(), ")"),
+      c.groups());
 }
 
 absl::Status CheckPool(const PoolSpec& p, const Scope& s) {
@@ -143,16 +152,18 @@ absl::Status CheckPool(const PoolSpec& p, const Scope& s) {
                  p.padding());
 }
 
-absl::Status CheckLayer(const LayerSpec& l, const Scope& model, int index) {
+// `l` is element `index` of the repeated field `layers` of `parent` (a
+// ModelSpec, or a branch's path), whose scope is `outer`.
+absl::Status CheckLayer(const LayerSpec& l, const Scope& outer,
+                        const Message& parent, int index) {
   const FieldDescriptor* fd = l.GetReflection()->GetOneofFieldDescriptor(
       l, l.GetDescriptor()->oneof_decl(0));
   if (fd == nullptr) {
-    return model.Error(
-        ModelSpec::default_instance(), "layers", index,
+    return outer.Error(
+        parent, "layers", index,
         "must set a layer kind (linear, conv2d, relu, ...), got none");
   }
-  Scope s = model.Nested(ModelSpec::default_instance(), "layers", index)
-                .Nested(fd, -1);
+  Scope s = outer.Nested(parent, "layers", index).Nested(fd, -1);
   switch (l.kind_case()) {
     case LayerSpec::kLinear:
       return Positive(s, l.linear(), "out_features", l.linear().out_features());
@@ -195,6 +206,20 @@ absl::Status CheckLayer(const LayerSpec& l, const Scope& model, int index) {
           "a multiple of 4 with bottleneck: true", r.out_channels()));
       return NonNegative(s, r, "stride", r.stride());
     }
+    case LayerSpec::kBranch: {
+      const BranchSpec& b = l.branch();
+      if (b.paths_size() == 0) {
+        return s.Error(b, "paths", -1, "must list at least one path, got none");
+      }
+      for (int p = 0; p < b.paths_size(); ++p) {
+        const Scope path = s.Nested(b, "paths", p);
+        for (int i = 0; i < b.paths(p).layers_size(); ++i) {
+          RETURN_IF_ERROR(
+              CheckLayer(b.paths(p).layers(i), path, b.paths(p), i));
+        }
+      }
+      return absl::OkStatus();
+    }
     default:
       return absl::OkStatus();  // relu, global_avgpool, flatten: no fields
   }
@@ -210,7 +235,7 @@ absl::Status CheckModel(const ModelSpec& m, const Scope& s) {
     return s.Error(m, "zoo", -1, "or model.layers must be given, got neither");
   }
   for (int i = 0; i < m.layers_size(); ++i) {
-    RETURN_IF_ERROR(CheckLayer(m.layers(i), s, i));
+    RETURN_IF_ERROR(CheckLayer(m.layers(i), s, m, i));
   }
   return absl::OkStatus();
 }

@@ -55,6 +55,11 @@ void FillLayerDefaults(LayerSpec* l) {
     case LayerSpec::kResidual:
       if (l->residual().stride() == 0) l->mutable_residual()->set_stride(1);
       break;
+    case LayerSpec::kBranch:
+      for (BranchSpec::Path& p : *l->mutable_branch()->mutable_paths()) {
+        for (LayerSpec& sub : *p.mutable_layers()) FillLayerDefaults(&sub);
+      }
+      break;
     default:
       break;
   }

@@ -178,6 +178,23 @@ TEST(ParseJobSpec, ChecksEveryLayerKind) {
       {"  layers { }",
        "5:3: model.layers[1] must set a layer kind (linear, "
        "conv2d, relu, ...), got none"},
+      {"  layers { conv2d { out_channels: 4 kernel: 3 groups: -2 } }",
+       "5:47: model.layers[1].conv2d.groups must be >= 0, got -2"},
+      {"  layers { conv1d { out_channels: 4 kernel: 3 dilation: -1 } }",
+       "5:47: model.layers[1].conv1d.dilation must be >= 0, got -1"},
+      {"  layers { conv2d { out_channels: 6 kernel: 3 groups: 4 } }",
+       "5:47: model.layers[1].conv2d.groups must be a divisor of "
+       "out_channels (6), got 4"},
+      {"  layers { branch { } }",
+       "5:12: model.layers[1].branch.paths must list at least one path, "
+       "got none (missing)"},
+      {"  layers { branch { paths { } paths { layers { relu {} } layers { "
+       "dropout { p: 2 } } } } }",
+       "5:77: model.layers[1].branch.paths[1].layers[1].dropout.p must be in "
+       "[0, 1), got 2"},
+      {"  layers { branch { paths { layers { } } } }",
+       "5:29: model.layers[1].branch.paths[0].layers[0] must set a layer "
+       "kind (linear, conv2d, relu, ...), got none"},
   };
   for (const Case& c : cases) {
     std::string text = WithLayers("  layers { flatten {} }\n" + c.layer + "\n");
@@ -535,6 +552,51 @@ TEST(ParseJobSpec, ChecksSizesPointingAtTheLayer) {
                            0),
             0u)
       << overflow;
+}
+
+TEST(ParseJobSpec, ChecksGroupsAndBranchShapesPointingAtTheLayer) {
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { conv2d { out_channels: 4 kernel: 3 "
+                               "groups: 2 } }\n")),
+            "jobs/x.textproto:4:3: layer 0 (conv2d) cannot take input of "
+            "shape [1, 28, 28]: groups 2 must divide the 1 input and 4 "
+            "output channels");
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { conv2d { out_channels: 4 kernel: 5 "
+                               "dilation: 7 } }\n")),
+            "jobs/x.textproto:4:3: layer 0 (conv2d) cannot take input of "
+            "shape [1, 28, 28]: the input padded by 0 is smaller than the "
+            "kernel 5 dilated by 7");
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { combine: SUM paths { } paths { "
+                         "layers { conv2d { out_channels: 2 kernel: 3 } } } } "
+                         "}\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 1 gives [2, 26, 26] but path 0 gives [1, 28, 28]; "
+      "summed paths must give the same shape");
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { paths { layers { flatten {} } "
+                         "layers { linear { out_features: 3 } } } paths { "
+                         "layers { conv2d { out_channels: 2 kernel: 3 } } } } "
+                         "}\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 1 gives [2, 26, 26] but path 0 gives [3]; "
+      "concatenated paths must agree in all but the channels");
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { paths { layers { linear { "
+                         "out_features: 3 } } } } }\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 0 layer 0 (linear) cannot take input of shape "
+      "[1, 28, 28]: it expects a flat input {features}; put a flatten layer "
+      "before it");
+  // An inception-style block and a depthwise-separable block.
+  EXPECT_EQ(
+      ErrorOf(WithLayers(
+          "  layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } }\n"
+          "  layers { branch { paths { layers { conv2d { out_channels: 4 "
+          "kernel: 1 } } } paths { layers { conv2d { out_channels: 8 kernel: "
+          "3 padding: 2 dilation: 2 groups: 8 } } } paths { } } }\n"
+          "  layers { global_avgpool {} }\n  layers { linear { out_features: "
+          "10 } }\n")),
+      "OK");
 }
 
 TEST(LoadJobSpec, RefusesWhatIsNotAShortTextFile) {

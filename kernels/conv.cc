@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "common/logging.h"
+#include "kernels/conv_depthwise.h"
 #include "kernels/conv_internal.h"
 #include "kernels/gemm.h"
 
@@ -17,7 +18,8 @@ bool UseGrid(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
-    return ws.algorithm != ConvAlgorithm::kIm2col && g.stride == 1;
+    return ws.algorithm != ConvAlgorithm::kIm2col && g.stride == 1 &&
+           g.dilation == 1;
   }
 }
 
@@ -141,14 +143,14 @@ void Im2col(const ConvGeometry& g, const T* in, T* col) {
         for (int64_t n = 0; n < g.batch; ++n) {
           for (int64_t y = 0; y < oh; ++y) {
             T* dst = row + (n * oh + y) * ow;
-            const int64_t ih = y * g.stride + kh - g.pad_h;
+            const int64_t ih = y * g.stride + kh * g.dilation - g.pad_h;
             if (ih < 0 || ih >= g.in_h) {
               std::memset(dst, 0, ow * sizeof(T));
               continue;
             }
             const T* src = in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
             for (int64_t x = 0; x < ow; ++x) {
-              const int64_t iw = x * g.stride + kw - g.pad_w;
+              const int64_t iw = x * g.stride + kw * g.dilation - g.pad_w;
               dst[x] = (iw >= 0 && iw < g.in_w) ? src[iw] : T(0);
             }
           }
@@ -170,12 +172,12 @@ void Col2im(const ConvGeometry& g, const T* col, T* grad_in) {
         const T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * np;
         for (int64_t n = 0; n < g.batch; ++n) {
           for (int64_t y = 0; y < oh; ++y) {
-            const int64_t ih = y * g.stride + kh - g.pad_h;
+            const int64_t ih = y * g.stride + kh * g.dilation - g.pad_h;
             if (ih < 0 || ih >= g.in_h) continue;
             const T* src = row + (n * oh + y) * ow;
             T* dst = grad_in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
             for (int64_t x = 0; x < ow; ++x) {
-              const int64_t iw = x * g.stride + kw - g.pad_w;
+              const int64_t iw = x * g.stride + kw * g.dilation - g.pad_w;
               if (iw >= 0 && iw < g.in_w) dst[iw] += src[x];
             }
           }
@@ -200,12 +202,34 @@ void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
           ws->col.data(), np, bias != nullptr ? T(1) : T(0), out, np);
 }
 
-}  // namespace
+// A 1x1 convolution with stride 1 and no padding is one matrix product on
+// the batch-inner layout (out[OC][N*P] = W[OC][C] in[C][N*P]): no im2col
+// copy, no grid scratch.
+bool Pointwise(const ConvGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride == 1 && g.pad_h == 0 &&
+         g.pad_w == 0;
+}
 
 template <typename T>
-void ConvForward(const ConvGeometry& g, const T* in, const T* weight,
-                 const T* bias, T* out, ConvWorkspace<T>* ws) {
+void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
+                      const T* bias, T* out, ConvWorkspace<T>* ws) {
   DCHECK(g.out_h() > 0 && g.out_w() > 0);
+  if (Pointwise(g) && ws->algorithm != ConvAlgorithm::kIm2col) {
+    const int64_t np = g.positions();
+    if (bias != nullptr) {
+      for (int64_t oc = 0; oc < g.out_channels; ++oc) {
+        std::fill(out + oc * np, out + (oc + 1) * np, bias[oc]);
+      }
+    }
+    Gemm<T>(Trans::kNo, Trans::kNo, g.out_channels, np, g.in_channels, T(1),
+            weight, g.in_channels, in, np, bias != nullptr ? T(1) : T(0), out,
+            np);
+    ws->grid = false;
+    ws->pointwise = true;
+    ws->input = in;
+    return;
+  }
+  ws->pointwise = false;
   ws->grid = UseGrid(g, *ws);
   if constexpr (std::is_same_v<T, float>) {
     if (ws->grid) {
@@ -235,12 +259,14 @@ void ConvForward(const ConvGeometry& g, const T* in, const T* weight,
 }
 
 template <typename T>
-void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
-                         T* grad_weight, T* grad_bias, ConvWorkspace<T>* ws) {
+void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
+                              T* grad_weight, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
   const int64_t kk = g.patch(), np = g.positions();
-  if (grad_bias != nullptr) {
-    RowSums<T>(g.out_channels, np, grad_out, np, grad_bias);
+  if (ws->pointwise) {
+    Gemm<T>(Trans::kNo, Trans::kYes, g.out_channels, kk, np, T(1), grad_out, np,
+            ws->input, np, T(0), grad_weight, kk);
+    return;
   }
   if constexpr (std::is_same_v<T, float>) {
     if (ws->grid) {
@@ -260,8 +286,14 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
 }
 
 template <typename T>
-void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
-                       const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
+                            const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+  if (Pointwise(g) && ws->algorithm != ConvAlgorithm::kIm2col) {
+    const int64_t np = g.positions();
+    Gemm<T>(Trans::kYes, Trans::kNo, g.in_channels, np, g.out_channels, T(1),
+            weight, g.in_channels, grad_out, np, T(0), grad_in, np);
+    return;
+  }
   if constexpr (std::is_same_v<T, float>) {
     if (UseGrid(g, *ws)) {
       if (UseGridInputGrad(g, ws->algorithm)) {
@@ -278,6 +310,94 @@ void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
   Gemm<T>(Trans::kYes, Trans::kNo, kk, np, g.out_channels, T(1), weight, kk,
           grad_out, np, T(0), ws->grad_col.data(), np);
   Col2im(g, ws->grad_col.data(), grad_in);
+}
+
+// Group `i`'s slice of a grouped convolution: its channels are contiguous
+// in the batch-inner layouts and its weights are rows of the weight matrix.
+struct GroupSlice {
+  ConvGeometry g;  // groups = 1
+  int64_t in_offset, out_offset, weight_offset, out_channels;
+};
+
+GroupSlice Slice(const ConvGeometry& g, int64_t i) {
+  GroupSlice s;
+  s.g = g;
+  s.g.groups = 1;
+  s.g.in_channels = g.in_channels / g.groups;
+  s.g.out_channels = g.out_channels / g.groups;
+  s.in_offset = i * s.g.in_channels * g.batch * g.in_h * g.in_w;
+  s.out_offset = i * s.g.out_channels * g.positions();
+  s.weight_offset = i * s.g.out_channels * g.patch();
+  s.out_channels = s.g.out_channels;
+  return s;
+}
+
+}  // namespace
+
+template <typename T>
+void ConvForward(const ConvGeometry& g, const T* in, const T* weight,
+                 const T* bias, T* out, ConvWorkspace<T>* ws) {
+  if (g.depthwise()) {
+    conv_internal::DepthwiseForward(g, in, weight, bias, out, ws);
+    return;
+  }
+  if (g.groups == 1) {
+    UngroupedForward(g, in, weight, bias, out, ws);
+    return;
+  }
+  ws->group_ws.resize(g.groups);
+  for (int64_t i = 0; i < g.groups; ++i) {
+    ConvWorkspace<T>& sub = ws->group_ws[i];
+    sub.algorithm = ws->algorithm;
+    const GroupSlice s = Slice(g, i);
+    UngroupedForward(s.g, in + s.in_offset, weight + s.weight_offset,
+                     bias != nullptr ? bias + i * s.out_channels : nullptr,
+                     out + s.out_offset, &sub);
+  }
+  ws->input = in;
+}
+
+template <typename T>
+void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
+                         T* grad_weight, T* grad_bias, ConvWorkspace<T>* ws) {
+  CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
+  if (grad_bias != nullptr) {
+    const int64_t np = g.positions();
+    RowSums<T>(g.out_channels, np, grad_out, np, grad_bias);
+  }
+  if (g.depthwise()) {
+    conv_internal::DepthwiseWeightGrad(g, grad_out, grad_weight, ws);
+    return;
+  }
+  if (g.groups == 1) {
+    UngroupedBackwardWeights(g, grad_out, grad_weight, ws);
+    return;
+  }
+  for (int64_t i = 0; i < g.groups; ++i) {
+    const GroupSlice s = Slice(g, i);
+    UngroupedBackwardWeights(s.g, grad_out + s.out_offset,
+                             grad_weight + s.weight_offset, &ws->group_ws[i]);
+  }
+}
+
+template <typename T>
+void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
+                       const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+  if (g.depthwise()) {
+    conv_internal::DepthwiseInputGrad(g, grad_out, weight, grad_in, ws);
+    return;
+  }
+  if (g.groups == 1) {
+    UngroupedBackwardInput(g, grad_out, weight, grad_in, ws);
+    return;
+  }
+  ws->group_ws.resize(g.groups);
+  for (int64_t i = 0; i < g.groups; ++i) {
+    const GroupSlice s = Slice(g, i);
+    UngroupedBackwardInput(s.g, grad_out + s.out_offset,
+                           weight + s.weight_offset, grad_in + s.in_offset,
+                           &ws->group_ws[i]);
+  }
 }
 
 template struct ConvWorkspace<float>;

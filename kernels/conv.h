@@ -5,6 +5,14 @@
 // the case H = KH = 1, pad_h = 0. Zero padding, one stride for both axes.
 //
 // Algorithms, chosen per call:
+//  - depthwise (groups == C, out_channels a multiple of C), any type,
+//    stride, dilation and padding: direct kernels (conv_depthwise.cc) that
+//    vectorize over a whole channel's padded planes.
+//  - other groups > 1: the groups = 1 algorithms below on each group's
+//    contiguous slice of channels (batch-inner layouts keep them so).
+//  - dilation > 1 (groups = 1): im2col + GEMM.
+//  - 1x1, stride 1, no padding: one GEMM per pass on the layouts as they
+//    are (unless kIm2col is forced).
 //  - float, stride 1: hand-written AVX2 kernels (conv_internal.h) that read
 //    the (padded) input in place, never building an im2col matrix. Forward
 //    and weight gradient vectorize either over output positions ("grid":
@@ -47,13 +55,25 @@ struct ConvGeometry {
   int64_t stride = 1;
   int64_t pad_h = 0;  // 0 for 1-D
   int64_t pad_w = 0;
+  // Channel groups (PyTorch's groups; divides in_ and out_channels) and the
+  // spacing between kernel taps.
+  int64_t groups = 1;
+  int64_t dilation = 1;
 
-  int64_t out_h() const { return (in_h + 2 * pad_h - kernel_h) / stride + 1; }
-  int64_t out_w() const { return (in_w + 2 * pad_w - kernel_w) / stride + 1; }
-  // Rows of the im2col matrix: C * KH * KW (the weights' fan-in).
-  int64_t patch() const { return in_channels * kernel_h * kernel_w; }
+  // The extent of the dilated kernel.
+  int64_t span_h() const { return dilation * (kernel_h - 1) + 1; }
+  int64_t span_w() const { return dilation * (kernel_w - 1) + 1; }
+  int64_t out_h() const { return (in_h + 2 * pad_h - span_h()) / stride + 1; }
+  int64_t out_w() const { return (in_w + 2 * pad_w - span_w()) / stride + 1; }
+  // Rows of the im2col matrix: C / groups * KH * KW (the weights' fan-in).
+  int64_t patch() const { return in_channels / groups * kernel_h * kernel_w; }
   // Output positions of the whole batch: N * OH * OW.
   int64_t positions() const { return batch * out_h() * out_w(); }
+  // One group per input channel (out_channels a multiple of it): the direct
+  // kernels of kernels/conv_depthwise.cc.
+  bool depthwise() const {
+    return groups > 1 && groups == in_channels && out_channels % groups == 0;
+  }
 };
 
 enum class ConvAlgorithm {
@@ -74,6 +94,7 @@ struct ConvWorkspace {
 
   const T* input = nullptr;    // what the backward passes read (maybe padded)
   bool grid = false;           // the last forward used the grid algorithm
+  bool pointwise = false;      // ... or was a 1x1 matrix product
   BasicTensor<T> padded;       // zero-padded input (grid)
   BasicTensor<T> col;          // im2col matrix (im2col)
   BasicTensor<T> grad_col;     // its gradient (im2col)
@@ -81,6 +102,9 @@ struct ConvWorkspace {
   BasicTensor<T> packed;       // packed weights (grid)
   BasicTensor<T> scratch;      // per-chunk outputs and partial sums (grid)
   std::vector<int64_t> offsets;
+  // Grouped (not depthwise) convolutions: one workspace per group, each
+  // running the groups = 1 algorithms on its slice of the channels.
+  std::vector<ConvWorkspace<T>> group_ws;
 };
 
 // out = conv(in, weight) + bias (bias may be null). Remembers `in` (or its

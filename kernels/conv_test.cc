@@ -33,17 +33,19 @@ Reference Naive(const ConvGeometry& g, const std::vector<double>& in,
           const int64_t o = ((oc * g.batch + n) * oh + y) * ow + x;
           double s = b[oc];
           r.grad_b[oc] += grad_out[o];
-          for (int64_t c = 0; c < g.in_channels; ++c) {
+          // Groups: output channel oc sees input channels of its group.
+          const int64_t cg = g.in_channels / g.groups;
+          const int64_t c0 = oc / (g.out_channels / g.groups) * cg;
+          for (int64_t c = c0; c < c0 + cg; ++c) {
             for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
               for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-                const int64_t ih = y * g.stride + kh - g.pad_h;
-                const int64_t iw = x * g.stride + kw - g.pad_w;
+                const int64_t ih = y * g.stride + kh * g.dilation - g.pad_h;
+                const int64_t iw = x * g.stride + kw * g.dilation - g.pad_w;
                 if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
                 const int64_t i =
                     ((c * g.batch + n) * g.in_h + ih) * g.in_w + iw;
                 const int64_t k =
-                    ((oc * g.in_channels + c) * g.kernel_h + kh) * g.kernel_w +
-                    kw;
+                    ((oc * cg + c - c0) * g.kernel_h + kh) * g.kernel_w + kw;
                 s += w[k] * in[i];
                 r.grad_w[k] += grad_out[o] * in[i];
                 r.grad_in[i] += grad_out[o] * w[k];
@@ -95,7 +97,8 @@ std::string Describe(const ConvGeometry& g) {
          " " + std::to_string(g.in_h) + "x" + std::to_string(g.in_w) + " OC" +
          std::to_string(g.out_channels) + " k" + std::to_string(g.kernel_h) +
          "x" + std::to_string(g.kernel_w) + " s" + std::to_string(g.stride) +
-         " p" + std::to_string(g.pad_h) + "," + std::to_string(g.pad_w);
+         " p" + std::to_string(g.pad_h) + "," + std::to_string(g.pad_w) + " g" +
+         std::to_string(g.groups) + " d" + std::to_string(g.dilation);
 }
 
 // Runs forward and both backward passes with scalar type T and checks all
@@ -246,6 +249,51 @@ TEST(ConvGrid, RepeatedCallsGiveIdenticalResults) {
   CheckAgainstReference<float>(Conv1(2, 3, 100, 5, 3, 1, 1),
                                ConvAlgorithm::kAuto, 2e-5, &ws, 2);
   CheckAgainstReference<float>(g, ConvAlgorithm::kAuto, 2e-5, &ws, 3);
+}
+
+ConvGeometry With(ConvGeometry g, int64_t groups, int64_t dilation) {
+  g.groups = groups;
+  g.dilation = dilation;
+  return g;
+}
+
+// Depthwise (multiplier 1 and 2), grouped and dilated shapes, every stride
+// the direct depthwise kernels treat differently, 1-D and 2-D.
+std::vector<ConvGeometry> GroupedShapes() {
+  return {
+      With(Conv2(3, 8, 10, 10, 8, 3, 1, 1), 8, 1),  // depthwise 3x3
+      With(Conv2(2, 4, 9, 7, 8, 3, 2, 1), 4, 1),    // multiplier 2, s2
+      With(Conv2(130, 3, 4, 4, 3, 3, 1, 1), 3, 1),  // several blocks
+      With(Conv2(2, 5, 11, 11, 5, 5, 2, 2), 5, 2),  // dilated depthwise
+      With(Conv2(2, 6, 8, 8, 4, 3, 1, 1), 2, 1),    // 2 groups
+      With(Conv2(2, 6, 9, 9, 9, 3, 2, 0), 3, 1),    // 3 groups, s2
+      With(Conv2(2, 3, 12, 12, 4, 3, 1, 2), 1, 2),  // dilated
+      With(Conv2(1, 4, 13, 13, 8, 3, 3, 3), 2, 3),  // grouped, dilated
+      With(Conv1(2, 6, 30, 6, 3, 1, 1), 6, 1),      // 1-D depthwise
+      With(Conv1(2, 4, 25, 6, 3, 2, 2), 2, 2),      // 1-D grouped dilated
+  };
+}
+
+TEST(ConvGroups, MatchReferenceForEveryAlgorithmAndType) {
+  ConvWorkspace<float> wsf;
+  ConvWorkspace<double> wsd;
+  for (const ConvGeometry& g : GroupedShapes()) {
+    for (ConvAlgorithm a :
+         {ConvAlgorithm::kAuto, ConvAlgorithm::kIm2col, ConvAlgorithm::kGrid}) {
+      CheckAgainstReference<float>(g, a, 2e-5, &wsf);
+    }
+    CheckAgainstReference<double>(g, ConvAlgorithm::kAuto, 1e-12, &wsd);
+  }
+}
+
+TEST(ConvGroups, OutputSizeCountsTheDilatedKernel) {
+  // 11 + 2*2 - (2*(5-1)+1) = 6 -> 6/2 + 1 = 4 (torch:
+  // floor((L+2p-d(k-1)-1)/s)+1).
+  const ConvGeometry g = With(Conv2(1, 5, 11, 11, 5, 5, 2, 2), 5, 2);
+  EXPECT_EQ(g.out_h(), 4);
+  EXPECT_EQ(g.patch(), 25);
+  EXPECT_TRUE(g.depthwise());
+  EXPECT_FALSE(With(Conv2(1, 6, 8, 8, 4, 3, 1, 1), 2, 1).depthwise());
 }
 
 }  // namespace

@@ -124,6 +124,23 @@ train_export pool1d "9, 4, 30" \
    layers { groupnorm { groups: 3 } } layers { avgpool1d { kernel: 2 } }
    layers { flatten {} } layers { linear { out_features: 10 } }' \
   'data { kind: SYNTHETIC synthetic { shape: [4, 30] train_samples: 512 test_samples: 64 } }'
+# Grouped, depthwise and dilated convolutions; an inverted residual (SUM
+# branch with an identity path) and an inception-style CONCAT branch.
+train_export mobilenet "9, 3, 16, 16" \
+  'layers { conv2d { out_channels: 8 kernel: 3 padding: 1 no_bias: true } }
+   layers { batchnorm2d {} } layers { relu {} }
+   layers { branch { combine: SUM paths {
+     layers { conv2d { out_channels: 16 kernel: 1 no_bias: true } }
+     layers { batchnorm2d {} } layers { relu {} }
+     layers { conv2d { out_channels: 16 kernel: 3 padding: 1 groups: 16 } }
+     layers { relu {} } layers { conv2d { out_channels: 8 kernel: 1 } } }
+     paths {} } }
+   layers { branch { paths { layers { conv2d { out_channels: 4 kernel: 1 } } }
+     paths { layers { conv2d { out_channels: 6 kernel: 3 padding: 2 dilation: 2 groups: 2 } } }
+     paths {} } }
+   layers { conv2d { out_channels: 18 kernel: 3 stride: 2 padding: 1 groups: 18 } }
+   layers { global_avgpool {} } layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [3, 16, 16] train_samples: 512 test_samples: 64 } }'
 $py "$examples/make_conv1d_data.py" "$tmp/c1d" --train 64 --test 16 --shards 1 > /dev/null
 train_export conv1d "5, 3, 10000" 'zoo: "conv1d_bn"' \
   "data { kind: NUMPY dir: \"$tmp/c1d\" numpy { shape: [3, 10000] target_shape: [3, 10000]

@@ -3,6 +3,7 @@
 #  - examples/mnist_lenet5.textproto, one epoch at one thread, must reach
 #    98.0% test accuracy (the run is deterministic for a given build);
 #  - examples/cifar10_lenet.textproto trains 100 steps on the CIFAR-10 subset
+#    (and cifar10_mobilenet.textproto 60 steps)
 #    and evaluates above chance.
 # Skips (exit 0, with a message) when $COHORT_DATA_DIR is not set or lacks
 # the files; tools/test sets it to ../shared/data when that exists.
@@ -37,6 +38,15 @@ else
     --data-dir="$cifar" --max-steps=100 --quiet --report="$tmp/cifar.json"
   acc=$(json_number "$tmp/cifar.json" test_accuracy)
   echo "cifar10 lenet, 100 steps: test accuracy $acc"
+  awk -v a="$acc" 'BEGIN { exit !(a > 0.15) }' || {
+    echo "FAIL: test accuracy $acc is not above chance (0.10)"
+    exit 1
+  }
+  # The MobileNet-style example (depthwise convolutions, branches).
+  "$cohort" train --job="$examples/cifar10_mobilenet.textproto" \
+    --data-dir="$cifar" --max-steps=60 --quiet --report="$tmp/mobilenet.json"
+  acc=$(json_number "$tmp/mobilenet.json" test_accuracy)
+  echo "cifar10 mobilenet, 60 steps: test accuracy $acc"
   awk -v a="$acc" 'BEGIN { exit !(a > 0.15) }' || {
     echo "FAIL: test accuracy $acc is not above chance (0.10)"
     exit 1

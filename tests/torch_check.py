@@ -8,7 +8,9 @@ predict ran on, and compares the outputs.
 
 The torch model is built from the layer list the export records
 (metadata cohort.layers) with sizes from the tensors' shapes: every layer
-kind, residual blocks as torchvision's BasicBlock and Bottleneck. MODEL only
+kind, residual blocks as torchvision's BasicBlock and Bottleneck, branch
+blocks as a ModuleList of Sequential paths (grouped and dilated
+convolutions included). MODEL only
 names the case in the printed line. Prints the largest difference and exits
 1 above 1e-4 relative (to the output's largest magnitude).
 """
@@ -88,77 +90,104 @@ class Bottleneck(nn.Module):
         return torch.relu(y + s)
 
 
-def from_layers(layers, tensors, input_shape):
-    """The nn.Sequential of cohort's layer list (the export's cohort.layers
-    metadata), sizes read from the tensors' shapes, or, for layers without
-    parameters that need one (layernorm, groupnorm), from the per-sample
-    shapes a zero sample of `input_shape` takes through the layers."""
+class Branch(nn.Module):
+    """cohort's branch: paths over the same input, concatenated along the
+    channels (features) or summed; state_dict names paths.P.I.NAME."""
+
+    def __init__(self, paths, combine):
+        super().__init__()
+        self.paths = nn.ModuleList(paths)
+        self.combine = combine
+
+    def forward(self, x):
+        outs = [p(x) for p in self.paths]
+        if self.combine == "SUM":
+            return sum(outs[1:], outs[0])
+        return torch.cat(outs, dim=1)
+
+
+def make_layer(layer, prefix, tensors, in_shape):
+    """The torch module of one cohort layer whose tensors are named
+    PREFIX.NAME, on per-sample inputs of shape `in_shape` (LayerNorm and
+    GroupNorm take their sizes from it)."""
+    (kind, a), = layer.items()
+    w = tensors.get(prefix + ".weight")
+    has_bias = prefix + ".bias" in tensors
+    if kind == "linear":
+        return nn.Linear(w.shape[1], w.shape[0], bias=has_bias)
+    if kind in ("conv1d", "conv2d"):
+        conv = nn.Conv1d if kind == "conv1d" else nn.Conv2d
+        groups = a.get("groups", 1) or 1
+        return conv(w.shape[1] * groups, w.shape[0], w.shape[2],
+                    a.get("stride", 1) or 1, a.get("padding", 0),
+                    a.get("dilation", 1) or 1, groups, bias=has_bias)
+    if kind in ("batchnorm1d", "batchnorm2d"):
+        bn = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
+        return bn(w.shape[0], eps=a.get("eps", 1e-5))
+    if kind == "relu":
+        return nn.ReLU()
+    if kind in ("maxpool2d", "avgpool2d", "maxpool1d", "avgpool1d"):
+        k = a["kernel"]
+        pool = {"maxpool2d": nn.MaxPool2d, "avgpool2d": nn.AvgPool2d,
+                "maxpool1d": nn.MaxPool1d, "avgpool1d": nn.AvgPool1d}[kind]
+        return pool(k, a.get("stride", k), a.get("padding", 0))
+    if kind == "global_avgpool":
+        return GlobalPool()
+    if kind == "flatten":
+        return nn.Flatten()
+    if kind == "dropout":
+        return nn.Dropout(a.get("p", 0.0))
+    if kind == "gelu":
+        tanh = a.get("tanh_approximation", False)
+        return nn.GELU(approximate="tanh" if tanh else "none")
+    if kind == "silu":
+        return nn.SiLU()
+    if kind == "tanh":
+        return nn.Tanh()
+    if kind == "sigmoid":
+        return nn.Sigmoid()
+    if kind == "leaky_relu":
+        return nn.LeakyReLU(a.get("negative_slope", 0.01))
+    if kind == "layernorm":
+        return nn.LayerNorm(in_shape, eps=a.get("eps", 1e-5),
+                            elementwise_affine=w is not None)
+    if kind == "groupnorm":
+        return nn.GroupNorm(a["groups"], in_shape[0], eps=a.get("eps", 1e-5),
+                            affine=w is not None)
+    if kind == "residual":
+        c1 = tensors[prefix + ".conv1.weight"]
+        out = a["out_channels"]
+        if a.get("bottleneck", False):
+            return Bottleneck(c1.shape[1], c1.shape[0], out,
+                              a.get("stride", 1))
+        return BasicBlock(c1.shape[1], out, a.get("stride", 1))
+    if kind == "branch":
+        paths = [sequence(path.get("layers", []), "%s.paths.%d." % (prefix, p),
+                          tensors, in_shape)
+                 for p, path in enumerate(a.get("paths", []))]
+        return Branch(paths, a.get("combine", "CONCAT"))
+    raise SystemExit("no torch form for layer kind " + kind)
+
+
+def sequence(layers, prefix, tensors, in_shape):
+    """An nn.Sequential of `layers` (tensors PREFIX + index + .NAME), each
+    layer's input shape found by passing a zero sample through the ones
+    before it."""
     mods = []
-    shapes = []
-    x = torch.zeros((1,) + tuple(input_shape))
+    x = torch.zeros((1,) + tuple(in_shape))
     for i, layer in enumerate(layers):
         if mods:
             with torch.no_grad():
                 x = mods[-1].eval()(x)
-        shapes.append(tuple(x.shape[1:]))
-        (kind, a), = layer.items()
-        w = tensors.get("%d.weight" % i)
-        if kind == "linear":
-            mods.append(nn.Linear(w.shape[1], w.shape[0],
-                                  bias="%d.bias" % i in tensors))
-        elif kind in ("conv1d", "conv2d"):
-            conv = nn.Conv1d if kind == "conv1d" else nn.Conv2d
-            mods.append(conv(w.shape[1], w.shape[0], w.shape[2],
-                             a.get("stride", 1), a.get("padding", 0),
-                             bias="%d.bias" % i in tensors))
-        elif kind in ("batchnorm1d", "batchnorm2d"):
-            bn = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
-            mods.append(bn(w.shape[0], eps=a.get("eps", 1e-5)))
-        elif kind == "relu":
-            mods.append(nn.ReLU())
-        elif kind in ("maxpool2d", "avgpool2d"):
-            k = a["kernel"]
-            pool = nn.MaxPool2d if kind == "maxpool2d" else nn.AvgPool2d
-            mods.append(pool(k, a.get("stride", k), a.get("padding", 0)))
-        elif kind == "global_avgpool":
-            mods.append(GlobalPool())
-        elif kind == "flatten":
-            mods.append(nn.Flatten())
-        elif kind == "dropout":
-            mods.append(nn.Dropout(a.get("p", 0.0)))
-        elif kind == "gelu":
-            tanh = a.get("tanh_approximation", False)
-            mods.append(nn.GELU(approximate="tanh" if tanh else "none"))
-        elif kind == "silu":
-            mods.append(nn.SiLU())
-        elif kind == "tanh":
-            mods.append(nn.Tanh())
-        elif kind == "sigmoid":
-            mods.append(nn.Sigmoid())
-        elif kind == "leaky_relu":
-            mods.append(nn.LeakyReLU(a.get("negative_slope", 0.01)))
-        elif kind == "layernorm":
-            mods.append(nn.LayerNorm(shapes[i], eps=a.get("eps", 1e-5),
-                                     elementwise_affine=w is not None))
-        elif kind == "groupnorm":
-            mods.append(nn.GroupNorm(a["groups"], shapes[i][0],
-                                     eps=a.get("eps", 1e-5),
-                                     affine=w is not None))
-        elif kind in ("maxpool1d", "avgpool1d"):
-            k = a["kernel"]
-            pool = nn.MaxPool1d if kind == "maxpool1d" else nn.AvgPool1d
-            mods.append(pool(k, a.get("stride", k), a.get("padding", 0)))
-        elif kind == "residual":
-            c1 = tensors["%d.conv1.weight" % i]
-            out = a["out_channels"]
-            if a.get("bottleneck", False):
-                mods.append(Bottleneck(c1.shape[1], c1.shape[0], out,
-                                       a.get("stride", 1)))
-            else:
-                mods.append(BasicBlock(c1.shape[1], out, a.get("stride", 1)))
-        else:
-            raise SystemExit("no torch form for layer kind " + kind)
+        mods.append(make_layer(layer, prefix + str(i), tensors,
+                               tuple(x.shape[1:])))
     return nn.Sequential(*mods)
+
+
+def from_layers(layers, tensors, input_shape):
+    """The nn.Sequential of cohort's layer list (the export's cohort.layers
+    metadata), sizes read from the tensors' shapes and the input shape."""
+    return sequence(layers, "", tensors, input_shape)
 
 
 def main():

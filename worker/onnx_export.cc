@@ -90,7 +90,8 @@ class GraphBuilder {
   // size comes from the weight's shape.
   absl::StatusOr<std::string> Conv(const std::string& in,
                                    const std::string& prefix, int64_t stride,
-                                   int64_t pad) {
+                                   int64_t pad, int64_t groups = 1,
+                                   int64_t dilation = 1) {
     std::vector<std::string> inputs = {in};
     ASSIGN_OR_RETURN(std::string w, Param(prefix + ".weight"));
     inputs.push_back(w);
@@ -105,6 +106,9 @@ class GraphBuilder {
     Ints(n, "kernel_shape", std::vector<int64_t>(ws.begin() + 2, ws.end()));
     Ints(n, "strides", std::vector<int64_t>(dims, stride));
     Ints(n, "pads", std::vector<int64_t>(2 * dims, pad));
+    if (groups > 1) Int(n, "group", groups);
+    if (dilation > 1)
+      Ints(n, "dilations", std::vector<int64_t>(dims, dilation));
     return out;
   }
 
@@ -257,11 +261,16 @@ class GraphBuilder {
   std::set<std::string> added_;
 };
 
-// Layer `i` (spec `l`) of the model on value `in`; its output's name.
-absl::StatusOr<std::string> AddLayer(GraphBuilder& g, const LayerSpec& l, int i,
+// The layer of spec `l` whose parameters are named `prefix`.NAME ("3", or
+// "3.paths.0.1" inside a branch) on value `in`; its output's name.
+// `in_shape` and `out_shape` are the layer's per-sample input and output
+// shapes.
+absl::StatusOr<std::string> AddLayer(GraphBuilder& g, const LayerSpec& l,
+                                     const std::string& prefix,
                                      const std::string& in,
+                                     const Shape& in_shape,
                                      const Shape& out_shape) {
-  const std::string p = absl::StrCat(i, ".");
+  const std::string p = prefix + ".";
   switch (l.kind_case()) {
     case LayerSpec::kLinear: {
       std::vector<std::string> inputs = {in};
@@ -278,13 +287,15 @@ absl::StatusOr<std::string> AddLayer(GraphBuilder& g, const LayerSpec& l, int i,
     case LayerSpec::kConv1D:
     case LayerSpec::kConv2D: {
       const ConvSpec& c = l.has_conv1d() ? l.conv1d() : l.conv2d();
-      return g.Conv(in, absl::StrCat(i), c.stride(), c.padding());
+      return g.Conv(in, prefix, c.stride() > 0 ? c.stride() : 1, c.padding(),
+                    c.groups() > 0 ? c.groups() : 1,
+                    c.dilation() > 0 ? c.dilation() : 1);
     }
     case LayerSpec::kBatchnorm1D:
     case LayerSpec::kBatchnorm2D: {
       const BatchNormSpec& b =
           l.has_batchnorm1d() ? l.batchnorm1d() : l.batchnorm2d();
-      return g.BatchNorm(in, absl::StrCat(i), b.eps() > 0 ? b.eps() : 1e-5f);
+      return g.BatchNorm(in, prefix, b.eps() > 0 ? b.eps() : 1e-5f);
     }
     case LayerSpec::kRelu:
       return g.Unary("Relu", in);
@@ -357,9 +368,41 @@ absl::StatusOr<std::string> AddLayer(GraphBuilder& g, const LayerSpec& l, int i,
       if (!max) GraphBuilder::Int(n, "count_include_pad", 1);
       return out;
     }
+    case LayerSpec::kBranch: {
+      // Each path a chain of nodes from `in` (an empty one is `in`), then
+      // Concat along the channels (features) or a chain of Adds.
+      const BranchSpec& b = l.branch();
+      std::vector<std::string> outs;
+      for (int k = 0; k < b.paths_size(); ++k) {
+        std::string cur = in;
+        const std::vector<LayerSpec> path(b.paths(k).layers().begin(),
+                                          b.paths(k).layers().end());
+        ASSIGN_OR_RETURN(const ModelSizes sizes,
+                         InferModelSizes(path, in_shape));
+        for (int j = 0; j < b.paths(k).layers_size(); ++j) {
+          const Shape& sub_in = j == 0 ? in_shape : sizes.layers[j - 1].output;
+          ASSIGN_OR_RETURN(cur, AddLayer(g, b.paths(k).layers(j),
+                                         absl::StrCat(p, "paths.", k, ".", j),
+                                         cur, sub_in, sizes.layers[j].output));
+        }
+        outs.push_back(cur);
+      }
+      std::string out;
+      if (b.combine() == BranchSpec::CONCAT) {
+        GraphBuilder::Int(g.Node("Concat", outs, &out), "axis", 1);
+        return out;
+      }
+      out = outs[0];
+      for (size_t k = 1; k < outs.size(); ++k) {
+        std::string sum;
+        g.Node("Add", {out, outs[k]}, &sum);
+        out = sum;
+      }
+      return out;
+    }
     default:
       return absl::UnimplementedError(
-          absl::StrCat("layer ", i, " has no ONNX form"));
+          absl::StrCat("layer ", prefix, " has no ONNX form"));
   }
 }
 
@@ -402,8 +445,9 @@ absl::StatusOr<std::string> OnnxModelBytes(TrainedModel& trained) {
   std::string cur = "input";
   const std::vector<Shape>& outs = trained.model->layer_outputs();
   for (size_t i = 0; i < layers.size(); ++i) {
-    ASSIGN_OR_RETURN(cur,
-                     AddLayer(g, layers[i], static_cast<int>(i), cur, outs[i]));
+    ASSIGN_OR_RETURN(
+        cur, AddLayer(g, layers[i], absl::StrCat(i), cur,
+                      i == 0 ? trained.input_shape : outs[i - 1], outs[i]));
   }
   // The graph's output under a fixed name.
   onnx::NodeProto* id = graph->add_node();

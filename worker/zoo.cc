@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "worker/layers/activation.h"
 #include "worker/layers/batchnorm.h"
+#include "worker/layers/branch.h"
 #include "worker/layers/conv.h"
 #include "worker/layers/dropout.h"
 #include "worker/layers/elementwise_activation.h"
@@ -30,8 +31,13 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
     case LayerSpec::kConv1D:
     case LayerSpec::kConv2D: {
       const ConvSpec& c = l.has_conv1d() ? l.conv1d() : l.conv2d();
-      ConvOptions o{c.out_channels(), c.kernel(),
-                    c.stride() > 0 ? c.stride() : 1, c.padding(), !c.no_bias()};
+      ConvOptions o{c.out_channels(),
+                    c.kernel(),
+                    c.stride() > 0 ? c.stride() : 1,
+                    c.padding(),
+                    !c.no_bias(),
+                    c.groups() > 0 ? c.groups() : 1,
+                    c.dilation() > 0 ? c.dilation() : 1};
       if (l.has_conv1d()) return std::make_unique<Conv1d<T>>(o);
       return std::make_unique<Conv2d<T>>(o);
     }
@@ -68,6 +74,21 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
         return std::make_unique<Bottleneck<T>>(r.out_channels(), stride);
       }
       return std::make_unique<BasicBlock<T>>(r.out_channels(), stride);
+    }
+    case LayerSpec::kBranch: {
+      std::vector<typename Branch<T>::Path> paths;
+      for (const BranchSpec::Path& p : l.branch().paths()) {
+        typename Branch<T>::Path& path = paths.emplace_back();
+        for (const LayerSpec& sub : p.layers()) {
+          std::unique_ptr<Layer<T>> layer = MakeLayer<T>(sub);
+          if (layer == nullptr) return nullptr;
+          path.push_back(std::move(layer));
+        }
+      }
+      return std::make_unique<Branch<T>>(std::move(paths),
+                                         l.branch().combine() == BranchSpec::SUM
+                                             ? BranchCombine::kSum
+                                             : BranchCombine::kConcat);
     }
     case LayerSpec::kGelu:
       return std::make_unique<ElementwiseActivation<T>>(

@@ -171,6 +171,17 @@ TEST(Zoo, ShapeInferenceAgreesWithEveryLayerKind) {
        "out_channels: 12 } } layers { residual { out_channels: 8 stride: 1 "
        "} } layers { flatten {} } layers { linear { out_features: 3 } }",
        {2, 37, 29}},
+      // Grouped, depthwise and dilated convolutions; nested branches.
+      {"layers { conv2d { out_channels: 8 kernel: 3 dilation: 2 groups: 2 } } "
+       "layers { branch { combine: SUM paths { layers { conv2d { "
+       "out_channels: 16 kernel: 1 } } layers { conv2d { out_channels: 16 "
+       "kernel: 3 padding: 1 groups: 16 } } layers { conv2d { out_channels: "
+       "8 kernel: 1 } } } paths {} } } layers { branch { paths { layers { "
+       "branch { paths { layers { conv2d { out_channels: 3 kernel: 1 } } } "
+       "paths {} } } } paths { layers { conv2d { out_channels: 5 kernel: 3 "
+       "stride: 1 padding: 1 groups: 1 } } } } } "
+       "layers { global_avgpool {} } layers { linear { out_features: 3 } }",
+       {4, 13, 11}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.layers);

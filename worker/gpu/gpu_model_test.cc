@@ -175,6 +175,31 @@ const std::vector<LayerCase>& LayerCases() {
        {8, 8, 8}},
       {"layers { residual { out_channels: 8 bottleneck: true } }", {8, 6, 6}},
       {"layers { residual { out_channels: 12 bottleneck: true } }", {4, 5, 5}},
+      // Grouped, depthwise and dilated convolutions; branch blocks.
+      {"layers { conv2d { out_channels: 6 kernel: 3 padding: 1 groups: 6 } }",
+       {6, 7, 7}},
+      {"layers { conv2d { out_channels: 8 kernel: 3 stride: 2 padding: 1 "
+       "groups: 4 no_bias: true } }",
+       {4, 9, 9}},
+      {"layers { conv2d { out_channels: 6 kernel: 3 padding: 2 groups: 2 "
+       "dilation: 2 } }",
+       {4, 8, 8}},
+      {"layers { conv1d { out_channels: 4 kernel: 3 padding: 2 dilation: 2 "
+       "groups: 2 } }",
+       {2, 15}},
+      {"layers { branch { combine: SUM paths { layers { conv2d { "
+       "out_channels: 8 kernel: 1 no_bias: true } } layers { batchnorm2d {} } "
+       "layers { relu {} } layers { conv2d { out_channels: 8 kernel: 3 "
+       "padding: 1 groups: 8 } } layers { conv2d { out_channels: 4 kernel: 1 "
+       "} } } paths {} } }",
+       {4, 6, 6}},
+      {"layers { branch { paths { layers { conv2d { out_channels: 3 kernel: 1 "
+       "} } } paths { layers { conv2d { out_channels: 2 kernel: 3 padding: 1 "
+       "} } layers { relu {} } } paths {} } }",
+       {4, 5, 5}},
+      {"layers { branch { paths { layers { linear { out_features: 3 } } } "
+       "paths {} } }",
+       {5}},
   };
   return *cases;
 }

@@ -20,6 +20,8 @@ std::string ConvLayer<T>::Name() const {
                    "->", options_.out_channels, ", k", options_.kernel);
   if (options_.stride != 1) absl::StrAppend(&name, ", s", options_.stride);
   if (options_.padding != 0) absl::StrAppend(&name, ", p", options_.padding);
+  if (options_.groups != 1) absl::StrAppend(&name, ", g", options_.groups);
+  if (options_.dilation != 1) absl::StrAppend(&name, ", d", options_.dilation);
   if (!options_.bias) absl::StrAppend(&name, ", no bias");
   return name + ")";
 }
@@ -37,6 +39,13 @@ absl::Status ConvLayer<T>::CheckOptions() const {
   if (options_.stride <= 0) return bad("stride", options_.stride, "positive");
   if (options_.padding < 0) {
     return bad("padding", options_.padding, "zero or more");
+  }
+  if (options_.groups <= 0) return bad("groups", options_.groups, "positive");
+  if (options_.dilation <= 0) {
+    return bad("dilation", options_.dilation, "positive");
+  }
+  if (options_.out_channels % options_.groups != 0) {
+    return bad("out_channels", options_.out_channels, "a multiple of groups");
   }
   return absl::OkStatus();
 }
@@ -56,6 +65,11 @@ absl::StatusOr<Shape> ConvLayer<T>::Configure(const Shape& in) {
           Name(), ": input ", ShapeString(in), " has an empty dimension"));
     }
   }
+  if (in[0] % options_.groups != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Name(), ": ", in[0], " input channels are not a multiple of groups ",
+        options_.groups));
+  }
   ConvGeometry g;
   g.in_channels = in[0];
   g.in_h = two_d ? in[1] : 1;
@@ -66,9 +80,11 @@ absl::StatusOr<Shape> ConvLayer<T>::Configure(const Shape& in) {
   g.stride = options_.stride;
   g.pad_h = two_d ? options_.padding : 0;
   g.pad_w = options_.padding;
+  g.groups = options_.groups;
+  g.dilation = options_.dilation;
   geometry_ = g;
   configured_ = true;  // Name() now shows the input channels
-  if (g.in_h + 2 * g.pad_h < g.kernel_h || g.in_w + 2 * g.pad_w < g.kernel_w) {
+  if (g.in_h + 2 * g.pad_h < g.span_h() || g.in_w + 2 * g.pad_w < g.span_w()) {
     const std::string padded =
         options_.padding > 0 ? absl::StrCat(" padded by ", options_.padding)
                              : "";
@@ -86,7 +102,7 @@ template <typename T>
 std::vector<ParamDecl> ConvLayer<T>::Params() const {
   CHECK(configured_) << Name() << ": Params() before Configure()";
   const ConvGeometry& g = geometry_;
-  Shape weight_shape = {g.out_channels, g.in_channels};
+  Shape weight_shape = {g.out_channels, g.in_channels / g.groups};
   if (spatial_dims_ == 2) weight_shape.push_back(g.kernel_h);
   weight_shape.push_back(g.kernel_w);
   std::vector<ParamDecl> params = {{"weight", std::move(weight_shape),

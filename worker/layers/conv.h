@@ -3,8 +3,9 @@
 // Batch-inner activations (see layer.h): Conv2d maps {C, N, H, W} to
 // {OC, N, OH, OW} and Conv1d maps {C, N, L} to {OC, N, OL}; per-sample shapes
 // are {C, H, W} and {C, L}. Parameters use PyTorch's layout and
-// initialisation: weight {OC, C, K, K} (Conv1d: {OC, C, K}), bias {OC},
-// U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = C * K * K (C * K).
+// initialisation: weight {OC, C/G, K, K} (Conv1d: {OC, C/G, K}) for G
+// groups, bias {OC}, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
+// fan_in = C/G * K * K (C/G * K). Groups and dilation as PyTorch's.
 // The arithmetic lives in kernels/conv.h (AVX2 kernels for float stride 1,
 // im2col + OpenBLAS otherwise).
 //
@@ -32,6 +33,8 @@ struct ConvOptions {
   int64_t stride = 1;
   int64_t padding = 0;
   bool bias = true;
+  int64_t groups = 1;    // divides the input and output channels
+  int64_t dilation = 1;  // spacing between kernel taps
 };
 
 // The shared implementation; `spatial_dims` is 2 for Conv2d, 1 for Conv1d.

@@ -37,6 +37,61 @@ void ExpectGradientsOk(Layer<double>& layer, const Shape& in, int64_t n,
   EXPECT_TRUE(s.ok()) << layer.Name() << ": " << s;
 }
 
+ConvOptions Grouped(int64_t oc, int64_t k, int64_t s, int64_t p, int64_t groups,
+                    int64_t dilation) {
+  ConvOptions o = Options(oc, k, s, p);
+  o.groups = groups;
+  o.dilation = dilation;
+  return o;
+}
+
+TEST(Conv2d, GradientsDepthwise) {
+  Conv2d<double> layer(Grouped(4, 3, 1, 1, 4, 1));
+  ExpectGradientsOk(layer, {4, 6, 5}, 2);
+  EXPECT_EQ(layer.Params()[0].shape, Shape({4, 1, 3, 3}));
+  EXPECT_EQ(layer.Name(), "conv2d(4->4, k3, p1, g4)");
+}
+
+TEST(Conv2d, GradientsDepthwiseMultiplier2Stride2) {
+  Conv2d<double> layer(Grouped(6, 3, 2, 1, 3, 1));
+  ExpectGradientsOk(layer, {3, 7, 6}, 3);
+}
+
+TEST(Conv2d, GradientsGrouped) {
+  Conv2d<double> layer(Grouped(6, 3, 1, 1, 2, 1));
+  ExpectGradientsOk(layer, {4, 5, 5}, 2);
+  EXPECT_EQ(layer.Params()[0].shape, Shape({6, 2, 3, 3}));
+}
+
+TEST(Conv2d, GradientsDilated) {
+  Conv2d<double> layer(Grouped(3, 3, 1, 2, 1, 2));
+  ExpectGradientsOk(layer, {2, 6, 7}, 2);
+}
+
+TEST(Conv2d, GradientsGroupedDilatedStrided) {
+  Conv2d<double> layer(Grouped(4, 3, 2, 1, 2, 2));
+  ExpectGradientsOk(layer, {2, 9, 8}, 2);
+}
+
+TEST(Conv1d, GradientsDepthwiseAndDilated) {
+  Conv1d<double> dw(Grouped(3, 3, 1, 1, 3, 1));
+  ExpectGradientsOk(dw, {3, 11}, 2);
+  Conv1d<double> dil(Grouped(4, 3, 1, 2, 2, 2));
+  ExpectGradientsOk(dil, {2, 12}, 2);
+}
+
+TEST(Conv2d, RejectsGroupsThatDoNotDivideTheChannels) {
+  Conv2d<float> layer(Grouped(6, 3, 1, 1, 3, 1));
+  const absl::Status s = layer.Configure({4, 8, 8}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("not a multiple of groups 3"), std::string::npos)
+      << s;
+  Conv2d<float> dilated(Grouped(6, 3, 1, 0, 1, 4));
+  EXPECT_NE(dilated.Configure({1, 8, 8}).status().message().find(
+                "smaller than the kernel"),
+            std::string::npos);
+}
+
 TEST(Conv2d, GradientsStride1Padding0) {
   Conv2d<double> layer(Options(3, 3));
   ExpectGradientsOk(layer, {2, 6, 5}, 2);

@@ -61,20 +61,24 @@ GpuConv::~GpuConv() {
 
 std::string GpuConv::Name() const {
   return absl::StrCat(one_d_ ? "conv1d(" : "conv2d(", in_.c, "->", out_, ", k",
-                      k_, bf16_ ? ", bf16)" : ")");
+                      k_, groups_ > 1 ? absl::StrCat(", g", groups_) : "",
+                      dilation_ > 1 ? absl::StrCat(", d", dilation_) : "",
+                      bf16_ ? ", bf16)" : ")");
 }
 
 absl::StatusOr<Shape> GpuConv::Configure(const Shape& in) {
   const size_t dims = one_d_ ? 2 : 3;
-  if (in.size() != dims || out_ < 1 || k_ < 1 || stride_ < 1 || pad_ < 0) {
+  if (in.size() != dims || out_ < 1 || k_ < 1 || stride_ < 1 || pad_ < 0 ||
+      groups_ < 1 || dilation_ < 1 || in[0] % groups_ != 0 ||
+      out_ % groups_ != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": cannot take input ", ShapeString(in)));
   }
   in_ = gpu_layers::AsChw(in);
   const int64_t kh = one_d_ ? 1 : k_, ph = one_d_ ? 0 : pad_;
-  const int64_t sh = one_d_ ? 1 : stride_;
-  oh_ = (in_.h + 2 * ph - kh) / sh + 1;
-  ow_ = (in_.w + 2 * pad_ - k_) / stride_ + 1;
+  const int64_t sh = one_d_ ? 1 : stride_, dh = one_d_ ? 1 : dilation_;
+  oh_ = (in_.h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+  ow_ = (in_.w + 2 * pad_ - dilation_ * (k_ - 1) - 1) / stride_ + 1;
   if (oh_ < 1 || ow_ < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         Name(), ": input ", ShapeString(in), " is smaller than the kernel"));
@@ -83,14 +87,17 @@ absl::StatusOr<Shape> GpuConv::Configure(const Shape& in) {
                               "cudnnCreateConvolutionDescriptor"));
   // The compute type is float32 in both precisions.
   RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolution2dDescriptor(
-                                  conv_, ph, pad_, sh, stride_, 1, 1,
+                                  conv_, ph, pad_, sh, stride_, dh, dilation_,
                                   CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                               "convolution descriptor"));
+  RETURN_IF_ERROR(CudnnStatus(
+      cudnnSetConvolutionGroupCount(conv_, static_cast<int>(groups_)),
+      "convolution group count"));
   RETURN_IF_ERROR(
       CudnnStatus(cudnnSetConvolutionMathType(
                       conv_, bf16_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
                   "convolution math type"));
-  RETURN_IF_ERROR(w_desc_.Set(out_, in_.c, kh, k_, DataType()));
+  RETURN_IF_ERROR(w_desc_.Set(out_, in_.c / groups_, kh, k_, DataType()));
   RETURN_IF_ERROR(b_desc_.Set(1, out_, 1, 1));
   if (one_d_) return Shape{out_, ow_};
   return Shape{out_, oh_, ow_};

@@ -30,12 +30,16 @@ namespace cohort {
 
 class GpuConv : public GpuLayer {
  public:
+  // `groups` and `dilation` as PyTorch's (cudnnSetConvolutionGroupCount,
+  // the descriptor's dilation).
   GpuConv(int64_t out, int64_t kernel, int64_t stride, int64_t pad, bool bias,
-          bool one_d, bool bf16)
+          bool one_d, bool bf16, int64_t groups = 1, int64_t dilation = 1)
       : out_(out),
         k_(kernel),
         stride_(stride),
         pad_(pad),
+        groups_(groups),
+        dilation_(dilation),
         bias_(bias),
         one_d_(one_d),
         bf16_(bf16) {}
@@ -70,7 +74,9 @@ class GpuConv : public GpuLayer {
   cudnnDataType_t DataType() const {
     return bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
   }
-  int64_t WeightSize() const { return out_ * in_.c * (one_d_ ? 1 : k_) * k_; }
+  int64_t WeightSize() const {
+    return out_ * (in_.c / groups_) * (one_d_ ? 1 : k_) * k_;
+  }
   int64_t InSize() const { return in_.c * in_.h * in_.w; }
   int64_t OutSize() const { return out_ * oh_ * ow_; }
 
@@ -79,7 +85,7 @@ class GpuConv : public GpuLayer {
   absl::Status SetBatch(GpuContext& c, int64_t n);
   absl::Status ChooseAlgorithms(GpuContext& c);
 
-  const int64_t out_, k_, stride_, pad_;
+  const int64_t out_, k_, stride_, pad_, groups_, dilation_;
   const bool bias_, one_d_, bf16_;
   gpu_layers::Chw in_;
   int64_t oh_ = 0, ow_ = 0, n_ = -1;

@@ -1,8 +1,13 @@
 #include "worker/gpu/layers/gpu_layer_factory.h"
 
+#include <utility>
+#include <vector>
+
 #include "common/model_sizes.h"
+#include "common/status_macros.h"
 #include "worker/gpu/layers/gpu_activation.h"
 #include "worker/gpu/layers/gpu_batchnorm.h"
+#include "worker/gpu/layers/gpu_branch.h"
 #include "worker/gpu/layers/gpu_conv.h"
 #include "worker/gpu/layers/gpu_dropout.h"
 #include "worker/gpu/layers/gpu_elementwise_activation.h"
@@ -27,7 +32,8 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l,
       const ConvSpec& c = l.has_conv1d() ? l.conv1d() : l.conv2d();
       return std::make_unique<GpuConv>(
           c.out_channels(), c.kernel(), c.stride() > 0 ? c.stride() : 1,
-          c.padding(), !c.no_bias(), l.has_conv1d(), bf16);
+          c.padding(), !c.no_bias(), l.has_conv1d(), bf16,
+          c.groups() > 0 ? c.groups() : 1, c.dilation() > 0 ? c.dilation() : 1);
     }
     case LayerSpec::kBatchnorm1D:
       return std::make_unique<GpuBatchNorm>(l.batchnorm1d(), false);
@@ -53,6 +59,19 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l,
           l.residual().bottleneck(), bf16);
     case LayerSpec::kDropout:
       return std::make_unique<GpuDropout>(l.dropout().p());
+    case LayerSpec::kBranch: {
+      std::vector<GpuBranch::Path> paths;
+      for (const BranchSpec::Path& p : l.branch().paths()) {
+        GpuBranch::Path& path = paths.emplace_back();
+        for (const LayerSpec& sub : p.layers()) {
+          ASSIGN_OR_RETURN(std::unique_ptr<GpuLayer> layer,
+                           MakeGpuLayer(sub, precision));
+          path.push_back(std::move(layer));
+        }
+      }
+      return std::make_unique<GpuBranch>(
+          std::move(paths), l.branch().combine() == BranchSpec::SUM);
+    }
     case LayerSpec::kGelu:
       return std::make_unique<GpuElementwiseActivation>(
           l.gelu().tanh_approximation() ? ActivationKind::kGeluTanh

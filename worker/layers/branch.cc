@@ -1,0 +1,261 @@
+#include "worker/layers/branch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "kernels/elementwise.h"
+
+namespace cohort {
+namespace {
+
+// The batch-inner shape of per-sample `s` for a batch of n (layer.h).
+Shape Batched(const Shape& s, int64_t n) {
+  if (s.size() == 1) return {n, s[0]};
+  Shape b = {s[0], n};
+  b.insert(b.end(), s.begin() + 1, s.end());
+  return b;
+}
+
+}  // namespace
+
+template <typename T>
+Branch<T>::Branch(std::vector<Path> paths, BranchCombine combine)
+    : paths_(std::move(paths)), combine_(combine), state_(paths_.size()) {}
+
+template <typename T>
+std::string Branch<T>::Name() const {
+  return absl::StrCat("branch(",
+                      combine_ == BranchCombine::kConcat ? "concat" : "sum",
+                      ", ", paths_.size(), " paths)");
+}
+
+template <typename T>
+absl::StatusOr<Shape> Branch<T>::Configure(const Shape& in) {
+  if (paths_.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": needs at least one path"));
+  }
+  in_shape_ = in;
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    Shape s = in;
+    for (size_t i = 0; i < paths_[p].size(); ++i) {
+      absl::StatusOr<Shape> next = paths_[p][i]->Configure(s);
+      if (!next.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            Name(), " path ", p, " layer ", i, ": ", next.status().message()));
+      }
+      s = *next;
+    }
+    state_[p].acts.resize(paths_[p].size());
+    state_[p].grads.resize(paths_[p].size());
+    state_[p].out = s;
+  }
+  const Shape& first = state_[0].out;
+  Shape out = first;
+  for (size_t p = 1; p < paths_.size(); ++p) {
+    const Shape& s = state_[p].out;
+    const bool fits =
+        combine_ == BranchCombine::kSum
+            ? s == first
+            : s.size() == first.size() &&
+                  std::equal(s.begin() + 1, s.end(), first.begin() + 1);
+    if (!fits) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Name(), ": path ", p, " gives ", ShapeString(s), " but path 0 gives ",
+          ShapeString(first),
+          combine_ == BranchCombine::kSum
+              ? "; summed paths must give the same shape"
+              : "; concatenated paths must agree in all but the channels"));
+    }
+    if (combine_ == BranchCombine::kConcat) out[0] += s[0];
+  }
+  out_shape_ = out;
+  return out;
+}
+
+template <typename T>
+std::vector<ParamDecl> Branch<T>::Params() const {
+  std::vector<ParamDecl> all;
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    for (size_t i = 0; i < paths_[p].size(); ++i) {
+      for (ParamDecl d : paths_[p][i]->Params()) {
+        d.name = absl::StrCat("paths.", p, ".", i, ".", d.name);
+        all.push_back(std::move(d));
+      }
+    }
+  }
+  return all;
+}
+
+template <typename T>
+void Branch<T>::Bind(std::vector<BasicTensor<T>> values,
+                     std::vector<BasicTensor<T>> grads) {
+  CHECK_EQ(values.size(), grads.size());
+  size_t next = 0;
+  for (Path& path : paths_) {
+    for (std::unique_ptr<Layer<T>>& l : path) {
+      const size_t n = l->Params().size();
+      CHECK_LE(next + n, values.size()) << Name() << ": too few views bound";
+      std::vector<BasicTensor<T>> v, g;
+      for (size_t i = next; i < next + n; ++i) {
+        v.push_back(std::move(values[i]));
+        g.push_back(std::move(grads[i]));
+      }
+      l->Bind(std::move(v), std::move(g));
+      next += n;
+    }
+  }
+  CHECK_EQ(next, values.size()) << Name() << ": too many views bound";
+}
+
+template <typename T>
+std::vector<BasicTensor<T>*> Branch<T>::Buffers() {
+  std::vector<BasicTensor<T>*> all;
+  for (Path& path : paths_) {
+    for (std::unique_ptr<Layer<T>>& l : path) {
+      for (BasicTensor<T>* b : l->Buffers()) all.push_back(b);
+    }
+  }
+  return all;
+}
+
+template <typename T>
+std::vector<std::string> Branch<T>::BufferNames() const {
+  std::vector<std::string> all;
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    for (size_t i = 0; i < paths_[p].size(); ++i) {
+      for (const std::string& b : paths_[p][i]->BufferNames()) {
+        all.push_back(absl::StrCat("paths.", p, ".", i, ".", b));
+      }
+    }
+  }
+  return all;
+}
+
+template <typename T>
+void Branch<T>::SeedRandom(uint64_t seed) {
+  // Distinct streams per layer, so that two dropouts draw different masks.
+  uint64_t k = 0;
+  for (Path& path : paths_) {
+    for (std::unique_ptr<Layer<T>>& l : path) {
+      l->SeedRandom(seed + 0x9E3779B97F4A7C15ull * ++k);
+    }
+  }
+}
+
+template <typename T>
+const BasicTensor<T>& Branch<T>::Output(size_t p,
+                                        const BasicTensor<T>& in) const {
+  return paths_[p].empty() ? in : state_[p].acts.back();
+}
+
+template <typename T>
+void Branch<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
+                        Mode mode) {
+  const int64_t n = in_shape_.size() == 1 ? in.dim(0) : in.dim(1);
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    const BasicTensor<T>* x = &in;
+    for (size_t i = 0; i < paths_[p].size(); ++i) {
+      paths_[p][i]->Forward(*x, &state_[p].acts[i], mode);
+      x = &state_[p].acts[i];
+    }
+  }
+  EnsureShape(out, Batched(out_shape_, n));
+  T* y = out->data();
+  if (combine_ == BranchCombine::kSum) {
+    const BasicTensor<T>& first = Output(0, in);
+    std::memcpy(y, first.data(), first.size() * sizeof(T));
+    for (size_t p = 1; p < paths_.size(); ++p) {
+      AddInPlace(Output(p, in).data(), y, out->size());
+    }
+  } else if (out_shape_.size() == 1) {
+    // {N, F}: each path's features are a column block of every row.
+    const int64_t f = out_shape_[0];
+    int64_t col = 0;
+    for (size_t p = 0; p < paths_.size(); ++p) {
+      const int64_t fp = state_[p].out[0];
+      const T* src = Output(p, in).data();
+      for (int64_t r = 0; r < n; ++r) {
+        std::memcpy(y + r * f + col, src + r * fp, fp * sizeof(T));
+      }
+      col += fp;
+    }
+  } else {
+    // {C, N, ...}: the channels are outermost, each path's output one block.
+    for (size_t p = 0; p < paths_.size(); ++p) {
+      const BasicTensor<T>& o = Output(p, in);
+      std::memcpy(y, o.data(), o.size() * sizeof(T));
+      y += o.size();
+    }
+  }
+  input_ = mode == Mode::kTrain ? &in : nullptr;
+}
+
+template <typename T>
+void Branch<T>::Backward(const BasicTensor<T>& grad_out,
+                         BasicTensor<T>* grad_in) {
+  CHECK(input_ != nullptr) << Name() << ": Backward without a kTrain Forward";
+  const BasicTensor<T>& in = *input_;
+  const int64_t n = out_shape_.size() == 1 ? grad_out.dim(0) : grad_out.dim(1);
+  bool first = true;   // grad_in not yet written
+  int64_t offset = 0;  // CONCAT: the path's channel block or column
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    State& st = state_[p];
+    // dLoss/d(path output).
+    const BasicTensor<T>* g = &grad_out;
+    BasicTensor<T> slice;
+    if (combine_ == BranchCombine::kConcat && paths_.size() > 1) {
+      BasicTensor<T>& part = paths_[p].empty() ? st.grad_in : st.grads.back();
+      EnsureShape(&part, Batched(st.out, n));
+      if (out_shape_.size() == 1) {
+        const int64_t f = out_shape_[0], fp = st.out[0];
+        for (int64_t r = 0; r < n; ++r) {
+          std::memcpy(part.data() + r * fp, grad_out.data() + r * f + offset,
+                      fp * sizeof(T));
+        }
+        offset += fp;
+      } else {
+        std::memcpy(part.data(), grad_out.data() + offset,
+                    part.size() * sizeof(T));
+        offset += part.size();
+      }
+      g = &part;
+    }
+    // Through the path's layers, last to first.
+    const size_t len = paths_[p].size();
+    for (size_t i = len; i-- > 0;) {
+      const bool to_input = i == 0;
+      BasicTensor<T>* gi = nullptr;
+      if (!to_input) {
+        gi = &st.grads[i - 1];
+      } else if (grad_in != nullptr) {
+        gi = first ? grad_in : &st.grad_in;
+      }
+      paths_[p][i]->Backward(*g, gi);
+      if (!to_input) g = gi;
+    }
+    if (grad_in == nullptr) continue;
+    // This path's dLoss/dIn: in grad_in already (first path with layers),
+    // in st.grad_in, or g itself (empty path).
+    const BasicTensor<T>* mine = len == 0 ? g : &st.grad_in;
+    if (len > 0 && first) {
+      first = false;
+      continue;
+    }
+    if (first) {
+      EnsureShape(grad_in, in.shape());
+      std::memcpy(grad_in->data(), mine->data(), mine->size() * sizeof(T));
+      first = false;
+    } else {
+      AddInPlace(mine->data(), grad_in->data(), grad_in->size());
+    }
+  }
+}
+
+template class Branch<float>;
+template class Branch<double>;
+
+}  // namespace cohort

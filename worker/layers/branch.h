@@ -1,0 +1,78 @@
+// A branch block: several paths (chains of layers) over the same input,
+// whose outputs are concatenated along the channels (the features of a flat
+// input) or summed. Inception-style blocks are CONCAT branches; MobileNetV2's
+// inverted residual is a SUM branch of [expand, depthwise, project] and an
+// empty path (the identity).
+//
+// Layouts (layer.h): per-sample {F}, {C, L} or {C, H, W}. CONCAT needs the
+// paths' outputs to have the same rank and, for spatial outputs, the same
+// spatial size; the channels are the outermost dimension of the batch-inner
+// layout, so the concatenation of spatial outputs is one copy per path.
+// SUM needs equal shapes.
+//
+// Parameters, buffers and their names concatenate the paths' in order,
+// named "paths.P.I.NAME" for layer I of path P: the state_dict of a torch
+// module holding `paths = nn.ModuleList([nn.Sequential(...), ...])`.
+//
+// Ownership: the block owns its layers and the activations and gradients
+// between them (reused from step to step). Thread safety: none.
+#ifndef COHORT_WORKER_LAYERS_BRANCH_H_
+#define COHORT_WORKER_LAYERS_BRANCH_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/layers/layer.h"
+
+namespace cohort {
+
+enum class BranchCombine { kConcat, kSum };
+
+template <typename T>
+class Branch final : public Layer<T> {
+ public:
+  using Path = std::vector<std::unique_ptr<Layer<T>>>;
+  Branch(std::vector<Path> paths, BranchCombine combine);
+
+  // "branch(concat, 2 paths)".
+  std::string Name() const override;
+  // InvalidArgument naming the branch and the path whose output does not
+  // combine with the first path's, or whose layer rejects its input.
+  absl::StatusOr<Shape> Configure(const Shape& in) override;
+  std::vector<ParamDecl> Params() const override;
+  void Bind(std::vector<BasicTensor<T>> values,
+            std::vector<BasicTensor<T>> grads) override;
+  std::vector<BasicTensor<T>*> Buffers() override;
+  std::vector<std::string> BufferNames() const override;
+  void SeedRandom(uint64_t seed) override;
+  void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
+               Mode mode) override;
+  void Backward(const BasicTensor<T>& grad_out,
+                BasicTensor<T>* grad_in) override;
+
+ private:
+  struct State {
+    // acts[i]: layer i's output; grads[i]: dLoss/dacts[i].
+    std::vector<BasicTensor<T>> acts, grads;
+    BasicTensor<T> grad_in;  // dLoss/dIn through this path
+    Shape out;               // per-sample output shape
+  };
+  // The path's output tensor after Forward (the input for an empty path).
+  const BasicTensor<T>& Output(size_t p, const BasicTensor<T>& in) const;
+
+  std::vector<Path> paths_;
+  BranchCombine combine_;
+  std::vector<State> state_;
+  Shape in_shape_, out_shape_;
+  const BasicTensor<T>* input_ = nullptr;  // last kTrain input
+};
+
+extern template class Branch<float>;
+extern template class Branch<double>;
+
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_LAYERS_BRANCH_H_
