@@ -314,8 +314,9 @@ void CpuEngine::ReduceAndCheck(int r, bool combine_local) {
 
 void CpuEngine::OptimizerStep(int r, double lr, int pass) {
   const Slice& s = slices_[r];
+  // An empty slice (a small model cut on kNormBlock multiples) still steps:
+  // its step counter is the one a checkpoint keeps.
   const int64_t len = s.end - s.begin;
-  if (len == 0) return;
   float* g0 = replicas_[0].model->grads().data() + s.begin;
   if (clip_scale_ != 1 && pass == 0) {
     for (int64_t j = 0; j < len; ++j) g0[j] *= clip_scale_;
