@@ -60,14 +60,7 @@ void SgdMomentum(T* p, const T* g, T* b, int64_t n, T lr, T wd, T mu) {
   }
 }
 
-// A maximal run of segments with the same decay: what the elementwise
-// rules step in one kernel call (one call for the whole buffer when no
-// tensor is excluded from decay).
-struct Run {
-  int64_t begin = 0;
-  int64_t end = 0;
-  bool decay = true;
-};
+using Run = DecayRun;
 
 RuleLayout LayoutOrWhole(const RuleLayout& layout, int64_t n) {
   if (!layout.segments.empty() || n == 0) return layout;
@@ -75,18 +68,7 @@ RuleLayout LayoutOrWhole(const RuleLayout& layout, int64_t n) {
 }
 
 std::vector<Run> RunsOf(const RuleLayout& layout, int64_t n) {
-  std::vector<Run> runs;
-  for (const Segment& s : LayoutOrWhole(layout, n).segments) {
-    CHECK(s.begin >= 0 && s.begin <= s.end && s.end <= n)
-        << "segment [" << s.begin << ", " << s.end << ") outside " << n;
-    if (!runs.empty() && runs.back().end == s.begin &&
-        runs.back().decay == s.decay) {
-      runs.back().end = s.end;
-    } else {
-      runs.push_back({s.begin, s.end, s.decay});
-    }
-  }
-  return runs;
+  return DecayRuns(layout, n);
 }
 
 template <typename T>
@@ -515,6 +497,21 @@ std::vector<ParamTensor> ParamTensorsOf(
     at += padded_sizes[i];
   }
   return tensors;
+}
+
+std::vector<DecayRun> DecayRuns(const RuleLayout& layout, int64_t n) {
+  std::vector<DecayRun> runs;
+  for (const Segment& s : LayoutOrWhole(layout, n).segments) {
+    CHECK(s.begin >= 0 && s.begin <= s.end && s.end <= n)
+        << "segment [" << s.begin << ", " << s.end << ") outside " << n;
+    if (!runs.empty() && runs.back().end == s.begin &&
+        runs.back().decay == s.decay) {
+      runs.back().end = s.end;
+    } else {
+      runs.push_back({s.begin, s.end, s.decay});
+    }
+  }
+  return runs;
 }
 
 void FoldPieceSums(const RuleLayout& whole, int k, const double* piece_sums,

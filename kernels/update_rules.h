@@ -101,6 +101,17 @@ std::vector<ParamTensor> ParamTensorsOf(
     const std::vector<int64_t>& padded_sizes,
     const std::vector<bool>& no_decay);
 
+// A maximal run of segments with the same decay, in a rule's elements:
+// what the elementwise rules (SGD, Adam, RMSprop) step in one kernel call,
+// one for the whole buffer when no tensor is excluded from decay. Used by
+// the CPU rules and the GPU engine alike.
+struct DecayRun {
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool decay = true;
+};
+std::vector<DecayRun> DecayRuns(const RuleLayout& layout, int64_t n);
+
 // Per-tensor totals from per-piece sums: totals[t * k + j] is the sum, over
 // tensor t's pieces in `whole` (the layout of the whole buffer) in order,
 // of piece_sums[piece * k + j]. `totals` has whole.num_tensors * k values.
