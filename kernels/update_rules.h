@@ -43,7 +43,9 @@
 // Ownership: a rule owns its state (momentum buffer; Adam's m, v and step
 // count), sized for `num_elements` at construction; Step never allocates.
 // The caller owns parameters and gradients. Thread safety: none; one thread
-// steps a given rule.
+// steps a given rule. Rules over disjoint slices of one buffer may run
+// BeginStep concurrently on one sums array: each writes only its own
+// pieces' entries.
 #ifndef COHORT_KERNELS_UPDATE_RULES_H_
 #define COHORT_KERNELS_UPDATE_RULES_H_
 
