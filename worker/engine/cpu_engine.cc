@@ -168,7 +168,8 @@ absl::Status CpuEngine::BuildSlices(bool optimizer) {
       NeedsTensorNorms(spec_.optimizer()) ? kNormBlock : int64_t{16};
   std::vector<ParamTensor> tensors;
   if (optimizer) {
-    ASSIGN_OR_RETURN(tensors, JobParamTensors(spec_));
+    ASSIGN_OR_RETURN(tensors,
+                     JobParamTensors(spec_, data_.train->sample_shape()));
     if (tensors.empty() || tensors.back().end != n) {
       return absl::InternalError(
           absl::StrCat("the model's flat buffer has ", n,

@@ -177,7 +177,7 @@ absl::Status GpuEngine::SetupOptimizerState(Device& d) {
   };
   if (whole_layout_.segments.empty()) {
     ASSIGN_OR_RETURN(const std::vector<ParamTensor> tensors,
-                     JobParamTensors(spec_));
+                     JobParamTensors(spec_, data_.train->sample_shape()));
     if (tensors.empty() || tensors.back().end != flat) {
       return absl::InternalError(
           absl::StrCat("the GPU model's flat buffer has ", flat,

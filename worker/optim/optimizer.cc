@@ -3,6 +3,7 @@
 #include "common/logging.h"
 #include "common/model_sizes.h"
 #include "common/status_macros.h"
+#include "common/zoo_specs.h"
 
 namespace cohort {
 
@@ -56,8 +57,12 @@ bool NeedsTensorNorms(const OptimizerSpec& spec) {
          spec.kind() == OptimizerSpec::LARS;
 }
 
-absl::StatusOr<std::vector<ParamTensor>> JobParamTensors(const JobSpec& job) {
-  ASSIGN_OR_RETURN(const ModelSizes sizes, InferJobModelSizes(job));
+absl::StatusOr<std::vector<ParamTensor>> JobParamTensors(const JobSpec& job,
+                                                         const Shape& input) {
+  // The engines' own sample shape, not the spec's reading of the data set.
+  ASSIGN_OR_RETURN(const std::vector<LayerSpec> layers,
+                   LayerSpecs(job.model()));
+  ASSIGN_OR_RETURN(const ModelSizes sizes, InferModelSizes(layers, input));
   std::vector<bool> no_decay;
   if (job.optimizer().no_decay_bias_and_norm()) no_decay = sizes.ParamNoDecay();
   return ParamTensorsOf(sizes.PaddedParamSizes(), no_decay);

@@ -39,10 +39,12 @@ LarsOptions LarsOptionsOf(const OptimizerSpec& spec);
 // and step in two passes (kernels/update_rules.h).
 bool NeedsTensorNorms(const OptimizerSpec& spec);
 
-// The tensors of `job`'s flat parameter buffer (common/model_sizes.h),
-// with decay off on biases and norm parameters when
-// optimizer.no_decay_bias_and_norm says so. `job` must be valid.
-absl::StatusOr<std::vector<ParamTensor>> JobParamTensors(const JobSpec& job);
+// The tensors of `job`'s flat parameter buffer over samples of shape
+// `input` (common/model_sizes.h), with decay off on biases and norm
+// parameters when optimizer.no_decay_bias_and_norm says so. `job` must be
+// valid.
+absl::StatusOr<std::vector<ParamTensor>> JobParamTensors(const JobSpec& job,
+                                                         const Shape& input);
 
 // `layout`: the tensors' pieces within the rule's elements (MakeRuleLayout);
 // empty for a buffer that is one tensor with decay.
