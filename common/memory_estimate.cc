@@ -17,16 +17,31 @@ void Add(MemoryEstimate* e, std::string what, CheckedInt bytes) {
   e->parts.push_back({std::move(what), bytes});
 }
 
-// Optimizer state buffers per parameter: SGD's momentum buffer (only with
-// momentum), Adam's two moments.
+// Optimizer state buffers per parameter: SGD's and LARS's momentum buffer
+// (only with momentum), Adam's and LAMB's two moments, RMSprop's square
+// average (and momentum buffer, and gradient average when centered).
 int OptimizerSlots(const OptimizerSpec& o) {
-  if (o.kind() == OptimizerSpec::SGD) return o.momentum() != 0 ? 1 : 0;
-  return 2;
+  switch (o.kind()) {
+    case OptimizerSpec::SGD:
+    case OptimizerSpec::LARS:
+      return o.momentum() != 0 ? 1 : 0;
+    case OptimizerSpec::RMSPROP:
+      return 1 + (o.momentum() > 0 ? 1 : 0) + (o.centered() ? 1 : 0);
+    default:
+      return 2;
+  }
 }
 
 std::string OptimizerState(const OptimizerSpec& o) {
-  if (o.kind() == OptimizerSpec::SGD) return "momentum";
-  return absl::StrCat(OptimizerSpec::Kind_Name(o.kind()), " moments");
+  switch (o.kind()) {
+    case OptimizerSpec::SGD:
+    case OptimizerSpec::LARS:
+      return "momentum";
+    case OptimizerSpec::RMSPROP:
+      return "RMSPROP averages";
+    default:
+      return absl::StrCat(OptimizerSpec::Kind_Name(o.kind()), " moments");
+  }
 }
 
 // How many copies of each parameter a worker holds, and what they are.

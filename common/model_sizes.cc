@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/checked_int.h"
 #include "common/status_macros.h"
@@ -21,6 +22,10 @@ namespace {
 struct Inferred {
   std::vector<CheckedInt> output;
   std::vector<CheckedInt> params;
+  // Per parameter tensor, whether it is a bias or a norm parameter
+  // (optimizer.no_decay_bias_and_norm); empty: derived from the layer kind
+  // and the tensor names (weight, bias) in InferLayer.
+  std::vector<bool> no_decay;
   // Per-sample elements held, when more than the output (residual blocks).
   std::optional<CheckedInt> activations;
 };
@@ -262,6 +267,8 @@ absl::Status AddChain(const std::vector<LayerSpec>& chain, Shape* shape,
     ASSIGN_OR_RETURN(const LayerSizes s, InferLayer(l, *shape));
     out->params.insert(out->params.end(), s.param_tensors.begin(),
                        s.param_tensors.end());
+    out->no_decay.insert(out->no_decay.end(), s.param_no_decay.begin(),
+                         s.param_no_decay.end());
     *out->activations += s.activations;
     *shape = s.output;
   }
@@ -427,6 +434,14 @@ absl::StatusOr<LayerSizes> InferLayer(const LayerSpec& l, const Shape& in) {
   ASSIGN_OR_RETURN(const Inferred r, InferKind(l, in));
   ASSIGN_OR_RETURN(LayerSizes s, Settle(r, in));
   s.kind = Kind(l);
+  s.param_no_decay = r.no_decay;
+  if (s.param_no_decay.empty()) {
+    // Layers declare (weight, bias), in that order.
+    for (size_t i = 0; i < s.param_tensors.size(); ++i) {
+      s.param_no_decay.push_back(
+          IsBiasOrNormParam(s.kind, i == 1 ? "bias" : "weight"));
+    }
+  }
   return s;
 }
 
@@ -483,6 +498,18 @@ std::vector<int64_t> ModelSizes::PaddedParamSizes() const {
     }
   }
   return sizes;
+}
+
+std::vector<bool> ModelSizes::ParamNoDecay() const {
+  std::vector<bool> flags;
+  for (const LayerSizes& l : layers) {
+    flags.insert(flags.end(), l.param_no_decay.begin(), l.param_no_decay.end());
+  }
+  return flags;
+}
+
+bool IsBiasOrNormParam(const std::string& kind, const std::string& name) {
+  return name == "bias" || absl::StrContains(kind, "norm");
 }
 
 std::string LayerName(int index, const std::string& kind) {

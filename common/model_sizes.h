@@ -39,6 +39,10 @@ struct LayerSizes {
   // Elements of each parameter tensor, in the order the layer declares
   // them (weight, bias; a residual block's in torchvision's order).
   std::vector<int64_t> param_tensors;
+  // Per parameter tensor: a bias or a norm layer's parameter, which
+  // optimizer.no_decay_bias_and_norm excludes from weight decay
+  // (IsBiasOrNormParam; a residual block's from its inner layers).
+  std::vector<bool> param_no_decay;
   int64_t parameters = 0;  // their sum
   // Per-sample elements the layer holds after a forward pass: its output,
   // and a residual block's inner activations too.
@@ -66,6 +70,8 @@ struct ModelSizes {
   // Each parameter tensor's length in the flat buffer (padding included),
   // in order: what the parameter-server partition plan splits.
   std::vector<int64_t> PaddedParamSizes() const;
+  // Each parameter tensor's LayerSizes::param_no_decay, in the same order.
+  std::vector<bool> ParamNoDecay() const;
 };
 
 // LeakyReLU's negative slope: as written, else PyTorch's 0.01. One
@@ -73,6 +79,14 @@ struct ModelSizes {
 inline double LeakyReluSlope(const LeakyReluSpec& s) {
   return s.has_negative_slope() ? s.negative_slope() : 0.01;
 }
+
+// Whether parameter `name` ("weight", "bias") of a layer of kind `kind`
+// (the LayerSpec field name) is kept out of weight decay by
+// optimizer.no_decay_bias_and_norm: every bias, and every parameter of a
+// norm layer -- any kind whose name contains "norm" (batchnorm1d,
+// batchnorm2d, layernorm, groupnorm ...), so a new norm kind needs nothing
+// here.
+bool IsBiasOrNormParam(const std::string& kind, const std::string& name);
 
 // "layer 3 (linear)": how messages name layer `index` of kind `kind`.
 std::string LayerName(int index, const std::string& kind);

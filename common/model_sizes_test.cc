@@ -149,5 +149,27 @@ TEST(ModelSizes, JobSizesUseTheDataSetsSampleShape) {
   EXPECT_EQ(DataSampleShape(DatasetSpec()), Shape({1, 28, 28}));
 }
 
+// optimizer.no_decay_bias_and_norm's tensors: every bias and every norm
+// layer's parameters, inside residual blocks too.
+TEST(ModelSizes, FlagsBiasesAndNormParameters) {
+  std::vector<LayerSpec> layers(4);
+  layers[0].mutable_conv2d()->set_out_channels(4);
+  layers[0].mutable_conv2d()->set_kernel(3);
+  layers[1].mutable_batchnorm2d();
+  layers[2].mutable_residual()->set_out_channels(8);
+  layers[3].mutable_flatten();
+  absl::StatusOr<ModelSizes> sizes = InferModelSizes(layers, {3, 8, 8});
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  // conv weight, bias; bn weight, bias; residual: conv, bn, bn... as
+  // (conv, bn x2) twice, then the shortcut's conv and bn x2.
+  const std::vector<bool> want = {false, true, true, true,  false, true, true,
+                                  false, true, true, false, true,  true};
+  EXPECT_EQ(sizes->ParamNoDecay(), want);
+  EXPECT_EQ(sizes->ParamNoDecay().size(), sizes->PaddedParamSizes().size());
+  EXPECT_TRUE(IsBiasOrNormParam("layernorm", "weight"));
+  EXPECT_TRUE(IsBiasOrNormParam("linear", "bias"));
+  EXPECT_FALSE(IsBiasOrNormParam("linear", "weight"));
+}
+
 }  // namespace
 }  // namespace cohort

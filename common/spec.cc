@@ -252,17 +252,38 @@ absl::Status CheckOptimizer(const OptimizerSpec& o, const Scope& s) {
   RETURN_IF_ERROR(NonNegative(s, o, "eps", o.eps()));
   RETURN_IF_ERROR(NonNegative(s, o, "clip_grad_norm", o.clip_grad_norm()));
   RETURN_IF_ERROR(NonNegative(s, o, "clip_grad_value", o.clip_grad_value()));
+  RETURN_IF_ERROR(UnitInterval(s, o, "alpha", o.alpha()));
+  RETURN_IF_ERROR(
+      NonNegative(s, o, "trust_coefficient", o.trust_coefficient()));
+  if (o.no_decay_bias_and_norm() && o.weight_decay() == 0) {
+    return s.Error(o, "no_decay_bias_and_norm", -1,
+                   "needs weight_decay > 0, got weight_decay 0");
+  }
   // Settings the chosen kind would silently ignore are almost always a
   // mistake (an SGD spec edited into Adam), so they are rejected.
-  bool sgd = o.kind() == OptimizerSpec::SGD;
-  std::string kind = OptimizerSpec::Kind_Name(o.kind());
-  RETURN_IF_ERROR(
-      OnlyFor(sgd, o.momentum() != 0, s, o, "momentum", "SGD", kind));
+  const OptimizerSpec::Kind k = o.kind();
+  const bool sgd = k == OptimizerSpec::SGD;
+  const bool rmsprop = k == OptimizerSpec::RMSPROP;
+  const bool lars = k == OptimizerSpec::LARS;
+  const bool adam_like = k == OptimizerSpec::ADAM ||
+                         k == OptimizerSpec::ADAMW || k == OptimizerSpec::LAMB;
+  std::string kind = OptimizerSpec::Kind_Name(k);
+  RETURN_IF_ERROR(OnlyFor(sgd || rmsprop || lars, o.momentum() != 0, s, o,
+                          "momentum", "SGD, RMSPROP and LARS", kind));
   RETURN_IF_ERROR(OnlyFor(sgd, o.nesterov(), s, o, "nesterov", "SGD", kind));
-  const char* adam = "ADAM and ADAMW";
-  RETURN_IF_ERROR(OnlyFor(!sgd, o.beta1() != 0, s, o, "beta1", adam, kind));
-  RETURN_IF_ERROR(OnlyFor(!sgd, o.beta2() != 0, s, o, "beta2", adam, kind));
-  return OnlyFor(!sgd, o.eps() != 0, s, o, "eps", adam, kind);
+  const char* adam = "ADAM, ADAMW and LAMB";
+  RETURN_IF_ERROR(
+      OnlyFor(adam_like, o.beta1() != 0, s, o, "beta1", adam, kind));
+  RETURN_IF_ERROR(
+      OnlyFor(adam_like, o.beta2() != 0, s, o, "beta2", adam, kind));
+  RETURN_IF_ERROR(OnlyFor(adam_like || rmsprop, o.eps() != 0, s, o, "eps",
+                          "ADAM, ADAMW, LAMB and RMSPROP", kind));
+  RETURN_IF_ERROR(
+      OnlyFor(rmsprop, o.alpha() != 0, s, o, "alpha", "RMSPROP", kind));
+  RETURN_IF_ERROR(
+      OnlyFor(rmsprop, o.centered(), s, o, "centered", "RMSPROP", kind));
+  return OnlyFor(lars, o.trust_coefficient() != 0, s, o, "trust_coefficient",
+                 "LARS", kind);
 }
 
 // MULTI_STEP's milestones: positive and increasing, each error at its own
@@ -483,6 +504,16 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
                        "needs all-reduce mode (in PS mode the shards apply "
                        "each worker's push as it comes)");
       }
+    }
+    // A shard holds pieces of tensors (common/partition.h cuts large ones),
+    // so it cannot take a tensor's whole norm.
+    const OptimizerSpec::Kind k = j.optimizer().kind();
+    if (k == OptimizerSpec::LAMB || k == OptimizerSpec::LARS) {
+      return o.Error(j.optimizer(), "kind", -1,
+                     absl::StrCat(OptimizerSpec::Kind_Name(k),
+                                  " needs all-reduce mode (its trust ratio "
+                                  "takes norms over whole tensors, which PS "
+                                  "shards hold only pieces of)"));
     }
   }
   RETURN_IF_ERROR(CheckSchedule(j.lr_schedule(), j.optimizer().lr(),

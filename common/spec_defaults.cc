@@ -118,10 +118,26 @@ void FillJobDefaults(JobSpec* j) {
     FillImageFolderDefaults(d->mutable_image_folder());
   }
   OptimizerSpec* o = j->mutable_optimizer();
-  if (o->kind() != OptimizerSpec::SGD) {
-    if (o->beta1() == 0) o->set_beta1(0.9f);
-    if (o->beta2() == 0) o->set_beta2(0.999f);
-    if (o->eps() == 0) o->set_eps(1e-8f);
+  switch (o->kind()) {
+    case OptimizerSpec::ADAM:
+    case OptimizerSpec::ADAMW:
+    case OptimizerSpec::LAMB:
+      if (o->beta1() == 0) o->set_beta1(0.9f);
+      if (o->beta2() == 0) o->set_beta2(0.999f);
+      // LAMB: 1e-6, as in the paper and the common implementations.
+      if (o->eps() == 0) {
+        o->set_eps(o->kind() == OptimizerSpec::LAMB ? 1e-6f : 1e-8f);
+      }
+      break;
+    case OptimizerSpec::RMSPROP:
+      if (o->alpha() == 0) o->set_alpha(0.99f);
+      if (o->eps() == 0) o->set_eps(1e-8f);
+      break;
+    case OptimizerSpec::LARS:
+      if (o->trust_coefficient() == 0) o->set_trust_coefficient(0.001f);
+      break;
+    default:
+      break;
   }
   // Evaluation keeps no activations for backward, so a few training
   // batches' worth fits wherever training fits; more only costs memory.

@@ -35,9 +35,17 @@ std::string DescribeOptimizer(const OptimizerSpec& o, const LrSchedule& l) {
   if (o.momentum() != 0) absl::StrAppend(&s, " momentum ", o.momentum());
   if (o.nesterov()) absl::StrAppend(&s, " nesterov");
   if (o.weight_decay() != 0) absl::StrAppend(&s, " wd ", o.weight_decay());
-  if (o.kind() != OptimizerSpec::SGD) {
-    absl::StrAppend(&s, " betas ", o.beta1(), "/", o.beta2(), " eps ", o.eps());
+  if (o.beta1() != 0 || o.beta2() != 0) {
+    absl::StrAppend(&s, " betas ", o.beta1(), "/", o.beta2());
   }
+  if (o.eps() != 0) absl::StrAppend(&s, " eps ", o.eps());
+  if (o.alpha() != 0) absl::StrAppend(&s, " alpha ", o.alpha());
+  if (o.centered()) absl::StrAppend(&s, " centered");
+  if (o.trust_coefficient() != 0) {
+    absl::StrAppend(&s, " trust ", o.trust_coefficient());
+  }
+  if (o.no_decay_bias_and_norm())
+    absl::StrAppend(&s, " (no decay on biases, norms)");
   absl::StrAppend(&s, ", schedule ", LrSchedule::Kind_Name(l.kind()));
   if (l.kind() == LrSchedule::STEP) {
     absl::StrAppend(&s, " x", l.gamma(), " every ", l.step_size());

@@ -224,9 +224,34 @@ TEST(ParseJobSpec, ChecksOptimizer) {
       {"kind: ADAM lr: 0.1 eps: -1",
        "6:32: optimizer.eps must be >= 0, got -1"},
       {"kind: ADAM lr: 0.1 momentum: 0.9",
-       "6:32: optimizer.momentum applies only to SGD, got kind ADAM"},
+       "6:32: optimizer.momentum applies only to SGD, RMSPROP and LARS, got "
+       "kind ADAM"},
       {"lr: 0.1 beta1: 0.8",
-       "6:21: optimizer.beta1 applies only to ADAM and ADAMW, got kind SGD"},
+       "6:21: optimizer.beta1 applies only to ADAM, ADAMW and LAMB, got kind "
+       "SGD"},
+      {"kind: RMSPROP lr: 0.1 alpha: 1",
+       "6:35: optimizer.alpha must be in [0, 1), got 1"},
+      {"kind: LARS lr: 0.1 trust_coefficient: -1",
+       "6:32: optimizer.trust_coefficient must be >= 0, got -1"},
+      {"lr: 0.1 no_decay_bias_and_norm: true",
+       "6:21: optimizer.no_decay_bias_and_norm needs weight_decay > 0, got "
+       "weight_decay 0"},
+      {"kind: ADAM lr: 0.1 alpha: 0.9",
+       "6:32: optimizer.alpha applies only to RMSPROP, got kind ADAM"},
+      {"kind: SGD lr: 0.1 centered: true",
+       "6:31: optimizer.centered applies only to RMSPROP, got kind SGD"},
+      {"kind: LAMB lr: 0.1 trust_coefficient: 0.01",
+       "6:32: optimizer.trust_coefficient applies only to LARS, got kind "
+       "LAMB"},
+      {"kind: LARS lr: 0.1 eps: 0.01",
+       "6:32: optimizer.eps applies only to ADAM, ADAMW, LAMB and RMSPROP, "
+       "got kind LARS"},
+      {"kind: LAMB lr: 0.1 nesterov: true momentum: 0.9",
+       "6:47: optimizer.momentum applies only to SGD, RMSPROP and LARS, got "
+       "kind LAMB"},
+      {"kind: RMSPROP lr: 0.1 beta2: 0.9",
+       "6:35: optimizer.beta2 applies only to ADAM, ADAMW and LAMB, got kind "
+       "RMSPROP"},
   };
   for (const Case& c : cases) {
     std::string text = Valid();
@@ -333,6 +358,45 @@ TEST(ParseJobSpec, AcceptsBottleneckBlocksAndTheResnet50Zoo) {
       "optimizer { lr: 0.1 }\n",
       kFile);
   EXPECT_TRUE(spec.ok()) << spec.status();
+}
+
+TEST(ParseJobSpec, FillsOptimizerDefaultsPerKind) {
+  auto parse = [](const std::string& optimizer) {
+    return ParseJobSpec(
+        "batch_size: 4\nepochs: 1\nmodel { layers { linear "
+        "{ out_features: 10 } } }\n"
+        "data { synthetic { shape: [4] } }\noptimizer { " +
+            optimizer + " }\n",
+        kFile);
+  };
+  absl::StatusOr<JobSpec> rms = parse("kind: RMSPROP lr: 0.01");
+  ASSERT_TRUE(rms.ok()) << rms.status();
+  EXPECT_FLOAT_EQ(rms->optimizer().alpha(), 0.99f);
+  EXPECT_FLOAT_EQ(rms->optimizer().eps(), 1e-8f);
+  EXPECT_EQ(rms->optimizer().beta1(), 0.0f);
+  absl::StatusOr<JobSpec> lamb = parse("kind: LAMB lr: 0.01");
+  ASSERT_TRUE(lamb.ok()) << lamb.status();
+  EXPECT_FLOAT_EQ(lamb->optimizer().beta1(), 0.9f);
+  EXPECT_FLOAT_EQ(lamb->optimizer().eps(), 1e-6f);
+  absl::StatusOr<JobSpec> lars = parse("kind: LARS lr: 0.01 momentum: 0.9");
+  ASSERT_TRUE(lars.ok()) << lars.status();
+  EXPECT_FLOAT_EQ(lars->optimizer().trust_coefficient(), 0.001f);
+  EXPECT_EQ(lars->optimizer().eps(), 0.0f);
+}
+
+TEST(ParseJobSpec, RefusesLambAndLarsInPsMode) {
+  for (const char* kind : {"LAMB", "LARS"}) {
+    const std::string text =
+        "batch_size: 4\nepochs: 1\nmode: PS\n"
+        "model { layers { linear { out_features: 10 } } }\n"
+        "data { synthetic { shape: [4] } }\n"
+        "optimizer { kind: " +
+        std::string(kind) + " lr: 0.01 }\n";
+    EXPECT_EQ(ErrorOf(text),
+              std::string(kFile) + ":6:13: optimizer.kind " + kind +
+                  " needs all-reduce mode (its trust ratio takes norms over "
+                  "whole tensors, which PS shards hold only pieces of)");
+  }
 }
 
 TEST(ParseJobSpec, FillsDefaults) {

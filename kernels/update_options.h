@@ -34,6 +34,39 @@ struct AdamOptions {
   bool decoupled = false;
 };
 
+// torch.optim.RMSprop's hyper-parameters, used as given.
+struct RmspropOptions {
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  double momentum = 0;
+  bool centered = false;
+};
+
+// LAMB's hyper-parameters (kernels/update_rules.h has the formula).
+struct LambOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  double weight_decay = 0;
+};
+
+// LARS's hyper-parameters (kernels/update_rules.h has the formula).
+struct LarsOptions {
+  double momentum = 0;
+  double weight_decay = 0;
+  double trust_coefficient = 0.001;
+};
+
+// LAMB's and LARS's per-tensor factor from the tensor's two norms:
+// num / den, or 1 when either is 0 (a zero tensor, or a zero update),
+// computed in double. LAMB: ||p|| / ||u||; LARS: tc * ||p|| / (||g|| + wd *
+// ||p||), where the caller passes num = tc * ||p|| and den = ||g|| + wd *
+// ||p||, and `zero` says whether ||p|| or ||g|| is 0.
+inline double TrustRatio(double num, double den, bool zero) {
+  return zero || den == 0 ? 1.0 : num / den;
+}
+
 // What one Adam/AdamW step needs besides the tensors, in the update's
 // element type T.
 template <typename T>

@@ -107,6 +107,37 @@ TEST(CheckpointResume, AdamIsExact) {
   ExpectExactResume("kind: ADAM lr: 0.003", false);
 }
 
+// Issue 20: the new optimizers' state (RMSprop's averages and buffer,
+// LAMB's moments and step count, LARS's buffer) resumes exactly too, with
+// biases and norm parameters excluded from decay, on a model large enough
+// that its tensors cross the two replicas' slices.
+constexpr char kWide[] =
+    "layers { linear { out_features: 96 } } layers { relu {} }\n";
+
+TEST(CheckpointResume, RmspropIsExact) {
+  ExpectExactResume(
+      "kind: RMSPROP lr: 0.001 momentum: 0.5 centered: true "
+      "weight_decay: 0.01 no_decay_bias_and_norm: true",
+      false, kSynthetic, kWide);
+}
+
+TEST(CheckpointResume, LambIsExact) {
+  ExpectExactResume(
+      "kind: LAMB lr: 0.01 weight_decay: 0.01 no_decay_bias_and_norm: true",
+      false, kSynthetic, kWide);
+}
+
+TEST(CheckpointResume, LarsIsExact) {
+  ExpectExactResume("kind: LARS lr: 0.5 momentum: 0.9 weight_decay: 0.0005",
+                    false, kSynthetic, kWide);
+}
+
+// A model smaller than two norm pieces leaves one replica's slice empty:
+// LAMB's step count must still be right after a resume.
+TEST(CheckpointResume, LambOnASmallModelIsExact) {
+  ExpectExactResume("kind: LAMB lr: 0.01", false);
+}
+
 TEST(CheckpointResume, CorruptNewestFallsBackToThePreviousAndIsExact) {
   ExpectExactResume("kind: SGD lr: 0.05 momentum: 0.9", true);
 }

@@ -233,6 +233,19 @@ TEST(PsEquivalence, SyncAdamTwoWorkersTimesTwoReplicas) {
   ExpectEquivalent("kind: ADAM lr: 0.001");
 }
 
+// Issue 20: RMSprop in the shards, with biases kept out of weight decay
+// (each shard finds its partitions' biases from the job's layer specs).
+// Without momentum: RMSprop's first steps are about lr * sign(g), so an
+// element whose gradient is near 0 magnifies the two runs' different
+// summation orders, and momentum carries that on: 1.5e-5 relative after 6
+// steps with momentum 0.5 (with or without the exclusion, and centered
+// too), past this test's 1e-5.
+TEST(PsEquivalence, SyncRmspropWithoutDecayOnBiases) {
+  ExpectEquivalent(
+      "kind: RMSPROP lr: 0.001 weight_decay: 0.05 "
+      "no_decay_bias_and_norm: true");
+}
+
 // With SSP and ASYNC shards the workers share the data: a fast worker
 // claims the chunks a straggler does not get to, and every chunk is pushed
 // exactly once. Each of worker 1's steps takes `delay`. With ASYNC worker 0

@@ -135,6 +135,115 @@ absl::Status AdamStep(float* params, const float* grads, float* m, float* v,
   return LaunchStatus(kOp);
 }
 
+absl::Status RmspropStep(float* params, const float* grads, float* square_avg,
+                         float* momentum_buffer, float* grad_avg, int64_t n,
+                         double lr, const RmspropOptions& options,
+                         cudaStream_t stream) {
+  constexpr absl::string_view kOp = "rmsprop_step";
+  RETURN_IF_ERROR(CheckCount(kOp, n));
+  if (n == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(
+      kOp, {{"params", params}, {"grads", grads}, {"square_avg", square_avg}}));
+  if (options.momentum > 0) {
+    RETURN_IF_ERROR(CheckPointers(kOp, {{"momentum_buffer", momentum_buffer}}));
+  }
+  if (options.centered) {
+    RETURN_IF_ERROR(CheckPointers(kOp, {{"grad_avg", grad_avg}}));
+  }
+  internal::LaunchRmsprop(
+      params, grads, square_avg,
+      options.momentum > 0 ? momentum_buffer : nullptr,
+      options.centered ? grad_avg : nullptr, n, static_cast<float>(lr),
+      static_cast<float>(options.weight_decay),
+      static_cast<float>(options.alpha), static_cast<float>(options.eps),
+      static_cast<float>(options.momentum), stream);
+  return LaunchStatus(kOp);
+}
+
+void PieceTableArrays(const RuleLayout& whole, std::vector<int64_t>* pieces,
+                      std::vector<int64_t>* tensor_pieces) {
+  pieces->clear();
+  tensor_pieces->assign(whole.num_tensors + 1, 0);
+  for (const Segment& s : whole.segments) {
+    pieces->insert(pieces->end(), {s.begin, s.end, s.tensor, s.decay ? 1 : 0});
+    (*tensor_pieces)[s.tensor + 1] = s.piece + 1;
+  }
+  // Tensors without pieces (none in a model: every tensor has elements)
+  // start where the previous one ended.
+  for (int32_t t = 1; t <= whole.num_tensors; ++t) {
+    (*tensor_pieces)[t] =
+        std::max((*tensor_pieces)[t], (*tensor_pieces)[t - 1]);
+  }
+}
+
+namespace {
+
+absl::Status CheckTable(absl::string_view op, const PieceTable& t) {
+  if (t.num_pieces < 0 || t.num_tensors < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(op, ": piece table has ",
+                                                   t.num_pieces, " pieces and ",
+                                                   t.num_tensors, " tensors"));
+  }
+  if (t.num_pieces == 0) return absl::OkStatus();
+  return CheckPointers(op, {{"pieces", t.pieces},
+                            {"tensor_pieces", t.tensor_pieces},
+                            {"sums", t.sums},
+                            {"totals", t.totals}});
+}
+
+internal::Pieces PiecesOf(const PieceTable& t) {
+  return {t.pieces,      t.tensor_pieces, t.num_pieces,
+          t.num_tensors, t.sums,          t.totals};
+}
+
+}  // namespace
+
+absl::Status LambStep(float* params, const float* grads, float* m, float* v,
+                      double lr, int64_t step, const LambOptions& options,
+                      const PieceTable& table, cudaStream_t stream) {
+  constexpr absl::string_view kOp = "lamb_step";
+  RETURN_IF_ERROR(CheckTable(kOp, table));
+  if (step < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": step ", step, " must count this step (1 on the first)"));
+  }
+  if (table.num_pieces == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(
+      kOp, {{"params", params}, {"grads", grads}, {"m", m}, {"v", v}}));
+  const double t = static_cast<double>(step);
+  internal::LambScalars s;
+  // As the CPU rule rounds them (kernels/update_rules.cc, Lamb).
+  s.beta1 = static_cast<float>(options.beta1);
+  s.one_minus_beta1 = static_cast<float>(1.0 - options.beta1);
+  s.beta2 = static_cast<float>(options.beta2);
+  s.one_minus_beta2 = static_cast<float>(1.0 - options.beta2);
+  s.inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(options.beta1, t)));
+  s.bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(options.beta2, t)));
+  s.eps = static_cast<float>(options.eps);
+  s.weight_decay = static_cast<float>(options.weight_decay);
+  internal::LaunchLamb(params, grads, m, v, s, static_cast<float>(lr),
+                       PiecesOf(table), stream);
+  return LaunchStatus(kOp);
+}
+
+absl::Status LarsStep(float* params, const float* grads, float* momentum_buffer,
+                      double lr, const LarsOptions& options,
+                      const PieceTable& table, cudaStream_t stream) {
+  constexpr absl::string_view kOp = "lars_step";
+  RETURN_IF_ERROR(CheckTable(kOp, table));
+  if (table.num_pieces == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckPointers(kOp, {{"params", params}, {"grads", grads}}));
+  const float mu = static_cast<float>(options.momentum);
+  if (mu != 0 && momentum_buffer == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kOp, ": momentum ", options.momentum, " needs a momentum buffer"));
+  }
+  internal::LarsScalars s{mu, options.weight_decay, options.trust_coefficient};
+  internal::LaunchLars(params, grads, mu != 0 ? momentum_buffer : nullptr, s,
+                       lr, PiecesOf(table), stream);
+  return LaunchStatus(kOp);
+}
+
 absl::Status ScaleInPlace(float* y, int64_t n, float scale,
                           cudaStream_t stream) {
   constexpr absl::string_view kOp = "scale_in_place";

@@ -78,6 +78,168 @@ __global__ void AdamKernel(float* p, const float* g, float* m, float* v,
   }
 }
 
+// RmspropKernel of kernels/update_rules.cc.
+__global__ void RmspropKernel(float* p, const float* g, float* sq, float* b,
+                              float* a, int64_t n, float lr, float wd,
+                              float alpha, float eps, float mu) {
+  const float one_minus_alpha = __fsub_rn(1.0f, alpha);
+  for (int64_t i = FirstIndex(); i < n; i += GridStride()) {
+    const float pi = p[i];
+    const float gi = fmaf(wd, pi, g[i]);
+    const float si =
+        fmaf(one_minus_alpha, __fmul_rn(gi, gi), __fmul_rn(sq[i], alpha));
+    sq[i] = si;
+    float avg;
+    if (a != nullptr) {
+      const float ai = fmaf(one_minus_alpha, gi, __fmul_rn(a[i], alpha));
+      a[i] = ai;
+      avg = __fadd_rn(__fsqrt_rn(fmaf(-ai, ai, si)), eps);
+    } else {
+      avg = __fadd_rn(__fsqrt_rn(si), eps);
+    }
+    const float d = __fdiv_rn(gi, avg);
+    if (b != nullptr) {
+      const float bi = fmaf(mu, b[i], d);
+      b[i] = bi;
+      p[i] = fmaf(-lr, bi, pi);
+    } else {
+      p[i] = fmaf(-lr, d, pi);
+    }
+  }
+}
+
+// The sum of every thread's x over the block, in a fixed tree (so the same
+// inputs always give the same sum); every thread gets it.
+__device__ double BlockSum(double x) {
+  __shared__ double partial[kThreads];
+  __syncthreads();  // a previous call's readers are done
+  partial[threadIdx.x] = x;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      partial[threadIdx.x] += partial[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  return partial[0];
+}
+
+// LAMB's update u of element i (m and v already advanced).
+__device__ float LambUpdate(float p, float m, float v, const LambScalars& s,
+                            float wd) {
+  return fmaf(
+      wd, p,
+      __fdiv_rn(__fmul_rn(m, s.inv_bc1),
+                __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.bc2_sqrt), s.eps)));
+}
+
+// One block per piece (striding over pieces): m, v, and the piece's
+// ||p||^2 and ||u||^2.
+__global__ void LambSumsKernel(const float* p, const float* g, float* m,
+                               float* v, LambScalars s, Pieces t) {
+  for (int64_t k = blockIdx.x; k < t.num_pieces; k += gridDim.x) {
+    const int64_t begin = t.pieces[4 * k], end = t.pieces[4 * k + 1];
+    const float wd = t.pieces[4 * k + 3] != 0 ? s.weight_decay : 0.0f;
+    double pp = 0, uu = 0;
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const float gi = g[i];
+      const float mi = fmaf(s.one_minus_beta1, gi, __fmul_rn(s.beta1, m[i]));
+      const float vi =
+          fmaf(s.one_minus_beta2, __fmul_rn(gi, gi), __fmul_rn(s.beta2, v[i]));
+      m[i] = mi;
+      v[i] = vi;
+      const float u = LambUpdate(p[i], mi, vi, s, wd);
+      pp += static_cast<double>(p[i]) * p[i];
+      uu += static_cast<double>(u) * u;
+    }
+    pp = BlockSum(pp);
+    uu = BlockSum(uu);
+    if (threadIdx.x == 0) {
+      t.sums[2 * k] = pp;
+      t.sums[2 * k + 1] = uu;
+    }
+  }
+}
+
+// One thread per tensor: its pieces' sums, in order.
+__global__ void FoldKernel(Pieces t) {
+  for (int64_t k = FirstIndex(); k < t.num_tensors; k += GridStride()) {
+    double a = 0, b = 0;
+    for (int64_t q = t.tensor_pieces[k]; q < t.tensor_pieces[k + 1]; ++q) {
+      a += t.sums[2 * q];
+      b += t.sums[2 * q + 1];
+    }
+    t.totals[2 * k] = a;
+    t.totals[2 * k + 1] = b;
+  }
+}
+
+__device__ double Ratio(double num, double den, bool zero) {
+  return zero || den == 0 ? 1.0 : num / den;
+}
+
+__global__ void LambApplyKernel(float* p, const float* m, const float* v,
+                                LambScalars s, float lr, Pieces t) {
+  for (int64_t k = blockIdx.x; k < t.num_pieces; k += gridDim.x) {
+    const int64_t begin = t.pieces[4 * k], end = t.pieces[4 * k + 1];
+    const int64_t tensor = t.pieces[4 * k + 2];
+    const float wd = t.pieces[4 * k + 3] != 0 ? s.weight_decay : 0.0f;
+    const double p2 = t.totals[2 * tensor], u2 = t.totals[2 * tensor + 1];
+    const float step =
+        static_cast<float>(lr * Ratio(sqrt(p2), sqrt(u2), p2 == 0 || u2 == 0));
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const float pi = p[i];
+      p[i] = fmaf(-step, LambUpdate(pi, m[i], v[i], s, wd), pi);
+    }
+  }
+}
+
+__global__ void LarsSumsKernel(const float* p, const float* g, Pieces t) {
+  for (int64_t k = blockIdx.x; k < t.num_pieces; k += gridDim.x) {
+    const int64_t begin = t.pieces[4 * k], end = t.pieces[4 * k + 1];
+    double pp = 0, gg = 0;
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      pp += static_cast<double>(p[i]) * p[i];
+      gg += static_cast<double>(g[i]) * g[i];
+    }
+    pp = BlockSum(pp);
+    gg = BlockSum(gg);
+    if (threadIdx.x == 0) {
+      t.sums[2 * k] = pp;
+      t.sums[2 * k + 1] = gg;
+    }
+  }
+}
+
+__global__ void LarsApplyKernel(float* p, const float* g, float* b,
+                                LarsScalars s, double lr, Pieces t) {
+  for (int64_t k = blockIdx.x; k < t.num_pieces; k += gridDim.x) {
+    const int64_t begin = t.pieces[4 * k], end = t.pieces[4 * k + 1];
+    const int64_t tensor = t.pieces[4 * k + 2];
+    const double wd = t.pieces[4 * k + 3] != 0 ? s.weight_decay : 0.0;
+    const double pn = sqrt(t.totals[2 * tensor]);
+    const double gn = sqrt(t.totals[2 * tensor + 1]);
+    const float local = static_cast<float>(
+        Ratio(s.trust_coefficient * pn, gn + wd * pn, pn == 0 || gn == 0));
+    const float wdf = static_cast<float>(wd), rate = static_cast<float>(lr);
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const float pi = p[i];
+      const float d = __fmul_rn(local, fmaf(wdf, pi, g[i]));
+      if (b == nullptr) {
+        p[i] = fmaf(-rate, d, pi);
+        continue;
+      }
+      const float bi = fmaf(s.momentum, b[i], d);
+      b[i] = bi;
+      p[i] = fmaf(-rate, bi, pi);
+    }
+  }
+}
+
+unsigned int PieceBlocks(int64_t pieces) {
+  return static_cast<unsigned int>(pieces < kMaxBlocks ? pieces : kMaxBlocks);
+}
+
 // ------------------------------------------------------ gradient averaging
 
 __global__ void ScaleKernel(float* y, int64_t n, float scale) {
@@ -270,6 +432,34 @@ void LaunchSgd(float* params, const float* grads, float* momentum_buffer,
 void LaunchAdam(float* params, const float* grads, float* m, float* v,
                 int64_t n, const AdamScalars& s, cudaStream_t stream) {
   AdamKernel<<<Blocks(n), kThreads, 0, stream>>>(params, grads, m, v, n, s);
+}
+
+void LaunchRmsprop(float* params, const float* grads, float* square_avg,
+                   float* b, float* a, int64_t n, float lr, float wd,
+                   float alpha, float eps, float momentum,
+                   cudaStream_t stream) {
+  RmspropKernel<<<Blocks(n), kThreads, 0, stream>>>(
+      params, grads, square_avg, b, a, n, lr, wd, alpha, eps, momentum);
+}
+
+void LaunchLamb(float* params, const float* grads, float* m, float* v,
+                const LambScalars& s, float lr, const Pieces& pieces,
+                cudaStream_t stream) {
+  const unsigned int blocks = PieceBlocks(pieces.num_pieces);
+  LambSumsKernel<<<blocks, kThreads, 0, stream>>>(params, grads, m, v, s,
+                                                  pieces);
+  FoldKernel<<<Blocks(pieces.num_tensors), kThreads, 0, stream>>>(pieces);
+  LambApplyKernel<<<blocks, kThreads, 0, stream>>>(params, m, v, s, lr, pieces);
+}
+
+void LaunchLars(float* params, const float* grads, float* b,
+                const LarsScalars& s, double lr, const Pieces& pieces,
+                cudaStream_t stream) {
+  const unsigned int blocks = PieceBlocks(pieces.num_pieces);
+  LarsSumsKernel<<<blocks, kThreads, 0, stream>>>(params, grads, pieces);
+  FoldKernel<<<Blocks(pieces.num_tensors), kThreads, 0, stream>>>(pieces);
+  LarsApplyKernel<<<blocks, kThreads, 0, stream>>>(params, grads, b, s, lr,
+                                                   pieces);
 }
 
 void LaunchScale(float* y, int64_t n, float scale, cudaStream_t stream) {

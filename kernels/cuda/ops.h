@@ -1,5 +1,6 @@
 // Elementwise and optimizer CUDA kernels over flat float32 device buffers:
-// fused SGD (momentum, Nesterov, weight decay) and Adam/AdamW steps,
+// fused SGD (momentum, Nesterov, weight decay), Adam/AdamW and RMSprop
+// steps, LAMB and LARS (per-tensor norms by a reduction over pieces),
 // gradient scaling and summation, bias + activation forward/backward,
 // float32 <-> bf16/fp16 casts and dropout.
 //
@@ -28,10 +29,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "kernels/cuda/ops_reference.h"
 #include "kernels/update_options.h"
+#include "kernels/update_rules.h"
 
 namespace cohort {
 namespace gpu {
@@ -42,6 +45,9 @@ namespace gpu {
 // (kernels/update_options.h); the kernels round them to float as the CPU
 // UpdateRule<float> does.
 using ::cohort::AdamOptions;
+using ::cohort::LambOptions;
+using ::cohort::LarsOptions;
+using ::cohort::RmspropOptions;
 using ::cohort::SgdOptions;
 
 // One SGD step over `n` parameters:
@@ -61,6 +67,49 @@ absl::Status SgdStep(float* params, const float* grads, float* momentum_buffer,
 absl::Status AdamStep(float* params, const float* grads, float* m, float* v,
                       int64_t n, double lr, int64_t step,
                       const AdamOptions& options, cudaStream_t stream);
+
+// One RMSprop step over `n` parameters (kernels/update_rules.h has the
+// formula), weight decay options.weight_decay. `square_avg` (n floats) is
+// required; `momentum_buffer` when options.momentum > 0 and `grad_avg` when
+// options.centered (n floats each, zero before the first step; ignored and
+// may be null otherwise).
+absl::Status RmspropStep(float* params, const float* grads, float* square_avg,
+                         float* momentum_buffer, float* grad_avg, int64_t n,
+                         double lr, const RmspropOptions& options,
+                         cudaStream_t stream);
+
+// The pieces of a flat buffer on the device, for LAMB's and LARS's
+// per-tensor norms: kernels/update_rules.h's layout of the whole buffer
+// (MakeRuleLayout(tensors, 0, n)) as PieceTableArrays lays it out, and
+// scratch for the sums. All device memory owned by the caller.
+struct PieceTable {
+  const int64_t* pieces = nullptr;         // 4 per piece
+  const int64_t* tensor_pieces = nullptr;  // num_tensors + 1
+  int64_t num_pieces = 0;
+  int32_t num_tensors = 0;
+  double* sums = nullptr;    // 2 per piece
+  double* totals = nullptr;  // 2 per tensor
+};
+
+// The host arrays behind PieceTable::pieces ({begin, end, tensor, decay}
+// per piece, in the buffer's elements) and tensor_pieces, for `whole`.
+void PieceTableArrays(const RuleLayout& whole, std::vector<int64_t>* pieces,
+                      std::vector<int64_t>* tensor_pieces);
+
+// One LAMB step (kernels/update_rules.h) over the pieces of `table`, moments
+// `m` and `v` zero before the first step; `step` counts the steps taken,
+// this one included. The ratios come from each tensor's whole norms: the
+// piece sums are reduced in a fixed order (no atomics), so a step is
+// deterministic.
+absl::Status LambStep(float* params, const float* grads, float* m, float* v,
+                      double lr, int64_t step, const LambOptions& options,
+                      const PieceTable& table, cudaStream_t stream);
+
+// One LARS step (kernels/update_rules.h) over the pieces of `table`;
+// `momentum_buffer` as SgdStep's.
+absl::Status LarsStep(float* params, const float* grads, float* momentum_buffer,
+                      double lr, const LarsOptions& options,
+                      const PieceTable& table, cudaStream_t stream);
 
 // ------------------------------------------------------ gradient averaging
 

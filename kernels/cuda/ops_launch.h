@@ -28,6 +28,47 @@ using AdamScalars = ::cohort::AdamScalars<float>;
 void LaunchAdam(float* params, const float* grads, float* m, float* v,
                 int64_t n, const AdamScalars& s, cudaStream_t stream);
 
+// RMSprop over [0, n) with weight decay `wd`; `b` (momentum buffer) null
+// without momentum, `a` (gradient average) null unless centered.
+void LaunchRmsprop(float* params, const float* grads, float* square_avg,
+                   float* b, float* a, int64_t n, float lr, float wd,
+                   float alpha, float eps, float momentum, cudaStream_t stream);
+
+// LAMB's and LARS's per-step scalars, made on the host (ops.cc) as the
+// CPU rules make them.
+struct LambScalars {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2;
+  float inv_bc1;   // 1 / (1 - beta1^t)
+  float bc2_sqrt;  // sqrt(1 - beta2^t)
+  float eps;
+  float weight_decay;
+};
+struct LarsScalars {
+  float momentum;  // 0: no buffer
+  double weight_decay;
+  double trust_coefficient;
+};
+// The pieces of the flat buffer: 4 int64 per piece {begin, end, tensor,
+// decay}, and num_tensors + 1 int64 `tensor_pieces` (tensor t's pieces are
+// [tensor_pieces[t], tensor_pieces[t + 1])). `sums` holds 2 doubles per
+// piece, `totals` 2 per tensor.
+struct Pieces {
+  const int64_t* pieces;
+  const int64_t* tensor_pieces;
+  int64_t num_pieces;
+  int32_t num_tensors;
+  double* sums;
+  double* totals;
+};
+// Three launches: per-piece sums (LAMB also advances m and v), the fold
+// per tensor, the update.
+void LaunchLamb(float* params, const float* grads, float* m, float* v,
+                const LambScalars& s, float lr, const Pieces& pieces,
+                cudaStream_t stream);
+void LaunchLars(float* params, const float* grads, float* b,
+                const LarsScalars& s, double lr, const Pieces& pieces,
+                cudaStream_t stream);
+
 void LaunchScale(float* y, int64_t n, float scale, cudaStream_t stream);
 
 // Up to this many inputs per summation kernel (passed by value in the

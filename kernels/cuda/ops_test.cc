@@ -263,6 +263,123 @@ TEST_F(OpsTest, AdamAndAdamWMatchCpuOptimizerOverSeveralSteps) {
   }
 }
 
+// A buffer of tensors crossing kNormBlock multiples, biases excluded from
+// decay (ParamTensorsOf as the engines make it), for the layout-aware
+// rules.
+std::vector<ParamTensor> LayoutTensors() {
+  return ParamTensorsOf({3 * kNormBlock + 64, 48, 5 * kNormBlock, 16, 2000},
+                        {false, true, false, true, false});
+}
+
+// What the GPU engine keeps for LAMB and LARS: the piece table and its
+// scratch, on the device.
+struct DeviceTable {
+  DeviceArray<int64_t> pieces, tensor_pieces;
+  DeviceArray<double> sums, totals;
+  PieceTable table;
+};
+
+void UploadTable(const RuleLayout& whole, DeviceTable* t) {
+  std::vector<int64_t> pieces, tensor_pieces;
+  PieceTableArrays(whole, &pieces, &tensor_pieces);
+  ASSERT_CUDA(t->pieces.Upload(pieces));
+  ASSERT_CUDA(t->tensor_pieces.Upload(tensor_pieces));
+  ASSERT_CUDA(t->sums.Allocate(2 * whole.num_pieces));
+  ASSERT_CUDA(t->totals.Allocate(2 * whole.num_tensors));
+  t->table = {t->pieces.get(),   t->tensor_pieces.get(), whole.num_pieces,
+              whole.num_tensors, t->sums.get(),          t->totals.get()};
+}
+
+TEST_F(OpsTest, RmspropMatchesCpuRuleOverSeveralSteps) {
+  const std::vector<ParamTensor> tensors = LayoutTensors();
+  const int64_t n = tensors.back().end;
+  const RuleLayout whole = MakeRuleLayout(tensors, 0, n);
+  for (int variant = 0; variant < 3; ++variant) {
+    RmspropOptions options;
+    options.alpha = 0.99f;
+    options.eps = 1e-8f;
+    options.weight_decay = 0.01f;
+    options.momentum = variant >= 1 ? 0.9f : 0.0f;
+    options.centered = variant == 2;
+    std::unique_ptr<UpdateRule<float>> cpu =
+        MakeRmspropRule<float>(options, n, whole);
+    std::vector<float> p = RandomNormal(n, 3);
+    const std::vector<float> zeros(n, 0.0f);
+    DeviceArray<float> dp, dg, dsq, db, da;
+    ASSERT_CUDA(dp.Upload(p));
+    ASSERT_CUDA(dg.Allocate(n));
+    ASSERT_CUDA(dsq.Upload(zeros));
+    ASSERT_CUDA(db.Upload(zeros));
+    ASSERT_CUDA(da.Upload(zeros));
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> g = RandomNormal(n, 300 + step, 0.1f);
+      cpu->Step(absl::MakeSpan(p), absl::MakeConstSpan(g), 1e-3);
+      ASSERT_CUDA(dg.Upload(g));
+      // As the GPU engine steps it: one launch per run of the same decay.
+      for (const DecayRun& r : DecayRuns(whole, n)) {
+        RmspropOptions o = options;
+        if (!r.decay) o.weight_decay = 0;
+        ASSERT_OK(RmspropStep(dp.get() + r.begin, dg.get() + r.begin,
+                              dsq.get() + r.begin, db.get() + r.begin,
+                              da.get() + r.begin, r.end - r.begin, 1e-3, o,
+                              stream_));
+      }
+      ASSERT_CUDA(cudaStreamSynchronize(stream_));
+      std::vector<float> got;
+      ASSERT_CUDA(dp.Download(&got));
+      ExpectClose(got, p, 1e-5,
+                  "rmsprop variant " + std::to_string(variant) + " step " +
+                      std::to_string(step + 1));
+    }
+  }
+}
+
+TEST_F(OpsTest, LambAndLarsMatchCpuRulesOverSeveralSteps) {
+  const std::vector<ParamTensor> tensors = LayoutTensors();
+  const int64_t n = tensors.back().end;
+  const RuleLayout whole = MakeRuleLayout(tensors, 0, n);
+  DeviceTable table;
+  UploadTable(whole, &table);
+  for (bool lamb : {true, false}) {
+    LambOptions lo;
+    lo.weight_decay = 0.01f;
+    lo.eps = 1e-6f;
+    LarsOptions ro;
+    ro.momentum = 0.9f;
+    ro.weight_decay = 0.0005f;
+    ro.trust_coefficient = 0.001f;
+    std::unique_ptr<UpdateRule<float>> cpu =
+        lamb ? MakeLambRule<float>(lo, n, whole)
+             : MakeLarsRule<float>(ro, n, whole);
+    std::vector<float> p = RandomNormal(n, 4);
+    const std::vector<float> zeros(n, 0.0f);
+    DeviceArray<float> dp, dg, dm, dv;
+    ASSERT_CUDA(dp.Upload(p));
+    ASSERT_CUDA(dg.Allocate(n));
+    ASSERT_CUDA(dm.Upload(zeros));
+    ASSERT_CUDA(dv.Upload(zeros));
+    for (int step = 0; step < 4; ++step) {
+      const std::vector<float> g = RandomNormal(n, 400 + step, 0.1f);
+      const double lr = lamb ? 1e-2 : 0.5;
+      cpu->Step(absl::MakeSpan(p), absl::MakeConstSpan(g), lr);
+      ASSERT_CUDA(dg.Upload(g));
+      if (lamb) {
+        ASSERT_OK(LambStep(dp.get(), dg.get(), dm.get(), dv.get(), lr, step + 1,
+                           lo, table.table, stream_));
+      } else {
+        ASSERT_OK(LarsStep(dp.get(), dg.get(), dm.get(), lr, ro, table.table,
+                           stream_));
+      }
+      ASSERT_CUDA(cudaStreamSynchronize(stream_));
+      std::vector<float> got;
+      ASSERT_CUDA(dp.Download(&got));
+      ExpectClose(got, p, 1e-5,
+                  std::string(lamb ? "lamb" : "lars") + " step " +
+                      std::to_string(step + 1));
+    }
+  }
+}
+
 // ------------------------------------------------------ gradient averaging
 
 TEST_F(OpsTest, ScaleInPlaceMatchesCpu) {
@@ -649,6 +766,18 @@ TEST(OpsArguments, AreCheckedBeforeAnyLaunch) {
       invalid(AdamStep(fake, fake, fake, fake, 10, 0.1, 0, {}, nullptr)));
   EXPECT_TRUE(
       invalid(AdamStep(fake, fake, nullptr, fake, 10, 0.1, 1, {}, nullptr)));
+  RmspropOptions centered;
+  centered.centered = true;
+  EXPECT_TRUE(invalid(RmspropStep(fake, fake, fake, fake, nullptr, 10, 0.1,
+                                  centered, nullptr)));
+  EXPECT_TRUE(invalid(
+      RmspropStep(fake, fake, nullptr, fake, fake, 10, 0.1, {}, nullptr)));
+  PieceTable one;
+  one.num_pieces = 1;
+  one.num_tensors = 1;
+  EXPECT_TRUE(invalid(
+      LambStep(fake, fake, fake, fake, 0.1, 1, {}, one, nullptr)));  // no table
+  EXPECT_TRUE(invalid(LarsStep(fake, fake, nullptr, 0.1, {}, one, nullptr)));
   EXPECT_TRUE(invalid(ScaleInPlace(nullptr, 3, 2.0f, nullptr)));
   const float* inputs[2] = {fake, fake + 8};
   EXPECT_TRUE(invalid(SumScaled(inputs, 0, 10, 1.0f, fake, nullptr)));

@@ -10,6 +10,7 @@
 #include "client/ps_limits.h"
 #include "client/restart_window.h"
 #include "common/logging.h"
+#include "common/model_sizes.h"
 
 namespace cohort {
 namespace {
@@ -112,14 +113,14 @@ absl::StatusOr<std::vector<std::vector<float>>> ChunkAssembler::Finish() {
 // --- ShardState ---
 
 std::unique_ptr<UpdateRule<float>> ShardState::NewOptimizer(
-    const OptimizerSpec& spec, int64_t count) {
+    const OptimizerSpec& spec, int64_t count, const RuleLayout& layout) {
   switch (spec.kind()) {
     case OptimizerSpec::SGD: {
       SgdOptions o;
       o.momentum = spec.momentum();
       o.weight_decay = spec.weight_decay();
       o.nesterov = spec.nesterov();
-      return MakeSgdRule<float>(o, count);
+      return MakeSgdRule<float>(o, count, layout);
     }
     case OptimizerSpec::ADAM:
     case OptimizerSpec::ADAMW: {
@@ -129,12 +130,50 @@ std::unique_ptr<UpdateRule<float>> ShardState::NewOptimizer(
       o.eps = spec.eps();
       o.weight_decay = spec.weight_decay();
       o.decoupled = spec.kind() == OptimizerSpec::ADAMW;
-      return MakeAdamRule<float>(o, count);
+      return MakeAdamRule<float>(o, count, layout);
+    }
+    case OptimizerSpec::RMSPROP: {
+      RmspropOptions o;
+      o.alpha = spec.alpha();
+      o.eps = spec.eps();
+      o.weight_decay = spec.weight_decay();
+      o.momentum = spec.momentum();
+      o.centered = spec.centered();
+      return MakeRmspropRule<float>(o, count, layout);
+    }
+    case OptimizerSpec::LAMB: {
+      LambOptions o;
+      o.beta1 = spec.beta1();
+      o.beta2 = spec.beta2();
+      o.eps = spec.eps();
+      o.weight_decay = spec.weight_decay();
+      return MakeLambRule<float>(o, count, layout);
+    }
+    case OptimizerSpec::LARS: {
+      LarsOptions o;
+      o.momentum = spec.momentum();
+      o.weight_decay = spec.weight_decay();
+      o.trust_coefficient = spec.trust_coefficient();
+      return MakeLarsRule<float>(o, count, layout);
     }
     default:
       CHECK(false) << "unknown optimizer kind " << spec.kind();
       return nullptr;
   }
+}
+
+RuleLayout ShardState::PartitionLayout(const JobSpec& job, const Partition& p) {
+  if (!job.optimizer().no_decay_bias_and_norm()) return {};
+  absl::StatusOr<ModelSizes> sizes = InferJobModelSizes(job);
+  // The job was validated, so its sizes are known; a failure here would be
+  // a bug, and decay everywhere is the safe reading.
+  if (!sizes.ok()) {
+    LOG(ERROR) << "no weight decay exclusion: " << sizes.status();
+    return {};
+  }
+  return MakeRuleLayout(
+      ParamTensorsOf(sizes->PaddedParamSizes(), sizes->ParamNoDecay()),
+      p.offset(), p.offset() + p.count());
 }
 
 ShardState::ShardState(const JobSpec& job, int shard_index)
@@ -278,7 +317,8 @@ absl::StatusOr<bool> ShardState::Init(const InitHeader& header,
     Part part;
     part.partition = p;
     part.params = std::make_shared<std::vector<float>>(std::move(values[i]));
-    part.optimizer = NewOptimizer(job_.optimizer(), p.count());
+    part.optimizer =
+        NewOptimizer(job_.optimizer(), p.count(), PartitionLayout(job_, p));
     parts.push_back(std::move(part));
   }
   parts_ = std::move(parts);

@@ -118,9 +118,16 @@ class ShardState {
  public:
   // The server-side optimizer of one partition of `count` parameters: the
   // update rule (kernels/update_rules.h) that `spec` describes, as the
-  // workers' engines make it.
+  // workers' engines make it, over `layout` (PartitionLayout). LAMB and
+  // LARS are refused in PS mode by the spec check (a partition may hold a
+  // piece of a tensor); here they would take norms over the partition.
   static std::unique_ptr<UpdateRule<float>> NewOptimizer(
-      const OptimizerSpec& spec, int64_t count);
+      const OptimizerSpec& spec, int64_t count, const RuleLayout& layout = {});
+
+  // Partition `p`'s tensors in the job's flat buffer, with decay off on
+  // biases and norm parameters under optimizer.no_decay_bias_and_norm
+  // (common/model_sizes.h): empty (one tensor with decay) otherwise.
+  static RuleLayout PartitionLayout(const JobSpec& job, const Partition& p);
 
   // What a pull returns: a consistent, immutable view of every partition.
   // Parameters are copy-on-write: a pull shares the current buffers, and an

@@ -251,7 +251,8 @@ absl::Status ShardState::Restore(const Capture& c) {
     Part part;
     part.partition = c.partitions[i];
     part.params = std::make_shared<std::vector<float>>(*c.params[i]);
-    part.optimizer = NewOptimizer(job_.optimizer(), c.partitions[i].count());
+    part.optimizer = NewOptimizer(job_.optimizer(), c.partitions[i].count(),
+                                  PartitionLayout(job_, c.partitions[i]));
     const std::vector<Tensor*> state = part.optimizer->State();
     for (size_t k = 0; k < state.size(); ++k) {
       std::copy(c.optimizer_state[i][k].begin(), c.optimizer_state[i][k].end(),

@@ -408,5 +408,46 @@ TEST(ShardStateTest, ShutdownWakesWaitingPulls) {
   EXPECT_THAT(pulled.message(), HasSubstr("shard shutting down"));
 }
 
+// optimizer.no_decay_bias_and_norm in a shard: the partition's tensors
+// come from the job's layer specs (a linear layer's weight, 12 elements
+// padded to 16, then its bias, 3 padded to 16), and only the weight decays.
+TEST(ShardStateTest, PartitionLayoutExcludesBiasesFromDecay) {
+  JobSpec job;
+  job.mutable_model()->add_layers()->mutable_linear()->set_out_features(3);
+  job.mutable_data()->set_kind(DatasetSpec::SYNTHETIC);
+  job.mutable_data()->mutable_synthetic()->add_shape(4);
+  OptimizerSpec* o = job.mutable_optimizer();
+  o->set_kind(OptimizerSpec::SGD);
+  o->set_weight_decay(0.5f);
+  Partition whole;
+  whole.set_offset(0);
+  whole.set_count(32);
+  EXPECT_TRUE(ShardState::PartitionLayout(job, whole).segments.empty());
+  o->set_no_decay_bias_and_norm(true);
+  const RuleLayout layout = ShardState::PartitionLayout(job, whole);
+  ASSERT_EQ(layout.segments.size(), 2u);
+  EXPECT_TRUE(layout.segments[0].decay);
+  EXPECT_FALSE(layout.segments[1].decay);
+  EXPECT_EQ(layout.segments[1].begin, 16);
+
+  // Zero gradients: decay alone moves the weight, and the bias stays.
+  std::unique_ptr<UpdateRule<float>> rule =
+      ShardState::NewOptimizer(*o, 32, layout);
+  std::vector<float> p(32, 1.0f);
+  const std::vector<float> g(32, 0.0f);
+  rule->Step(absl::MakeSpan(p), g, 0.5);
+  EXPECT_EQ(p[0], 0.75f);
+  EXPECT_EQ(p[16], 1.0f);
+
+  // A partition holding only the bias, at its offset in the flat buffer.
+  Partition bias;
+  bias.set_offset(16);
+  bias.set_count(16);
+  const RuleLayout tail = ShardState::PartitionLayout(job, bias);
+  ASSERT_EQ(tail.segments.size(), 1u);
+  EXPECT_EQ(tail.segments[0].begin, 0);
+  EXPECT_FALSE(tail.segments[0].decay);
+}
+
 }  // namespace
 }  // namespace cohort

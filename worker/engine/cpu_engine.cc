@@ -103,7 +103,7 @@ class CpuEngine : public DeviceEngine {
     return (dist_ != nullptr ? dist_->replica_offset : 0) + r;
   }
   std::vector<float*> ReplicaGrads() const { return grads_; }
-  void BuildSlices(bool optimizer);
+  absl::Status BuildSlices(bool optimizer);
   void ReplicaStep(int r, int batches, BatchSource& source,
                    GradientExchange* exchange);
   // Forward, loss and backward of one batch; `last`: the step's last
@@ -115,7 +115,9 @@ class CpuEngine : public DeviceEngine {
   // Replica r's slice: the local mean (when `combine_local`), and whether
   // the slice's gradient is finite (into slice_finite_[r]).
   void ReduceAndCheck(int r, bool combine_local);
-  void OptimizerStep(int r, double lr);
+  // Replica r's slice: the clip scale, then the update (elementwise
+  // rules), or LAMB's and LARS's pass `pass` (0: piece sums, 1: update).
+  void OptimizerStep(int r, double lr, int pass);
   absl::Status AverageBuffersAcrossWorkers();
   absl::Status EvaluateShare(int r, const Dataset& test, int64_t share,
                              int64_t shares, EvalSums* sums);
@@ -134,6 +136,9 @@ class CpuEngine : public DeviceEngine {
   std::vector<double> raw_squares_;     // the same before clip_grad_value
   double grad_norm_ = -1;               // the last Update's, before clipping
   float clip_scale_ = 1;                // this step's clip_grad_norm scale
+  RuleLayout whole_layout_;             // the buffer's tensor pieces
+  std::vector<double> piece_sums_;      // LAMB/LARS: per piece, this step
+  std::vector<double> tensor_totals_;   // ... and per tensor
   std::vector<ReplicaResult> results_;  // Results()' storage, one a replica
   StepTiming timing_;
 };
@@ -164,23 +169,46 @@ absl::Status CpuEngine::Build() {
   for (Replica& rep : replicas_) grads_.push_back(rep.model->grads().data());
   results_.resize(R);
   // In PS mode the shards own the optimizer and its state.
-  BuildSlices(dist_ == nullptr || !dist_->ps_mode);
-  return absl::OkStatus();
+  return BuildSlices(dist_ == nullptr || !dist_->ps_mode);
 }
 
-void CpuEngine::BuildSlices(bool optimizer) {
+absl::Status CpuEngine::BuildSlices(bool optimizer) {
   const int R = options_.replicas;
   const int64_t n = replicas_[0].model->params().size();
+  // 16-element boundaries keep every slice's vector loads aligned; LAMB and
+  // LARS cut on kNormBlock multiples, where their per-piece norm sums end,
+  // so that a step is bit-identical whatever the number of slices.
+  const int64_t unit =
+      NeedsTensorNorms(spec_.optimizer()) ? kNormBlock : int64_t{16};
+  std::vector<ParamTensor> tensors;
+  if (optimizer) {
+    ASSIGN_OR_RETURN(tensors,
+                     JobParamTensors(spec_, data_.train->sample_shape()));
+    if (tensors.empty() || tensors.back().end != n) {
+      return absl::InternalError(
+          absl::StrCat("the model's flat buffer has ", n,
+                       " parameters but its layer specs give ",
+                       tensors.empty() ? 0 : tensors.back().end));
+    }
+    whole_layout_ = MakeRuleLayout(tensors, 0, n);
+  }
   slices_.resize(R);
   for (int r = 0; r < R; ++r) {
-    // 16-element boundaries keep every slice's vector loads aligned.
-    slices_[r].begin = std::min(n, (n * r / R) / 16 * 16);
-    slices_[r].end = r + 1 == R ? n : std::min(n, (n * (r + 1) / R) / 16 * 16);
+    slices_[r].begin = std::min(n, (n * r / R) / unit * unit);
+    slices_[r].end =
+        r + 1 == R ? n : std::min(n, (n * (r + 1) / R) / unit * unit);
     if (optimizer) {
       slices_[r].optimizer = MakeOptimizer<float>(
-          spec_.optimizer(), slices_[r].end - slices_[r].begin);
+          spec_.optimizer(), slices_[r].end - slices_[r].begin,
+          MakeRuleLayout(tensors, slices_[r].begin, slices_[r].end));
     }
   }
+  if (optimizer && slices_[0].optimizer->SumsPerPiece() > 0) {
+    const int k = slices_[0].optimizer->SumsPerPiece();
+    piece_sums_.assign(whole_layout_.num_pieces * k, 0.0);
+    tensor_totals_.assign(int64_t{whole_layout_.num_tensors} * k, 0.0);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<GradientExchange>> CpuEngine::CreateExchange() {
@@ -359,16 +387,26 @@ void CpuEngine::ReduceAndCheck(int r, bool combine_local) {
   }
 }
 
-void CpuEngine::OptimizerStep(int r, double lr) {
+void CpuEngine::OptimizerStep(int r, double lr, int pass) {
   const Slice& s = slices_[r];
+  // An empty slice (a small model cut on kNormBlock multiples) still steps:
+  // its step counter is the one a checkpoint keeps.
   const int64_t len = s.end - s.begin;
-  if (len == 0) return;
   float* g0 = replicas_[0].model->grads().data() + s.begin;
-  if (clip_scale_ != 1) {
+  if (clip_scale_ != 1 && pass == 0) {
     for (int64_t j = 0; j < len; ++j) g0[j] *= clip_scale_;
   }
   float* p = replicas_[0].model->params().data() + s.begin;
-  s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
+  if (s.optimizer->SumsPerPiece() == 0) {
+    s.optimizer->Step(absl::MakeSpan(p, len), absl::MakeConstSpan(g0, len), lr);
+  } else if (pass == 0) {
+    s.optimizer->BeginStep(absl::MakeConstSpan(p, len),
+                           absl::MakeConstSpan(g0, len), piece_sums_.data());
+  } else {
+    s.optimizer->FinishStep(absl::MakeSpan(p, len),
+                            absl::MakeConstSpan(g0, len), lr,
+                            tensor_totals_.data());
+  }
 }
 
 absl::StatusOr<bool> CpuEngine::Update(const StepPlan& plan,
@@ -386,8 +424,17 @@ absl::StatusOr<bool> CpuEngine::Update(const StepPlan& plan,
   if (finite && spec_.optimizer().clip_grad_norm() > 0) {
     clip_scale_ = ClipScale(slice_squares_, spec_.optimizer().clip_grad_norm());
   }
-  if (finite) pool_.Run([&](int r) { OptimizerStep(r, plan.lr); });
-  return finite;
+  if (!finite) return false;
+  pool_.Run([&](int r) { OptimizerStep(r, plan.lr, 0); });
+  const int k = slices_[0].optimizer != nullptr
+                    ? slices_[0].optimizer->SumsPerPiece()
+                    : 0;
+  if (k > 0) {
+    // Every slice's piece sums are in: each tensor's norms, then the update.
+    FoldPieceSums(whole_layout_, k, piece_sums_.data(), tensor_totals_.data());
+    pool_.Run([&](int r) { OptimizerStep(r, plan.lr, 1); });
+  }
+  return true;
 }
 
 absl::Span<const ReplicaResult> CpuEngine::Results(const StepPlan& plan) {

@@ -182,12 +182,51 @@ absl::Status GpuEngine::SetupOptimizerState(Device& d) {
     return CudaStatus(cudaMemset(buffer.data(), 0, flat * sizeof(float)),
                       "clearing optimizer state");
   };
-  if (spec_.optimizer().kind() == OptimizerSpec::SGD) {
-    if (spec_.optimizer().momentum() != 0) RETURN_IF_ERROR(zeroed(d.momentum));
-    return absl::OkStatus();
+  if (whole_layout_.segments.empty()) {
+    ASSIGN_OR_RETURN(const std::vector<ParamTensor> tensors,
+                     JobParamTensors(spec_, data_.train->sample_shape()));
+    if (tensors.empty() || tensors.back().end != flat) {
+      return absl::InternalError(
+          absl::StrCat("the GPU model's flat buffer has ", flat,
+                       " parameters but its layer specs give ",
+                       tensors.empty() ? 0 : tensors.back().end));
+    }
+    whole_layout_ = MakeRuleLayout(tensors, 0, flat);
+    decay_runs_ = DecayRuns(whole_layout_, flat);
   }
-  RETURN_IF_ERROR(zeroed(d.adam_m));
-  return zeroed(d.adam_v);
+  const OptimizerSpec& o = spec_.optimizer();
+  switch (o.kind()) {
+    case OptimizerSpec::SGD:
+    case OptimizerSpec::LARS:
+      if (o.momentum() != 0) RETURN_IF_ERROR(zeroed(d.momentum));
+      break;
+    case OptimizerSpec::RMSPROP:
+      RETURN_IF_ERROR(zeroed(d.square_avg));
+      if (o.momentum() > 0) RETURN_IF_ERROR(zeroed(d.momentum));
+      if (o.centered()) RETURN_IF_ERROR(zeroed(d.grad_avg));
+      break;
+    default:  // Adam, AdamW, LAMB
+      RETURN_IF_ERROR(zeroed(d.adam_m));
+      RETURN_IF_ERROR(zeroed(d.adam_v));
+      break;
+  }
+  if (!NeedsTensorNorms(o)) return absl::OkStatus();
+  std::vector<int64_t> pieces, tensor_pieces;
+  gpu::PieceTableArrays(whole_layout_, &pieces, &tensor_pieces);
+  // 64-bit values in float buffers: two floats each.
+  auto upload = [](DeviceFloats& buffer,
+                   const std::vector<int64_t>& v) -> absl::Status {
+    RETURN_IF_ERROR(buffer.Reserve(
+        2 * std::max<int64_t>(1, static_cast<int64_t>(v.size()))));
+    return CudaStatus(
+        cudaMemcpy(buffer.data(), v.data(), v.size() * sizeof(int64_t),
+                   cudaMemcpyHostToDevice),
+        "uploading the parameter tensors' pieces");
+  };
+  RETURN_IF_ERROR(upload(d.pieces, pieces));
+  RETURN_IF_ERROR(upload(d.tensor_pieces, tensor_pieces));
+  RETURN_IF_ERROR(d.piece_sums.Reserve(4 * (whole_layout_.num_pieces + 1)));
+  return d.tensor_totals.Reserve(4 * (int64_t{whole_layout_.num_tensors} + 1));
 }
 
 absl::Status GpuEngine::SetupBuckets() {
@@ -455,13 +494,58 @@ absl::Status GpuEngine::OptimizerStep(Device& d, double lr) {
       d.reduce_workspace.capacity() * sizeof(float), s));
   RETURN_IF_ERROR(Clip(d));
   const OptimizerSpec& o = spec_.optimizer();
-  if (o.kind() == OptimizerSpec::SGD) {
-    return gpu::SgdStep(d.model->params(), d.model->grads(), d.momentum.data(),
-                        n, lr, SgdOptionsOf(o), s);
+  float* p = d.model->params();
+  const float* g = d.model->grads();
+  if (NeedsTensorNorms(o)) {
+    gpu::PieceTable table;
+    table.pieces = reinterpret_cast<const int64_t*>(d.pieces.data());
+    table.tensor_pieces =
+        reinterpret_cast<const int64_t*>(d.tensor_pieces.data());
+    table.num_pieces = whole_layout_.num_pieces;
+    table.num_tensors = whole_layout_.num_tensors;
+    table.sums = reinterpret_cast<double*>(d.piece_sums.data());
+    table.totals = reinterpret_cast<double*>(d.tensor_totals.data());
+    if (o.kind() == OptimizerSpec::LAMB) {
+      return gpu::LambStep(p, g, d.adam_m.data(), d.adam_v.data(), lr,
+                           adam_steps_, LambOptionsOf(o), table, s);
+    }
+    return gpu::LarsStep(p, g, d.momentum.data(), lr, LarsOptionsOf(o), table,
+                         s);
   }
-  return gpu::AdamStep(d.model->params(), d.model->grads(), d.adam_m.data(),
-                       d.adam_v.data(), n, lr, adam_steps_, AdamOptionsOf(o),
-                       s);
+  // The elementwise rules, one launch per run of tensors with the same
+  // weight decay (one run unless no_decay_bias_and_norm).
+  for (const DecayRun& r : decay_runs_) {
+    const int64_t len = r.end - r.begin;
+    const auto at = [&](const DeviceFloats& b) {
+      return b.data() != nullptr ? b.data() + r.begin : nullptr;
+    };
+    switch (o.kind()) {
+      case OptimizerSpec::SGD: {
+        SgdOptions so = SgdOptionsOf(o);
+        if (!r.decay) so.weight_decay = 0;
+        RETURN_IF_ERROR(gpu::SgdStep(p + r.begin, g + r.begin, at(d.momentum),
+                                     len, lr, so, s));
+        break;
+      }
+      case OptimizerSpec::RMSPROP: {
+        RmspropOptions ro = RmspropOptionsOf(o);
+        if (!r.decay) ro.weight_decay = 0;
+        RETURN_IF_ERROR(gpu::RmspropStep(p + r.begin, g + r.begin,
+                                         at(d.square_avg), at(d.momentum),
+                                         at(d.grad_avg), len, lr, ro, s));
+        break;
+      }
+      default: {  // Adam, AdamW
+        AdamOptions ao = AdamOptionsOf(o);
+        if (!r.decay) ao.weight_decay = 0;
+        RETURN_IF_ERROR(gpu::AdamStep(p + r.begin, g + r.begin, at(d.adam_m),
+                                      at(d.adam_v), len, lr, adam_steps_, ao,
+                                      s));
+        break;
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 // clip_grad_value, then clip_grad_norm on the gradient that leaves (its

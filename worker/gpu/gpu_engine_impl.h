@@ -26,6 +26,7 @@
 #include "kernels/cuda/cuda_devices.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/memory.h"
+#include "kernels/update_rules.h"
 #include "worker/comm/buckets.h"
 #include "worker/comm/nccl_communicator.h"
 #include "worker/data/loader.h"
@@ -157,6 +158,10 @@ struct Device {
   DeviceFloats accumulated;
   int64_t accumulated_samples = 0;
   std::vector<int64_t> batch_samples;
+  DeviceFloats square_avg, grad_avg;  // RMSprop
+  // LAMB/LARS: the piece table (int64 arrays, kernels/cuda/ops.h's
+  // PieceTable) and its double sums, held in float buffers.
+  DeviceFloats pieces, tensor_pieces, piece_sums, tensor_totals;
   int64_t capacity = 0;  // samples grad_out and the workspaces hold
   // With NCCL: the communication stream and this step's gradient buckets,
   // in backward order, each with its event on the compute stream.
@@ -288,6 +293,10 @@ class GpuEngine : public DeviceEngine {
   int64_t out_size_ = 0;
   int64_t target_size_ = 0;  // a float target's elements; 0 for labels
   int64_t adam_steps_ = 0;
+  // The flat buffer's tensors (weight decay exclusion, LAMB/LARS norms):
+  // their pieces, and the runs the elementwise rules step.
+  RuleLayout whole_layout_;
+  std::vector<DecayRun> decay_runs_;
   std::vector<ReplicaResult> results_;  // Results()' storage, one a GPU
   StepTiming timing_;
 };

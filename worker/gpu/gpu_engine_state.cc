@@ -13,7 +13,11 @@ namespace cohort {
 namespace gpu_engine {
 namespace {
 
-bool IsAdam(const OptimizerSpec& o) { return o.kind() != OptimizerSpec::SGD; }
+// The rules that count their steps (a state tensor of one value).
+bool IsAdam(const OptimizerSpec& o) {
+  return o.kind() == OptimizerSpec::ADAM || o.kind() == OptimizerSpec::ADAMW ||
+         o.kind() == OptimizerSpec::LAMB;
+}
 
 }  // namespace
 
@@ -104,16 +108,28 @@ absl::StatusOr<EvalSums> GpuEngine::Evaluate(const Dataset& test, bool) {
   return sums;
 }
 
-// SGD with momentum: its buffer; Adam: m and v. The CPU optimizers' State()
+// SGD and LARS with momentum: the buffer; Adam and LAMB: m and v; RMSprop:
+// square_avg, buffer, grad_avg as configured. The CPU optimizers' State()
 // in the same order, so checkpoints move between devices.
 std::vector<std::pair<float*, int64_t>> GpuEngine::OptimizerState(
     const Device& d) const {
   const int64_t n = d.model->flat_size();
-  if (spec_.optimizer().kind() == OptimizerSpec::SGD) {
-    if (spec_.optimizer().momentum() == 0) return {};
-    return {{d.momentum.data(), n}};
+  const OptimizerSpec& o = spec_.optimizer();
+  switch (o.kind()) {
+    case OptimizerSpec::SGD:
+    case OptimizerSpec::LARS:
+      if (o.momentum() == 0) return {};
+      return {{d.momentum.data(), n}};
+    case OptimizerSpec::RMSPROP: {
+      std::vector<std::pair<float*, int64_t>> state = {
+          {d.square_avg.data(), n}};
+      if (o.momentum() > 0) state.push_back({d.momentum.data(), n});
+      if (o.centered()) state.push_back({d.grad_avg.data(), n});
+      return state;
+    }
+    default:  // Adam, AdamW, LAMB
+      return {{d.adam_m.data(), n}, {d.adam_v.data(), n}};
   }
-  return {{d.adam_m.data(), n}, {d.adam_v.data(), n}};
 }
 
 std::vector<std::pair<std::string, int64_t>> GpuEngine::StateLayout() const {

@@ -100,7 +100,9 @@ TEST(Optimizer, StateLayout) {
   OptimizerSpec sgd = Spec(OptimizerSpec::SGD, 0.1f, 0.0f);
   EXPECT_TRUE(MakeOptimizer<float>(sgd, 10)->State().empty());
   sgd.set_momentum(0.9f);
-  std::vector<Tensor*> state = MakeOptimizer<float>(sgd, 10)->State();
+  // The rule owns its state: keep it alive while the pointers are used.
+  std::unique_ptr<Optimizer<float>> momentum = MakeOptimizer<float>(sgd, 10);
+  std::vector<Tensor*> state = momentum->State();
   ASSERT_EQ(state.size(), 1u);
   EXPECT_EQ(state[0]->shape(), Shape({10}));
 
