@@ -145,6 +145,13 @@ absl::Status CheckResult(const WorkerResult& r) {
       NonNegative("FinishRequest.result.skipped_samples", r.skipped_samples()));
   RETURN_IF_ERROR(
       CheckMetrics("FinishRequest.result.test_metrics", r.test_metrics()));
+  // The best evaluation goes into the report as given.
+  RETURN_IF_ERROR(CheckLength("FinishRequest.result.best_metric_name",
+                              r.best_metric_name(), 64));
+  if (r.best_step() < -1) {
+    return Invalid("FinishRequest.result.best_step", ">= -1 (-1: none)",
+                   absl::StrCat(r.best_step()));
+  }
   if (r.epoch_results_size() > kMaxEpochResults) {
     return Invalid("FinishRequest.result.epoch_results",
                    absl::StrCat("at most ", kMaxEpochResults, " entries"),

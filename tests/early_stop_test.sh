@@ -7,9 +7,13 @@
 #      evaluation's checkpoint in DIR/best (beside the newest `keep`), it
 #      verifies, best.json agrees, and `cohort evaluate --checkpoint=DIR/best`
 #      measures the same loss.
-#   2. The same job killed with kill -9 (every process) after a checkpoint,
-#      then started again, resumes and stops at the same step with the same
-#      best, and its final and best parameters are byte for byte the same.
+#   2. The same job killed with kill -9 (every process) after a checkpoint
+#      later than its best evaluation (so that a resume that forgot the best
+#      would stop later), then started again, resumes and stops at the same
+#      step with the same best; its final and best parameters are byte for
+#      byte the same.
+#   3. Elastic: kill -9 of one worker there, a replacement, a regroup: the
+#      same again.
 #
 # usage: early_stop_test.sh COHORT
 set -uo pipefail
@@ -101,10 +105,10 @@ fi
 
 # 2. kill -9 of the whole job after a checkpoint, then the same command again.
 setsid timeout 150 "$cohort" local --job="$tmp/b.textproto" --workers=2 --threads=1 \
-  --min-step-ms=30 > "$tmp/b.log" 2>&1 &
+  --min-step-ms=60 > "$tmp/b.log" 2>&1 &
 job=$!
 pids+=($job)
-at=64
+at=96
 checkpointed() { [[ $(newest_step "$tmp/ckpt") -ge $at ]]; }
 wait_for 60 checkpointed
 kill -9 -- -"$job" 2>/dev/null
@@ -162,7 +166,7 @@ coord=$!
 pids+=($coord)
 w=()
 for i in 0 1; do
-  "$cohort" worker --coordinator="$addr" --threads=1 --min-step-ms=30 --quiet 2> "$tmp/c.w$i.log" &
+  "$cohort" worker --coordinator="$addr" --threads=1 --min-step-ms=60 --quiet 2> "$tmp/c.w$i.log" &
   w+=($!)
   pids+=($!)
 done
