@@ -53,8 +53,7 @@ void PutControl(const Checkpoint& c, float* out) {
   EarlyStoppingState s;
   auto it = c.metadata.find("early_stopping");
   if (it != c.metadata.end()) {
-    // A state that does not parse was refused when the checkpoint was
-    // restored (ResumeCandidate); here it travels as "nothing observed".
+    // ResumeCandidate refused one that does not parse.
     s = EarlyStoppingState::Decode(it->second).value_or(s);
   }
   uint64_t bits;
@@ -208,6 +207,10 @@ absl::StatusOr<std::optional<Checkpoint>> TrainingLoop::ResumeCandidate() {
     // waits for it.
     std::vector<float> flat;
     RETURN_IF_ERROR(FlattenState(*best, &flat));
+    auto it = best->metadata.find("early_stopping");
+    if (it != best->metadata.end()) {
+      RETURN_IF_ERROR(EarlyStoppingState::Decode(it->second).status());
+    }
   }
   return best;
 }
