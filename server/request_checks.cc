@@ -106,6 +106,8 @@ absl::Status CheckProgress(const WorkerProgress& p) {
   RETURN_IF_ERROR(FiniteNonNegative("HeartbeatRequest.progress.samples_per_s",
                                     p.samples_per_s()));
   RETURN_IF_ERROR(FiniteNonNegative("HeartbeatRequest.progress.lr", p.lr()));
+  RETURN_IF_ERROR(CheckLength("HeartbeatRequest.progress.best_metric_name",
+                              p.best_metric_name(), 64));
   RETURN_IF_ERROR(Loss("HeartbeatRequest.progress.loss", p.loss()));
   absl::Status times = CheckTimes(p.times());
   if (!times.ok()) {

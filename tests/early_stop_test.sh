@@ -160,17 +160,33 @@ same_parameters b
 # replacement joins, the job regroups (generation 2) from the newest state
 # a survivor holds, and goes on.
 addr="127.0.0.1:$(free_port)"
+mport=$(free_port)
 "$cohort" coordinator --job="$tmp/c.textproto" --listen="$addr" --report="$tmp/c.json" \
-  2> "$tmp/c.log" &
+  --metrics-listen="127.0.0.1:$mport" 2> "$tmp/c.log" &
 coord=$!
 pids+=($coord)
 w=()
 for i in 0 1; do
-  "$cohort" worker --coordinator="$addr" --threads=1 --min-step-ms=60 --quiet 2> "$tmp/c.w$i.log" &
+  "$cohort" worker --coordinator="$addr" --threads=1 --min-step-ms=100 --quiet 2> "$tmp/c.w$i.log" &
   w+=($!)
   pids+=($!)
 done
 wait_for 60 checkpointed
+# The best so far in the coordinator's metrics (past step 96 it is step 80's).
+best_metrics() {
+  /usr/bin/python3 - "$mport" "$best_step" <<'PY'
+import re, sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=2).read().decode()
+steps = re.findall(r'^cohort_worker_best_step\{[^}]*metric="loss"[^}]*\} (\S+)$', text, re.M)
+print(" ".join(steps))
+sys.exit(0 if len(steps) == 2 and all(float(v) == float(sys.argv[2]) for v in steps) else 1)
+PY
+}
+if wait_for 2 best_metrics; then
+  ok "/metrics: cohort_worker_best_step{metric=\"loss\"} is $best_step on both workers"
+else
+  fail "/metrics: cohort_worker_best_step: '$(best_metrics)' (want $best_step twice)"
+fi
 kill -9 "${w[1]}"
 killed_at=$(newest_step "$tmp/ckpt")
 "$cohort" worker --coordinator="$addr" --threads=1 --quiet 2> "$tmp/c.w2.log" &

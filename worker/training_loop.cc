@@ -431,6 +431,11 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
   t->set_optimizer_s(times_.optimizer_s() / window_steps_);
   p.set_bytes_allreduced(bytes_reduced_);
   p.set_restored_step(restored_step_);
+  if (control_ && control_->state().has_best) {
+    p.set_best_metric_name(control_->metric());
+    p.set_best_metric(control_->state().best);
+    p.set_best_step(control_->state().best_step);
+  }
   if (window_comm_s_ > 0) {
     // nccl-tests' bus bandwidth: what each link carried in a ring.
     const double w = dist_->world_size;
