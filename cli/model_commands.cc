@@ -90,7 +90,9 @@ absl::Status ExportCheckpoint(const std::string& checkpoint,
 absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
   std::string checkpoint, format, out;
   FlagSet flags("export");
-  flags.String("checkpoint", &checkpoint, "a checkpoint file (ckpt-*.cohort)");
+  flags.String("checkpoint", &checkpoint,
+               "a checkpoint file (ckpt-*.cohort), or a directory: its newest "
+               "(DIR/best: the best of keep_best)");
   flags.String("format", &format, "onnx or safetensors");
   flags.String("out", &out, "the file to write");
   RETURN_IF_ERROR(flags.Parse(args));
@@ -218,7 +220,9 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
   std::string checkpoint, input, out, data_dir, split = "test";
   int64_t batch = 256, top_k = 5;
   FlagSet flags("predict");
-  flags.String("checkpoint", &checkpoint, "a checkpoint file (ckpt-*.cohort)");
+  flags.String("checkpoint", &checkpoint,
+               "a checkpoint file (ckpt-*.cohort), or a directory: its newest "
+               "(DIR/best: the best of keep_best)");
   flags.String("input", &input,
                ".npy file of inputs [N, *sample shape] (float32, float16, "
                "or uint8 divided by 255); without it, a split of the "
@@ -262,7 +266,9 @@ absl::Status RunEvaluate(const std::vector<std::string>& args, bool* help) {
   std::string checkpoint, data_dir, split = "test", confusion;
   int64_t batch = 256;
   FlagSet flags("evaluate");
-  flags.String("checkpoint", &checkpoint, "a checkpoint file (ckpt-*.cohort)");
+  flags.String("checkpoint", &checkpoint,
+               "a checkpoint file (ckpt-*.cohort), or a directory: its newest "
+               "(DIR/best: the best of keep_best)");
   flags.String("data-dir", &data_dir,
                "the data set's directory (overrides the spec's)");
   flags.String("split", &split, "test or train");

@@ -120,6 +120,11 @@ void PrintTrainResult(const TrainResult& r) {
       static_cast<long long>(r.steps), static_cast<long long>(r.epochs),
       r.samples_per_s, r.train_seconds, r.final_loss);
   std::printf("%s\n", FormatTestMetrics(r.test_metrics).c_str());
+  if (r.best_step >= 0) {
+    std::printf("best: %s %.6g at step %lld%s\n", r.best_metric_name.c_str(),
+                r.best_metric, static_cast<long long>(r.best_step),
+                r.stopped_early ? " | stopped early" : "");
+  }
   std::fflush(stdout);
 }
 

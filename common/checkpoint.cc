@@ -169,8 +169,12 @@ void ApplyRetention(const std::string& dir, int64_t committed_step,
     return;
   }
   const auto committed = CommittedNewestFirst(names);
-  for (size_t i = committed.size(); i-- > static_cast<size_t>(o.keep);) {
-    if (committed[i].first >= committed_step) continue;
+  for (size_t i = committed.size(); i-- > 0;) {
+    if (o.only_this ? committed[i].first == committed_step
+                    : i < static_cast<size_t>(o.keep) ||
+                          committed[i].first >= committed_step) {
+      continue;
+    }
     const std::string path = JoinPath(dir, committed[i].second);
     if (unlink(path.c_str()) != 0 && errno != ENOENT) {
       const int unlink_err = errno;  // before LOG can clobber it

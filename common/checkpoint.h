@@ -73,6 +73,10 @@ struct Checkpoint {
 struct CheckpointWriteOptions {
   // Committed checkpoints to keep, the new one included (>= 1).
   int keep = 3;
+  // Retention deletes every other committed checkpoint, newer ones too: a
+  // directory that holds one chosen checkpoint (the best one, whose step
+  // need not be the newest a crashed run left there).
+  bool only_this = false;
 
   // For crash tests only: the writer calls std::_Exit(42) at this point.
   enum class CrashAt {

@@ -535,6 +535,23 @@ TEST(Checkpoint, RetentionKeepsExactlyTheNewest) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// checkpoint.keep_best's directory: one checkpoint, even when a crashed
+// run left a newer one there.
+TEST(Checkpoint, OnlyThisKeepsJustTheNewFile) {
+  const std::string dir = FreshDir("only_this");
+  CheckpointWriteOptions o;
+  o.keep = 1;
+  o.only_this = true;
+  ASSERT_TRUE(WriteCheckpoint(dir, MakeCheckpoint(9), o).ok());
+  ASSERT_TRUE(WriteCheckpoint(dir, MakeCheckpoint(4), o).ok());
+  EXPECT_EQ(Names(dir), CheckpointNames({4}));
+  WriteBytes(dir + "/best.json", "{}");
+  ASSERT_TRUE(WriteCheckpoint(dir, MakeCheckpoint(6), o).ok());
+  std::set<std::string> want = CheckpointNames({6});
+  want.insert("best.json");
+  EXPECT_EQ(Names(dir), want);
+}
+
 TEST(Checkpoint, CreatesNestedDirectory) {
   const std::string dir = FreshDir("nested") + "/a/b/c";
   ASSERT_TRUE(WriteCheckpoint(dir, MakeCheckpoint(1)).ok());

@@ -478,6 +478,63 @@ absl::Status CheckLoss(const JobSpec& j, const Scope& s) {
   return NonNegative(s, j, "huber_delta", j.huber_delta());
 }
 
+// Validation-driven control: the metric must be one the job's evaluation
+// gives (worker/objective.h), and early stopping and the best checkpoint
+// need evaluation, and all-reduce mode (PS state lives on the shards, and
+// SSP/ASYNC workers evaluate apart).
+absl::Status CheckControl(const JobSpec& j, const Scope& s) {
+  const EvalSpec& e = j.eval();
+  const Scope es = s.Nested(j, "eval", -1);
+  const Scope cs = s.Nested(j, "checkpoint", -1);
+  if (!e.metric().empty()) {
+    const bool floats = HasFloatTargets(j.data());
+    const LossKind kind =
+        j.has_loss() ? j.loss() : (floats ? MSE : CROSS_ENTROPY);
+    std::vector<std::string> given = {"loss"};
+    if (!floats) {
+      given.insert(given.end(), {"accuracy", "top5_accuracy"});
+    } else if (kind == BCE_WITH_LOGITS) {
+      given.push_back("accuracy");
+    } else {
+      given.insert(given.end(), {"mse", "mae", "r2"});
+    }
+    if (std::find(given.begin(), given.end(), e.metric()) == given.end()) {
+      return es.Error(
+          e, "metric", -1,
+          absl::StrCat(
+              "\"", e.metric(),
+              "\" is not a metric this job's evaluation gives: one of ",
+              absl::StrJoin(given, ", ")));
+    }
+  }
+  RETURN_IF_ERROR(NonNegative(es, e, "early_stopping_patience",
+                              e.early_stopping_patience()));
+  RETURN_IF_ERROR(Require(e.min_delta() >= 0 && std::isfinite(e.min_delta()),
+                          es, e, "min_delta", "finite and >= 0",
+                          e.min_delta()));
+  struct Use {
+    const Scope& scope;
+    const Message& m;
+    const char* field;
+    bool set;
+  };
+  for (const Use& u :
+       {Use{es, e, "early_stopping_patience", e.early_stopping_patience() > 0},
+        Use{cs, j.checkpoint(), "keep_best", j.checkpoint().keep_best()}}) {
+    if (!u.set) continue;
+    if (e.disable()) {
+      return u.scope.Error(u.m, u.field, -1,
+                           "needs evaluation, but eval.disable is set");
+    }
+    if (j.mode() == PS) {
+      return u.scope.Error(u.m, u.field, -1,
+                           "needs all-reduce mode (in PS mode the state lives "
+                           "on the shards and workers may evaluate apart)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   RETURN_IF_ERROR(CheckScalars(j, s));
   RETURN_IF_ERROR(Positive(s, j, "batch_size", j.batch_size()));
@@ -525,7 +582,9 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
   Scope e = s.Nested(j, "eval", -1);
   RETURN_IF_ERROR(
       NonNegative(e, j.eval(), "every_steps", j.eval().every_steps()));
-  return NonNegative(e, j.eval(), "batch_size", j.eval().batch_size());
+  RETURN_IF_ERROR(
+      NonNegative(e, j.eval(), "batch_size", j.eval().batch_size()));
+  return CheckControl(j, s);
 }
 
 // Where a size error of `spec`'s model points: the layer (or the zoo name)

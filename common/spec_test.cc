@@ -347,6 +347,57 @@ TEST(ParseJobSpec, ChecksDataAndEval) {
   EXPECT_EQ(ErrorOf(Valid("data { kind: MNIST }\n")), "OK");
 }
 
+// Issue 20 (5): validation-driven control.
+TEST(ParseJobSpec, ChecksEarlyStoppingAndKeepBest) {
+  struct Case {
+    std::string extra;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"eval { metric: \"f1\" }",
+       "6:8: eval.metric \"f1\" is not a metric this job's evaluation gives: "
+       "one of loss, accuracy, top5_accuracy"},
+      {"eval { metric: \"r2\" }",
+       "6:8: eval.metric \"r2\" is not a metric this job's evaluation gives: "
+       "one of loss, accuracy, top5_accuracy"},
+      {"eval { early_stopping_patience: -1 }",
+       "6:8: eval.early_stopping_patience must be >= 0, got -1"},
+      {"eval { min_delta: -0.5 }",
+       "6:8: eval.min_delta must be finite and >= 0, got -0.5"},
+      {"eval { disable: true early_stopping_patience: 3 }",
+       "6:22: eval.early_stopping_patience needs evaluation, but eval.disable "
+       "is set"},
+      {"eval { disable: true }\ncheckpoint { dir: \"c\" keep_best: true }",
+       "7:23: checkpoint.keep_best needs evaluation, but eval.disable is set"},
+      {"mode: PS\neval { early_stopping_patience: 2 }",
+       "7:8: eval.early_stopping_patience needs all-reduce mode (in PS mode "
+       "the state lives on the shards and workers may evaluate apart)"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ErrorOf(Valid(c.extra + "\n")),
+              std::string(kFile) + ":" + c.error)
+        << c.extra;
+  }
+  EXPECT_EQ(ErrorOf(Valid("eval { metric: \"top5_accuracy\" every_steps: 10 "
+                          "early_stopping_patience: 3 min_delta: 0.001 }\n"
+                          "checkpoint { dir: \"c\" keep_best: true }\n")),
+            "OK");
+  // Float targets (line 6), the eval block on line 7.
+  const std::string regress =
+      "name: \"t\"\nmodel { layers { linear { out_features: 4 } } }\n"
+      "batch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n"
+      "data { kind: NUMPY numpy { shape: 16 target_shape: 4 train_x: \"x\" "
+      "train_y: \"y\" test_x: \"tx\" test_y: \"ty\" } }\n";
+  EXPECT_EQ(ErrorOf(regress + "eval { metric: \"accuracy\" }\n"),
+            std::string(kFile) +
+                ":7:8: eval.metric \"accuracy\" is not a metric this job's "
+                "evaluation gives: one of loss, mse, mae, r2");
+  EXPECT_EQ(ErrorOf(regress + "eval { metric: \"r2\" }\n"), "OK");
+  EXPECT_EQ(ErrorOf(regress +
+                    "eval { metric: \"accuracy\" }\nloss: BCE_WITH_LOGITS\n"),
+            "OK");
+}
+
 TEST(ParseJobSpec, AcceptsBottleneckBlocksAndTheResnet50Zoo) {
   EXPECT_EQ(
       ErrorOf(WithLayers(

@@ -57,6 +57,11 @@ void DeclareWorkerProgress(PrometheusText& t) {
   t.Declare("cohort_worker_test_metric", Type::kGauge,
             "Every metric of the newest evaluated epoch, by name (loss, "
             "accuracy, top5_accuracy; loss, mse, mae, r2 for regression).");
+  t.Declare("cohort_worker_best_metric", Type::kGauge,
+            "The best evaluation so far by eval.metric (label metric), as "
+            "early stopping and keep_best see it.");
+  t.Declare("cohort_worker_best_step", Type::kGauge,
+            "The step of the best evaluation so far (label metric).");
   t.Declare("cohort_skipped_samples_total", Type::kCounter,
             "Samples that failed to read and were replaced "
             "(data.skip_bad_samples).");
@@ -88,6 +93,12 @@ void AddWorkerProgress(PrometheusText& t, const PrometheusLabels& labels,
     PrometheusLabels l = labels;
     l.emplace_back("metric", m.name());
     t.Add("cohort_worker_test_metric", l, m.value());
+  }
+  if (p.best_step() > 0 && !p.best_metric_name().empty()) {
+    PrometheusLabels l = labels;
+    l.emplace_back("metric", p.best_metric_name());
+    t.Add("cohort_worker_best_metric", l, p.best_metric());
+    t.Add("cohort_worker_best_step", l, p.best_step());
   }
   t.Add("cohort_skipped_samples_total", labels, p.skipped_samples());
 }

@@ -74,6 +74,19 @@ std::string JobReportJson(const JobReport& r) {
     return MetricsJson(w.test_metrics());
   }));
   Key(&s, "skipped_samples", any ? absl::StrCat(skipped) : "null");
+  Key(&s, "stopped_early", from_rank0([](const WorkerResult& w) {
+    return std::string(w.stopped_early() ? "true" : "false");
+  }));
+  const bool best =
+      r0 != nullptr && r0->best_step() >= 0 && !r0->best_metric_name().empty();
+  Key(&s, "best_metric_name",
+      best ? JsonString(r0->best_metric_name()) : "null");
+  // All the digits: runs are compared by it.
+  Key(&s, "best_metric",
+      best && std::isfinite(r0->best_metric())
+          ? absl::StrFormat("%.17g", r0->best_metric())
+          : "null");
+  Key(&s, "best_step", best ? absl::StrCat(r0->best_step()) : "null");
   Key(&s, "epoch_results", from_rank0([](const WorkerResult& w) {
     std::string out = "[";
     for (int i = 0; i < w.epoch_results_size(); ++i) {

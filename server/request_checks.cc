@@ -106,6 +106,8 @@ absl::Status CheckProgress(const WorkerProgress& p) {
   RETURN_IF_ERROR(FiniteNonNegative("HeartbeatRequest.progress.samples_per_s",
                                     p.samples_per_s()));
   RETURN_IF_ERROR(FiniteNonNegative("HeartbeatRequest.progress.lr", p.lr()));
+  RETURN_IF_ERROR(CheckLength("HeartbeatRequest.progress.best_metric_name",
+                              p.best_metric_name(), 64));
   RETURN_IF_ERROR(Loss("HeartbeatRequest.progress.loss", p.loss()));
   absl::Status times = CheckTimes(p.times());
   if (!times.ok()) {
@@ -145,6 +147,13 @@ absl::Status CheckResult(const WorkerResult& r) {
       NonNegative("FinishRequest.result.skipped_samples", r.skipped_samples()));
   RETURN_IF_ERROR(
       CheckMetrics("FinishRequest.result.test_metrics", r.test_metrics()));
+  // The best evaluation goes into the report as given.
+  RETURN_IF_ERROR(CheckLength("FinishRequest.result.best_metric_name",
+                              r.best_metric_name(), 64));
+  if (r.best_step() < -1) {
+    return Invalid("FinishRequest.result.best_step", ">= -1 (-1: none)",
+                   absl::StrCat(r.best_step()));
+  }
   if (r.epoch_results_size() > kMaxEpochResults) {
     return Invalid("FinishRequest.result.epoch_results",
                    absl::StrCat("at most ", kMaxEpochResults, " entries"),

@@ -183,6 +183,10 @@ std::vector<Case> EpochFinishStopCases() {
       {"finish steps",
        Call(finish, {[](FR* r) { r->mutable_result()->set_steps(-1); }}),
        kInvalid, "FinishRequest.result.steps must be >= 0, got -1"},
+      {"finish best_step",
+       Call(finish, {[](FR* r) { r->mutable_result()->set_best_step(-2); }}),
+       kInvalid,
+       "FinishRequest.result.best_step must be >= -1 (-1: none), got -2"},
       {"finish accuracy", Call(finish, {[](FR* r) {
                                  r->mutable_result()->set_test_accuracy(1.5);
                                }}),

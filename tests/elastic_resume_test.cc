@@ -263,5 +263,88 @@ TEST(ElasticResume, OnFloatTargetsTooTheRestOfTheEpochIsExact) {
   ExpectTheRestOfTheEpoch(NumpySpec(/*float_targets=*/true));
 }
 
+// Issue 20 (5): early stopping survives a regroup. Evaluation every 3
+// steps on the test loss; patience 2 with a min_delta that the loss soon
+// stops beating, so the run stops early. A generation that ends after any
+// step (between evaluations, or just after one) resumes to stop at the
+// same step with the same best and the same parameters.
+JobSpec EarlyStopSpec() {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      "model { zoo: \"mlp_seed\" }\n"
+      "data { kind: SYNTHETIC synthetic { shape: 100 train_samples: 512 "
+      "test_samples: 64 } }\n"
+      "batch_size: 16\nepochs: 6\n"
+      "optimizer { kind: SGD lr: 0.05 momentum: 0.9 }\nseed: 5\n"
+      "eval { every_steps: 3 metric: \"loss\" early_stopping_patience: 2 "
+      "min_delta: 0.02 }\n",
+      "early_stop.textproto");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+void ExpectSameControl(const RankResult& got, const RankResult& want) {
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  EXPECT_EQ(got.result.steps, want.result.steps);
+  EXPECT_EQ(got.result.stopped_early, want.result.stopped_early);
+  EXPECT_EQ(got.result.best_step, want.result.best_step);
+  EXPECT_EQ(got.result.best_metric, want.result.best_metric);
+  EXPECT_EQ(got.params, want.params) << "the resumed run's parameters differ";
+}
+
+TEST(ElasticResume, EarlyStoppingStopsAtTheSameStep) {
+  const JobSpec spec = EarlyStopSpec();
+  std::vector<ElasticState> straight(3);
+  const std::vector<RankResult> reference = Generation(spec, straight, 0, "s/");
+  ASSERT_TRUE(reference[0].status.ok()) << reference[0].status;
+  const TrainResult& r = reference[0].result;
+  // 11 steps an epoch: a meaningful test stops well before the 66th.
+  ASSERT_TRUE(r.stopped_early) << r.steps << " steps";
+  EXPECT_LT(r.steps, 60);
+  EXPECT_EQ(r.steps % 3, 0);
+  EXPECT_EQ(r.best_metric_name, "loss");
+  EXPECT_GT(r.best_step, 0);
+  EXPECT_LE(r.best_step, r.steps - 6);
+  EXPECT_EQ(reference[1].result.steps, r.steps);  // every rank stopped there
+  for (const int64_t at : {r.best_step + 1, r.best_step + 3}) {
+    std::vector<ElasticState> states(3);
+    Generation(spec, states, at, absl::StrCat("a", at, "/"));
+    ASSERT_TRUE(states[0].snapshot.has_value());
+    states[1] = ElasticState();
+    states[2] = ElasticState();
+    const std::vector<RankResult> second =
+        Generation(spec, states, 0, absl::StrCat("b", at, "/"));
+    for (int w = 0; w < 3; ++w) {
+      SCOPED_TRACE(absl::StrCat("ended after step ", at, ", worker ", w));
+      ExpectSameControl(second[w], reference[w]);
+    }
+  }
+}
+
+// A generation that ended inside an evaluation (a peer died in its
+// all-reduce) kept the state of the step before that evaluation: the next
+// generation runs the evaluation first, as the undisturbed run did.
+TEST(ElasticResume, AnEvaluationCutShortIsRunAgain) {
+  const JobSpec spec = EarlyStopSpec();
+  std::vector<ElasticState> straight(3);
+  const std::vector<RankResult> reference = Generation(spec, straight, 0, "s/");
+  ASSERT_TRUE(reference[0].status.ok()) << reference[0].status;
+  const int64_t at = reference[0].result.best_step + 3;  // an evaluation step
+  std::vector<ElasticState> before(3), after(3);
+  Generation(spec, before, at - 1, "c/");
+  Generation(spec, after, at, "d/");
+  ASSERT_TRUE(before[0].snapshot && after[0].snapshot);
+  std::vector<ElasticState> states(3);
+  states[0].snapshot = after[0].snapshot;
+  states[0].snapshot->metadata["early_stopping"] =
+      before[0].snapshot->metadata["early_stopping"];
+  ASSERT_NE(states[0].snapshot->metadata["early_stopping"],
+            after[0].snapshot->metadata["early_stopping"]);
+  const std::vector<RankResult> second = Generation(spec, states, 0, "e/");
+  for (int w = 0; w < 3; ++w) {
+    SCOPED_TRACE(absl::StrCat("worker ", w));
+    ExpectSameControl(second[w], reference[w]);
+  }
+}
+
 }  // namespace
 }  // namespace cohort

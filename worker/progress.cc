@@ -57,6 +57,20 @@ void Progress::EpochDone(
   std::fflush(stderr);
 }
 
+void Progress::Evaluated(
+    int64_t step, const std::vector<std::pair<std::string, double>>& metrics) {
+  if (quiet_) return;
+  if (live_) std::fprintf(stderr, "\r\033[K");
+  std::string line = absl::StrFormat("step %d evaluated", step);
+  for (const auto& [name, value] : metrics) {
+    if (name == "loss")
+      absl::StrAppendFormat(&line, " | test loss %.4f", value);
+  }
+  absl::StrAppend(&line, FormatTestMetrics(metrics));
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+}
+
 std::string FormatTestMetrics(
     const std::vector<std::pair<std::string, double>>& metrics) {
   std::string s;

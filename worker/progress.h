@@ -26,6 +26,9 @@ class Progress {
   void EpochDone(int64_t epoch, double train_loss,
                  const std::vector<std::pair<std::string, double>>& metrics,
                  double seconds);
+  // After an evaluation in mid-epoch (eval.every_steps) at run step `step`.
+  void Evaluated(int64_t step,
+                 const std::vector<std::pair<std::string, double>>& metrics);
 
  private:
   const bool live_;

@@ -35,6 +35,18 @@ std::string ReportJson(const TrainResult& r) {
                   ",\n");
   absl::StrAppend(&s, "  \"skipped_steps\": ", r.skipped_steps, ",\n");
   absl::StrAppend(&s, "  \"skipped_samples\": ", r.skipped_samples, ",\n");
+  absl::StrAppend(
+      &s, "  \"stopped_early\": ", r.stopped_early ? "true" : "false", ",\n");
+  absl::StrAppend(&s, "  \"best_metric_name\": ",
+                  r.best_step >= 0 ? JsonString(r.best_metric_name) : "null",
+                  ",\n");
+  absl::StrAppend(&s, "  \"best_metric\": ",
+                  r.best_step >= 0 && std::isfinite(r.best_metric)
+                      ? absl::StrFormat("%.17g", r.best_metric)
+                      : "null",
+                  ",\n");
+  absl::StrAppend(&s, "  \"best_step\": ",
+                  r.best_step >= 0 ? absl::StrCat(r.best_step) : "null", ",\n");
   s += "  \"epoch_results\": [";
   for (size_t i = 0; i < r.epoch_results.size(); ++i) {
     const EpochResult& e = r.epoch_results[i];

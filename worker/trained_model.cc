@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -58,7 +59,12 @@ absl::Status Restore(const Checkpoint& c, const std::string& path,
 }  // namespace
 
 absl::StatusOr<TrainedModel> LoadTrainedModel(const std::string& path) {
-  ASSIGN_OR_RETURN(const Checkpoint c, ReadCheckpointFile(path));
+  // A directory: its newest checkpoint that verifies (DIR/best holds the
+  // best one of checkpoint.keep_best).
+  std::error_code ec;
+  ASSIGN_OR_RETURN(const Checkpoint c, std::filesystem::is_directory(path, ec)
+                                           ? LoadLatestCheckpoint(path)
+                                           : ReadCheckpointFile(path));
   const auto spec = c.metadata.find("job_spec");
   if (spec == c.metadata.end()) {
     return absl::FailedPreconditionError(absl::StrCat(

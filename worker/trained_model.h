@@ -28,7 +28,8 @@ struct TrainedModel {
   std::unique_ptr<Model<float>> model;
 };
 
-// Reads and verifies `path`, then rebuilds its model. FailedPrecondition
+// Reads and verifies `path` (a checkpoint file, or a directory: its newest
+// checkpoint that verifies), then rebuilds its model. FailedPrecondition
 // for a checkpoint that does not record its job spec (written before
 // checkpoints described themselves); DataLoss when its tensors do not fit
 // the model it records; the checkpoint reader's errors otherwise.

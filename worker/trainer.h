@@ -171,6 +171,12 @@ struct TrainResult {
   // Samples that failed to read and were replaced (skip_bad_samples).
   int64_t skipped_samples = 0;
   std::vector<EpochResult> epoch_results;
+  // Validation-driven control (eval.metric): whether patience ran out, and
+  // the best evaluation over the whole run (best_step -1: none).
+  bool stopped_early = false;
+  std::string best_metric_name;
+  double best_metric = 0;
+  int64_t best_step = -1;
 };
 
 // What an elastic worker keeps across generations. When a generation ends

@@ -109,6 +109,11 @@ absl::Status TrainingLoop::Setup(const EngineFactory& make_engine) {
   ASSIGN_OR_RETURN(data_,
                    LoadDataset(spec_.data(), options_.data_dir, spec_.seed()));
   objective_.emplace(spec_, *data_.test);
+  if (Evaluates()) {
+    control_.emplace(ControlMetric(spec_.eval(), data_.test->float_targets()),
+                     spec_.eval().early_stopping_patience(),
+                     spec_.eval().min_delta());
+  }
   ASSIGN_OR_RETURN(engine_, make_engine(spec_, options_, data_));
   ASSIGN_OR_RETURN(exchange_, engine_->CreateExchange());
   RETURN_IF_ERROR(ReadLimits());
@@ -149,6 +154,11 @@ absl::Status TrainingLoop::ReadLimits() {
   // Without every_steps or every_seconds, only the final checkpoint.
   checkpoint_dir_ = !options_.checkpoint_dir.empty() ? options_.checkpoint_dir
                                                      : spec_.checkpoint().dir();
+  if (spec_.checkpoint().keep_best() && checkpoint_dir_.empty()) {
+    return absl::InvalidArgumentError(
+        "checkpoint.keep_best needs a checkpoint directory (checkpoint.dir, "
+        "or --checkpoint-dir) to keep the best checkpoint in");
+  }
   // Found out now, not at the first checkpoint after hours of training.
   if (Checkpoints()) {
     if (absl::Status s = CheckCanWriteDir(checkpoint_dir_); !s.ok()) {
@@ -351,6 +361,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
   const int64_t micro_batches = source.loaders_[0]->num_batches();
   const int64_t batches = er.steps + StepsOf(micro_batches);
   const int64_t per_step = spec_.batch_size() * accumulation_ * TotalReplicas();
+  const double eval_before = result_.eval_seconds;
   cur_epoch_ = epoch;
   cur_position_ = segment_start_;
   cur_epoch_steps_ = er.steps;
@@ -371,6 +382,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
     cur_position_ = std::min(data_.train->size(),
                              segment_start_ + (er.steps - first) * per_step);
     ++steps_this_run_;
+    RETURN_IF_ERROR(EvaluateIfDue(er.steps >= batches, progress));
     RETURN_IF_ERROR(MaybeCheckpoint(epoch, er.steps, batches));
     RETURN_IF_ERROR(ReportStep(epoch, loss));
     if (StopSignalled()) return StopWithFinalCheckpoint();
@@ -381,7 +393,8 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
     cur_position_ = 0;
     cur_epoch_steps_ = 0;
   }
-  er.seconds = Seconds(start);
+  // Training time only: the epoch's evaluations count apart.
+  er.seconds = Seconds(start) - (result_.eval_seconds - eval_before);
   return er;
 }
 
@@ -457,6 +470,11 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
   t->set_optimizer_s(times_.optimizer_s() / window_steps_);
   p.set_bytes_allreduced(bytes_reduced_);
   p.set_restored_step(restored_step_);
+  if (control_ && control_->state().has_best) {
+    p.set_best_metric_name(control_->metric());
+    p.set_best_metric(control_->state().best);
+    p.set_best_step(control_->state().best_step);
+  }
   if (window_comm_s_ > 0) {
     // nccl-tests' bus bandwidth: what each link carried in a ring.
     const double w = dist_->world_size;
@@ -474,25 +492,15 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
 }
 
 absl::Status TrainingLoop::MaybeEvaluate(EpochResult& er, bool epoch_complete) {
-  if (spec_.eval().disable() || data_.test->size() == 0 ||
-      !(epoch_complete || StepLimitReached())) {
+  if (!Evaluates() || !(epoch_complete || StepLimitReached())) {
     return absl::OkStatus();
   }
-  const absl::Time t = absl::Now();
-  ASSIGN_OR_RETURN(const EvalSums sums,
-                   engine_->Evaluate(*data_.test, EvaluateAcrossWorkers()));
-  er.test_metrics = objective_->Finish(sums);
-  er.test_loss = MetricOr(er.test_metrics, "loss", -1);
-  // Accuracy of classes; multi-label BCE's per-element accuracy is only a
-  // metric, not the job's accuracy.
-  er.test_accuracy = objective_->float_targets()
-                         ? -1
-                         : MetricOr(er.test_metrics, "accuracy", -1);
-  Trace("evaluate", Timeline::kStepLane, t);
-  result_.eval_seconds += Seconds(t);
-  result_.test_accuracy = er.test_accuracy;
-  result_.test_loss = er.test_loss;
-  result_.test_metrics = er.test_metrics;
+  // A synchronous epoch's end was evaluated after its last step (see
+  // EvaluateIfDue); shared data's end is known only here.
+  if (SharedData() || EvaluationDue(true)) RETURN_IF_ERROR(Evaluate(true));
+  er.test_metrics = last_metrics_;
+  er.test_loss = result_.test_loss;
+  er.test_accuracy = result_.test_accuracy;
   return absl::OkStatus();
 }
 
@@ -541,6 +549,7 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
   const absl::Time setup = absl::Now();
   RETURN_IF_ERROR(exchange_->Setup(engine_->ParamSizes()));
   result_.setup_seconds += Seconds(setup);
+  RETURN_IF_ERROR(CatchUpEvaluation(progress));
   const absl::Time training_start = absl::Now();
   for (int64_t epoch = start_epoch_; epoch < epochs_; ++epoch) {
     if (StepLimitReached()) break;
@@ -564,6 +573,7 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
   RETURN_IF_ERROR(FinalCheckpoint());
   AddCarried();
   FinishResult(step_, recent_losses_, &result_);
+  FillControlResult();
   if (options_.final_parameters != nullptr) {
     ASSIGN_OR_RETURN(*options_.final_parameters, engine_->Parameters());
   }

@@ -9,7 +9,8 @@
 // between modes is a GradientExchange (worker/exchange/gradient_exchange.h).
 //
 // training_loop.cc holds the epochs and steps, training_state.cc the
-// checkpoints, resume and elastic agreement.
+// checkpoints, resume and elastic agreement, training_control.cc the
+// evaluations and what they decide (early stopping, the best checkpoint).
 //
 // Ownership: owns the data sets, the engine and the exchange; borrows what
 // TrainOptions borrows. Thread safety: Run() from one thread, once.
@@ -30,6 +31,7 @@
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "worker/data/dataset.h"
+#include "worker/early_stopping.h"
 #include "worker/engine/device_engine.h"
 #include "worker/exchange/gradient_exchange.h"
 #include "worker/objective.h"
@@ -83,6 +85,35 @@ class TrainingLoop : public Trainer {
                      EpochResult& er, Progress& progress);
   absl::Status ReportStep(int64_t epoch, double loss);
   absl::Status MaybeEvaluate(EpochResult& er, bool epoch_complete);
+
+  // --- training_control.cc: evaluations and what they decide ---
+  // Whether the job evaluates at all (eval not disabled, a test split).
+  bool Evaluates() const {
+    return !spec_.eval().disable() && data_.test->size() > 0;
+  }
+  // Whether an evaluation is due after step_ (every eval.every_steps, at
+  // an epoch's end, at the last step) and has not run at step_ yet.
+  bool EvaluationDue(bool epoch_done) const;
+  // After each step of a synchronous epoch: the evaluation if due (then
+  // early stopping and the best checkpoint), before the step's checkpoint
+  // so that the checkpoint holds what it decided.
+  absl::Status EvaluateIfDue(bool epoch_done, Progress& progress);
+  // A resumed state whose step's evaluation did not run (the run died in
+  // it) runs it now, so that control sees the evaluations an undisturbed
+  // run sees.
+  absl::Status CatchUpEvaluation(Progress& progress);
+  // Evaluates on the test split into last_metrics_ and the result, then
+  // lets control observe the metric. `epoch_done`: step_ ends an epoch.
+  absl::Status Evaluate(bool epoch_done);
+  absl::Status Control(bool epoch_done);
+  // The best checkpoint (checkpoint.keep_best) in checkpoint_dir_/best,
+  // with best.json beside it.
+  absl::Status WriteBest(bool epoch_done);
+  // The control state into a checkpoint's metadata, and back.
+  void CaptureControl(Checkpoint& c) const;
+  absl::Status RestoreControl(const Checkpoint& c);
+  void FillControlResult();
+  bool StoppedEarly() const { return control_ && control_->ShouldStop(); }
   void StartEpochTotals(int64_t epoch);
   void Trace(absl::string_view name, int lane, absl::Time start,
              absl::Time end = absl::Now(), absl::string_view args = "");
@@ -146,11 +177,12 @@ class TrainingLoop : public Trainer {
   int64_t TotalSteps() const;
   // Optimizer steps that `batches` batches per replica make.
   int64_t StepsOf(int64_t batches) const;
-  // Whether max_steps is reached: by this worker's steps, or with shared
-  // data by rounds claimed.
+  // Whether training is over: max_steps reached (by this worker's steps,
+  // or with shared data by rounds claimed), or early stopping decided.
   bool StepLimitReached() const {
-    return max_steps_ > 0 &&
-           (SharedData() ? next_round_ >= max_steps_ : step_ >= max_steps_);
+    return StoppedEarly() ||
+           (max_steps_ > 0 &&
+            (SharedData() ? next_round_ >= max_steps_ : step_ >= max_steps_));
   }
 
   const JobSpec spec_;
@@ -158,6 +190,9 @@ class TrainingLoop : public Trainer {
   const DistributedContext* const dist_;  // null for a single process
   DataSplits data_;
   std::optional<Objective> objective_;  // after Setup
+  // Best evaluation and early stopping; set when the job evaluates.
+  std::optional<EarlyStopping> control_;
+  Metrics last_metrics_;  // of the newest evaluation
   std::unique_ptr<DeviceEngine> engine_;
   std::unique_ptr<GradientExchange> exchange_;
   TrainResult result_;

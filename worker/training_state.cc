@@ -3,6 +3,7 @@
 // a generation forms (see training_loop.h).
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -42,6 +43,42 @@ int64_t GetInt(const float* in) {
     v |= static_cast<uint64_t>(in[i]) << (16 * i);
   }
   return static_cast<int64_t>(v);
+}
+
+// The early-stopping state (early_stopping.h) as integers for the elastic
+// agreement, the best value by its bits: exact on every rank.
+constexpr int kControlInts = 7;
+
+void PutControl(const Checkpoint& c, float* out) {
+  EarlyStoppingState s;
+  auto it = c.metadata.find("early_stopping");
+  if (it != c.metadata.end()) {
+    // ResumeCandidate refused one that does not parse.
+    s = EarlyStoppingState::Decode(it->second).value_or(s);
+  }
+  uint64_t bits;
+  static_assert(sizeof(bits) == sizeof(s.best));
+  std::memcpy(&bits, &s.best, sizeof(bits));
+  const int64_t v[kControlInts] = {
+      s.metric,    s.has_best,   static_cast<int64_t>(bits),
+      s.best_step, s.since_best, s.last_eval_step,
+      s.stopped};
+  for (int i = 0; i < kControlInts; ++i) PutInt(v[i], out + i * kIntFloats);
+}
+
+std::string GetControl(const float* in) {
+  int64_t v[kControlInts];
+  for (int i = 0; i < kControlInts; ++i) v[i] = GetInt(in + i * kIntFloats);
+  EarlyStoppingState s;
+  s.metric = static_cast<int>(v[0]);
+  s.has_best = v[1] != 0;
+  const uint64_t bits = static_cast<uint64_t>(v[2]);
+  std::memcpy(&s.best, &bits, sizeof(bits));
+  s.best_step = v[3];
+  s.since_best = v[4];
+  s.last_eval_step = v[5];
+  s.stopped = v[6] != 0;
+  return s.Encode();
 }
 
 int64_t EpochSteps(const Checkpoint& c) {
@@ -87,6 +124,7 @@ absl::StatusOr<Checkpoint> TrainingLoop::Capture(int64_t epoch,
   }
   std::string names = engine_->StateNames();
   if (names.size() < (1 << 20)) c.metadata["state_names"] = std::move(names);
+  CaptureControl(c);
   ASSIGN_OR_RETURN(c.tensors, engine_->CaptureState());
   return c;
 }
@@ -128,6 +166,7 @@ absl::Status TrainingLoop::Restore(const Checkpoint& c) {
         c.epoch_offset, ", step ", epoch_steps, ") does not fit the ",
         data_.train->size(), " training samples"));
   }
+  RETURN_IF_ERROR(RestoreControl(c));
   RETURN_IF_ERROR(engine_->RestoreState(flat));
   step_ = c.step;
   restored_step_ = c.step;
@@ -168,6 +207,10 @@ absl::StatusOr<std::optional<Checkpoint>> TrainingLoop::ResumeCandidate() {
     // waits for it.
     std::vector<float> flat;
     RETURN_IF_ERROR(FlattenState(*best, &flat));
+    auto it = best->metadata.find("early_stopping");
+    if (it != best->metadata.end()) {
+      RETURN_IF_ERROR(EarlyStoppingState::Decode(it->second).status());
+    }
   }
   return best;
 }
@@ -237,7 +280,7 @@ absl::Status TrainingLoop::AgreeOnState(const std::optional<Checkpoint>& mine) {
   }
   if (source < 0) return absl::OkStatus();  // nobody has trained yet
   Trace("agree on state", Timeline::kStepLane, start);
-  constexpr int kHeader = 4 * kIntFloats;
+  constexpr int kHeader = (4 + kControlInts) * kIntFloats;
   const std::vector<std::pair<std::string, int64_t>> layout =
       engine_->StateLayout();
   std::vector<float> flat;
@@ -248,6 +291,7 @@ absl::Status TrainingLoop::AgreeOnState(const std::optional<Checkpoint>& mine) {
     PutInt(mine->epoch, &flat[kIntFloats]);
     PutInt(mine->epoch_offset, &flat[2 * kIntFloats]);
     PutInt(EpochSteps(*mine), &flat[3 * kIntFloats]);
+    PutControl(*mine, &flat[4 * kIntFloats]);
   } else {
     int64_t n = kHeader;
     for (const auto& entry : layout) n += entry.second;
@@ -259,6 +303,7 @@ absl::Status TrainingLoop::AgreeOnState(const std::optional<Checkpoint>& mine) {
   c.epoch = GetInt(&flat[kIntFloats]);
   c.epoch_offset = GetInt(&flat[2 * kIntFloats]);
   c.metadata["epoch_steps"] = absl::StrCat(GetInt(&flat[3 * kIntFloats]));
+  c.metadata["early_stopping"] = GetControl(&flat[4 * kIntFloats]);
   const float* from = flat.data() + kHeader;
   for (const auto& [name, size] : layout) {
     c.tensors.push_back({name, {size}, {from, from + size}});

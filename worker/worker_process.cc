@@ -86,6 +86,10 @@ WorkerResult ToWorkerResult(const TrainResult& t) {
   r.set_model(t.model);
   AddMetrics(t.test_metrics, r.mutable_test_metrics());
   r.set_skipped_samples(t.skipped_samples);
+  r.set_stopped_early(t.stopped_early);
+  r.set_best_metric_name(t.best_metric_name);
+  r.set_best_metric(t.best_metric);
+  r.set_best_step(t.best_step);
   for (const EpochResult& e : t.epoch_results) {
     EpochSummary* s = r.add_epoch_results();
     s->set_epoch(e.epoch + 1);
