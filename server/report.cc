@@ -87,6 +87,10 @@ std::string JobReportJson(const JobReport& r) {
           ? absl::StrFormat("%.17g", r0->best_metric())
           : "null");
   Key(&s, "best_step", best ? absl::StrCat(r0->best_step()) : "null");
+  Key(&s, "final_lr",
+      r0 != nullptr && r0->has_final_lr()
+          ? absl::StrFormat("%.9g", r0->final_lr())
+          : "null");
   Key(&s, "epoch_results", from_rank0([](const WorkerResult& w) {
     std::string out = "[";
     for (int i = 0; i < w.epoch_results_size(); ++i) {

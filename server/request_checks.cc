@@ -150,6 +150,10 @@ absl::Status CheckResult(const WorkerResult& r) {
   // The best evaluation goes into the report as given.
   RETURN_IF_ERROR(CheckLength("FinishRequest.result.best_metric_name",
                               r.best_metric_name(), 64));
+  if (r.has_final_lr() && !(std::isfinite(r.final_lr()) && r.final_lr() >= 0)) {
+    return Invalid("FinishRequest.result.final_lr", "finite and >= 0",
+                   absl::StrCat(r.final_lr()));
+  }
   if (r.best_step() < -1) {
     return Invalid("FinishRequest.result.best_step", ">= -1 (-1: none)",
                    absl::StrCat(r.best_step()));

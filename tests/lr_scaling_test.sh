@@ -36,6 +36,15 @@ if [[ -n "$scaled" && "$scaled" == "$plain" && "$scaled" != "$small" ]]; then
 else
   fail "scaled '$scaled', lr 0.05 '$plain', lr 0.025 '$small' (want the first two equal and the third different)"
 fi
+final_lr() { /usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['final_lr'])" "$1.json" 2>/dev/null; }
+lr_scaled=$(final_lr "$tmp/scaled.textproto")
+lr_plain=$(final_lr "$tmp/plain.textproto")
+lr_small=$(final_lr "$tmp/small.textproto")
+if [[ -n "$lr_scaled" && "$lr_scaled" != None && "$lr_scaled" == "$lr_plain" && "$lr_scaled" != "$lr_small" ]]; then
+  ok "the report's final_lr (one-cycle's last step): scaled $lr_scaled = lr 0.05's, unscaled 0.025 $lr_small"
+else
+  fail "final_lr: scaled '$lr_scaled', lr 0.05 '$lr_plain', lr 0.025 '$lr_small'"
+fi
 
 # The effective rate in the coordinator's metrics, 2 workers x 1 replica.
 sed -e 's/epochs: 2/epochs: 200/' "$tmp/scaled.textproto" > "$tmp/long.textproto"

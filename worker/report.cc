@@ -33,6 +33,9 @@ std::string ReportJson(const TrainResult& r) {
   absl::StrAppend(&s, "  \"test_loss\": ", JsonOptional(r.test_loss), ",\n");
   absl::StrAppend(&s, "  \"test_metrics\": ", JsonObject(r.test_metrics),
                   ",\n");
+  absl::StrAppend(
+      &s, "  \"final_lr\": ",
+      r.final_lr >= 0 ? absl::StrFormat("%.9g", r.final_lr) : "null", ",\n");
   absl::StrAppend(&s, "  \"skipped_steps\": ", r.skipped_steps, ",\n");
   absl::StrAppend(&s, "  \"skipped_samples\": ", r.skipped_samples, ",\n");
   absl::StrAppend(

@@ -177,6 +177,9 @@ struct TrainResult {
   std::string best_metric_name;
   double best_metric = 0;
   int64_t best_step = -1;
+  // The learning rate of the last step (schedule and
+  // optimizer.scale_lr_with_world applied); -1: no step taken.
+  double final_lr = -1;
 };
 
 // What an elastic worker keeps across generations. When a generation ends

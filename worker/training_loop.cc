@@ -573,6 +573,7 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
   RETURN_IF_ERROR(FinalCheckpoint());
   AddCarried();
   FinishResult(step_, recent_losses_, &result_);
+  if (step_ > 0) result_.final_lr = PlanStep(step_ - 1, 0, false).lr;
   FillControlResult();
   if (options_.final_parameters != nullptr) {
     ASSIGN_OR_RETURN(*options_.final_parameters, engine_->Parameters());

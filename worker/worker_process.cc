@@ -90,6 +90,7 @@ WorkerResult ToWorkerResult(const TrainResult& t) {
   r.set_best_metric_name(t.best_metric_name);
   r.set_best_metric(t.best_metric);
   r.set_best_step(t.best_step);
+  if (t.final_lr >= 0) r.set_final_lr(t.final_lr);
   for (const EpochResult& e : t.epoch_results) {
     EpochSummary* s = r.add_epoch_results();
     s->set_epoch(e.epoch + 1);
