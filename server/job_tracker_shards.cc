@@ -65,6 +65,7 @@ absl::StatusOr<RegisterShardResponse> JobTracker::ReplaceShard(
                  << shard.request.address() << ", dead for "
                  << absl::StrFormat("%.1fs",
                                     Seconds(Clock::now() - shard.died));
+    const int64_t dead_min_clock = shard.stats.min_clock();
     shard.request = request;
     shard.last_seen = Clock::now();
     shard.stats = ShardStats();
@@ -72,7 +73,11 @@ absl::StatusOr<RegisterShardResponse> JobTracker::ReplaceShard(
     shard.dead = false;
     shard.restoring = true;
     ++shard.restarts;
-    return ShardAssignment(i);
+    RegisterShardResponse r = ShardAssignment(i);
+    if (r.restore() && job_.ps().consistency() == SYNC) {
+      r.set_dead_min_clock(dead_min_clock);
+    }
+    return r;
   }
   const std::string who = absl::StrCat(
       "shard ", request.host(), ":", request.pid(), " at ", request.address());

@@ -367,6 +367,42 @@ TEST(ShardRecoveryTest, SyncSkipsStepsWhosePushesWereAllLost) {
             absl::StatusCode::kDeadlineExceeded);
 }
 
+// The ps_restart_test race: the dead shard had applied steps 0-4 (its last
+// heartbeat said min_clock 5), the checkpoint has none of them, rank 0 got
+// its step-5 parameters and went on to an evaluation that waits for rank 1,
+// and rank 1's pull of step 5 reaches the replacement. Knowing the dead
+// shard's min_clock, the replacement answers it at once; rank 0's push of
+// step 4, retried because its acknowledgement was lost, is a duplicate.
+TEST(ShardRecoveryTest, SyncSkipsStepsBelowTheDeadShardsMinClock) {
+  const JobSpec job = Job(SYNC, 0.0f);
+  ShardState a(job, 0);
+  InitState(a, kInit, 2, 2);
+  auto c = a.CaptureNow();  // version 0
+  ASSERT_TRUE(c.ok());
+  ShardState b(job, 0);
+  ASSERT_TRUE(b.Restore(*c).ok());
+  // Without the dead shard's min_clock, rank 1's pull waits for rank 0.
+  EXPECT_EQ(PullNow(b, 1, 5).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  b.RaiseSyncClocks(5);
+  auto p = PullNow(b, 1, 5);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(Flat(*p), kInit);
+  auto late = Push(b, Header(0, 5, 4), 1.0f);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_TRUE(late->duplicate());
+  // Training goes on from step 5.
+  ASSERT_TRUE(Push(b, Header(0, 6, 5), 1.0f).ok());
+  ASSERT_TRUE(Push(b, Header(1, 6, 5), 1.0f).ok());
+  auto next = PullNow(b, 0, 6);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->version, 1);
+  // Not restored: nothing to raise.
+  a.RaiseSyncClocks(5);
+  EXPECT_EQ(PullNow(a, 0, 5).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
 // SSP (staleness 1), 2 ranks of one replica: chunk k is round k / 2. The
 // checkpoint has chunks 0 and 1; chunks 2-5 were acknowledged after it and
 // lost; rank 0's push of chunk 6 was in flight.

@@ -239,9 +239,14 @@ absl::StatusOr<std::string> ShardServer::Assign(
       LOG(WARNING) << "skipping a bad checkpoint: " << r;
     }
     RETURN_IF_ERROR(state_->Restore(loaded.capture));
+    state_->RaiseSyncClocks(a.dead_min_clock());
     line = absl::StrCat("replacement for shard ", a.shard_index(), " of ",
                         a.num_shards(), ", restored version ",
                         loaded.capture.version, " from ", loaded.path);
+    if (a.dead_min_clock() > 0) {
+      absl::StrAppend(&line, "; every worker was past step ",
+                      a.dead_min_clock() - 1);
+    }
   } else {
     ASSIGN_OR_RETURN(const int removed, RemoveShardCheckpoints(dir));
     if (removed > 0) {

@@ -553,6 +553,16 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
     return response;
   }
   const int64_t version_before = version_;
+  if (job_.ps().consistency() == SYNC && restored_ &&
+      h.clock() < next_sync_clock_) {
+    // A step the restore skipped (every rank was past it): its push was
+    // taken by the dead shard and lost with it.
+    ++duplicates_;
+    last_seq_[h.worker_id()] = h.seq();
+    response.set_duplicate(true);
+    response.set_version(version_);
+    return response;
+  }
   if (job_.ps().consistency() == SYNC) {
     if (absl::Status s = AccumulateLocked(h, grads); !s.ok()) return s;
     ++staleness_[0];

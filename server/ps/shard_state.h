@@ -233,6 +233,11 @@ class ShardState {
   // naming the field when `c` is inconsistent (sizes, ranges, shard index,
   // consistency model).
   absl::Status Restore(const Capture& c);
+  // SYNC, after Restore: every rank had pushed every step below `clock` to
+  // the dead shard (its last reported min_clock), so steps below it that
+  // the checkpoint lacks are skipped now, and late pushes of them are
+  // acknowledged as duplicates. Anything else: no effect.
+  void RaiseSyncClocks(int64_t clock);
 
   // Job settings with defaults filled.
   Consistency consistency() const;

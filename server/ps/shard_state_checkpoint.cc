@@ -285,6 +285,25 @@ absl::Status ShardState::Restore(const Capture& c) {
   return absl::OkStatus();
 }
 
+void ShardState::RaiseSyncClocks(int64_t clock) {
+  absl::MutexLock lock(&mu_);
+  if (!restored_ || job_.ps().consistency() != SYNC || clock <= 0 ||
+      clock > kMaxClock) {
+    return;
+  }
+  bool raised = false;
+  for (int64_t& c : clocks_) {
+    if (c < clock) {
+      c = clock;
+      raised = true;
+    }
+  }
+  if (raised && AdvanceSyncLocked()) {
+    changed_.SignalAll();
+    MaybeCaptureLocked(/*force=*/false);
+  }
+}
+
 void ShardState::RecoverOnPullLocked(int32_t rank, int64_t clock) {
   if (clock < 0 || clock > kMaxClock) return;  // refused by the caller
   bool moved = false;
