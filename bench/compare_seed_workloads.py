@@ -3,8 +3,9 @@
 
 For each workload the two binaries alternate REPEATS times (so that machine
 noise hits both alike); the medians and their ratio are printed as a
-markdown table, and the exit status is 1 if cohort is slower than LibTorch
-on any workload (the benchmark checks its own claim).
+markdown table, and the exit status is 1 if cohort misses a workload's
+goal: at least as fast as LibTorch, and 1.5x on mobilenet (issue 20). The
+benchmark checks its own claim.
 
 usage: compare_seed_workloads.py COHORT_BIN TORCH_BIN [--threads N] [--repeats K]
 """
@@ -14,6 +15,8 @@ import subprocess
 import sys
 
 STEPS = {"lenet": 200, "conv1d": 40, "mlp": 20000, "mobilenet": 60}
+# cohort's samples/s over LibTorch's that each workload must reach.
+GOAL = {"mobilenet": 1.5}
 
 
 def rate(binary, workload, steps, threads):
@@ -35,7 +38,7 @@ def main():
     print(f"threads {a.threads}, median of {a.repeats} alternating runs\n")
     print("| workload | cohort samples/s | LibTorch samples/s | ratio |")
     print("|---|---|---|---|")
-    worst = float("inf")
+    missed = []
     for w in a.workloads.split(","):
         ours, theirs = [], []
         for _ in range(a.repeats):
@@ -43,11 +46,12 @@ def main():
             theirs.append(rate(a.torch, w, STEPS[w], a.threads))
         m_ours, m_theirs = statistics.median(ours), statistics.median(theirs)
         ratio = m_ours / m_theirs
-        worst = min(worst, ratio)
+        if ratio < GOAL.get(w, 1.0):
+            missed.append(f"{w} {ratio:.2f}x (goal {GOAL.get(w, 1.0)}x)")
         print(f"| {w} | {m_ours:,.0f} | {m_theirs:,.0f} | {ratio:.2f}x |",
               flush=True)
-    if worst < 1.0:
-        print(f"\ncohort is slower than LibTorch on a workload ({worst:.2f}x)")
+    if missed:
+        print("\ngoal missed: " + ", ".join(missed))
         return 1
     return 0
 

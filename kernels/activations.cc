@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 namespace cohort {
@@ -192,5 +193,26 @@ template void ActivationBackward<float>(ActivationKind, float, const float*,
                                         const float*, float*, int64_t);
 template void ActivationBackward<double>(ActivationKind, double, const double*,
                                          const double*, double*, int64_t);
+
+std::string ActivationName(ActivationKind kind, double slope) {
+  switch (kind) {
+    case ActivationKind::kGelu:
+      return "gelu";
+    case ActivationKind::kGeluTanh:
+      return "gelu(tanh)";
+    case ActivationKind::kSilu:
+      return "silu";
+    case ActivationKind::kTanh:
+      return "tanh";
+    case ActivationKind::kSigmoid:
+      return "sigmoid";
+    case ActivationKind::kLeakyRelu: {
+      char text[32];
+      std::snprintf(text, sizeof(text), "leaky_relu(%g)", slope);
+      return text;
+    }
+  }
+  return "activation";
+}
 
 }  // namespace cohort

@@ -12,6 +12,7 @@
 #define COHORT_KERNELS_ACTIVATIONS_H_
 
 #include <cstdint>
+#include <string>
 
 namespace cohort {
 
@@ -23,6 +24,10 @@ enum class ActivationKind {
   kSigmoid,
   kLeakyRelu,  // x > 0 ? x : slope * x
 };
+
+// "gelu", "gelu(tanh)", ..., "leaky_relu(0.2)": one spelling for every
+// engine's layer names.
+std::string ActivationName(ActivationKind kind, double slope);
 
 // `slope` is LeakyReLU's negative slope; the other kinds ignore it.
 template <typename T>

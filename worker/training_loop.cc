@@ -226,8 +226,10 @@ absl::Status TrainingLoop::Update(const StepPlan& plan) {
   ASSIGN_OR_RETURN(const bool applied,
                    engine_->Update(plan, !exchange_->CombinesLocalReplicas()));
   grad_norm_ = engine_->grad_norm();
-  Trace("optimizer", Timeline::kStepLane, t, absl::Now(),
-        grad_norm_ >= 0 ? absl::StrCat("\"grad_norm\": ", grad_norm_) : "");
+  if (options_.timeline != nullptr) {  // no formatting per step otherwise
+    Trace("optimizer", Timeline::kStepLane, t, absl::Now(),
+          grad_norm_ >= 0 ? absl::StrCat("\"grad_norm\": ", grad_norm_) : "");
+  }
   times_.set_optimizer_s(times_.optimizer_s() + Seconds(t));
   if (applied) return absl::OkStatus();
   if (spec_.nonfinite_gradients() == NONFINITE_SKIP) {

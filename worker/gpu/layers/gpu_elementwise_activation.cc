@@ -9,21 +9,7 @@
 namespace cohort {
 
 std::string GpuElementwiseActivation::Name() const {
-  switch (kind_) {
-    case ActivationKind::kGelu:
-      return "gelu";
-    case ActivationKind::kGeluTanh:
-      return "gelu(tanh)";
-    case ActivationKind::kSilu:
-      return "silu";
-    case ActivationKind::kTanh:
-      return "tanh";
-    case ActivationKind::kSigmoid:
-      return "sigmoid";
-    case ActivationKind::kLeakyRelu:
-      return absl::StrCat("leaky_relu(", slope_, ")");
-  }
-  return "activation";
+  return ActivationName(kind_, slope_);
 }
 
 absl::StatusOr<Shape> GpuElementwiseActivation::Configure(const Shape& in) {
