@@ -4,6 +4,9 @@
 //   dense activations   {N, F}
 //   1-D spatial         {C, N, L}
 //   2-D spatial         {C, N, H, W}
+// Sequences (transformers) use the 1-D layout: {D, N, L} holds D features
+// at each of L positions, column n * L + t being sample n's position t, so
+// a position-wise linear map is one matrix product over the whole batch.
 // Spatial tensors are "batch-inner" (channel-major): a convolution over the
 // whole batch is then one large matrix product (out[OC, N*P] = W * col),
 // and per-channel work (BatchNorm, bias) runs over contiguous memory. The
@@ -48,11 +51,16 @@ struct ParamDecl {
     kFanInUniform,    // the same bound for biases.
     kOnes,            // BatchNorm scale.
     kZeros,           // BatchNorm shift.
+    kNormal,          // N(0, std^2): GPT-2's 0.02 for transformer weights.
   };
   std::string name;  // e.g. "weight", "bias"
   Shape shape;
   Init init = Init::kZeros;
   int64_t fan_in = 1;
+  double std = 0.02;  // kNormal only
+  // Excluded from weight decay under optimizer.no_decay_bias_and_norm
+  // (biases, norm parameters, embeddings).
+  bool no_decay = false;
 };
 
 template <typename T>

@@ -20,8 +20,8 @@ void ParamStore<T>::Layout(absl::Span<Layer<T>* const> layers) {
   int64_t total = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     for (const ParamDecl& d : layers[i]->Params()) {
-      entries_.push_back(
-          {absl::StrCat(i, ".", d.name), d.shape, total, d.init, d.fan_in});
+      entries_.push_back({absl::StrCat(i, ".", d.name), d.shape, total, d.init,
+                          d.fan_in, d.std, d.no_decay});
       num_parameters_ += NumElements(d.shape);
       total += RoundUp(NumElements(d.shape));
     }
@@ -84,6 +84,11 @@ void ParamStore<T>::Initialize(Rng& rng) {
       case ParamDecl::Init::kZeros:
         for (int64_t i = 0; i < n; ++i) p[i] = T(0);
         break;
+      case ParamDecl::Init::kNormal: {
+        std::normal_distribution<double> dist(0.0, e.std);
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(dist(rng));
+        break;
+      }
     }
   }
 }
