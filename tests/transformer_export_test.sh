@@ -6,6 +6,7 @@
 #    (tests/torch_check.py's modules), random weights, and writes them as
 #    safetensors with cohort's names, plus token ids [N, 1, L] and torch's
 #    logits;
+#    and checks each block against nn.TransformerEncoderLayer(norm_first);
 #  - tests/torch_check.py loads that file strictly (every name, no extra
 #    tensor for the tied head);
 #  - onnx_from_safetensors exports it through worker/onnx_export.h;
@@ -142,6 +143,7 @@ for name in gpt bert; do
     fail "$name: building the torch model: $out"
     continue
   fi
+  ok "$out"
   if out=$($py "$here/torch_check.py" "$name" "$tmp/$name.safetensors" \
              "$tmp/${name}_x.npy" "$tmp/${name}_y.npy" 2>&1); then
     ok "torch_check.py rebuilds the model from the file: $out"

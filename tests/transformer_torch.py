@@ -68,6 +68,34 @@ def textproto(value):
     return str(value)
 
 
+def check_blocks(model, x):
+    """Each transformer_block against an implementation nobody here wrote:
+    nn.TransformerEncoderLayer(norm_first=True, activation="gelu") with the
+    same weights, on the block's own input. Returns the largest
+    difference."""
+    worst = 0.0
+    h = torch.from_numpy(x)
+    with torch.no_grad():
+        for m in model:
+            if isinstance(m, torch_check.TransformerBlock):
+                d = m.ln1.normalized_shape[0]
+                ref = torch.nn.TransformerEncoderLayer(
+                    d, m.attn.num_heads, m.mlp[0].out_features, 0.0, "gelu",
+                    m.ln1.eps, batch_first=True, norm_first=True).eval()
+                ref.self_attn.load_state_dict(m.attn.state_dict())
+                ref.linear1.load_state_dict(m.mlp[0].state_dict())
+                ref.linear2.load_state_dict(m.mlp[2].state_dict())
+                ref.norm1.load_state_dict(m.ln1.state_dict())
+                ref.norm2.load_state_dict(m.ln2.state_dict())
+                n = h.shape[2]
+                mask = (torch.triu(torch.full((n, n), float("-inf")), 1)
+                        if m.attn.causal else None)
+                want = ref(h.transpose(1, 2), src_mask=mask).transpose(1, 2)
+                worst = max(worst, (m(h) - want).abs().max().item())
+            h = m(h)
+    return worst
+
+
 def main():
     if sys.argv[2] == "--textproto":
         print(" ".join("layers { %s }" % textproto(layer)
@@ -98,9 +126,12 @@ def main():
     with torch.no_grad():
         y = model(torch.from_numpy(x)).numpy()
     np.save(y_path, y)
-    print("%s: torch model of %d layers, %d tensors (%s), outputs %s" %
-          (case, len(layers), len(state), ", ".join(state.keys()), y.shape))
+    worst = check_blocks(model, x)
+    print("%s: torch model of %d layers, %d tensors, outputs %s; its blocks "
+          "against nn.TransformerEncoderLayer(norm_first=True): largest "
+          "difference %.3g" % (case, len(layers), len(state), y.shape, worst))
+    return 0 if worst <= 1e-5 else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
