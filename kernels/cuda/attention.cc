@@ -52,8 +52,8 @@ absl::Status CheckGeometry(absl::string_view op, const AttentionGeometry& g) {
 internal::AttentionArgs Args(const AttentionGeometry& g) {
   const float scale =
       g.scale > 0 ? g.scale
-                  : static_cast<float>(1.0 / std::sqrt(static_cast<double>(
-                                                 g.head_dim)));
+                  : static_cast<float>(
+                        1.0 / std::sqrt(static_cast<double>(g.head_dim)));
   return {g.n,
           g.l,
           g.heads,
@@ -118,8 +118,8 @@ absl::Status AttentionForward(const AttentionGeometry& g, const float* qkv,
 
 absl::Status AttentionBackward(const AttentionGeometry& g, const float* qkv,
                                const float* out, const float* grad_out,
-                               const float* lse, float* delta,
-                               float* grad_qkv, cudaStream_t stream) {
+                               const float* lse, float* delta, float* grad_qkv,
+                               cudaStream_t stream) {
   constexpr absl::string_view kOp = "attention_backward";
   RETURN_IF_ERROR(CheckGeometry(kOp, g));
   if (g.n == 0) return absl::OkStatus();

@@ -117,8 +117,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kAcc; ++i) acc[i] = 0;
 
   // Causal: key tiles past this query tile's diagonal see nothing.
-  const int64_t tiles =
-      a.causal ? blockIdx.x + 1 : (a.l + kTile - 1) / kTile;
+  const int64_t tiles = a.causal ? blockIdx.x + 1 : (a.l + kTile - 1) / kTile;
   for (int64_t kt = 0; kt < tiles; ++kt) {
     const int64_t k0 = kt * kTile;
     __syncthreads();  // the previous tile's readers are done
@@ -227,8 +226,8 @@ __device__ void ScoreGradTile(const AttentionArgs& a, int64_t q0, int64_t k0,
 }
 
 __device__ void LoadRowStats(const AttentionArgs& a, int64_t row0, int64_t q0,
-                             const float* lse, const float* delta,
-                             float* lse_s, float* di_s) {
+                             const float* lse, const float* delta, float* lse_s,
+                             float* di_s) {
   if (threadIdx.x < kTile) {
     const int64_t q = q0 + threadIdx.x;
     lse_s[threadIdx.x] = q < a.l ? lse[row0 + q] : 0.0f;
@@ -346,8 +345,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) dq[i] = 0;
 
-  const int64_t tiles =
-      a.causal ? blockIdx.x + 1 : (a.l + kTile - 1) / kTile;
+  const int64_t tiles = a.causal ? blockIdx.x + 1 : (a.l + kTile - 1) / kTile;
   for (int64_t kt = 0; kt < tiles; ++kt) {
     const int64_t k0 = kt * kTile;
     __syncthreads();
@@ -400,8 +398,8 @@ dim3 Grid(const AttentionArgs& a) {
 template <int kD>
 void Forward(const AttentionArgs& a, const float* qkv, float* out, float* lse,
              cudaStream_t stream) {
-  ForwardKernel<kD><<<Grid(a), kThreads, ForwardSmem<kD>(), stream>>>(
-      a, qkv, out, lse);
+  ForwardKernel<kD>
+      <<<Grid(a), kThreads, ForwardSmem<kD>(), stream>>>(a, qkv, out, lse);
 }
 
 template <int kD>

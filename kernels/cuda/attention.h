@@ -45,11 +45,11 @@ namespace cohort {
 namespace gpu {
 
 struct AttentionGeometry {
-  int64_t n = 0;          // samples
-  int64_t l = 0;          // positions
-  int64_t heads = 1;      // H
-  int64_t head_dim = 0;   // D / H, at most kMaxAttentionHeadDim
-  bool causal = true;     // false: bidirectional
+  int64_t n = 0;         // samples
+  int64_t l = 0;         // positions
+  int64_t heads = 1;     // H
+  int64_t head_dim = 0;  // D / H, at most kMaxAttentionHeadDim
+  bool causal = true;    // false: bidirectional
   int64_t qkv_feature_stride = 0, qkv_sample_stride = 0;
   int64_t out_feature_stride = 0, out_sample_stride = 0;
   // The scores' scale; 0 means 1 / sqrt(head_dim).
@@ -79,8 +79,8 @@ absl::Status AttentionForward(const AttentionGeometry& g, const float* qkv,
 // AttentionRowCount floats (Di). grad_qkv must not overlap qkv.
 absl::Status AttentionBackward(const AttentionGeometry& g, const float* qkv,
                                const float* out, const float* grad_out,
-                               const float* lse, float* delta,
-                               float* grad_qkv, cudaStream_t stream);
+                               const float* lse, float* delta, float* grad_qkv,
+                               cudaStream_t stream);
 
 }  // namespace gpu
 }  // namespace cohort

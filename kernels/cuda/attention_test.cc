@@ -87,7 +87,8 @@ Reference Compute(const AttentionGeometry& g, const std::vector<float>& qkv,
   std::vector<double> p(l), dp(l);
   for (int64_t n = 0; n < g.n; ++n) {
     for (int64_t h = 0; h < g.heads; ++h) {
-      const int64_t qf = h * dh, kf = d_model + h * dh, vf = 2 * d_model + h * dh;
+      const int64_t qf = h * dh, kf = d_model + h * dh,
+                    vf = 2 * d_model + h * dh;
       for (int64_t t = 0; t < l; ++t) {
         const int64_t last = g.causal ? t : l - 1;
         double m = -INFINITY;
@@ -125,8 +126,7 @@ Reference Compute(const AttentionGeometry& g, const std::vector<float>& qkv,
                 scale * dp[u] * qkv[at(kf + d, n, u)];
             r.grad_qkv[at(kf + d, n, u)] +=
                 scale * dp[u] * qkv[at(qf + d, n, t)];
-            r.grad_qkv[at(vf + d, n, u)] +=
-                p[u] * dout[out_at(qf + d, n, t)];
+            r.grad_qkv[at(vf + d, n, u)] += p[u] * dout[out_at(qf + d, n, t)];
           }
         }
       }
@@ -149,9 +149,8 @@ void ExpectClose(const std::vector<float>& got, const std::vector<double>& want,
       worst_at = static_cast<int64_t>(i);
     }
   }
-  EXPECT_LE(worst / scale, tol)
-      << what << ": element " << worst_at << " is " << got[worst_at]
-      << ", want " << want[worst_at];
+  EXPECT_LE(worst / scale, tol) << what << ": element " << worst_at << " is "
+                                << got[worst_at] << ", want " << want[worst_at];
 }
 
 struct Case {
@@ -165,10 +164,9 @@ void RunCase(const Case& c, bool channel_major, cudaStream_t stream) {
       channel_major
           ? ChannelMajorAttention(n, c.l, c.heads, c.head_dim, c.causal)
           : SampleMajorAttention(n, c.l, c.heads, c.head_dim, c.causal);
-  const std::string what =
-      absl::StrCat(c.causal ? "causal" : "bidirectional", " heads ", c.heads,
-                   " L ", c.l, " head_dim ", c.head_dim,
-                   channel_major ? " {3D, N, L}" : " {N, 3D, L}");
+  const std::string what = absl::StrCat(
+      c.causal ? "causal" : "bidirectional", " heads ", c.heads, " L ", c.l,
+      " head_dim ", c.head_dim, channel_major ? " {3D, N, L}" : " {N, 3D, L}");
   SCOPED_TRACE(what);
   const int64_t d_model = c.heads * c.head_dim;
   const std::vector<float> qkv = Values(3 * d_model * n * c.l, 7);
@@ -249,8 +247,8 @@ TEST(AttentionArgumentsTest, RefusesWhatItCannotRun) {
   EXPECT_EQ(AttentionForward(g, &dummy, &dummy, &dummy, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
   g = ChannelMajorAttention(2, 8, 2, 16, false);
-  EXPECT_EQ(AttentionBackward(g, &dummy, &dummy, &dummy, &dummy, &dummy,
-                              &dummy, nullptr)
+  EXPECT_EQ(AttentionBackward(g, &dummy, &dummy, &dummy, &dummy, &dummy, &dummy,
+                              nullptr)
                 .code(),
             absl::StatusCode::kInvalidArgument);  // grad_qkv is qkv
   EXPECT_EQ(AttentionForward(g, nullptr, &dummy, &dummy, nullptr).code(),

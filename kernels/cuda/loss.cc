@@ -88,10 +88,9 @@ absl::Status SoftmaxCrossEntropyAsync(const CudaCrossEntropyBuffers& buffers,
                              absl::StrCat(kName, ": clear bad-row flag")));
   if (n > 0) {
     const float scale = 1.0f / static_cast<float>(n);  // as worker/loss.cc
-    cuda_internal::LaunchCrossEntropyRows(buffers.logits, buffers.labels, n, c,
-                                          buffers.positions, scale,
-                                          buffers.label_smoothing,
-                                          buffers.grad, ws, stream);
+    cuda_internal::LaunchCrossEntropyRows(
+        buffers.logits, buffers.labels, n, c, buffers.positions, scale,
+        buffers.label_smoothing, buffers.grad, ws, stream);
     RETURN_IF_ERROR(LaunchStatus(absl::StrCat(kName, " rows")));
   }
   cuda_internal::LaunchCrossEntropyFinish(ws, n, buffers.loss, buffers.correct,

@@ -134,8 +134,7 @@ __global__ void CrossEntropyRowsKernel(const float* logits,
   for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {
     // Dense rows (positions 1): the row's c logits are contiguous. Sequences:
     // {samples, c, positions}, the row's classes `positions` apart.
-    const int64_t base =
-        (row / positions) * c * positions + row % positions;
+    const int64_t base = (row / positions) * c * positions + row % positions;
     const float* x = logits + base;
     float* g = grad != nullptr ? grad + base : nullptr;
     const int64_t label = labels[row];

@@ -41,8 +41,8 @@ absl::Status CheckShape(absl::string_view op, const SequenceShape& s) {
 absl::Status CheckVocab(absl::string_view op, int64_t vocab) {
   // Ids travel as floats: exact below 2^24.
   if (vocab < 1 || vocab > (int64_t{1} << 24)) {
-    return Invalid(op, absl::StrCat("vocabulary ", vocab,
-                                    " is outside [1, 2^24]"));
+    return Invalid(op,
+                   absl::StrCat("vocabulary ", vocab, " is outside [1, 2^24]"));
   }
   return absl::OkStatus();
 }
@@ -52,8 +52,8 @@ internal::SeqArgs Args(const SequenceShape& s) { return {s.n, s.d, s.l}; }
 }  // namespace
 
 absl::Status EmbeddingForward(const SequenceShape& s, int64_t vocab,
-                              const float* ids, const float* weight,
-                              float* out, cudaStream_t stream) {
+                              const float* ids, const float* weight, float* out,
+                              cudaStream_t stream) {
   constexpr absl::string_view kOp = "embedding_forward";
   RETURN_IF_ERROR(CheckShape(kOp, s));
   RETURN_IF_ERROR(CheckVocab(kOp, vocab));
@@ -96,9 +96,8 @@ absl::Status PositionalForward(const SequenceShape& s, const float* in,
   return LaunchStatus(kOp);
 }
 
-absl::Status PositionalWeightGrad(const SequenceShape& s,
-                                  const float* grad_out, float* grad_weight,
-                                  cudaStream_t stream) {
+absl::Status PositionalWeightGrad(const SequenceShape& s, const float* grad_out,
+                                  float* grad_weight, cudaStream_t stream) {
   constexpr absl::string_view kOp = "positional_weight_grad";
   RETURN_IF_ERROR(CheckShape(kOp, s));
   RETURN_IF_ERROR(CheckPointers(kOp, {{"grad_weight", grad_weight}}));
@@ -147,8 +146,8 @@ absl::Status PositionNormBackward(const SequenceShape& s, const float* x,
   if (s.n == 0) return absl::OkStatus();
   RETURN_IF_ERROR(CheckPointers(
       kOp, {{"x", x}, {"dy", dy}, {"mean", mean}, {"invstd", invstd}}));
-  internal::LaunchPositionNormBackward(Args(s), x, dy, weight, mean, invstd,
-                                       dx, weight_grad, bias_grad, stream);
+  internal::LaunchPositionNormBackward(Args(s), x, dy, weight, mean, invstd, dx,
+                                       weight_grad, bias_grad, stream);
   return LaunchStatus(kOp);
 }
 

@@ -140,16 +140,16 @@ __global__ void PositionNormInputGradKernel(SeqArgs s, const float* x,
     double s1 = 0, s2 = 0;
     for (int64_t d = 0; d < s.d; ++d) {
       const int64_t i = base + d * s.l;
-      const double gy = static_cast<double>(dy[i]) *
-                        (weight == nullptr ? 1.0 : weight[d]);
+      const double gy =
+          static_cast<double>(dy[i]) * (weight == nullptr ? 1.0 : weight[d]);
       s1 += gy;
       s2 += gy * (x[i] - mu) * is;
     }
     const double mean_gy = s1 * inv_d, mean_gy_xh = s2 * inv_d;
     for (int64_t d = 0; d < s.d; ++d) {
       const int64_t i = base + d * s.l;
-      const double gy = static_cast<double>(dy[i]) *
-                        (weight == nullptr ? 1.0 : weight[d]);
+      const double gy =
+          static_cast<double>(dy[i]) * (weight == nullptr ? 1.0 : weight[d]);
       const double xh = (x[i] - mu) * is;
       dx[i] = static_cast<float>(is * (gy - mean_gy - xh * mean_gy_xh));
     }
@@ -223,8 +223,8 @@ void LaunchPositionalWeightGrad(const SeqArgs& s, const float* grad_out,
 }
 
 void LaunchPositionNormForward(const SeqArgs& s, float eps, const float* x,
-                               const float* weight, const float* bias,
-                               float* y, float* mean, float* invstd,
+                               const float* weight, const float* bias, float* y,
+                               float* mean, float* invstd,
                                cudaStream_t stream) {
   PositionNormForwardKernel<<<Blocks(s.n * s.l), kThreads, 0, stream>>>(
       s, eps, x, weight, bias, y, mean, invstd);
@@ -233,8 +233,8 @@ void LaunchPositionNormForward(const SeqArgs& s, float eps, const float* x,
 void LaunchPositionNormBackward(const SeqArgs& s, const float* x,
                                 const float* dy, const float* weight,
                                 const float* mean, const float* invstd,
-                                float* dx, float* weight_grad,
-                                float* bias_grad, cudaStream_t stream) {
+                                float* dx, float* weight_grad, float* bias_grad,
+                                cudaStream_t stream) {
   if (weight != nullptr) {
     const int64_t blocks = s.d < kMaxBlocks ? s.d : kMaxBlocks;
     PositionNormParamGradKernel<<<static_cast<unsigned int>(blocks), kThreads,

@@ -37,8 +37,8 @@ struct SequenceShape {
 // CHECK-fails on; the data set validates ids) gives zeros, and nothing
 // outside the weight is read.
 absl::Status EmbeddingForward(const SequenceShape& s, int64_t vocab,
-                              const float* ids, const float* weight,
-                              float* out, cudaStream_t stream);
+                              const float* ids, const float* weight, float* out,
+                              cudaStream_t stream);
 // grad_weight[id(n, t), d] += grad_out(n, d, t); unless `accumulate`, the
 // gradient is zeroed first (weight tying accumulates onto the head's).
 absl::Status EmbeddingBackward(const SequenceShape& s, int64_t vocab,
@@ -51,9 +51,8 @@ absl::Status PositionalForward(const SequenceShape& s, const float* in,
                                const float* weight, float* out,
                                cudaStream_t stream);
 // grad_weight[t, d] = sum over n of grad_out(n, d, t) (overwritten).
-absl::Status PositionalWeightGrad(const SequenceShape& s,
-                                  const float* grad_out, float* grad_weight,
-                                  cudaStream_t stream);
+absl::Status PositionalWeightGrad(const SequenceShape& s, const float* grad_out,
+                                  float* grad_weight, cudaStream_t stream);
 
 // LayerNorm of every position over its D features (torch nn.LayerNorm(D)
 // on [N, L, D]), biased variance: y = (x - mean) * invstd * weight + bias,

@@ -31,14 +31,13 @@ void LaunchPositionalForward(const SeqArgs& s, const float* in,
 void LaunchPositionalWeightGrad(const SeqArgs& s, const float* grad_out,
                                 float* grad_weight, cudaStream_t stream);
 void LaunchPositionNormForward(const SeqArgs& s, float eps, const float* x,
-                               const float* weight, const float* bias,
-                               float* y, float* mean, float* invstd,
-                               cudaStream_t stream);
+                               const float* weight, const float* bias, float* y,
+                               float* mean, float* invstd, cudaStream_t stream);
 void LaunchPositionNormBackward(const SeqArgs& s, const float* x,
                                 const float* dy, const float* weight,
                                 const float* mean, const float* invstd,
-                                float* dx, float* weight_grad,
-                                float* bias_grad, cudaStream_t stream);
+                                float* dx, float* weight_grad, float* bias_grad,
+                                cudaStream_t stream);
 void LaunchFloatTargetsToLabels(const float* targets, int32_t* labels,
                                 int64_t n, cudaStream_t stream);
 

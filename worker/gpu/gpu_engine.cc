@@ -115,10 +115,10 @@ absl::Status GpuEngine::Setup() {
     // The sequence cross-entropy: logits {V, L} against L token ids.
     const Shape& out = host_model_->output_shape();
     if (out.size() != 2 || out[1] != target_size_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cross_entropy on token targets of ", target_size_,
-          " positions needs logits {vocab, ", target_size_,
-          "} from the model, got ", ShapeString(out)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cross_entropy on token targets of ", target_size_,
+                       " positions needs logits {vocab, ", target_size_,
+                       "} from the model, got ", ShapeString(out)));
     }
     sequence_positions_ = target_size_;
   }

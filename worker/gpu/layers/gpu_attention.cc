@@ -9,10 +9,7 @@ namespace cohort {
 
 GpuAttention::GpuAttention(int64_t heads, bool bidirectional, double dropout,
                            bool bf16)
-    : heads_(heads),
-      causal_(!bidirectional),
-      bf16_(bf16),
-      dropout_(dropout) {}
+    : heads_(heads), causal_(!bidirectional), bf16_(bf16), dropout_(dropout) {}
 
 std::string GpuAttention::Name() const {
   return absl::StrCat("attention(", d_, ", heads ", heads_,
@@ -31,10 +28,10 @@ absl::StatusOr<Shape> GpuAttention::Configure(const Shape& in) {
         Name(), ": heads (", heads_, ") must divide the features (", d_, ")"));
   }
   if (d_ / heads_ > gpu::kMaxAttentionHeadDim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Name(), ": the GPU kernels take head dimensions up to ",
-        gpu::kMaxAttentionHeadDim, ", this layer has ", d_ / heads_,
-        "; use more heads"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": the GPU kernels take head dimensions up to ",
+                     gpu::kMaxAttentionHeadDim, ", this layer has ",
+                     d_ / heads_, "; use more heads"));
   }
   if (dropout_ != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -75,18 +72,16 @@ absl::Status GpuAttention::Forward(GpuContext& c, const float* in, float* out,
   return out_proj_->Forward(c, attn_.data(), out, n, mode);
 }
 
-absl::Status GpuAttention::Backward(GpuContext& c, const float* dy,
-                                    float* dx) {
+absl::Status GpuAttention::Backward(GpuContext& c, const float* dy, float* dx) {
   const gpu::AttentionGeometry g =
       gpu::SampleMajorAttention(n_, l_, heads_, d_ / heads_, causal_);
   RETURN_IF_ERROR(d_attn_.Reserve(n_ * d_ * l_));
   RETURN_IF_ERROR(d_qkv_.Reserve(n_ * 3 * d_ * l_));
   RETURN_IF_ERROR(delta_.Reserve(gpu::AttentionRowCount(g)));
   RETURN_IF_ERROR(out_proj_->Backward(c, dy, d_attn_.data()));
-  RETURN_IF_ERROR(gpu::AttentionBackward(g, qkv_.data(), attn_.data(),
-                                         d_attn_.data(), lse_.data(),
-                                         delta_.data(), d_qkv_.data(),
-                                         c.stream()));
+  RETURN_IF_ERROR(gpu::AttentionBackward(
+      g, qkv_.data(), attn_.data(), d_attn_.data(), lse_.data(), delta_.data(),
+      d_qkv_.data(), c.stream()));
   return in_proj_->Backward(c, d_qkv_.data(), dx);
 }
 

@@ -22,10 +22,11 @@ absl::StatusOr<Shape> GpuEmbedding::Configure(const Shape& in) {
         absl::StrCat(Name(), ": vocab_size and dim must be positive"));
   }
   if (in.size() != 2 || in[0] != 1 || in[1] < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Name(), ": expects token ids {1, L} (a TOKENS data set, as the "
-                "model's first layer) but got ",
-        ShapeString(in)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(),
+                     ": expects token ids {1, L} (a TOKENS data set, as the "
+                     "model's first layer) but got ",
+                     ShapeString(in)));
   }
   l_ = in[1];
   return Shape{dim_, l_};
@@ -39,14 +40,12 @@ absl::Status GpuEmbedding::Forward(GpuContext& c, const float* in, float* out,
                                c.stream());
 }
 
-absl::Status GpuEmbedding::Backward(GpuContext& c, const float* dy,
-                                    float* dx) {
+absl::Status GpuEmbedding::Backward(GpuContext& c, const float* dy, float* dx) {
   RETURN_IF_ERROR(gpu::EmbeddingBackward({n_, dim_, l_}, vocab_, ids_, dy,
                                          weight_grad_, tied_, c.stream()));
   if (dx == nullptr) return absl::OkStatus();
-  return CudaStatus(
-      cudaMemsetAsync(dx, 0, n_ * l_ * sizeof(float), c.stream()),
-      "embedding: clearing the ids' gradient");
+  return CudaStatus(cudaMemsetAsync(dx, 0, n_ * l_ * sizeof(float), c.stream()),
+                    "embedding: clearing the ids' gradient");
 }
 
 std::string GpuPositionalEmbedding::Name() const {
@@ -90,9 +89,9 @@ absl::StatusOr<Shape> GpuTiedHead::Configure(const Shape& in) {
         "tied_lm_head: needs an embedding layer earlier in the model");
   }
   if (in.size() != 2 || in[0] != embedding_->dim() || in[1] < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tied_lm_head: expects a sequence {", embedding_->dim(),
-        ", L} (the embedding's dim) but got ", ShapeString(in)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tied_lm_head: expects a sequence {", embedding_->dim(),
+                     ", L} (the embedding's dim) but got ", ShapeString(in)));
   }
   d_ = in[0];
   l_ = in[1];
@@ -109,15 +108,13 @@ absl::Status GpuTiedHead::Forward(GpuContext& c, const float* in, float* out,
   const int64_t v = embedding_->vocab();
   // out[n]^T (L x V) = x[n]^T (L x D) E^T (D x V).
   return CublasStatus(
-      cublasSgemmStridedBatched(c.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, l_, v,
-                                d_, &kOne, in, l_, d_ * l_,
-                                embedding_->weight(), d_, 0, &kZero, out, l_,
-                                v * l_, n),
+      cublasSgemmStridedBatched(c.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, l_, v, d_,
+                                &kOne, in, l_, d_ * l_, embedding_->weight(),
+                                d_, 0, &kZero, out, l_, v * l_, n),
       "tied_lm_head forward");
 }
 
-absl::Status GpuTiedHead::Backward(GpuContext& c, const float* dy,
-                                   float* dx) {
+absl::Status GpuTiedHead::Backward(GpuContext& c, const float* dy, float* dx) {
   const int64_t v = embedding_->vocab();
   float* dw = embedding_->weight_grad();
   if (n_ == 0) {
@@ -138,8 +135,8 @@ absl::Status GpuTiedHead::Backward(GpuContext& c, const float* dy,
   // dx[n]^T (L x D) = dy[n]^T (L x V) E (V x D).
   return CublasStatus(
       cublasSgemmStridedBatched(c.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, l_, d_, v,
-                                &kOne, dy, l_, v * l_, embedding_->weight(),
-                                d_, 0, &kZero, dx, l_, d_ * l_, n_),
+                                &kOne, dy, l_, v * l_, embedding_->weight(), d_,
+                                0, &kZero, dx, l_, d_ * l_, n_),
       "tied_lm_head input gradient");
 }
 

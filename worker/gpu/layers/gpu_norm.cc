@@ -90,10 +90,9 @@ absl::Status GpuNorm::Forward(GpuContext& c, const float* in, float* out,
   if (per_position_) {
     RETURN_IF_ERROR(mean_.Reserve(n * inner_));
     RETURN_IF_ERROR(invstd_.Reserve(n * inner_));
-    return gpu::PositionNormForward({n, channels_, inner_},
-                                    static_cast<float>(eps_), in, weight_,
-                                    bias_, out, mean_.data(), invstd_.data(),
-                                    c.stream());
+    return gpu::PositionNormForward(
+        {n, channels_, inner_}, static_cast<float>(eps_), in, weight_, bias_,
+        out, mean_.data(), invstd_.data(), c.stream());
   }
   const gpu::NormGeometry g = Geometry(groups_, channels_, inner_, n);
   RETURN_IF_ERROR(mean_.Reserve(g.rows));

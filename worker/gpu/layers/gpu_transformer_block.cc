@@ -44,8 +44,8 @@ absl::StatusOr<Shape> GpuTransformerBlock::Configure(const Shape& in) {
   d_ = in[0];
   l_ = in[1];
   if (ratio_ < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Name(), ": mlp_ratio must be positive, got ", ratio_));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": mlp_ratio must be positive, got ", ratio_));
   }
   if (dropout_ != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -66,8 +66,8 @@ absl::StatusOr<Shape> GpuTransformerBlock::Configure(const Shape& in) {
 
 std::vector<int64_t> GpuTransformerBlock::ParamSizes() const {
   const int64_t r = ratio_ * d_;
-  return {d_, d_,     3 * d_ * d_, 3 * d_, d_ * d_, d_,
-          d_, d_,     r * d_,      r,      d_ * r,  d_};
+  return {d_, d_, 3 * d_ * d_, 3 * d_, d_ * d_, d_,
+          d_, d_, r * d_,      r,      d_ * r,  d_};
 }
 
 void GpuTransformerBlock::Bind(const std::vector<float*>& v,
