@@ -1,6 +1,7 @@
 #include "kernels/cuda/sequence_ops.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <utility>
@@ -64,13 +65,22 @@ absl::Status EmbeddingForward(const SequenceShape& s, int64_t vocab,
   return LaunchStatus(kOp);
 }
 
+size_t EmbeddingBackwardWorkspaceBytes(int64_t positions, int64_t vocab) {
+  if (positions < 1 || vocab < 1) return 0;
+  return internal::EmbeddingSortBytes(positions, vocab);
+}
+
 absl::Status EmbeddingBackward(const SequenceShape& s, int64_t vocab,
                                const float* ids, const float* grad_out,
                                float* grad_weight, bool accumulate,
+                               void* workspace, size_t workspace_bytes,
                                cudaStream_t stream) {
   constexpr absl::string_view kOp = "embedding_backward";
   RETURN_IF_ERROR(CheckShape(kOp, s));
   RETURN_IF_ERROR(CheckVocab(kOp, vocab));
+  if (s.n * s.l > INT32_MAX) {
+    return Invalid(kOp, absl::StrCat(s.n * s.l, " positions are over 2^31"));
+  }
   RETURN_IF_ERROR(CheckPointers(kOp, {{"grad_weight", grad_weight}}));
   if (!accumulate) {
     RETURN_IF_ERROR(CudaStatus(
@@ -79,8 +89,16 @@ absl::Status EmbeddingBackward(const SequenceShape& s, int64_t vocab,
   }
   if (s.n == 0) return absl::OkStatus();
   RETURN_IF_ERROR(CheckPointers(kOp, {{"ids", ids}, {"grad_out", grad_out}}));
-  internal::LaunchEmbeddingScatter(Args(s), vocab, ids, grad_out, grad_weight,
-                                   stream);
+  const size_t need = EmbeddingBackwardWorkspaceBytes(s.n * s.l, vocab);
+  if (workspace == nullptr || workspace_bytes < need ||
+      reinterpret_cast<uintptr_t>(workspace) % 8 != 0) {
+    return Invalid(kOp, absl::StrCat("workspace of ", workspace_bytes,
+                                     " bytes; needs ", need, ", 8-aligned"));
+  }
+  RETURN_IF_ERROR(CudaStatus(internal::LaunchEmbeddingScatter(
+                                 Args(s), vocab, ids, grad_out, grad_weight,
+                                 workspace, workspace_bytes, stream),
+                             absl::StrCat(kOp, ": sorting the ids")));
   return LaunchStatus(kOp);
 }
 

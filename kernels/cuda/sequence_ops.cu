@@ -6,10 +6,15 @@
 // an {N, D, L} tensor. The per-position LayerNorm gives one thread a
 // position and walks its D features with stride L (coalesced across the
 // threads of a warp); its parameter gradients are one block per feature,
-// reduced in a fixed order (cuda_internal::BlockReduce).
+// reduced in a fixed order (cuda_internal::BlockReduce). The embedding
+// gradient sorts (id, position) pairs with cub's stable radix sort, then
+// one block per run of equal ids sums its positions in order for every
+// feature: each gradient element is written by one thread, in one order.
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/reduce_launch.h"
 #include "kernels/cuda/sequence_ops_launch.h"
@@ -61,17 +66,76 @@ __global__ void EmbeddingForwardKernel(SeqArgs s, int64_t vocab,
   }
 }
 
-__global__ void EmbeddingScatterKernel(SeqArgs s, int64_t vocab,
-                                       const float* ids, const float* grad_out,
-                                       float* grad_weight) {
-  const int64_t total = s.n * s.d * s.l;
-  for (int64_t i = FirstIndex(); i < total; i += GridStride()) {
-    const int64_t t = i % s.l;
-    const int64_t d = (i / s.l) % s.d;
-    const int64_t n = i / (s.l * s.d);
-    const int64_t id = TokenId(ids, n * s.l + t, vocab);
-    if (id >= 0) atomicAdd(grad_weight + id * s.d + d, grad_out[i]);
+// keys[p] = the id at position p (vocab when invalid), values[p] = p.
+__global__ void EmbeddingKeysKernel(int64_t positions, int64_t vocab,
+                                    const float* ids, int32_t* keys,
+                                    int32_t* values) {
+  for (int64_t p = FirstIndex(); p < positions; p += GridStride()) {
+    const int64_t id = TokenId(ids, p, vocab);
+    keys[p] = static_cast<int32_t>(id < 0 ? vocab : id);
+    values[p] = static_cast<int32_t>(p);
   }
+}
+
+// One block per sorted index that starts a run of equal ids: the sum over
+// the run's positions (in increasing order) of grad_out, per feature.
+__global__ void EmbeddingRunsKernel(SeqArgs s, int64_t vocab,
+                                    const int32_t* keys,
+                                    const int32_t* positions,
+                                    const float* grad_out, float* grad_weight) {
+  const int64_t count = s.n * s.l;
+  for (int64_t i = blockIdx.x; i < count; i += gridDim.x) {
+    const int32_t id = keys[i];
+    if (id >= vocab || (i > 0 && keys[i - 1] == id)) continue;
+    int64_t end = i + 1;
+    while (end < count && keys[end] == id) ++end;
+    for (int64_t d = threadIdx.x; d < s.d; d += blockDim.x) {
+      float sum = 0;
+      for (int64_t j = i; j < end; ++j) {
+        const int64_t p = positions[j];
+        sum += grad_out[((p / s.l) * s.d + d) * s.l + p % s.l];
+      }
+      grad_weight[id * s.d + d] += sum;
+    }
+  }
+}
+
+// The workspace: keys and values in and out, then cub's scratch.
+struct SortSpace {
+  int32_t *keys_in, *keys_out, *values_in, *values_out;
+  void* scratch;
+  size_t scratch_bytes;
+};
+
+size_t Align(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+int EndBit(int64_t vocab) {
+  int bits = 1;
+  while (bits < 31 && (int64_t{1} << bits) <= vocab) ++bits;
+  return bits;  // keys lie in [0, vocab]
+}
+
+size_t ScratchBytes(int64_t positions, int64_t vocab) {
+  size_t bytes = 0;
+  cub::DeviceRadixSort::SortPairs(
+      nullptr, bytes, static_cast<const int32_t*>(nullptr),
+      static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+      static_cast<int32_t*>(nullptr), static_cast<int>(positions), 0,
+      EndBit(vocab));
+  return bytes;
+}
+
+SortSpace Carve(void* base, int64_t positions, int64_t vocab) {
+  char* p = static_cast<char*>(base);
+  const size_t array = Align(positions * sizeof(int32_t));
+  SortSpace w;
+  w.keys_in = reinterpret_cast<int32_t*>(p);
+  w.keys_out = reinterpret_cast<int32_t*>(p + array);
+  w.values_in = reinterpret_cast<int32_t*>(p + 2 * array);
+  w.values_out = reinterpret_cast<int32_t*>(p + 3 * array);
+  w.scratch = p + 4 * array;
+  w.scratch_bytes = ScratchBytes(positions, vocab);
+  return w;
 }
 
 __global__ void PositionalForwardKernel(SeqArgs s, const float* in,
@@ -202,11 +266,29 @@ void LaunchEmbeddingForward(const SeqArgs& s, int64_t vocab, const float* ids,
       s, vocab, ids, weight, out);
 }
 
-void LaunchEmbeddingScatter(const SeqArgs& s, int64_t vocab, const float* ids,
-                            const float* grad_out, float* grad_weight,
-                            cudaStream_t stream) {
-  EmbeddingScatterKernel<<<Blocks(s.n * s.d * s.l), kThreads, 0, stream>>>(
-      s, vocab, ids, grad_out, grad_weight);
+size_t EmbeddingSortBytes(int64_t positions, int64_t vocab) {
+  return 4 * Align(positions * sizeof(int32_t)) +
+         ScratchBytes(positions, vocab);
+}
+
+cudaError_t LaunchEmbeddingScatter(const SeqArgs& s, int64_t vocab,
+                                   const float* ids, const float* grad_out,
+                                   float* grad_weight, void* workspace,
+                                   size_t workspace_bytes,
+                                   cudaStream_t stream) {
+  const int64_t count = s.n * s.l;
+  SortSpace w = Carve(workspace, count, vocab);
+  EmbeddingKeysKernel<<<Blocks(count), kThreads, 0, stream>>>(
+      count, vocab, ids, w.keys_in, w.values_in);
+  const cudaError_t e = cub::DeviceRadixSort::SortPairs(
+      w.scratch, w.scratch_bytes, w.keys_in, w.keys_out, w.values_in,
+      w.values_out, static_cast<int>(count), 0, EndBit(vocab), stream);
+  if (e != cudaSuccess) return e;
+  const int64_t blocks = count < kMaxBlocks ? count : kMaxBlocks;
+  // Features across a block's threads: a warp's worth at least.
+  EmbeddingRunsKernel<<<static_cast<unsigned int>(blocks), 128, 0, stream>>>(
+      s, vocab, w.keys_out, w.values_out, grad_out, grad_weight);
+  return cudaSuccess;
 }
 
 void LaunchPositionalForward(const SeqArgs& s, const float* in,

@@ -6,10 +6,10 @@
 // n * D * L + d * L + t. Embedding weights are {V, D} row-major (torch's
 // nn.Embedding), the positional weight {L, D}.
 //
-// Every kernel but EmbeddingBackward is deterministic (sums in a fixed
-// order, in double where they are long). EmbeddingBackward scatter-adds
-// with float atomics: where an id repeats, the order of its additions
-// varies between runs (differences at rounding level).
+// Every kernel is deterministic: sums run in a fixed order (in double
+// where they are long), with no float atomics. EmbeddingBackward sorts the
+// positions by token id (a stable radix sort) and sums each id's positions
+// in order, one thread per (id, feature).
 //
 // Each function checks its arguments, enqueues on `stream` and returns
 // without waiting. Ownership: every pointer is device memory owned by the
@@ -19,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -41,9 +42,13 @@ absl::Status EmbeddingForward(const SequenceShape& s, int64_t vocab,
                               cudaStream_t stream);
 // grad_weight[id(n, t), d] += grad_out(n, d, t); unless `accumulate`, the
 // gradient is zeroed first (weight tying accumulates onto the head's).
+// `workspace` (8-byte aligned) holds EmbeddingBackwardWorkspaceBytes(n * l,
+// vocab) bytes: the sort's keys, values and scratch.
+size_t EmbeddingBackwardWorkspaceBytes(int64_t positions, int64_t vocab);
 absl::Status EmbeddingBackward(const SequenceShape& s, int64_t vocab,
                                const float* ids, const float* grad_out,
                                float* grad_weight, bool accumulate,
+                               void* workspace, size_t workspace_bytes,
                                cudaStream_t stream);
 
 // out(n, d, t) = in(n, d, t) + weight[t, d]; `out` may equal `in`.

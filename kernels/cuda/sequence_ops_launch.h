@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace cohort {
@@ -21,10 +22,15 @@ struct SeqArgs {
 void LaunchEmbeddingForward(const SeqArgs& s, int64_t vocab, const float* ids,
                             const float* weight, float* out,
                             cudaStream_t stream);
-// Adds onto grad_weight (the caller zeroes it first when it must).
-void LaunchEmbeddingScatter(const SeqArgs& s, int64_t vocab, const float* ids,
-                            const float* grad_out, float* grad_weight,
-                            cudaStream_t stream);
+// Bytes of the embedding gradient's workspace for `positions` ids.
+size_t EmbeddingSortBytes(int64_t positions, int64_t vocab);
+// Adds onto grad_weight (the caller zeroes it first when it must), through
+// a stable sort of the positions by id in `workspace`. Returns the sort's
+// CUDA error (cudaSuccess when none).
+cudaError_t LaunchEmbeddingScatter(const SeqArgs& s, int64_t vocab,
+                                   const float* ids, const float* grad_out,
+                                   float* grad_weight, void* workspace,
+                                   size_t workspace_bytes, cudaStream_t stream);
 void LaunchPositionalForward(const SeqArgs& s, const float* in,
                              const float* weight, float* out,
                              cudaStream_t stream);

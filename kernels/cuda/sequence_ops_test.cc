@@ -92,6 +92,8 @@ TEST_F(SequenceOpsTest, EmbeddingLooksUpAndScatterAdds) {
   const std::vector<float> dy = Values(s.n * s.d * s.l, 2);
   const std::vector<float> base = Values(vocab * s.d, 3);
   Buffer<float> d_ids(ids), d_w(weight), d_out(dy), d_dy(dy), d_g(base);
+  const size_t ws_bytes = EmbeddingBackwardWorkspaceBytes(s.n * s.l, vocab);
+  Buffer<double> ws(std::vector<double>(ws_bytes / 8 + 1));
   ASSERT_TRUE(
       EmbeddingForward(s, vocab, d_ids.get(), d_w.get(), d_out.get(), stream_)
           .ok());
@@ -110,17 +112,36 @@ TEST_F(SequenceOpsTest, EmbeddingLooksUpAndScatterAdds) {
   }
   ExpectNear(d_out.ToHost(), want, 0, "lookup");
   ASSERT_TRUE(EmbeddingBackward(s, vocab, d_ids.get(), d_dy.get(), d_g.get(),
-                                /*accumulate=*/false, stream_)
+                                /*accumulate=*/false, ws.get(), ws_bytes,
+                                stream_)
                   .ok());
   Sync();
   ExpectNear(d_g.ToHost(), grad, 1e-6, "scatter-add");
   // Accumulating (weight tying) adds onto what is there.
   ASSERT_TRUE(EmbeddingBackward(s, vocab, d_ids.get(), d_dy.get(), d_g.get(),
-                                /*accumulate=*/true, stream_)
+                                /*accumulate=*/true, ws.get(), ws_bytes,
+                                stream_)
                   .ok());
   Sync();
   for (double& g : grad) g *= 2;
-  ExpectNear(d_g.ToHost(), grad, 1e-6, "accumulated scatter-add");
+  const std::vector<float> twice = d_g.ToHost();
+  ExpectNear(twice, grad, 1e-6, "accumulated scatter-add");
+  // Deterministic: the same sums again give the same bits.
+  ASSERT_TRUE(EmbeddingBackward(s, vocab, d_ids.get(), d_dy.get(), d_g.get(),
+                                /*accumulate=*/false, ws.get(), ws_bytes,
+                                stream_)
+                  .ok());
+  ASSERT_TRUE(EmbeddingBackward(s, vocab, d_ids.get(), d_dy.get(), d_g.get(),
+                                /*accumulate=*/true, ws.get(), ws_bytes,
+                                stream_)
+                  .ok());
+  Sync();
+  EXPECT_EQ(d_g.ToHost(), twice);
+  // Too small a workspace is refused before anything runs.
+  EXPECT_EQ(EmbeddingBackward(s, vocab, d_ids.get(), d_dy.get(), d_g.get(),
+                              false, ws.get(), ws_bytes / 2, stream_)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SequenceOpsTest, PositionalEmbeddingAddsAndSumsOverSamples) {

@@ -41,8 +41,11 @@ absl::Status GpuEmbedding::Forward(GpuContext& c, const float* in, float* out,
 }
 
 absl::Status GpuEmbedding::Backward(GpuContext& c, const float* dy, float* dx) {
-  RETURN_IF_ERROR(gpu::EmbeddingBackward({n_, dim_, l_}, vocab_, ids_, dy,
-                                         weight_grad_, tied_, c.stream()));
+  const size_t bytes = gpu::EmbeddingBackwardWorkspaceBytes(n_ * l_, vocab_);
+  RETURN_IF_ERROR(sort_space_.Reserve(bytes / sizeof(float) + 1));
+  RETURN_IF_ERROR(gpu::EmbeddingBackward(
+      {n_, dim_, l_}, vocab_, ids_, dy, weight_grad_, tied_, sort_space_.data(),
+      sort_space_.capacity() * sizeof(float), c.stream()));
   if (dx == nullptr) return absl::OkStatus();
   return CudaStatus(cudaMemsetAsync(dx, 0, n_ * l_ * sizeof(float), c.stream()),
                     "embedding: clearing the ids' gradient");

@@ -11,7 +11,8 @@
 // weight gradient with its own part, which the embedding adds its
 // scatter-add to (set_tied).
 //
-// Ownership: parameters are views into the model's buffers (Bind); a tied
+// Ownership: parameters are views into the model's buffers (Bind); the
+// embedding owns its gradient's sort workspace; a tied
 // head borrows its embedding, which the model owns and keeps alive. Thread
 // safety: none; one thread drives a layer, on its GpuContext's stream.
 #ifndef COHORT_WORKER_GPU_LAYERS_GPU_EMBEDDING_H_
@@ -59,6 +60,8 @@ class GpuEmbedding : public GpuLayer {
   bool tied_ = false;
   float *weight_ = nullptr, *weight_grad_ = nullptr;
   const float* ids_ = nullptr;
+  DeviceFloats
+      sort_space_;  // the gradient's sort (kernels/cuda/sequence_ops.h)
 };
 
 class GpuPositionalEmbedding : public GpuLayer {
