@@ -15,6 +15,13 @@
 // Bytes per element count what a kernel must move at the least: each
 // operand read or written once (4 bytes a float, 2 a 16-bit value, 1 a
 // dropout mask byte); small vectors (biases, per-row results) are left out.
+//
+// Then the tiled attention kernels (kernels/cuda/attention.h), forward and
+// backward, causal and bidirectional, at N = 8, H = 8, L = 1024, head dim
+// 64 (--attention=false skips them): milliseconds, TFLOP/s of the matrix
+// products (forward 2, backward 4 of 2 N H L^2 dh flops, halved when
+// causal), and the device memory the calls use beside the L x L score
+// matrix a plain implementation would hold.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -29,6 +36,7 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/loss.h"
@@ -38,6 +46,8 @@
 ABSL_FLAG(int, mib, 256, "buffer size per operand, MiB");
 ABSL_FLAG(int, repeats, 20, "timed runs per kernel (the median is reported)");
 ABSL_FLAG(int, device, 0, "CUDA device");
+ABSL_FLAG(bool, attention, true,
+          "also time the attention kernels (N=8, H=8, L=1024, dh=64)");
 
 namespace cohort {
 namespace {
@@ -323,6 +333,64 @@ std::vector<Result> Measure(const Buffers& x, cudaStream_t s, int repeats) {
   return timer.TakeResults();
 }
 
+// The attention kernels' forward and backward at the size.
+void MeasureAttention(cudaStream_t s, int repeats) {
+  constexpr int64_t kN = 8, kH = 8, kL = 1024, kDh = 64;
+  constexpr int64_t kD = kH * kDh;
+  Arena arena;
+  const int64_t qkv_floats = kN * 3 * kD * kL, out_floats = kN * kD * kL;
+  const int64_t rows = kN * kH * kL;
+  auto* qkv = static_cast<float*>(arena.Get(qkv_floats * 4, "qkv"));
+  auto* grad_qkv = static_cast<float*>(arena.Get(qkv_floats * 4, "grad qkv"));
+  auto* out = static_cast<float*>(arena.Get(out_floats * 4, "out"));
+  auto* grad_out = static_cast<float*>(arena.Get(out_floats * 4, "grad out"));
+  auto* lse = static_cast<float*>(arena.Get(rows * 4, "lse"));
+  auto* delta = static_cast<float*>(arena.Get(rows * 4, "delta"));
+  if (!qkv || !grad_qkv || !out || !grad_out || !lse || !delta) return;
+  // Values of order 1 (the scores then span a few units, as trained ones).
+  std::vector<float> host(qkv_floats);
+  uint32_t state = 1;
+  for (float& v : host) {
+    state = state * 1664525u + 1013904223u;
+    v = static_cast<float>(state >> 8) / 8388608.0f - 1.0f;
+  }
+  cudaMemcpy(qkv, host.data(), qkv_floats * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(grad_out, host.data(), out_floats * 4, cudaMemcpyHostToDevice);
+  const double mib = 1.0 / (1 << 20);
+  std::printf(
+      "attention N=%lld H=%lld L=%lld dh=%lld, {N, 3D, L} layout, median of "
+      "%d runs\n",
+      static_cast<long long>(kN), static_cast<long long>(kH),
+      static_cast<long long>(kL), static_cast<long long>(kDh), repeats);
+  std::printf(
+      "device memory: qkv %.1f MiB, out %.1f MiB, lse + delta %.2f MiB "
+      "(forward keeps qkv, out, lse: %.1f MiB; backward adds grad_out, "
+      "grad_qkv, delta); the L x L probabilities would be %.1f MiB\n\n",
+      qkv_floats * 4 * mib, out_floats * 4 * mib, 2 * rows * 4 * mib,
+      (qkv_floats + out_floats + rows) * 4 * mib,
+      static_cast<double>(kN * kH * kL * kL) * 4 * mib);
+  std::printf(
+      "| mask | forward ms | forward TFLOP/s | backward ms | "
+      "backward TFLOP/s |\n|---|---|---|---|---|\n");
+  for (const bool causal : {true, false}) {
+    const gpu::AttentionGeometry g =
+        gpu::SampleMajorAttention(kN, kL, kH, kDh, causal);
+    const double fwd = TimeIt(s, repeats, "attention forward", [&] {
+      return gpu::AttentionForward(g, qkv, out, lse, s);
+    });
+    const double bwd = TimeIt(s, repeats, "attention backward", [&] {
+      return gpu::AttentionBackward(g, qkv, out, grad_out, lse, delta, grad_qkv,
+                                    s);
+    });
+    const double product = 2.0 * kN * kH * kL * kL * kDh * (causal ? 0.5 : 1);
+    std::printf("| %s | %.3f | %.2f | %.3f | %.2f |\n",
+                causal ? "causal" : "bidirectional", fwd * 1e3,
+                fwd > 0 ? 2 * product / fwd / 1e12 : 0, bwd * 1e3,
+                bwd > 0 ? 4 * product / bwd / 1e12 : 0);
+  }
+  std::printf("\n");
+}
+
 int Main() {
   const CudaDevices found = FindCudaDevices();
   if (found.names.empty()) {
@@ -353,7 +421,6 @@ int Main() {
     return 1;
   }
   const std::vector<Result> results = Measure(x, s, repeats);
-  cudaStreamDestroy(s);
 
   const double copy = results[0].gbps;
   std::printf("device %d (%s), %d MiB per operand, median of %d runs\n\n",
@@ -371,6 +438,8 @@ int Main() {
     }
   }
   std::printf("\n");
+  if (absl::GetFlag(FLAGS_attention)) MeasureAttention(s, repeats);
+  cudaStreamDestroy(s);
   bool ok = copy > 0;
   if (!ok) std::printf("FAIL: the device copy itself could not be timed\n");
   for (const Result& r : results) {

@@ -32,6 +32,10 @@ absl::Status CheckShape(const CudaCrossEntropyBuffers& b, int64_t n,
     return Invalid(absl::StrCat("null labels for ", n, " rows"));
   }
   if (b.loss == nullptr) return Invalid("null loss output");
+  if (b.positions < 1 || n % b.positions != 0) {
+    return Invalid(absl::StrCat("positions ", b.positions,
+                                " does not divide the ", n, " rows"));
+  }
   if (!(b.label_smoothing >= 0 && b.label_smoothing < 1)) {
     return Invalid(absl::StrCat("label_smoothing ", b.label_smoothing,
                                 " is outside [0, 1)"));
@@ -84,9 +88,9 @@ absl::Status SoftmaxCrossEntropyAsync(const CudaCrossEntropyBuffers& buffers,
                              absl::StrCat(kName, ": clear bad-row flag")));
   if (n > 0) {
     const float scale = 1.0f / static_cast<float>(n);  // as worker/loss.cc
-    cuda_internal::LaunchCrossEntropyRows(buffers.logits, buffers.labels, n, c,
-                                          scale, buffers.label_smoothing,
-                                          buffers.grad, ws, stream);
+    cuda_internal::LaunchCrossEntropyRows(
+        buffers.logits, buffers.labels, n, c, buffers.positions, scale,
+        buffers.label_smoothing, buffers.grad, ws, stream);
     RETURN_IF_ERROR(LaunchStatus(absl::StrCat(kName, " rows")));
   }
   cuda_internal::LaunchCrossEntropyFinish(ws, n, buffers.loss, buffers.correct,

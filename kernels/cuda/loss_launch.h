@@ -37,12 +37,15 @@ inline CrossEntropyWorkspace CrossEntropyWorkspaceAt(void* base, int64_t n) {
 }
 
 // One block per row (n > 0): row losses, hits, the gradient when `grad` is
-// not null, and the first bad row. `scale` is 1 / n as float, as the CPU
-// engine computes it; `smooth` the label smoothing in [0, 1).
+// not null, and the first bad row. `positions` 1: rows are contiguous
+// [n, c]; else the logits (and grad) are {n / positions, c, positions}
+// and row r is sample r / positions at position r % positions. `scale` is 1 / n
+// as float, as the CPU engine computes it; `smooth` the label smoothing in [0,
+// 1).
 void LaunchCrossEntropyRows(const float* logits, const int32_t* labels,
-                            int64_t n, int64_t c, float scale, float smooth,
-                            float* grad, CrossEntropyWorkspace ws,
-                            cudaStream_t stream);
+                            int64_t n, int64_t c, int64_t positions,
+                            float scale, float smooth, float* grad,
+                            CrossEntropyWorkspace ws, cudaStream_t stream);
 
 // One block: *loss = mean of the row losses (0 for n == 0) and, when
 // `correct` is not null, *correct += the number of hits.

@@ -111,6 +111,17 @@ absl::Status GpuEngine::Setup() {
   out_size_ = Product(host_model_->output_shape());
   target_size_ =
       objective_.float_targets() ? Product(data_.train->target_shape()) : 0;
+  if (spec_.loss() == CROSS_ENTROPY && target_size_ > 0) {
+    // The sequence cross-entropy: logits {V, L} against L token ids.
+    const Shape& out = host_model_->output_shape();
+    if (out.size() != 2 || out[1] != target_size_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cross_entropy on token targets of ", target_size_,
+                       " positions needs logits {vocab, ", target_size_,
+                       "} from the model, got ", ShapeString(out)));
+    }
+    sequence_positions_ = target_size_;
+  }
   ASSIGN_OR_RETURN(pinned_, PinnedHostPool::Create());
   devices_.resize(options_.gpus.size());
   for (int i = 0; i < Gpus(); ++i) RETURN_IF_ERROR(SetupDevice(i));
@@ -216,8 +227,13 @@ absl::Status GpuEngine::Reserve(Device& d, Slot& slot, int64_t n) {
   }
   if (n > d.capacity) {
     RETURN_IF_ERROR(d.grad_out.Reserve(n * out_size_));
+    // The sequence loss has a cross-entropy row per position.
+    const int64_t rows = n * std::max<int64_t>(1, sequence_positions_);
     RETURN_IF_ERROR(
-        d.workspace.Reserve(SoftmaxCrossEntropyWorkspaceBytes(n) / 4 + 2));
+        d.workspace.Reserve(SoftmaxCrossEntropyWorkspaceBytes(rows) / 4 + 2));
+    if (sequence_positions_ > 0) {
+      RETURN_IF_ERROR(d.sequence_labels.Reserve(rows));
+    }
     RETURN_IF_ERROR(d.element_workspace.Reserve(
         ElementwiseLossWorkspaceBytes(n * out_size_) / 4 + 2));
     d.capacity = n;

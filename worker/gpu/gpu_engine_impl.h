@@ -152,6 +152,7 @@ struct Device {
   DeviceFloats grad_out, workspace, result, pair;
   DeviceFloats element_workspace;  // an elementwise loss's partial sums
   DeviceFloats reduce_workspace;   // the gradient's sum of squares
+  DeviceFloats sequence_labels;    // int32 token targets (sequence loss)
   DeviceFloats momentum, adam_m, adam_v;
   // Gradient accumulation: the step's earlier batches' gradients, each times
   // its samples; their samples; every batch's samples this step.
@@ -258,6 +259,7 @@ class GpuEngine : public DeviceEngine {
   // forward into d.result, and its gradient into d.grad_out (queued).
   absl::Status LossOf(Device& d, const Slot& slot, bool gradient);
   absl::Status ElementwiseLossOf(Device& d, const Slot& slot, bool gradient);
+  absl::Status SequenceLossOf(Device& d, const Slot& slot, bool gradient);
   // Sums `count` floats at per-GPU device pointers over every GPU of the job
   // on the compute streams, and waits (evaluation, BatchNorm statistics).
   absl::Status AllReduce(const std::function<float*(Device&)>& buffer,
@@ -292,6 +294,9 @@ class GpuEngine : public DeviceEngine {
   // as many as a float target has.
   int64_t out_size_ = 0;
   int64_t target_size_ = 0;  // a float target's elements; 0 for labels
+  // The sequence cross-entropy (issue 21: CROSS_ENTROPY on float token
+  // targets {L} with logits {V, L}): L, else 0.
+  int64_t sequence_positions_ = 0;
   int64_t adam_steps_ = 0;
   // The flat buffer's tensors (weight decay exclusion, LAMB/LARS norms):
   // their pieces, and the runs the elementwise rules step.

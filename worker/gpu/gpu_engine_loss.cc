@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/elementwise_loss.h"
 #include "kernels/cuda/loss.h"
+#include "kernels/cuda/sequence_ops.h"
 #include "worker/gpu/gpu_engine_impl.h"
 
 namespace cohort {
@@ -36,6 +37,7 @@ absl::Status GpuEngine::LossOf(Device& d, const Slot& slot, bool gradient) {
   RETURN_IF_ERROR(
       CudaStatus(cudaMemsetAsync(d.result.data(), 0, 4 * sizeof(float), s),
                  "clearing the loss"));
+  if (sequence_positions_ > 0) return SequenceLossOf(d, slot, gradient);
   if (spec_.loss() != CROSS_ENTROPY) {
     return ElementwiseLossOf(d, slot, gradient);
   }
@@ -49,6 +51,33 @@ absl::Status GpuEngine::LossOf(Device& d, const Slot& slot, bool gradient) {
   b.workspace_bytes = d.workspace.capacity() * sizeof(float);
   b.label_smoothing = spec_.label_smoothing();
   return SoftmaxCrossEntropyAsync(b, slot.n, out_size_, s);
+}
+
+// The sequence cross-entropy (issue 21): the model's NCHW logits
+// {n, V, L} against the float token targets {n, L}, a cross-entropy row
+// per position (the classes L apart), the loss the mean over the n * L
+// positions with the job's label smoothing, and d.result[2..3] the number
+// of positions whose first maximal logit is the target token. A target
+// outside [0, V) gives that position no loss and no gradient (the data set
+// validates ids when it opens its files).
+absl::Status GpuEngine::SequenceLossOf(Device& d, const Slot& slot,
+                                       bool gradient) {
+  const cudaStream_t s = d.context->stream();
+  const int64_t rows = slot.n * sequence_positions_;
+  int32_t* labels = As<int32_t>(d.sequence_labels);
+  RETURN_IF_ERROR(
+      gpu::FloatTargetsToLabels(slot.targets.data(), labels, rows, s));
+  CudaCrossEntropyBuffers b;
+  b.logits = d.model->output();
+  b.labels = labels;
+  b.loss = d.result.data();
+  b.grad = gradient ? d.grad_out.data() : nullptr;
+  b.correct = reinterpret_cast<int64_t*>(d.result.data() + 2);
+  b.workspace = d.workspace.data();
+  b.workspace_bytes = d.workspace.capacity() * sizeof(float);
+  b.label_smoothing = spec_.label_smoothing();
+  b.positions = sequence_positions_;
+  return SoftmaxCrossEntropyAsync(b, rows, out_size_ / sequence_positions_, s);
 }
 
 // MSE, L1, Huber or BCE with logits over every output element, against the

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "kernels/cuda/cuda_status.h"
+#include "worker/gpu/layers/gpu_embedding.h"
 #include "worker/gpu/layers/gpu_layer_factory.h"
 #include "worker/zoo.h"
 
@@ -35,9 +36,22 @@ absl::StatusOr<std::unique_ptr<GpuModel>> GpuModel::Create(
   ASSIGN_OR_RETURN(const std::vector<LayerSpec> specs, LayerSpecs(spec));
   Shape shape = input_shape;
   m->input_size_ = NumElements(input_shape);
+  GpuEmbedding* first_embedding = nullptr;  // what a tied head shares
   for (const LayerSpec& s : specs) {
     ASSIGN_OR_RETURN(std::unique_ptr<GpuLayer> layer,
                      MakeGpuLayer(s, precision));
+    if (auto* e = dynamic_cast<GpuEmbedding*>(layer.get());
+        e != nullptr && first_embedding == nullptr) {
+      first_embedding = e;
+    }
+    if (auto* head = dynamic_cast<GpuTiedHead*>(layer.get())) {
+      // Weight tying: the head multiplies by the embedding's weight and
+      // writes its gradient first; the embedding adds to it.
+      if (first_embedding != nullptr) {
+        head->Tie(first_embedding);
+        first_embedding->set_tied(true);
+      }
+    }
     ASSIGN_OR_RETURN(shape, layer->Configure(shape));
     m->out_sizes_.push_back(NumElements(shape));
     m->layers_.push_back(std::move(layer));

@@ -6,6 +6,7 @@
 // device exists; skips with the reason elsewhere.
 #include "worker/gpu/gpu_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -86,8 +87,10 @@ ModelSpec Spec(const std::string& text) {
   return spec;
 }
 
+// `vocab` > 0: the input is token ids in [0, vocab) (an embedding first).
 void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
-                      double tolerance, Precision precision = FP32) {
+                      double tolerance, Precision precision = FP32,
+                      int64_t vocab = 0) {
   SCOPED_TRACE(spec.ShortDebugString() + " " + Precision_Name(precision));
   auto cpu = BuildModel<float>(spec, input, 7);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -96,7 +99,13 @@ void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
   auto gpu = GpuModel::Create(spec, input, **cpu, context->get(), precision);
   ASSERT_TRUE(gpu.ok()) << gpu.status();
 
-  const std::vector<float> x = Random(n * Product(input), 1);
+  std::vector<float> x = Random(n * Product(input), 1);
+  if (vocab > 0) {
+    for (float& v : x) {
+      v = std::floor((v + 1.0f) * 0.5f * static_cast<float>(vocab));
+      v = std::min(v, static_cast<float>(vocab - 1));
+    }
+  }
   Shape batched = {n};
   if (input.size() >= 2) batched = {input[0], n};
   for (size_t i = (input.size() >= 2 ? 1 : 0); i < input.size(); ++i) {
@@ -315,6 +324,92 @@ TEST(GpuModel, DropoutDropsAboutPAndScalesTheRest) {
   ASSERT_TRUE((*gpu)->Backward(gdy).ok());
   cudaFree(gx);
   cudaFree(gdy);
+}
+
+// Issue 21's transformer layers against the CPU layers: embeddings (ids
+// in), the per-position LayerNorm, attention (causal and bidirectional,
+// several heads), the block, and a small GPT with the tied head, whose
+// embedding gradient sums the head's and the lookup's parts.
+struct SequenceCase {
+  const char* layers;
+  Shape input;
+  int64_t vocab;  // > 0: token ids in
+};
+
+const std::vector<SequenceCase>& SequenceCases() {
+  static const auto* cases = new std::vector<SequenceCase>{
+      {"layers { embedding { vocab_size: 11 dim: 8 } }", {1, 7}, 11},
+      {"layers { embedding { vocab_size: 5 dim: 6 } } "
+       "layers { positional_embedding {} }",
+       {1, 9},
+       5},
+      {"layers { embedding { vocab_size: 13 dim: 8 } } "
+       "layers { tied_lm_head {} }",
+       {1, 6},
+       13},
+      {"layers { conv1d { out_channels: 6 kernel: 1 } } "
+       "layers { layernorm { per_position: true } }",
+       {3, 10},
+       0},
+      {"layers { conv1d { out_channels: 8 kernel: 1 } } "
+       "layers { attention { heads: 2 } }",
+       {4, 10},
+       0},
+      {"layers { conv1d { out_channels: 8 kernel: 1 } } "
+       "layers { attention { heads: 4 bidirectional: true } }",
+       {3, 37},
+       0},
+      {"layers { conv1d { out_channels: 8 kernel: 1 } } "
+       "layers { attention { heads: 1 } }",
+       {3, 1},
+       0},
+      {"layers { conv1d { out_channels: 8 kernel: 1 } } "
+       "layers { transformer_block { heads: 2 mlp_ratio: 2 } }",
+       {4, 12},
+       0},
+      {"layers { embedding { vocab_size: 17 dim: 16 } } "
+       "layers { positional_embedding {} } "
+       "layers { transformer_block { heads: 2 } } "
+       "layers { transformer_block { heads: 4 bidirectional: true } } "
+       "layers { layernorm { per_position: true } } "
+       "layers { tied_lm_head {} }",
+       {1, 12},
+       17},
+  };
+  return *cases;
+}
+
+TEST(GpuModel, TransformerLayersMatchTheCpuEngine) {
+  REQUIRE_GPU();
+  for (const SequenceCase& c : SequenceCases()) {
+    ExpectMatchesCpu(Spec(c.layers), c.input, 3, 1e-4, FP32, c.vocab);
+  }
+}
+
+TEST(GpuModel, TransformerLayersInBf16MatchTheCpuEngineWithin1e2) {
+  REQUIRE_GPU();
+  for (const SequenceCase& c : SequenceCases()) {
+    ExpectMatchesCpu(Spec(c.layers), c.input, 3, 1e-2, BF16, c.vocab);
+  }
+}
+
+// Dropout on attention probabilities is refused at model build on the GPU.
+TEST(GpuModel, AttentionDropoutIsRefused) {
+  REQUIRE_GPU();
+  for (const char* layers :
+       {"layers { attention { heads: 2 dropout: 0.1 } }",
+        "layers { transformer_block { heads: 2 dropout: 0.1 } }"}) {
+    const ModelSpec spec = Spec(layers);
+    const Shape input = {8, 5};
+    auto cpu = BuildModel<float>(spec, input, 1);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    auto context = GpuContext::Create(0);
+    ASSERT_TRUE(context.ok());
+    auto gpu = GpuModel::Create(spec, input, **cpu, context->get());
+    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kInvalidArgument)
+        << gpu.status();
+    EXPECT_NE(gpu.status().message().find("dropout"), std::string::npos);
+  }
 }
 
 }  // namespace

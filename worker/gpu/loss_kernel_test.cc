@@ -271,5 +271,58 @@ TEST_F(CudaLossTest, SmallWorkspaceIsRejected) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 }
 
+// Issue 21's sequence cross-entropy: logits {N, V, L} (the GPU engine's
+// NCHW, a row's classes L apart) against the CPU loss over the same rows
+// made contiguous ({N * L, V}, row n * L + t), with and without smoothing.
+TEST_F(CudaLossTest, SequenceRowsMatchTheCpuLossOfTheTransposedLogits) {
+  for (const float smoothing : {0.0f, 0.1f}) {
+    const int64_t n = 3, v = 37, l = 11;
+    const Batch dense = MakeBatch(n * l, v, /*tied=*/false);
+    // The rows of `dense` laid out as the model's {N, V, L} output.
+    std::vector<float> strided(dense.logits.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t t = 0; t < l; ++t) {
+        for (int64_t j = 0; j < v; ++j) {
+          strided[(i * v + j) * l + t] = dense.logits[(i * l + t) * v + j];
+        }
+      }
+    }
+    const CpuResult want = RunCpu(dense, smoothing);
+    DeviceBytes logits(strided), labels(dense.labels), loss(sizeof(float));
+    DeviceBytes grad(strided.size() * sizeof(float));
+    DeviceBytes correct(std::vector<int64_t>{0});
+    const size_t ws_bytes = SoftmaxCrossEntropyWorkspaceBytes(n * l);
+    DeviceBytes ws(ws_bytes);
+    CudaCrossEntropyBuffers buf;
+    buf.logits = logits.as<float>();
+    buf.labels = labels.as<int32_t>();
+    buf.loss = loss.as<float>();
+    buf.grad = grad.as<float>();
+    buf.correct = correct.as<int64_t>();
+    buf.workspace = ws.as<void>();
+    buf.workspace_bytes = ws_bytes;
+    buf.label_smoothing = smoothing;
+    buf.positions = l;
+    const absl::StatusOr<float> got =
+        SoftmaxCrossEntropy(buf, n * l, v, stream_);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_NEAR(*got, want.loss, kRelTol * std::max(1.0f, std::abs(want.loss)));
+    EXPECT_EQ(correct.ToHost<int64_t>(1)[0], want.correct);
+    const std::vector<float> g = grad.ToHost<float>(strided.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t t = 0; t < l; ++t) {
+        for (int64_t j = 0; j < v; ++j) {
+          ASSERT_NEAR(g[(i * v + j) * l + t], want.grad[(i * l + t) * v + j],
+                      1e-7)
+              << "sample " << i << " position " << t << " class " << j;
+        }
+      }
+    }
+    buf.positions = 4;  // does not divide the 33 rows
+    EXPECT_EQ(SoftmaxCrossEntropyAsync(buf, n * l, v, stream_).code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+}
+
 }  // namespace
 }  // namespace cohort

@@ -6,17 +6,20 @@
 #include "common/model_sizes.h"
 #include "common/status_macros.h"
 #include "worker/gpu/layers/gpu_activation.h"
+#include "worker/gpu/layers/gpu_attention.h"
 #include "worker/gpu/layers/gpu_batchnorm.h"
 #include "worker/gpu/layers/gpu_branch.h"
 #include "worker/gpu/layers/gpu_conv.h"
 #include "worker/gpu/layers/gpu_dropout.h"
 #include "worker/gpu/layers/gpu_elementwise_activation.h"
+#include "worker/gpu/layers/gpu_embedding.h"
 #include "worker/gpu/layers/gpu_flatten.h"
 #include "worker/gpu/layers/gpu_linear.h"
 #include "worker/gpu/layers/gpu_norm.h"
 #include "worker/gpu/layers/gpu_pool.h"
 #include "worker/gpu/layers/gpu_pool1d.h"
 #include "worker/gpu/layers/gpu_residual.h"
+#include "worker/gpu/layers/gpu_transformer_block.h"
 
 namespace cohort {
 
@@ -89,7 +92,7 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l,
     case LayerSpec::kLayernorm: {
       const LayerNormSpec& s = l.layernorm();
       return std::make_unique<GpuNorm>(0, s.eps() > 0 ? s.eps() : 1e-5,
-                                       !s.no_affine());
+                                       !s.no_affine(), s.per_position());
     }
     case LayerSpec::kGroupnorm: {
       const GroupNormSpec& s = l.groupnorm();
@@ -105,6 +108,25 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l,
       return std::make_unique<GpuPool1d>(l.has_maxpool1d(), p.kernel(),
                                          p.stride(), p.padding());
     }
+    // Issue 21's transformer layers. GpuModel ties a tied_lm_head to the
+    // model's first embedding.
+    case LayerSpec::kEmbedding:
+      return std::make_unique<GpuEmbedding>(l.embedding().vocab_size(),
+                                            l.embedding().dim());
+    case LayerSpec::kPositionalEmbedding:
+      return std::make_unique<GpuPositionalEmbedding>();
+    case LayerSpec::kAttention:
+      return std::make_unique<GpuAttention>(l.attention().heads(),
+                                            l.attention().bidirectional(),
+                                            l.attention().dropout(), bf16);
+    case LayerSpec::kTransformerBlock: {
+      const TransformerBlockSpec& t = l.transformer_block();
+      return std::make_unique<GpuTransformerBlock>(
+          t.heads(), t.mlp_ratio() > 0 ? t.mlp_ratio() : 4, t.bidirectional(),
+          t.dropout(), t.eps() > 0 ? t.eps() : 1e-5, bf16);
+    }
+    case LayerSpec::kTiedLmHead:
+      return std::make_unique<GpuTiedHead>();
     case LayerSpec::KIND_NOT_SET:
       break;
   }

@@ -6,10 +6,14 @@
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "kernels/cuda/layer_ops.h"
+#include "kernels/cuda/sequence_ops.h"
 
 namespace cohort {
 
 std::string GpuNorm::Name() const {
+  if (per_position_) {
+    return absl::StrCat("layernorm(per_position, ", channels_, ")");
+  }
   if (groups_ == 0) return absl::StrCat("layernorm", ShapeString(in_shape_));
   return absl::StrCat("groupnorm(", groups_, ", ", channels_, ")");
 }
@@ -29,6 +33,11 @@ absl::StatusOr<Shape> GpuNorm::Configure(const Shape& in) {
   in_shape_ = in;
   channels_ = in[0];
   inner_ = NumElements(in) / channels_;
+  if (per_position_ && (groups_ != 0 || in.size() > 2)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": per_position expects a sequence {C, L} (or ",
+                     "{C}) but got ", ShapeString(in)));
+  }
   if (groups_ < 0 || (groups_ > 0 && channels_ % groups_ != 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": groups (", groups_,
@@ -39,7 +48,8 @@ absl::StatusOr<Shape> GpuNorm::Configure(const Shape& in) {
 
 std::vector<int64_t> GpuNorm::ParamSizes() const {
   if (!affine_) return {};
-  const int64_t n = groups_ == 0 ? NumElements(in_shape_) : channels_;
+  const int64_t n =
+      groups_ == 0 && !per_position_ ? NumElements(in_shape_) : channels_;
   return {n, n};
 }
 
@@ -77,6 +87,13 @@ absl::Status GpuNorm::Forward(GpuContext& c, const float* in, float* out,
                               int64_t n, Mode) {
   in_ = in;
   n_ = n;
+  if (per_position_) {
+    RETURN_IF_ERROR(mean_.Reserve(n * inner_));
+    RETURN_IF_ERROR(invstd_.Reserve(n * inner_));
+    return gpu::PositionNormForward(
+        {n, channels_, inner_}, static_cast<float>(eps_), in, weight_, bias_,
+        out, mean_.data(), invstd_.data(), c.stream());
+  }
   const gpu::NormGeometry g = Geometry(groups_, channels_, inner_, n);
   RETURN_IF_ERROR(mean_.Reserve(g.rows));
   RETURN_IF_ERROR(invstd_.Reserve(g.rows));
@@ -85,6 +102,11 @@ absl::Status GpuNorm::Forward(GpuContext& c, const float* in, float* out,
 }
 
 absl::Status GpuNorm::Backward(GpuContext& c, const float* dy, float* dx) {
+  if (per_position_) {
+    return gpu::PositionNormBackward({n_, channels_, inner_}, in_, dy, weight_,
+                                     mean_.data(), invstd_.data(), dx,
+                                     weight_grad_, bias_grad_, c.stream());
+  }
   const gpu::NormGeometry g = Geometry(groups_, channels_, inner_, n_);
   return gpu::NormBackward(g, in_, dy, weight_, mean_.data(), invstd_.data(),
                            dx, weight_grad_, bias_grad_, c.stream());

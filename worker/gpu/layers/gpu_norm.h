@@ -2,6 +2,9 @@
 // (kernels/cuda/layer_ops.h): in the NCHW layout each (sample, group) is
 // one contiguous row, normalised by one thread block. Same parameters, in
 // the same order and layout, as the CPU layers (worker/layers/norm.h).
+// The per-position LayerNorm of sequences (issue 21, LayerNormSpec
+// per_position) normalises each position of a {C, L} sample over its C
+// features (kernels/cuda/sequence_ops.h), weight and bias {C}.
 //
 // Ownership: weight and bias are views into the model's buffers (Bind);
 // the layer owns the per-row statistics it saves for backward and keeps a
@@ -23,9 +26,13 @@ namespace cohort {
 
 class GpuNorm : public GpuLayer {
  public:
-  // groups == 0: LayerNorm over the whole sample; else GroupNorm.
-  GpuNorm(int64_t groups, double eps, bool affine)
-      : groups_(groups), eps_(eps), affine_(affine) {}
+  // groups == 0: LayerNorm over the whole sample (or, per_position, over
+  // each position's features); else GroupNorm.
+  GpuNorm(int64_t groups, double eps, bool affine, bool per_position = false)
+      : groups_(groups),
+        eps_(eps),
+        affine_(affine),
+        per_position_(per_position) {}
 
   std::string Name() const override;
   absl::StatusOr<Shape> Configure(const Shape& in) override;
@@ -39,7 +46,7 @@ class GpuNorm : public GpuLayer {
  private:
   const int64_t groups_;
   const double eps_;
-  const bool affine_;
+  const bool affine_, per_position_;
   Shape in_shape_;
   int64_t channels_ = 0, inner_ = 0, n_ = 0;
   DeviceFloats mean_, invstd_;
