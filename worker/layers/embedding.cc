@@ -2,7 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
+#include <type_traits>
 #include <utility>
+
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -11,9 +17,12 @@
 namespace cohort {
 namespace {
 
-// Tile edge of the gather/scatter transposes: a tile of kTile weight rows
-// by kTile features (4 KiB of float) stays in L1 while it is turned around.
+// Tile edge of the positional table's transposes.
 constexpr int64_t kTile = 32;
+
+// Columns per step of the vector gather/scatter: 16 floats fill one cache
+// line of each output row, so lines are written whole.
+constexpr int64_t kChunk = 16;
 
 // Resizes `t` to {a, b, c} unless it already has that shape: building a
 // Shape allocates, and this runs every step.
@@ -22,6 +31,135 @@ void EnsureShape(BasicTensor<T>* t, int64_t a, int64_t b, int64_t c) {
   if (t->rank() != 3 || t->dim(0) != a || t->dim(1) != b || t->dim(2) != c) {
     t->Resize({a, b, c});
   }
+}
+
+// out[d * cols + j] = w[ids[j] * dim + d] over d in [d0, d1), j in [j0, j1).
+// Feature-major, so each output row is written sequentially (the weight,
+// V x D, is read from cache).
+template <typename T>
+void GatherScalar(const T* w, const int32_t* ids, int64_t cols, int64_t dim,
+                  int64_t j0, int64_t j1, int64_t d0, int64_t d1, T* out) {
+  for (int64_t d = d0; d < d1; ++d) {
+    T* o = out + d * cols;
+    const T* wd = w + d;
+    for (int64_t j = j0; j < j1; ++j) o[j] = wd[ids[j] * dim];
+  }
+}
+
+// gw[ids[j] * dim + d] += g[d * cols + j], the same region.
+template <typename T>
+void ScatterScalar(const T* g, const int32_t* ids, int64_t cols, int64_t dim,
+                   int64_t j0, int64_t j1, int64_t d0, int64_t d1, T* gw) {
+  for (int64_t d = d0; d < d1; ++d) {
+    const T* gd = g + d * cols;
+    T* wd = gw + d;
+    for (int64_t j = j0; j < j1; ++j) wd[ids[j] * dim] += gd[j];
+  }
+}
+
+#ifdef __AVX2__
+// Transposes the 8 x 8 floats in r[0..7] (rows) in registers.
+inline void Transpose8(__m256 r[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]);
+  const __m256 t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]);
+  const __m256 t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]);
+  const __m256 t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]);
+  const __m256 t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44);
+  const __m256 s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44);
+  const __m256 s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44);
+  const __m256 s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44);
+  const __m256 s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// The gather over j < cols rounded down to kChunk and d < dim rounded down
+// to 8: 8 weight rows x 8 features loaded, turned around in registers,
+// stored as 8 runs of 8 output columns. Returns the two bounds.
+std::pair<int64_t, int64_t> GatherVector(const float* w, const int32_t* ids,
+                                         int64_t cols, int64_t dim,
+                                         float* out) {
+  const int64_t jn = cols / kChunk * kChunk, dn = dim / 8 * 8;
+  for (int64_t j0 = 0; j0 < jn; j0 += kChunk) {
+    const float* rows[kChunk];
+    for (int64_t j = 0; j < kChunk; ++j) rows[j] = w + ids[j0 + j] * dim;
+    for (int64_t d = 0; d < dn; d += 8) {
+      for (int64_t h = 0; h < kChunk; h += 8) {
+        __m256 r[8];
+        for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(rows[h + k] + d);
+        Transpose8(r);
+        for (int k = 0; k < 8; ++k) {
+          _mm256_storeu_ps(out + (d + k) * cols + j0 + h, r[k]);
+        }
+      }
+    }
+  }
+  return {jn, dn};
+}
+
+// The scatter-add over the same region, the other way round. Columns are
+// added in order, so repeated ids sum as the scalar loop sums them.
+std::pair<int64_t, int64_t> ScatterVector(const float* g, const int32_t* ids,
+                                          int64_t cols, int64_t dim,
+                                          float* gw) {
+  const int64_t jn = cols / kChunk * kChunk, dn = dim / 8 * 8;
+  for (int64_t j0 = 0; j0 < jn; j0 += kChunk) {
+    float* rows[kChunk];
+    for (int64_t j = 0; j < kChunk; ++j) rows[j] = gw + ids[j0 + j] * dim;
+    for (int64_t d = 0; d < dn; d += 8) {
+      for (int64_t h = 0; h < kChunk; h += 8) {
+        __m256 r[8];
+        for (int k = 0; k < 8; ++k) {
+          r[k] = _mm256_loadu_ps(g + (d + k) * cols + j0 + h);
+        }
+        Transpose8(r);
+        for (int k = 0; k < 8; ++k) {
+          float* p = rows[h + k] + d;
+          _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), r[k]));
+        }
+      }
+    }
+  }
+  return {jn, dn};
+}
+#endif  // __AVX2__
+
+// out {D, cols} from the weight rows of `ids`.
+template <typename T>
+void Gather(const T* w, const int32_t* ids, int64_t cols, int64_t dim, T* out) {
+  int64_t jn = 0, dn = 0;
+#ifdef __AVX2__
+  if constexpr (std::is_same_v<T, float>) {
+    std::tie(jn, dn) = GatherVector(w, ids, cols, dim, out);
+  }
+#endif
+  GatherScalar(w, ids, cols, dim, jn, cols, 0, dn, out);
+  GatherScalar(w, ids, cols, dim, 0, cols, dn, dim, out);
+}
+
+template <typename T>
+void Scatter(const T* g, const int32_t* ids, int64_t cols, int64_t dim, T* gw) {
+  int64_t jn = 0, dn = 0;
+#ifdef __AVX2__
+  if constexpr (std::is_same_v<T, float>) {
+    std::tie(jn, dn) = ScatterVector(g, ids, cols, dim, gw);
+  }
+#endif
+  ScatterScalar(g, ids, cols, dim, jn, cols, 0, dn, gw);
+  ScatterScalar(g, ids, cols, dim, 0, cols, dn, dim, gw);
 }
 
 // dst[c * rows + r] = src[r * cols + c]: {rows, cols} -> {cols, rows}.
@@ -101,20 +239,7 @@ void Embedding<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
     ids_[j] = id;
   }
   EnsureShape(out, dim_, n, length_);
-  const T* w = weight_.data();
-  T* o = out->data();
-  const T* rows[kTile];
-  for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-    const int64_t jn = std::min(kTile, cols - j0);
-    for (int64_t j = 0; j < jn; ++j) rows[j] = w + ids_[j0 + j] * dim_;
-    for (int64_t d0 = 0; d0 < dim_; d0 += kTile) {
-      const int64_t dn = std::min(kTile, dim_ - d0);
-      for (int64_t d = d0; d < d0 + dn; ++d) {
-        T* dst = o + d * cols + j0;
-        for (int64_t j = 0; j < jn; ++j) dst[j] = rows[j][d];
-      }
-    }
-  }
+  Gather(weight_.data(), ids_.data(), cols, dim_, out->data());
   (void)mode;  // the ids are kept either way; Backward needs them
 }
 
@@ -128,18 +253,7 @@ void Embedding<T>::Backward(const BasicTensor<T>& grad_out,
       << Name() << ": output gradient " << ShapeString(grad_out.shape());
   T* gw = grad_weight_.data();
   if (!accumulate_) std::fill(gw, gw + vocab_ * dim_, T(0));
-  const T* g = grad_out.data();
-  // Columns in order, so repeated ids sum in the same order every run.
-  for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-    const int64_t jn = std::min(kTile, cols - j0);
-    for (int64_t d0 = 0; d0 < dim_; d0 += kTile) {
-      const int64_t dn = std::min(kTile, dim_ - d0);
-      for (int64_t j = j0; j < j0 + jn; ++j) {
-        T* row = gw + ids_[j] * dim_;
-        for (int64_t d = d0; d < d0 + dn; ++d) row[d] += g[d * cols + j];
-      }
-    }
-  }
+  Scatter(grad_out.data(), ids_.data(), cols, dim_, gw);
   if (grad_in != nullptr) {
     EnsureShape(grad_in, 1, grad_out.dim(1), grad_out.dim(2));
     std::fill(grad_in->data(), grad_in->data() + grad_in->size(), T(0));

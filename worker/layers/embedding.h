@@ -4,9 +4,11 @@
 // as floats, exact below 2^24), batch {1, N, L}; output {D, L}, batch
 // {D, N, L} channel-major (layer.h): out(d, n, t) = weight[id(n, t), d],
 // weight {V, D} as nn.Embedding(V, D) lays it out. Forward gathers rows of
-// the weight and transposes them into the output in cache-sized tiles;
-// Backward scatter-adds the output gradient's columns into the rows of the
-// weight gradient, in the same tiles. Ids have no gradient (grad_in, when
+// the weight and turns them around into the output's rows (float: 8 x 8
+// blocks transposed in AVX2 registers, 16 columns = one cache line of each
+// output row at a time); Backward scatter-adds the output gradient's
+// columns into the rows of the weight gradient the same way, columns in
+// order, so the sums are deterministic. Ids have no gradient (grad_in, when
 // asked for, is zeros). An id outside [0, V) or not an integer is a CHECK
 // failure: the data set validates ids when it opens its files.
 //
