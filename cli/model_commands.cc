@@ -231,9 +231,9 @@ absl::Status RunGenerate(const std::string& checkpoint,
   o.top_k = top_k < 0 ? 0 : top_k;
   o.seed = static_cast<uint64_t>(seed);
   if (!absl::SimpleAtod(temperature, &o.temperature)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--temperature must be a number >= 0 (0: greedy), got \"",
-                     temperature, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--temperature must be a finite number >= 0 (0: greedy), got \"",
+        temperature, "\""));
   }
   // Refuse bad options before the checkpoint is read.
   RETURN_IF_ERROR(CheckGenerateOptions(o, INT32_MAX));
