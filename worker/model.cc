@@ -43,9 +43,18 @@ template <typename T>
 absl::Status Model<T>::FindTiedLayers() {
   Embedding<T>* embedding = nullptr;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (embedding == nullptr) {
-      embedding = dynamic_cast<Embedding<T>*>(layers_[i].get());
-      if (embedding != nullptr) tied_embedding_ = i;
+    auto* e = dynamic_cast<Embedding<T>*>(layers_[i].get());
+    // Only the model's input holds token ids; anything a layer computes
+    // is not one.
+    if (e != nullptr && i > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", i, " (", e->Name(),
+          "): an embedding must be the model's first layer, where the token "
+          "ids arrive"));
+    }
+    if (e != nullptr) {
+      embedding = e;
+      tied_embedding_ = i;
     }
     auto* head = dynamic_cast<TiedLmHead<T>*>(layers_[i].get());
     if (head == nullptr) continue;

@@ -31,11 +31,12 @@ class Model {
 
   // Configures `layers` for per-sample input shape `input_shape` and
   // allocates parameters (uninitialised; call InitializeParameters).
-  // InvalidArgument names the first layer whose input does not fit, or a
+  // InvalidArgument names the first layer whose input does not fit, an
+  // embedding anywhere but first (only the input holds token ids), or a
   // tied_lm_head with no embedding layer before it.
   //
-  // Weight tying: every TiedLmHead reads the weight of the model's first
-  // Embedding (which must come before it) and writes its gradient there;
+  // Weight tying: every TiedLmHead reads the weight of the model's
+  // Embedding (layer 0) and writes its gradient there;
   // the embedding's Backward, which runs after the heads', then adds its
   // own. The tied weight lives in the embedding's range of the flat buffer,
   // so Backward's ready(offset) stays right: that range is final only

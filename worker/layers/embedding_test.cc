@@ -226,6 +226,15 @@ TEST(TiedLmHead, NeedsAnEmbeddingBeforeIt) {
                 "tied_lm_head needs an embedding layer before it"),
             std::string::npos)
       << m.status();
+  // An embedding anywhere but first would read computed values as ids.
+  typename Model<float>::LayerList late;
+  late.push_back(std::make_unique<Linear<float>>(8));
+  late.push_back(std::make_unique<Embedding<float>>(3, 4));
+  auto refused = Model<float>::Create(std::move(late), {8});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("must be the model's first layer"),
+            std::string::npos)
+      << refused.status();
   TiedLmHead<float> alone;
   EXPECT_FALSE(alone.Configure({4, 5}).ok());
 }
