@@ -1,5 +1,5 @@
 // Training throughput of cohort's CPU engine on the seed workloads.
-//   seed_workloads {lenet|conv1d|mlp|mobilenet} STEPS THREADS
+//   seed_workloads {lenet|conv1d|mlp|mobilenet|gpt} STEPS THREADS
 // prints "NAME samples_per_s X" (the same line as torch_seed_workloads, the
 // LibTorch yardstick; bench/compare_seed_workloads runs both side by side).
 //   lenet:  lenet_cifar, batch 100, cross-entropy, SGD lr 0.001 momentum 0.9
@@ -8,6 +8,10 @@
 //   mobilenet: examples/cifar10_mobilenet.textproto's model (depthwise-
 //           separable blocks and inverted residuals), batch 32,
 //           cross-entropy, SGD lr 0.01 momentum 0.9
+//   gpt:    gpt_tiny (4 pre-norm blocks of 4 heads, width 256, context 256,
+//           vocabulary 256, tied head), batch 8 windows, next-token
+//           cross-entropy, AdamW lr 1e-3 weight decay 0.1 (samples/s x 256
+//           is tokens/s)
 // Fixed random inputs, 5 warm-up steps. The run checks itself: the loss on
 // the fixed batch must be finite and lower at the end than at the start,
 // or the program exits 1 instead of printing a number.
@@ -92,6 +96,7 @@ struct Workload {
   double lr;
   double momentum;
   const char* layers = "";
+  bool tokens = false;  // ids in, next-token loss, AdamW
 };
 
 bool Lookup(const std::string& name, Workload* w) {
@@ -103,6 +108,8 @@ bool Lookup(const std::string& name, Workload* w) {
     *w = {"mlp_seed", 10, false, 0.01, 0.0};
   } else if (name == "mobilenet") {
     *w = {"", 32, false, 0.01, 0.9, kMobileNet};
+  } else if (name == "gpt") {
+    *w = {"gpt_tiny", 8, false, 0.001, 0.0, "", true};
   } else {
     return false;
   }
@@ -121,7 +128,7 @@ int Main(int argc, char** argv) {
   Workload w;
   if (argc != 4 || !Lookup(argv[1], &w)) {
     std::fprintf(stderr,
-                 "usage: %s {lenet|conv1d|mlp|mobilenet} STEPS THREADS\n",
+                 "usage: %s {lenet|conv1d|mlp|mobilenet|gpt} STEPS THREADS\n",
                  argv[0]);
     return 2;
   }
@@ -149,15 +156,27 @@ int Main(int argc, char** argv) {
   }
   Model<float>& model = **model_or;
   OptimizerSpec opt_spec;
-  opt_spec.set_kind(OptimizerSpec::SGD);
+  opt_spec.set_kind(w.tokens ? OptimizerSpec::ADAMW : OptimizerSpec::SGD);
   opt_spec.set_lr(w.lr);
   opt_spec.set_momentum(w.momentum);
+  if (w.tokens) {
+    opt_spec.set_beta1(0.9f);
+    opt_spec.set_beta2(0.999f);
+    opt_spec.set_eps(1e-8f);
+    opt_spec.set_weight_decay(0.1f);
+  }
   auto opt = MakeOptimizer<float>(opt_spec, model.params().size());
 
   Rng rng(42);
   std::normal_distribution<float> normal;
   Tensor x(BatchShape(sample, w.batch));
   for (int64_t i = 0; i < x.size(); ++i) x[i] = normal(rng);
+  // Token ids and their next-token targets.
+  std::vector<float> ids(w.tokens ? x.size() : 0);
+  for (int64_t i = 0; i < x.size() && w.tokens; ++i) {
+    x[i] = static_cast<float>(rng() % 256);
+    ids[i] = static_cast<float>(rng() % 256);
+  }
   std::vector<int32_t> labels(w.batch);
   for (auto& l : labels) l = static_cast<int32_t>(rng() % 10);
   Tensor target(BatchShape(model.output_shape(), w.batch));
@@ -166,8 +185,9 @@ int Main(int argc, char** argv) {
 
   auto step = [&]() {
     const Tensor& out = model.Forward(x, Mode::kTrain);
-    const float loss = w.mse ? MeanSquaredError<float>(out, target, &grad)
-                             : SoftmaxCrossEntropy<float>(out, labels, &grad);
+    const float loss = w.tokens ? SequenceCrossEntropy<float>(out, ids, &grad)
+                       : w.mse  ? MeanSquaredError<float>(out, target, &grad)
+                               : SoftmaxCrossEntropy<float>(out, labels, &grad);
     model.Backward(grad);
     opt->Step(model.params().span(), model.grads().span(), w.lr);
     return loss;

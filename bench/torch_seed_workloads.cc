@@ -1,6 +1,6 @@
 // The yardstick for //bench:seed_workloads: the same four workloads in
 // LibTorch 1.13 (Debian's libtorch-dev, CPU), same command line, same output.
-//   torch_seed_workloads {lenet|conv1d|mlp|mobilenet} STEPS THREADS
+//   torch_seed_workloads {lenet|conv1d|mlp|mobilenet|gpt} STEPS THREADS
 // prints "NAME samples_per_s X". Never linked into cohort itself.
 #include <torch/torch.h>
 
@@ -105,6 +105,58 @@ struct MobileNet : torch::nn::Module {
   }
 };
 
+// gpt_tiny as cohort builds it (worker/zoo.h): token and learned position
+// embeddings, 4 pre-norm blocks (nn::MultiheadAttention with a causal mask,
+// MLP 4x with GELU), a final LayerNorm and the head tied to the token
+// embedding. LibTorch 1.13's C++ attention takes [L, N, D].
+struct Block : torch::nn::Module {
+  torch::nn::LayerNorm ln1{nullptr}, ln2{nullptr};
+  torch::nn::MultiheadAttention attn{nullptr};
+  torch::nn::Linear fc{nullptr}, proj{nullptr};
+  Block(int64_t d, int64_t heads) {
+    ln1 = register_module(
+        "ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    attn = register_module("attn", torch::nn::MultiheadAttention(d, heads));
+    ln2 = register_module(
+        "ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    fc = register_module("fc", torch::nn::Linear(d, 4 * d));
+    proj = register_module("proj", torch::nn::Linear(4 * d, d));
+  }
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& mask) {
+    torch::Tensor h = ln1(x);
+    x = x + std::get<0>(attn->forward(h, h, h, torch::Tensor(),
+                                      /*need_weights=*/false, mask));
+    return x + proj(torch::gelu(fc(ln2(x))));
+  }
+};
+
+struct Gpt : torch::nn::Module {
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  std::vector<std::shared_ptr<Block>> blocks;
+  torch::nn::LayerNorm ln{nullptr};
+  torch::Tensor mask;
+  Gpt(int64_t vocab, int64_t d, int64_t len, int64_t layers, int64_t heads) {
+    wte = register_module("wte", torch::nn::Embedding(vocab, d));
+    wpe = register_module("wpe", torch::nn::Embedding(len, d));
+    for (int64_t i = 0; i < layers; ++i) {
+      blocks.push_back(register_module("b" + std::to_string(i),
+                                       std::make_shared<Block>(d, heads)));
+    }
+    ln = register_module(
+        "ln", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    mask = torch::full({len, len}, -INFINITY).triu(1);
+  }
+  // ids [N, L] -> logits [L * N, V].
+  torch::Tensor forward(torch::Tensor ids) {
+    const int64_t len = ids.size(1);
+    torch::Tensor x =
+        (wte(ids) + wpe(torch::arange(len))).transpose(0, 1);  // [L, N, D]
+    for (auto& b : blocks) x = b->forward(x, mask);
+    x = ln(x);
+    return torch::matmul(x, wte->weight.t()).reshape({-1, wte->weight.size(0)});
+  }
+};
+
 template <typename Net>
 double Run(Net& net, torch::Tensor x, torch::Tensor y, bool mse, double lr,
            double momentum, int steps, int batch) {
@@ -127,12 +179,33 @@ double Run(Net& net, torch::Tensor x, torch::Tensor y, bool mse, double lr,
   return steps * batch / s;
 }
 
+// Next-token training of `net` on a fixed batch of random ids, AdamW.
+double RunGpt(Gpt& net, int steps, int batch, int len) {
+  torch::optim::AdamW opt(net.parameters(),
+                          torch::optim::AdamWOptions(1e-3).weight_decay(0.1));
+  torch::Tensor ids = torch::randint(0, 256, {batch, len});
+  torch::Tensor targets = torch::randint(0, 256, {len * batch});
+  auto step = [&] {
+    opt.zero_grad();
+    torch::Tensor loss = torch::cross_entropy_loss(net.forward(ids), targets);
+    loss.backward();
+    opt.step();
+  };
+  for (int i = 0; i < 5; ++i) step();  // warm-up
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  return steps * batch / s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr,
-                 "usage: %s {lenet|conv1d|mlp|mobilenet} STEPS THREADS\n",
+                 "usage: %s {lenet|conv1d|mlp|mobilenet|gpt} STEPS THREADS\n",
                  argv[0]);
     return 2;
   }
@@ -162,10 +235,14 @@ int main(int argc, char** argv) {
     MobileNet net;
     rate = Run(net, torch::randn({32, 3, 32, 32}), torch::randint(0, 10, {32}),
                false, 0.01, 0.9, steps, 32);
+  } else if (name == "gpt") {
+    Gpt net(256, 256, 256, 4, 4);
+    rate = RunGpt(net, steps, 8, 256);
   } else {
-    std::fprintf(stderr,
-                 "unknown workload \"%s\" (lenet, conv1d, mlp, mobilenet)\n",
-                 name.c_str());
+    std::fprintf(
+        stderr,
+        "unknown workload \"%s\" (lenet, conv1d, mlp, mobilenet, gpt)\n",
+        name.c_str());
     return 2;
   }
   std::printf("%s samples_per_s %.1f\n", name.c_str(), rate);

@@ -65,9 +65,10 @@ absl::Status ExportCheckpoint(const std::string& checkpoint,
     ASSIGN_OR_RETURN(const std::string bytes, OnnxModelBytes(trained));
     RETURN_IF_ERROR(WriteFileAtomically(out, bytes));
     std::printf(
-        "wrote %s: ONNX opset 13, input \"input\" [batch, %s], the "
+        "wrote %s: ONNX opset %d, input \"input\" [batch, %s], the "
         "step-%lld model in %s\n",
-        out.c_str(), absl::StrJoin(trained.input_shape, ", ").c_str(),
+        out.c_str(), kOnnxOpset,
+        absl::StrJoin(trained.input_shape, ", ").c_str(),
         static_cast<long long>(trained.step), checkpoint.c_str());
     return absl::OkStatus();
   }

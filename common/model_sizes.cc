@@ -175,13 +175,13 @@ absl::StatusOr<Inferred> InferPool1d(const PoolSpec& p, const Shape& in) {
 
 // LayerNorm: weight and bias of the per-sample shape; GroupNorm: per
 // channel (a flat input's features), and the groups must divide them.
-absl::StatusOr<Inferred> InferNorm(const Shape& in, bool affine,
-                                   int64_t groups) {
+absl::StatusOr<Inferred> InferNorm(const Shape& in, bool affine, int64_t groups,
+                                   const Shape& output = Shape()) {
   if (in.empty() || in.size() > 3) {
     return Unfit("it expects a per-sample input [F], [C, L] or [C, H, W]");
   }
   Inferred r;
-  r.output = Checked(in);
+  r.output = Checked(output.empty() ? in : output);
   if (groups > 0) {
     if (in[0] % groups != 0) {
       return Unfit(absl::StrCat("groups (", groups,
@@ -215,6 +215,105 @@ absl::StatusOr<Inferred> InferFlatten(const Shape& in) {
 
 absl::StatusOr<LayerSizes> InferLayer(const LayerSpec& l, const Shape& in);
 std::string Kind(const LayerSpec& l);
+
+// Sequences are {D, L} (worker/layers/layer.h).
+absl::Status CheckSequence(const Shape& in) {
+  if (in.size() == 2) return absl::OkStatus();
+  return Unfit(
+      "it expects a sequence {D, L} (features at each position), as an "
+      "embedding gives");
+}
+
+absl::StatusOr<Inferred> InferEmbedding(const EmbeddingSpec& e,
+                                        const Shape& in) {
+  if (e.vocab_size() <= 0 || e.dim() <= 0) {
+    return Unfit(absl::StrCat("vocab_size and dim must be positive, got ",
+                              e.vocab_size(), " and ", e.dim()));
+  }
+  if (in.size() != 2 || in[0] != 1) {
+    return Unfit(
+        "it expects token ids {1, L}, as the TOKENS data set gives; an "
+        "embedding is the model's first layer");
+  }
+  Inferred r;
+  r.output = {e.dim(), in[1]};
+  r.params = {CheckedInt(e.vocab_size()) * e.dim()};
+  r.no_decay = {true};
+  return r;
+}
+
+absl::StatusOr<Inferred> InferPositional(const Shape& in) {
+  RETURN_IF_ERROR(CheckSequence(in));
+  Inferred r;
+  r.output = Checked(in);
+  r.params = {CheckedInt(in[0]) * in[1]};
+  r.no_decay = {true};
+  return r;
+}
+
+absl::Status CheckHeads(int64_t heads, const Shape& in) {
+  RETURN_IF_ERROR(CheckSequence(in));
+  if (heads >= 1 && in[0] % heads == 0) return absl::OkStatus();
+  return Unfit(absl::StrCat("heads (", heads, ") must divide the features (",
+                            in[0], ")"));
+}
+
+// Attention's tensors (in_proj weight and bias, out_proj weight and bias)
+// and what its forward keeps per sample: Q, K and V, the probabilities of
+// every head, the heads' outputs and its output.
+void AddAttention(int64_t heads, const Shape& in, Inferred* r) {
+  const CheckedInt d = in[0], len = in[1];
+  r->params.insert(r->params.end(), {d * d * 3, d * 3, d * d, d});
+  r->no_decay.insert(r->no_decay.end(), {false, true, false, true});
+  *r->activations += d * len * 5 + CheckedInt(heads) * len * len;
+}
+
+absl::StatusOr<Inferred> InferAttention(const AttentionSpec& a,
+                                        const Shape& in) {
+  RETURN_IF_ERROR(CheckHeads(a.heads(), in));
+  Inferred r;
+  r.output = Checked(in);
+  r.activations = 0;
+  AddAttention(a.heads(), in, &r);
+  return r;
+}
+
+// ln1, attention, ln2, mlp.0 and mlp.2, in that order
+// (worker/layers/transformer_block.h).
+absl::StatusOr<Inferred> InferTransformerBlock(const TransformerBlockSpec& b,
+                                               const Shape& in) {
+  RETURN_IF_ERROR(CheckHeads(b.heads(), in));
+  const CheckedInt d = in[0], len = in[1];
+  const CheckedInt hidden = d * (b.mlp_ratio() > 0 ? b.mlp_ratio() : 4);
+  Inferred r;
+  r.output = Checked(in);
+  r.activations = 0;
+  r.params = {d, d};
+  r.no_decay = {true, true};
+  AddAttention(b.heads(), in, &r);
+  r.params.insert(r.params.end(), {d, d, hidden * d, hidden, d * hidden, d});
+  r.no_decay.insert(r.no_decay.end(), {true, true, false, true, false, true});
+  // ln1, the first residual sum, ln2, the hidden layer before and after
+  // GELU, and the output.
+  *r.activations += d * len * 4 + hidden * len * 2;
+  return r;
+}
+
+// The tied head borrows the first embedding's weight: no tensors of its
+// own. `vocab` and `dim` are that embedding's.
+absl::StatusOr<Inferred> InferTiedHead(int64_t vocab, int64_t dim,
+                                       const Shape& in) {
+  RETURN_IF_ERROR(CheckSequence(in));
+  if (in[0] != dim) {
+    return Unfit(absl::StrCat("its input has ", in[0],
+                              " features but the embedding it shares its "
+                              "weight with has dim ",
+                              dim));
+  }
+  Inferred r;
+  r.output = {vocab, in[1]};
+  return r;
+}
 
 // A residual block is a chain of convolutions, batch norms and ReLUs
 // (worker/layers/residual.h), and a shortcut convolution and batch norm
@@ -318,6 +417,8 @@ absl::StatusOr<Inferred> InferBranch(const BranchSpec& b, const Shape& in) {
       }
       out.params.insert(out.params.end(), s->param_tensors.begin(),
                         s->param_tensors.end());
+      out.no_decay.insert(out.no_decay.end(), s->param_no_decay.begin(),
+                          s->param_no_decay.end());
       *out.activations += s->activations;
       shape = s->output;
     }
@@ -372,7 +473,24 @@ absl::StatusOr<Inferred> InferKind(const LayerSpec& l, const Shape& in) {
     case LayerSpec::kAvgpool1D:
       return InferPool1d(l.avgpool1d(), in);
     case LayerSpec::kLayernorm:
+      if (l.layernorm().per_position()) {
+        RETURN_IF_ERROR(CheckSequence(in));
+        return InferNorm({in[0]}, !l.layernorm().no_affine(), 0, in);
+      }
       return InferNorm(in, !l.layernorm().no_affine(), 0);
+    case LayerSpec::kEmbedding:
+      return InferEmbedding(l.embedding(), in);
+    case LayerSpec::kPositionalEmbedding:
+      return InferPositional(in);
+    case LayerSpec::kAttention:
+      return InferAttention(l.attention(), in);
+    case LayerSpec::kTransformerBlock:
+      return InferTransformerBlock(l.transformer_block(), in);
+    case LayerSpec::kTiedLmHead:
+      // InferModelSizes handles the model's own layers.
+      return Unfit(
+          "a tied_lm_head must be one of the model's layers (not inside a "
+          "branch), after an embedding");
     case LayerSpec::kGroupnorm:
       if (l.groupnorm().groups() < 1) {
         return Unfit(absl::StrCat("groups must be positive, got ",
@@ -442,6 +560,22 @@ absl::StatusOr<LayerSizes> InferLayer(const LayerSpec& l, const Shape& in) {
           IsBiasOrNormParam(s.kind, i == 1 ? "bias" : "weight"));
     }
   }
+  return s;
+}
+
+// InferLayer, and a tied head after `embedding` (null: none yet).
+absl::StatusOr<LayerSizes> InferTopLayer(const LayerSpec& l,
+                                         const LayerSpec* embedding,
+                                         const Shape& in) {
+  if (!l.has_tied_lm_head()) return InferLayer(l, in);
+  if (embedding == nullptr) {
+    return Unfit("tied_lm_head needs an embedding layer before it");
+  }
+  ASSIGN_OR_RETURN(const Inferred r,
+                   InferTiedHead(embedding->embedding().vocab_size(),
+                                 embedding->embedding().dim(), in));
+  ASSIGN_OR_RETURN(LayerSizes s, Settle(r, in));
+  s.kind = Kind(l);
   return s;
 }
 
@@ -525,8 +659,12 @@ absl::StatusOr<ModelSizes> InferModelSizes(const std::vector<LayerSpec>& layers,
   m.input = input;
   CheckedInt params = 0, padded = 0, acts = 0;
   Shape shape = input;
+  const LayerSpec* embedding = nullptr;  // the first, which a tied head uses
   for (size_t i = 0; i < layers.size(); ++i) {
-    absl::StatusOr<LayerSizes> s = InferLayer(layers[i], shape);
+    absl::StatusOr<LayerSizes> s = InferTopLayer(layers[i], embedding, shape);
+    if (embedding == nullptr && layers[i].has_embedding()) {
+      embedding = &layers[i];
+    }
     if (s.ok() && !Accumulate(*s, &params, &padded, &acts)) {
       s = Unfit("the model's sizes pass 2^63 elements");
     }
@@ -556,6 +694,8 @@ Shape DataSampleShape(const DatasetSpec& data) {
       return Shape(data.numpy().shape().begin(), data.numpy().shape().end());
     case DatasetSpec::CSV:
       return {data.csv().features()};
+    case DatasetSpec::TOKENS:
+      return {1, data.tokens().context()};
     case DatasetSpec::IMAGE_FOLDER: {
       const ImageFolderSpec& f = data.image_folder();
       const int64_t side = f.image_size() > 0 ? f.image_size() : 224;

@@ -171,5 +171,73 @@ TEST(ModelSizes, FlagsBiasesAndNormParameters) {
   EXPECT_FALSE(IsBiasOrNormParam("linear", "weight"));
 }
 
+// Inside a branch too (MobileNet's inverted residuals hold batch norms).
+TEST(ModelSizes, FlagsNormParametersInsideBranches) {
+  std::vector<LayerSpec> layers(1);
+  BranchSpec* b = layers[0].mutable_branch();
+  b->set_combine(BranchSpec::SUM);
+  auto* path = b->add_paths();
+  ConvSpec* c = path->add_layers()->mutable_conv2d();
+  c->set_out_channels(3);
+  c->set_kernel(1);
+  path->add_layers()->mutable_batchnorm2d();
+  b->add_paths();
+  absl::StatusOr<ModelSizes> sizes = InferModelSizes(layers, {3, 4, 4});
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_EQ(sizes->ParamNoDecay(),
+            std::vector<bool>({false, true, true, true}));
+}
+
+// A GPT: embeddings and norms and biases are excluded from decay; the tied
+// head holds nothing; shapes follow the sequence layout {D, L}.
+TEST(ModelSizes, InfersATransformer) {
+  std::vector<LayerSpec> layers(5);
+  layers[0].mutable_embedding()->set_vocab_size(50);
+  layers[0].mutable_embedding()->set_dim(8);
+  layers[1].mutable_positional_embedding();
+  layers[2].mutable_transformer_block()->set_heads(2);
+  layers[3].mutable_layernorm()->set_per_position(true);
+  layers[4].mutable_tied_lm_head();
+  absl::StatusOr<ModelSizes> sizes = InferModelSizes(layers, {1, 6});
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_EQ(sizes->layers[0].output, Shape({8, 6}));
+  EXPECT_EQ(sizes->layers[4].output, Shape({50, 6}));
+  EXPECT_EQ(sizes->layers[4].param_tensors.size(), 0u);
+  EXPECT_EQ(
+      sizes->layers[2].param_tensors,
+      std::vector<int64_t>({8, 8, 192, 24, 64, 8, 8, 8, 256, 32, 256, 8}));
+  const std::vector<bool> want = {true,  true, true, true, false, true,
+                                  false, true, true, true, false, true,
+                                  false, true, true, true};
+  EXPECT_EQ(sizes->ParamNoDecay(), want);
+  EXPECT_EQ(sizes->parameters, 50 * 8 + 6 * 8 + 8 + 8 + 192 + 24 + 64 + 8 + 8 +
+                                   8 + 256 + 32 + 256 + 8 + 8 + 8);
+}
+
+TEST(ModelSizes, RefusesMisplacedTransformerLayers) {
+  std::vector<LayerSpec> head(1);
+  head[0].mutable_tied_lm_head();
+  absl::StatusOr<ModelSizes> s = InferModelSizes(head, {8, 6});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("needs an embedding layer before it"),
+            std::string::npos)
+      << s.status();
+  std::vector<LayerSpec> emb(1);
+  emb[0].mutable_embedding()->set_vocab_size(5);
+  emb[0].mutable_embedding()->set_dim(4);
+  s = InferModelSizes(emb, {3, 6});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("token ids {1, L}"), std::string::npos)
+      << s.status();
+  std::vector<LayerSpec> attn(2);
+  attn[0] = emb[0];
+  attn[1].mutable_attention()->set_heads(3);
+  s = InferModelSizes(attn, {1, 6});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("heads (3) must divide the features (4)"),
+            std::string::npos)
+      << s.status();
+}
+
 }  // namespace
 }  // namespace cohort

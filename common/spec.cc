@@ -197,6 +197,27 @@ absl::Status CheckLayer(const LayerSpec& l, const Scope& outer,
     }
     case LayerSpec::kDropout:
       return UnitInterval(s, l.dropout(), "p", l.dropout().p());
+    case LayerSpec::kEmbedding: {
+      const EmbeddingSpec& e = l.embedding();
+      // Ids travel as float32 between the loader and the embedding.
+      RETURN_IF_ERROR(Require(e.vocab_size() >= 1 && e.vocab_size() <= 1 << 24,
+                              s, e, "vocab_size", "in [1, 16777216]",
+                              e.vocab_size()));
+      return Positive(s, e, "dim", e.dim());
+    }
+    case LayerSpec::kAttention: {
+      const AttentionSpec& a = l.attention();
+      RETURN_IF_ERROR(Positive(s, a, "heads", a.heads()));
+      return UnitInterval(s, a, "dropout", a.dropout());
+    }
+    case LayerSpec::kTransformerBlock: {
+      const TransformerBlockSpec& b = l.transformer_block();
+      RETURN_IF_ERROR(Positive(s, b, "heads", b.heads()));
+      RETURN_IF_ERROR(Require(b.mlp_ratio() >= 0 && b.mlp_ratio() <= 64, s, b,
+                              "mlp_ratio", "in [1, 64] (0: 4)", b.mlp_ratio()));
+      RETURN_IF_ERROR(UnitInterval(s, b, "dropout", b.dropout()));
+      return NonNegative(s, b, "eps", b.eps());
+    }
     case LayerSpec::kResidual: {
       const ResidualSpec& r = l.residual();
       RETURN_IF_ERROR(Positive(s, r, "out_channels", r.out_channels()));
@@ -463,6 +484,12 @@ absl::Status CheckLoss(const JobSpec& j, const Scope& s) {
   const LossKind kind =
       j.has_loss() ? j.loss() : (floats ? MSE : CROSS_ENTROPY);
   const std::string loss = LossKind_Name(kind);
+  if (j.data().kind() == DatasetSpec::TOKENS && kind != CROSS_ENTROPY) {
+    return s.Error(j, "loss", -1,
+                   absl::StrCat("must be CROSS_ENTROPY for TOKENS data "
+                                "(next-token prediction), got ",
+                                loss));
+  }
   if (kind == CROSS_ENTROPY && floats) {
     return s.Error(j, "loss", -1,
                    "CROSS_ENTROPY needs class labels, but the data has float "
@@ -491,7 +518,9 @@ absl::Status CheckControl(const JobSpec& j, const Scope& s) {
     const LossKind kind =
         j.has_loss() ? j.loss() : (floats ? MSE : CROSS_ENTROPY);
     std::vector<std::string> given = {"loss"};
-    if (!floats) {
+    if (j.data().kind() == DatasetSpec::TOKENS) {
+      given.insert(given.end(), {"accuracy", "perplexity"});
+    } else if (!floats) {
       given.insert(given.end(), {"accuracy", "top5_accuracy"});
     } else if (kind == BCE_WITH_LOGITS) {
       given.push_back("accuracy");

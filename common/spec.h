@@ -74,6 +74,11 @@ void FillClusterDefaults(ClusterSpec* cluster);
 // it for kind IMAGE_FOLDER, the loader on specs built in code.
 void FillImageFolderDefaults(ImageFolderSpec* spec);
 
+// Fills the token data defaults (vocabulary 256 for BYTES, stride =
+// context, val_fraction 0.1 without a test file). Idempotent; FillJobDefaults
+// calls it for kind TOKENS, LoadTokens on specs built in code.
+void FillTokensDefaults(TokensSpec* spec);
+
 // Fills every default documented in proto/job.proto (the cluster's too).
 // Idempotent. ParseJobSpec calls it after validation.
 void FillJobDefaults(JobSpec* spec);

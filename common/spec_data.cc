@@ -153,6 +153,34 @@ absl::Status CheckImageFolder(const ImageFolderSpec& f, const Scope& s) {
   return absl::OkStatus();
 }
 
+absl::Status CheckTokens(const TokensSpec& t, const Scope& s) {
+  RETURN_IF_ERROR(Require(!t.train().empty(), s, t, "train",
+                          "the training file (text, .bin or .npy)", "none"));
+  RETURN_IF_ERROR(Require(TokensSpec::Format_IsValid(t.format()), s, t,
+                          "format", "BYTES, UINT16 or UINT32", t.format()));
+  RETURN_IF_ERROR(Require(t.context() >= 1 && t.context() <= (1 << 20), s, t,
+                          "context", "in [1, 1048576]", t.context()));
+  RETURN_IF_ERROR(Require(t.stride() >= 0 && t.stride() <= (1 << 20), s, t,
+                          "stride", "in [1, 1048576] (0: context)",
+                          t.stride()));
+  RETURN_IF_ERROR(Require(std::isfinite(t.val_fraction()) &&
+                              t.val_fraction() >= 0 && t.val_fraction() < 1,
+                          s, t, "val_fraction",
+                          "in (0, 1) (0: 0.1 without a test file)",
+                          t.val_fraction()));
+  RETURN_IF_ERROR(OnlyFor(t.test().empty(), t.val_fraction() != 0, s, t,
+                          "val_fraction", "no test file", "a test file"));
+  if (t.format() == TokensSpec::BYTES) {
+    return Require(t.vocab_size() >= 0 && t.vocab_size() <= 256, s, t,
+                   "vocab_size", "in [2, 256] for BYTES (0: 256)",
+                   t.vocab_size());
+  }
+  // Ids travel as float32 between the loader and the embedding.
+  return Require(t.vocab_size() >= 2 && t.vocab_size() <= (1 << 24), s, t,
+                 "vocab_size", "in [2, 16777216] for UINT16 and UINT32 ids",
+                 t.vocab_size());
+}
+
 }  // namespace
 
 absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
@@ -167,6 +195,18 @@ absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
   RETURN_IF_ERROR(OnlyFor(numpy, d.has_numpy(), s, d, "numpy", "NUMPY", kind));
   bool csv = d.kind() == DatasetSpec::CSV;
   RETURN_IF_ERROR(OnlyFor(csv, d.has_csv(), s, d, "csv", "CSV", kind));
+  bool tokens = d.kind() == DatasetSpec::TOKENS;
+  RETURN_IF_ERROR(
+      OnlyFor(tokens, d.has_tokens(), s, d, "tokens", "TOKENS", kind));
+  if (tokens) {
+    if (!d.has_tokens()) {
+      return s.Error(d, "tokens", -1,
+                     "kind TOKENS needs a tokens { train context } block");
+    }
+    RETURN_IF_ERROR(Require(d.no_normalize() == false, s, d, "no_normalize",
+                            "unset (token ids are never normalised)", "true"));
+    return CheckTokens(d.tokens(), s.Nested(d, "tokens", -1));
+  }
   bool images = d.kind() == DatasetSpec::IMAGE_FOLDER;
   RETURN_IF_ERROR(OnlyFor(images, d.has_image_folder(), s, d, "image_folder",
                           "IMAGE_FOLDER", kind));

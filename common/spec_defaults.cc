@@ -117,6 +117,7 @@ void FillJobDefaults(JobSpec* j) {
   if (d->kind() == DatasetSpec::IMAGE_FOLDER) {
     FillImageFolderDefaults(d->mutable_image_folder());
   }
+  if (d->kind() == DatasetSpec::TOKENS) FillTokensDefaults(d->mutable_tokens());
   OptimizerSpec* o = j->mutable_optimizer();
   switch (o->kind()) {
     case OptimizerSpec::ADAM:
@@ -145,6 +146,14 @@ void FillJobDefaults(JobSpec* j) {
     j->mutable_eval()->set_batch_size(
         std::min<int64_t>(1000, 4 * int64_t{j->batch_size()}));
   }
+}
+
+void FillTokensDefaults(TokensSpec* t) {
+  if (t->vocab_size() == 0 && t->format() == TokensSpec::BYTES) {
+    t->set_vocab_size(256);
+  }
+  if (t->stride() == 0) t->set_stride(t->context());
+  if (t->test().empty() && t->val_fraction() == 0) t->set_val_fraction(0.1f);
 }
 
 void FillImageFolderDefaults(ImageFolderSpec* f) {

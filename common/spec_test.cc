@@ -64,9 +64,9 @@ TEST(ParseJobSpec, ReportsUnknownEnumName) {
 }
 
 TEST(ParseJobSpec, RejectsUnknownEnumNumber) {
-  EXPECT_EQ(ErrorOf(Valid("data { kind: 7 }\n")),
+  EXPECT_EQ(ErrorOf(Valid("data { kind: 9 }\n")),
             "jobs/x.textproto:6:8: data.kind must be one of SYNTHETIC, MNIST, "
-            "CIFAR10, NUMPY, CSV, IMAGE_FOLDER, got 7");
+            "CIFAR10, NUMPY, CSV, IMAGE_FOLDER, TOKENS, got 9");
 }
 
 TEST(ParseJobSpec, PointsAtInvalidTopLevelValue) {
@@ -852,6 +852,62 @@ TEST(ParseJobSpec, ChecksTheLossAgainstTheTargets) {
                              "\"b\" target: \"y\" regression: true "
                              "classes: 2 features: 3 } }\n"),
               HasSubstr("data.csv.classes must be 0 with regression: true"));
+}
+
+// Kind TOKENS and the transformer layers: each field checked where it is
+// written, the defaults filled, and the loss and metrics a language model
+// has.
+TEST(ParseJobSpec, ChecksTokenDataAndTransformerLayers) {
+  const std::string head =
+      "name: \"t\"\nbatch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n";
+  auto job = [&](const std::string& tokens, const std::string& layer) {
+    return head +
+           "data { kind: TOKENS\n"  // 5
+           "tokens { " +
+           tokens +  // 6
+           " } }\n"
+           "model { layers { embedding { vocab_size: 256 dim: 8 } }\n"  // 7
+           "layers { " +
+           layer +  // 8
+           " }\n"
+           "layers { tied_lm_head {} } }\n";  // 9
+  };
+  const std::string block = "transformer_block { heads: 2 }";
+  EXPECT_EQ(ErrorOf(job("train: \"a.txt\" context: 16", block)), "OK");
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(job("train: \"a.txt\" context: 16", block), kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->data().tokens().vocab_size(), 256);
+  EXPECT_EQ(spec->data().tokens().stride(), 16);
+  EXPECT_FLOAT_EQ(spec->data().tokens().val_fraction(), 0.1f);
+  EXPECT_EQ(spec->loss(), CROSS_ENTROPY);
+  EXPECT_EQ(ErrorOf(job("context: 16", block)),
+            "jobs/x.textproto:6:1: data.tokens.train must be the training "
+            "file (text, .bin or .npy), got none (missing)");
+  EXPECT_EQ(ErrorOf(job("train: \"a\" context: 0", block)),
+            "jobs/x.textproto:6:21: data.tokens.context must be in [1, "
+            "1048576], got 0");
+  EXPECT_EQ(ErrorOf(job("train: \"a\" context: 4 format: UINT16", block)),
+            "jobs/x.textproto:6:1: data.tokens.vocab_size must be in [2, "
+            "16777216] for UINT16 and UINT32 ids, got 0 (missing)");
+  EXPECT_EQ(ErrorOf(job("train: \"a\" test: \"b\" val_fraction: 0.2 "
+                        "context: 4",
+                        block)),
+            "jobs/x.textproto:6:31: data.tokens.val_fraction applies only to "
+            "no test file, got kind a test file");
+  EXPECT_EQ(
+      ErrorOf(job("train: \"a\" context: 4", "transformer_block { heads: 0 }")),
+      "jobs/x.textproto:8:30: model.layers[1].transformer_block.heads "
+      "must be > 0, got 0");
+  EXPECT_EQ(ErrorOf(job("train: \"a\" context: 4", "attention { heads: 3 }")),
+            "jobs/x.textproto:8:1: layer 1 (attention) cannot take input "
+            "of shape [8, 4]: heads (3) must divide the features (8)");
+  EXPECT_EQ(ErrorOf(job("train: \"a\" context: 4", block) + "loss: MSE\n"),
+            "jobs/x.textproto:10:1: loss must be CROSS_ENTROPY for TOKENS "
+            "data (next-token prediction), got MSE");
+  EXPECT_EQ(ErrorOf(job("train: \"a\" context: 4", block) +
+                    "eval { metric: \"perplexity\" }\n"),
+            "OK");
 }
 
 // Kind IMAGE_FOLDER: each field checked where it is written, the sample

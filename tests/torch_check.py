@@ -10,7 +10,10 @@ The torch model is built from the layer list the export records
 (metadata cohort.layers) with sizes from the tensors' shapes: every layer
 kind, residual blocks as torchvision's BasicBlock and Bottleneck, branch
 blocks as a ModuleList of Sequential paths (grouped and dilated
-convolutions included). MODEL only
+convolutions included), and the transformer layers (issue 21) on cohort's
+per-sample [N, D, L] layout, transposed to torch's [N, L, D] around
+nn.LayerNorm and nn.MultiheadAttention, token ids arriving as floats
+[N, 1, L], and the tied head sharing the embedding's weight. MODEL only
 names the case in the printed line. Prints the largest difference and exits
 1 above 1e-4 relative (to the output's largest magnitude).
 """
@@ -106,11 +109,116 @@ class Branch(nn.Module):
         return torch.cat(outs, dim=1)
 
 
-def make_layer(layer, prefix, tensors, in_shape):
+class TokenEmbedding(nn.Embedding):
+    """cohort's embedding {vocab_size, dim}: float ids [N, 1, L] ->
+    [N, D, L]; weight {V, D}."""
+
+    def forward(self, x):
+        return super().forward(x[:, 0, :].long()).transpose(1, 2)
+
+
+class PositionalEmbedding(nn.Embedding):
+    """cohort's positional_embedding: [N, D, L] plus weight {L, D}
+    (nn.Embedding(L, D) at positions 0..L-1)."""
+
+    def forward(self, x):
+        return x + self.weight.t().unsqueeze(0)
+
+
+class PositionLayerNorm(nn.LayerNorm):
+    """cohort's layernorm { per_position: true }: nn.LayerNorm(C) at each
+    position of [N, C, L]."""
+
+    def forward(self, x):
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
+class Attention(nn.MultiheadAttention):
+    """cohort's attention: nn.MultiheadAttention(D, H, dropout,
+    batch_first=True) self-attention, causal unless bidirectional, on
+    [N, D, L]; its own state_dict names (in_proj_weight, out_proj.bias...)."""
+
+    def __init__(self, dim, heads, dropout, causal):
+        super().__init__(dim, heads, dropout=dropout, batch_first=True)
+        self.causal = causal
+
+    def attend(self, x):
+        """On torch's [N, L, D]."""
+        mask = None
+        if self.causal:
+            n = x.shape[1]
+            mask = torch.triu(torch.full((n, n), float("-inf")), diagonal=1)
+        return super().forward(x, x, x, attn_mask=mask,
+                               need_weights=False)[0]
+
+    def forward(self, x):
+        return self.attend(x.transpose(1, 2)).transpose(1, 2)
+
+
+class TransformerBlock(nn.Module):
+    """cohort's transformer_block: the pre-norm GPT block
+    h = x + drop(attn(ln1(x))), y = h + drop(mlp(ln2(h))) on [N, D, L]."""
+
+    def __init__(self, dim, heads, ratio, dropout, causal, eps):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim, eps=eps)
+        self.attn = Attention(dim, heads, dropout, causal)
+        self.ln2 = nn.LayerNorm(dim, eps=eps)
+        self.mlp = nn.Sequential(nn.Linear(dim, ratio * dim), nn.GELU(),
+                                 nn.Linear(ratio * dim, dim))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        h = x.transpose(1, 2)
+        h = h + self.drop(self.attn.attend(self.ln1(h)))
+        return (h + self.drop(self.mlp(self.ln2(h)))).transpose(1, 2)
+
+
+class TiedLMHead(nn.Module):
+    """cohort's tied_lm_head: logits [N, V, L] = E x with the model's first
+    embedding's weight E {V, D}. The embedding is held in a list, not as a
+    submodule, so the state_dict has nothing of the head's own (as cohort's
+    export: the tied weight is written once, under the embedding's name)."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.tied = [embedding]
+
+    def forward(self, x):
+        return torch.einsum("vd,ndl->nvl", self.tied[0].weight, x)
+
+
+def make_layer(layer, prefix, tensors, in_shape, ctx=None):
     """The torch module of one cohort layer whose tensors are named
     PREFIX.NAME, on per-sample inputs of shape `in_shape` (LayerNorm and
-    GroupNorm take their sizes from it)."""
+    GroupNorm take their sizes from it). The transformer layers take their
+    sizes from the spec and `in_shape` alone (so a model can be built
+    without tensors); `ctx` holds the model's first embedding module for a
+    tied head."""
     (kind, a), = layer.items()
+    ctx = {} if ctx is None else ctx
+    if kind == "embedding":
+        return TokenEmbedding(a["vocab_size"], a["dim"])
+    if kind == "positional_embedding":
+        return PositionalEmbedding(in_shape[1], in_shape[0])
+    if kind == "layernorm" and a.get("per_position", False):
+        return PositionLayerNorm(in_shape[0], eps=a.get("eps", 1e-5),
+                                 elementwise_affine=not a.get("no_affine",
+                                                              False))
+    if kind == "attention":
+        return Attention(in_shape[0], a["heads"], a.get("dropout", 0.0),
+                         not a.get("bidirectional", False))
+    if kind == "transformer_block":
+        return TransformerBlock(in_shape[0], a["heads"],
+                                a.get("mlp_ratio", 4) or 4,
+                                a.get("dropout", 0.0),
+                                not a.get("bidirectional", False),
+                                a.get("eps", 1e-5) or 1e-5)
+    if kind == "tied_lm_head":
+        if "embedding" not in ctx:
+            raise SystemExit("%s: tied_lm_head without an embedding before it"
+                             % prefix)
+        return TiedLMHead(ctx["embedding"])
     w = tensors.get(prefix + ".weight")
     has_bias = prefix + ".bias" in tensors
     if kind == "linear":
@@ -163,16 +271,18 @@ def make_layer(layer, prefix, tensors, in_shape):
         return BasicBlock(c1.shape[1], out, a.get("stride", 1))
     if kind == "branch":
         paths = [sequence(path.get("layers", []), "%s.paths.%d." % (prefix, p),
-                          tensors, in_shape)
+                          tensors, in_shape, ctx)
                  for p, path in enumerate(a.get("paths", []))]
         return Branch(paths, a.get("combine", "CONCAT"))
     raise SystemExit("no torch form for layer kind " + kind)
 
 
-def sequence(layers, prefix, tensors, in_shape):
+def sequence(layers, prefix, tensors, in_shape, ctx=None):
     """An nn.Sequential of `layers` (tensors PREFIX + index + .NAME), each
     layer's input shape found by passing a zero sample through the ones
-    before it."""
+    before it (zero ids for a token model). Wires a tied head to the
+    model's first embedding."""
+    ctx = {} if ctx is None else ctx
     mods = []
     x = torch.zeros((1,) + tuple(in_shape))
     for i, layer in enumerate(layers):
@@ -180,13 +290,16 @@ def sequence(layers, prefix, tensors, in_shape):
             with torch.no_grad():
                 x = mods[-1].eval()(x)
         mods.append(make_layer(layer, prefix + str(i), tensors,
-                               tuple(x.shape[1:])))
+                               tuple(x.shape[1:]), ctx))
+        if isinstance(mods[-1], TokenEmbedding):
+            ctx.setdefault("embedding", mods[-1])
     return nn.Sequential(*mods)
 
 
 def from_layers(layers, tensors, input_shape):
     """The nn.Sequential of cohort's layer list (the export's cohort.layers
-    metadata), sizes read from the tensors' shapes and the input shape."""
+    metadata), sizes read from the tensors' shapes and the input shape
+    (the transformer layers' from the specs: `tensors` may be empty)."""
     return sequence(layers, "", tensors, input_shape)
 
 

@@ -18,8 +18,11 @@ import torch
 from torch import nn
 
 
-def save(path, state):
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
+def save(path, state, metadata=None):
+    """`metadata` (strings) joins the header's __metadata__."""
+    meta = {"format": "pt"}
+    meta.update(metadata or {})
+    header, blobs, offset = {"__metadata__": meta}, [], 0
     for name, t in state.items():
         a = t.detach().numpy()
         dtype = {"float32": "F32", "int64": "I64"}[str(a.dtype)]

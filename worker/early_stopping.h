@@ -24,8 +24,8 @@ namespace cohort {
 
 // The metrics an evaluation can drive control with, in a fixed order (the
 // index travels in the elastic agreement).
-inline constexpr std::array<absl::string_view, 6> kControlMetrics = {
-    "loss", "accuracy", "top5_accuracy", "mse", "mae", "r2"};
+inline constexpr std::array<absl::string_view, 7> kControlMetrics = {
+    "loss", "accuracy", "top5_accuracy", "mse", "mae", "r2", "perplexity"};
 
 // Index of `metric` in kControlMetrics, or -1.
 int ControlMetricIndex(absl::string_view metric);

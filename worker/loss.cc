@@ -97,6 +97,104 @@ T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
   return n > 0 ? static_cast<T>(total / static_cast<double>(n)) : T(0);
 }
 
+namespace {
+
+// Columns [j0, j0 + b) of SequenceCrossEntropy's {V, C} logits `x`; returns
+// the block's summed loss. `m`, `sum`, `shifted` and `best` are scratch of
+// b entries; `g` (or null) the gradient of the same layout as `x`.
+template <typename T>
+double SequenceBlock(const T* x, int64_t v_count, int64_t cols, int64_t j0,
+                     int64_t b, const float* targets, T smooth, T scale, T* g,
+                     T* m, double* sum, double* shifted, int64_t* best,
+                     int64_t* hits) {
+  for (int64_t j = 0; j < b; ++j) {
+    m[j] = x[j0 + j];
+    best[j] = 0;
+  }
+  for (int64_t v = 1; v < v_count; ++v) {
+    const T* row = x + v * cols + j0;
+    for (int64_t j = 0; j < b; ++j) {
+      if (row[j] > m[j]) {
+        m[j] = row[j];
+        best[j] = v;
+      }
+    }
+  }
+  std::fill(sum, sum + b, 0.0);
+  std::fill(shifted, shifted + b, 0.0);
+  for (int64_t v = 0; v < v_count; ++v) {
+    const T* row = x + v * cols + j0;
+    T* grow = g != nullptr ? g + v * cols + j0 : nullptr;
+    for (int64_t j = 0; j < b; ++j) {
+      const T d = row[j] - m[j];
+      const T e = std::exp(d);
+      sum[j] += e;
+      shifted[j] += d;
+      if (grow != nullptr) grow[j] = e;
+    }
+  }
+  double total = 0;
+  for (int64_t j = 0; j < b; ++j) {
+    const int64_t label = static_cast<int64_t>(targets[j0 + j]);
+    CHECK(label >= 0 && label < v_count && label == targets[j0 + j])
+        << "SequenceCrossEntropy: target " << targets[j0 + j] << " of position "
+        << j0 + j << " is not an id in [0, " << v_count << ")";
+    const double log_sum = std::log(sum[j]);
+    const double nll =
+        log_sum - static_cast<double>(x[label * cols + j0 + j] - m[j]);
+    total += smooth == 0 ? nll
+                         : (1 - static_cast<double>(smooth)) * nll +
+                               smooth * (log_sum - shifted[j] / v_count);
+    *hits += best[j] == label;
+  }
+  if (g == nullptr) return total;
+  const T spread = scale * smooth / static_cast<T>(v_count);
+  for (int64_t j = 0; j < b; ++j) m[j] = static_cast<T>(scale / sum[j]);
+  for (int64_t v = 0; v < v_count; ++v) {
+    T* grow = g + v * cols + j0;
+    for (int64_t j = 0; j < b; ++j) grow[j] = grow[j] * m[j] - spread;
+  }
+  for (int64_t j = 0; j < b; ++j) {
+    const int64_t label = static_cast<int64_t>(targets[j0 + j]);
+    g[label * cols + j0 + j] -= scale * (1 - smooth);
+  }
+  return total;
+}
+
+}  // namespace
+
+template <typename T>
+T SequenceCrossEntropy(const BasicTensor<T>& logits,
+                       absl::Span<const float> targets, BasicTensor<T>* grad,
+                       int64_t* correct, T label_smoothing) {
+  CHECK_EQ(logits.rank(), 3)
+      << "SequenceCrossEntropy: logits " << ShapeString(logits.shape());
+  const int64_t v_count = logits.dim(0);
+  const int64_t cols = logits.dim(1) * logits.dim(2);
+  CHECK_EQ(static_cast<int64_t>(targets.size()), cols)
+      << "SequenceCrossEntropy: " << targets.size() << " targets for " << cols
+      << " positions";
+  if (grad != nullptr) EnsureShape(grad, logits.shape());
+  if (cols == 0) return T(0);
+  // 256 columns: the block's rows stay in L1 between the passes.
+  constexpr int64_t kBlock = 256;
+  T m[kBlock];
+  double sum[kBlock], shifted[kBlock];
+  int64_t best[kBlock];
+  const T scale = T(1) / static_cast<T>(cols);
+  double total = 0;
+  int64_t hits = 0;
+  for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+    const int64_t b = std::min(kBlock, cols - j0);
+    total += SequenceBlock(logits.data(), v_count, cols, j0, b, targets.data(),
+                           label_smoothing, scale,
+                           grad != nullptr ? grad->data() : nullptr, m, sum,
+                           shifted, best, &hits);
+  }
+  if (correct != nullptr) *correct += hits;
+  return static_cast<T>(total / static_cast<double>(cols));
+}
+
 template <typename T>
 T MeanSquaredError(const BasicTensor<T>& pred, const BasicTensor<T>& target,
                    BasicTensor<T>* grad) {
@@ -182,6 +280,12 @@ template float SoftmaxCrossEntropy<float>(const Tensor&,
 template double SoftmaxCrossEntropy<double>(const TensorD&,
                                             absl::Span<const int32_t>, TensorD*,
                                             int64_t*, double);
+template float SequenceCrossEntropy<float>(const Tensor&,
+                                           absl::Span<const float>, Tensor*,
+                                           int64_t*, float);
+template double SequenceCrossEntropy<double>(const TensorD&,
+                                             absl::Span<const float>, TensorD*,
+                                             int64_t*, double);
 template int64_t CountTopK<float>(const Tensor&, absl::Span<const int32_t>,
                                   int);
 template int64_t CountTopK<double>(const TensorD&, absl::Span<const int32_t>,

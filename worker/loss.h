@@ -26,6 +26,19 @@ T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
                       absl::Span<const int32_t> labels, BasicTensor<T>* grad,
                       int64_t* correct = nullptr, T label_smoothing = 0);
 
+// Mean over every position of softmax cross-entropy for sequences (a
+// language model's next-token loss): logits {V, N, L} in the channel-major
+// sequence layout (worker/layers/layer.h), `targets` the N * L class ids as
+// floats (column n * L + t), each in [0, V) (a CHECK failure otherwise: the
+// data set validates ids when it opens its files). Label smoothing,
+// `correct` (positions whose first maximal logit is the target) and the
+// numerics are those of SoftmaxCrossEntropy; the columns are processed in
+// blocks so every pass reads contiguous rows.
+template <typename T>
+T SequenceCrossEntropy(const BasicTensor<T>& logits,
+                       absl::Span<const float> targets, BasicTensor<T>* grad,
+                       int64_t* correct = nullptr, T label_smoothing = 0);
+
 // Rows of `logits` {N, K} whose label is among their k largest logits
 // (ties broken towards the lower index, as torch.topk on CPU).
 template <typename T>

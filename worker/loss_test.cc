@@ -212,5 +212,50 @@ TEST(SoftmaxCrossEntropy, SmoothedGradientMatchesFiniteDifferences) {
   }
 }
 
+// The sequence loss over {V, N, L} equals the row loss over the same
+// logits transposed to {N * L, V}: value, gradient and hits, with and
+// without label smoothing.
+TEST(SequenceCrossEntropy, EqualsTheRowLossOverEveryPosition) {
+  const int64_t v = 7, n = 3, len = 130;  // 390 columns: two blocks
+  TensorD seq({v, n, len}), rows({n * len, v});
+  std::vector<float> targets(n * len);
+  std::vector<int32_t> labels(n * len);
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (int64_t j = 0; j < n * len; ++j) {
+    labels[j] = static_cast<int32_t>(next() * v);
+    targets[j] = static_cast<float>(labels[j]);
+    for (int64_t c = 0; c < v; ++c) {
+      const double x = 8 * next() - 4;
+      seq[c * n * len + j] = x;
+      rows[j * v + c] = x;
+    }
+  }
+  for (double smooth : {0.0, 0.1}) {
+    TensorD g_seq, g_rows;
+    int64_t hits_seq = 0, hits_rows = 0;
+    const double a =
+        SequenceCrossEntropy<double>(seq, targets, &g_seq, &hits_seq, smooth);
+    const double b =
+        SoftmaxCrossEntropy<double>(rows, labels, &g_rows, &hits_rows, smooth);
+    EXPECT_NEAR(a, b, 1e-12);
+    EXPECT_EQ(hits_seq, hits_rows);
+    EXPECT_GT(hits_seq, 0);
+    ASSERT_EQ(g_seq.shape(), Shape({v, n, len}));
+    for (int64_t j = 0; j < n * len; ++j) {
+      for (int64_t c = 0; c < v; ++c) {
+        ASSERT_NEAR(g_seq[c * n * len + j], g_rows[j * v + c], 1e-15)
+            << "column " << j << " class " << c;
+      }
+    }
+    EXPECT_NEAR(
+        SequenceCrossEntropy<double>(seq, targets, nullptr, nullptr, smooth), a,
+        1e-15);
+  }
+}
+
 }  // namespace
 }  // namespace cohort

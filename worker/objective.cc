@@ -30,7 +30,9 @@ int64_t CountTop1(const Tensor& out, const std::vector<int32_t>& labels) {
 
 // The mean of sample `index`'s target elements (0 for class data).
 double TargetMean(const Dataset& data, int64_t index) {
-  if (!data.float_targets() || data.size() <= index) return 0;
+  if (!data.float_targets() || data.token_targets() || data.size() <= index) {
+    return 0;
+  }
   std::vector<float> x(NumElements(data.sample_shape()));
   std::vector<float> t(NumElements(data.target_shape()));
   SampleOut out;
@@ -49,12 +51,26 @@ Objective::Objective(const JobSpec& spec, const Dataset& test)
       label_smoothing_(spec.label_smoothing()),
       huber_delta_(spec.huber_delta() > 0 ? spec.huber_delta() : 1.0f),
       float_targets_(test.float_targets()),
+      token_targets_(test.token_targets()),
       target_shape_(test.target_shape()),
       target_elements_(float_targets_ ? NumElements(target_shape_) : 0),
       classes_(test.num_classes()),
       reference_(TargetMean(test, 0)) {}
 
 absl::Status Objective::CheckModelOutput(const Shape& out) const {
+  if (token_targets_) {
+    // Logits per position: {vocabulary, positions}.
+    const Shape want = {classes_, target_shape_[0]};
+    if (out != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the model's output per sample is ", ShapeString(out),
+          " but next-token prediction over a vocabulary of ", classes_, " at ",
+          target_shape_[0], " positions needs ", ShapeString(want),
+          " (end with tied_lm_head, or conv1d { out_channels: ", classes_,
+          " kernel: 1 })"));
+    }
+    return absl::OkStatus();
+  }
   if (float_targets_) {
     // Outputs are compared with targets element by element, and both are
     // laid out by their shape (loader.h): the shapes must agree.
@@ -94,6 +110,13 @@ const Tensor& Objective::Targets(const Tensor& out, const Batch& batch,
 
 double Objective::Loss(const Tensor& out, const Batch& batch, Tensor* grad,
                        Tensor* scratch, int64_t* correct) const {
+  if (token_targets_) {
+    // Training accuracy counts samples; per-token accuracy is an
+    // evaluation metric only.
+    return SequenceCrossEntropy<float>(
+        out, absl::MakeConstSpan(batch.targets.data(), batch.targets.size()),
+        grad, nullptr, label_smoothing_);
+  }
   if (kind_ == CROSS_ENTROPY) {
     return SoftmaxCrossEntropy<float>(out, batch.labels, grad, correct,
                                       label_smoothing_);
@@ -110,6 +133,18 @@ void Objective::Accumulate(const Tensor& out, const Batch& batch,
   double* v = sums->v;
   const int64_t n = batch.size();
   v[EvalSums::kSamples] += n;
+  if (token_targets_) {
+    int64_t hits = 0;
+    v[EvalSums::kLoss] +=
+        SequenceCrossEntropy<float>(
+            out,
+            absl::MakeConstSpan(batch.targets.data(), batch.targets.size()),
+            nullptr, &hits, label_smoothing_) *
+        n;
+    v[EvalSums::kTop1] += static_cast<double>(hits);
+    v[EvalSums::kElements] += static_cast<double>(batch.targets.size());
+    return;
+  }
   v[EvalSums::kLoss] += Loss(out, batch, nullptr, scratch, nullptr) * n;
   if (!float_targets_) {
     v[EvalSums::kTop1] += CountTop1(out, batch.labels);
@@ -143,6 +178,16 @@ Metrics Objective::Finish(const EvalSums& sums) const {
   const double n = v[EvalSums::kSamples];
   if (n <= 0) return {};
   Metrics m = {{"loss", v[EvalSums::kLoss] / n}};
+  if (token_targets_) {
+    // Every window has the same length, so the mean over samples is the
+    // mean over tokens. Perplexity is exp of the mean loss per token (with
+    // label smoothing, of the smoothed loss).
+    if (v[EvalSums::kElements] > 0) {
+      m.emplace_back("accuracy", v[EvalSums::kTop1] / v[EvalSums::kElements]);
+    }
+    m.emplace_back("perplexity", std::exp(v[EvalSums::kLoss] / n));
+    return m;
+  }
   if (!float_targets_) {
     m.emplace_back("accuracy", v[EvalSums::kTop1] / n);
     // With five classes or fewer every label is in the top five.

@@ -1,7 +1,7 @@
 // The job's objective on a batch: the training loss with its gradient, and
 // the evaluation metrics the task calls for (top-1 and top-5 accuracy for
 // classes; MSE, MAE and R² for regression; per-element accuracy for
-// multi-label BCE).
+// multi-label BCE; per-token accuracy and perplexity for token sequences).
 //
 // Shared by the engines, so that every device computes the same numbers.
 // Ownership: a value type holding the loss settings and the target layout.
@@ -50,7 +50,7 @@ struct EvalSums {
 };
 
 // A named result of an evaluation ("accuracy", "top5_accuracy", "loss",
-// "mse", "mae", "r2").
+// "mse", "mae", "r2", "perplexity").
 using Metrics = std::vector<std::pair<std::string, double>>;
 
 class Objective {
@@ -91,6 +91,7 @@ class Objective {
   float label_smoothing_;
   float huber_delta_;
   bool float_targets_;
+  bool token_targets_;       // a class per target element (Dataset)
   Shape target_shape_;       // empty for class labels
   int64_t target_elements_;  // per sample, float targets only
   int classes_;

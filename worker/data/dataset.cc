@@ -9,6 +9,7 @@
 #include "worker/data/mnist.h"
 #include "worker/data/numpy_dataset.h"
 #include "worker/data/synthetic.h"
+#include "worker/data/tokens_dataset.h"
 
 namespace cohort {
 namespace {
@@ -48,7 +49,7 @@ absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("data.kind ", static_cast<int>(spec.kind()),
                      " is not a known data set kind (SYNTHETIC, MNIST, "
-                     "CIFAR10, NUMPY, CSV or IMAGE_FOLDER)."));
+                     "CIFAR10, NUMPY, CSV, IMAGE_FOLDER or TOKENS)."));
   }
   if (spec.kind() == DatasetSpec::SYNTHETIC) {
     return LoadSynthetic(spec, job_seed);
@@ -58,6 +59,7 @@ absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
   // given), so they need no directory.
   if (spec.kind() == DatasetSpec::NUMPY) return LoadNumpy(spec, dir);
   if (spec.kind() == DatasetSpec::CSV) return LoadCsv(spec, dir);
+  if (spec.kind() == DatasetSpec::TOKENS) return LoadTokens(spec, dir);
   const std::string kind = DatasetSpec::Kind_Name(spec.kind());
   if (dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -46,6 +46,9 @@ class Dataset {
   // targets (e.g. {1} for one regressed value, {K} for K binary labels).
   virtual const Shape& target_shape() const;
   bool float_targets() const { return !target_shape().empty(); }
+  // A class per target element (the TOKENS data set: the next token at
+  // each position, ids stored as floats): float targets and classes.
+  bool token_targets() const { return float_targets() && num_classes() > 0; }
 
   // Writes sample `index`'s features (float32, normalised unless the spec
   // says otherwise, laid out as sample_shape, channel-major) and its target

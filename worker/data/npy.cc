@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "worker/data/mapped_file.h"
 #include "worker/data/zip_index.h"
 
 namespace cohort {
@@ -66,11 +67,11 @@ absl::StatusOr<NpyType> ParseDescr(absl::string_view value,
     absl::string_view code;
     NpyType type;
   };
-  constexpr Known kKnown[] = {{"f4", NpyType::kFloat32},
-                              {"f2", NpyType::kFloat16},
-                              {"u1", NpyType::kUint8},
-                              {"i4", NpyType::kInt32},
-                              {"i8", NpyType::kInt64}};
+  constexpr Known kKnown[] = {
+      {"f4", NpyType::kFloat32}, {"f2", NpyType::kFloat16},
+      {"u1", NpyType::kUint8},   {"i4", NpyType::kInt32},
+      {"i8", NpyType::kInt64},   {"u2", NpyType::kUint16},
+      {"u4", NpyType::kUint32}};
   for (const Known& k : kKnown) {
     if (code != k.code) continue;
     const bool single_byte = k.type == NpyType::kUint8;
@@ -87,8 +88,8 @@ absl::StatusOr<NpyType> ParseDescr(absl::string_view value,
   }
   return absl::InvalidArgumentError(
       absl::StrCat(path, ": dtype '", descr,
-                   "' is not supported (float32, float16, uint8, int32 or "
-                   "int64)"));
+                   "' is not supported (float32, float16, uint8, uint16, "
+                   "uint32, int32 or int64)"));
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseShape(absl::string_view value,
@@ -160,6 +161,10 @@ const char* NpyTypeName(NpyType type) {
       return "int32";
     case NpyType::kInt64:
       return "int64";
+    case NpyType::kUint16:
+      return "uint16";
+    case NpyType::kUint32:
+      return "uint32";
   }
   return "?";
 }
@@ -168,8 +173,10 @@ int NpyItemBytes(NpyType type) {
   switch (type) {
     case NpyType::kFloat32:
     case NpyType::kInt32:
+    case NpyType::kUint32:
       return 4;
     case NpyType::kFloat16:
+    case NpyType::kUint16:
       return 2;
     case NpyType::kUint8:
       return 1;
@@ -215,43 +222,6 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes,
 
 namespace {
 
-// A whole file mapped read-only; unmapped on destruction unless released.
-struct MappedFile {
-  void* map = nullptr;
-  size_t bytes = 0;
-  ~MappedFile() {
-    if (map != nullptr) munmap(map, bytes);
-  }
-  absl::string_view view() const {
-    return absl::string_view(static_cast<const char*>(map), bytes);
-  }
-};
-
-absl::Status MapFile(const std::string& path, MappedFile* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a regular file"));
-  }
-  if (st.st_size > 0) {
-    void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) {
-      const int err = errno;
-      close(fd);
-      return absl::ErrnoToStatus(err, absl::StrCat("cannot map ", path));
-    }
-    out->map = map;
-    out->bytes = st.st_size;
-  }
-  close(fd);  // the mapping keeps the file
-  return absl::OkStatus();
-}
-
 // The header of the array that fills `bytes` exactly (a file, or an
 // archive member), named `path`.
 absl::StatusOr<NpyHeader> WholeArrayHeader(absl::string_view bytes,
@@ -274,18 +244,18 @@ absl::StatusOr<NpyHeader> WholeArrayHeader(absl::string_view bytes,
 absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::Open(
     const std::string& path) {
   MappedFile file;
-  RETURN_IF_ERROR(MapFile(path, &file));
+  RETURN_IF_ERROR(file.Map(path));
   ASSIGN_OR_RETURN(NpyHeader header, WholeArrayHeader(file.view(), path));
   std::unique_ptr<NpyArray> array(
-      new NpyArray(path, std::move(header), file.map, file.bytes));
-  file.map = nullptr;  // the array owns the mapping now
+      new NpyArray(path, std::move(header), file.map(), file.bytes()));
+  file.Release();  // the array owns the mapping now
   return array;
 }
 
 absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::OpenInArchive(
     const std::string& path, const std::string& member) {
   MappedFile file;
-  RETURN_IF_ERROR(MapFile(path, &file));
+  RETURN_IF_ERROR(file.Map(path));
   ASSIGN_OR_RETURN(const std::vector<ZipMember> members,
                    ReadZipIndex(file.view(), path));
   const std::string name =
@@ -310,8 +280,8 @@ absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::OpenInArchive(
         WholeArrayHeader(file.view().substr(m.offset, m.size), where));
     header.data_offset += m.offset;
     std::unique_ptr<NpyArray> array(
-        new NpyArray(where, std::move(header), file.map, file.bytes));
-    file.map = nullptr;
+        new NpyArray(where, std::move(header), file.map(), file.bytes()));
+    file.Release();
     return array;
   }
   return absl::NotFoundError(absl::StrCat(

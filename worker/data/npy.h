@@ -24,7 +24,16 @@
 
 namespace cohort {
 
-enum class NpyType { kFloat32, kFloat16, kUint8, kInt32, kInt64 };
+// kUint16 and kUint32 only hold token ids (data kind TOKENS).
+enum class NpyType {
+  kFloat32,
+  kFloat16,
+  kUint8,
+  kInt32,
+  kInt64,
+  kUint16,
+  kUint32
+};
 
 // "float32", "int64", ...
 const char* NpyTypeName(NpyType type);

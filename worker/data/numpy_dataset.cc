@@ -41,7 +41,8 @@ int64_t LabelAt(const NpyArray& y, int64_t i) {
 }
 
 absl::Status CheckInputs(const NpyArray& x, const Shape& shape) {
-  if (x.type() == NpyType::kInt32 || x.type() == NpyType::kInt64) {
+  if (x.type() == NpyType::kInt32 || x.type() == NpyType::kInt64 ||
+      x.type() == NpyType::kUint16 || x.type() == NpyType::kUint32) {
     return absl::InvalidArgumentError(
         absl::StrCat(x.path(), ": inputs are ", NpyTypeName(x.type()),
                      "; use float32, float16 or uint8"));

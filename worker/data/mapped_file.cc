@@ -1,0 +1,43 @@
+#include "worker/data/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_cat.h"
+
+namespace cohort {
+
+MappedFile::~MappedFile() {
+  if (map_ != nullptr) munmap(map_, bytes_);
+}
+
+absl::Status MappedFile::Map(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a regular file"));
+  }
+  if (st.st_size > 0) {
+    void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      const int err = errno;
+      close(fd);
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot map ", path));
+    }
+    map_ = map;
+    bytes_ = st.st_size;
+  }
+  close(fd);  // the mapping keeps the file
+  return absl::OkStatus();
+}
+
+}  // namespace cohort
