@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/flags.h"
+#include "cli/generate.h"
 #include "common/files.h"
 #include "common/safetensors.h"
 #include "common/status_macros.h"
@@ -215,11 +217,38 @@ absl::Status PredictSplit(TrainedModel& trained, const Dataset& data,
   return absl::OkStatus();
 }
 
+// `cohort predict --prompt`: text generation (cli/generate.h).
+absl::Status RunGenerate(const std::string& checkpoint,
+                         const std::string& prompt, int64_t generate,
+                         const std::string& temperature, int64_t top_k,
+                         int64_t seed) {
+  RETURN_IF_ERROR(Required(checkpoint, "checkpoint"));
+  if (prompt.empty()) {
+    return absl::InvalidArgumentError(
+        "--generate needs --prompt: the text to continue");
+  }
+  GenerateOptions o;
+  o.tokens = generate;
+  o.top_k = top_k < 0 ? 0 : top_k;
+  o.seed = static_cast<uint64_t>(seed);
+  if (!absl::SimpleAtod(temperature, &o.temperature)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--temperature must be a finite number >= 0 (0: greedy), got \"",
+        temperature, "\""));
+  }
+  // Refuse bad options before the checkpoint is read.
+  RETURN_IF_ERROR(CheckGenerateOptions(o, INT32_MAX));
+  ASSIGN_OR_RETURN(TrainedModel trained, LoadTrainedModel(checkpoint));
+  return GenerateText(trained, prompt, o);
+}
+
 }  // namespace
 
 absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
   std::string checkpoint, input, out, data_dir, split = "test";
-  int64_t batch = 256, top_k = 5;
+  int64_t batch = 256, top_k = -1;  // -1: not given
+  std::string prompt, temperature = "1";
+  int64_t generate = 0, seed = 0;
   FlagSet flags("predict");
   flags.String("checkpoint", &checkpoint,
                "a checkpoint file (ckpt-*.cohort), or a directory: its newest "
@@ -235,12 +264,31 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
                ".npy for raw outputs, or .csv for each sample's top-k "
                "classes with probabilities");
   flags.Int("batch", &batch, "samples per forward pass", 1, 1 << 20);
-  flags.Int("top-k", &top_k, "classes per sample in a .csv", 1, 1000);
+  flags.Int("top-k", &top_k,
+            "classes per sample in a .csv (default 5); with --prompt, sample "
+            "only among the K most likely tokens (default 0: all)",
+            0, INT32_MAX);
+  flags.String("prompt", &prompt,
+               "text to continue: its bytes are the token ids (a TOKENS "
+               "checkpoint in format BYTES); prints it and --generate bytes");
+  flags.Int("generate", &generate, "with --prompt: bytes to generate",
+            INT64_MIN, INT64_MAX);
+  flags.String("temperature", &temperature,
+               "with --prompt: softmax temperature (0: greedy)");
+  flags.Int("seed", &seed, "with --prompt: the sampler's seed");
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     *help = true;
     return absl::OkStatus();
+  }
+  if (!prompt.empty() || generate != 0) {
+    return RunGenerate(checkpoint, prompt, generate, temperature, top_k, seed);
+  }
+  if (top_k < 0) top_k = 5;
+  if (top_k < 1 || top_k > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--top-k must be an integer in [1, 1000] for a .csv, got ", top_k));
   }
   RETURN_IF_ERROR(Required(checkpoint, "checkpoint"));
   RETURN_IF_ERROR(Required(out, "out"));

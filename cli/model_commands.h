@@ -22,7 +22,8 @@ absl::Status RunExport(const std::vector<std::string>& args, bool* help);
 
 // `cohort predict --checkpoint=FILE --input=X.npy --out=Y.npy`, or over a
 // split of the checkpoint's data set with --out=FILE.csv (top-k classes)
-// or FILE.npy (raw outputs).
+// or FILE.npy (raw outputs); with --prompt=TEXT --generate=N, text sampled
+// from a language model's checkpoint (cli/generate.h).
 absl::Status RunPredict(const std::vector<std::string>& args, bool* help);
 
 // `cohort evaluate --checkpoint=FILE [--split=test] [--confusion=CSV]`:

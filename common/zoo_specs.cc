@@ -62,6 +62,29 @@ class Builder {
     Next().mutable_global_avgpool();
     return *this;
   }
+  // Transformers (issue 21).
+  Builder& Embedding(int64_t vocab, int64_t dim) {
+    EmbeddingSpec* e = Next().mutable_embedding();
+    e->set_vocab_size(vocab);
+    e->set_dim(dim);
+    return *this;
+  }
+  Builder& PositionalEmbedding() {
+    Next().mutable_positional_embedding();
+    return *this;
+  }
+  Builder& TransformerBlock(int64_t heads) {
+    Next().mutable_transformer_block()->set_heads(heads);
+    return *this;
+  }
+  Builder& PositionLayerNorm() {
+    Next().mutable_layernorm()->set_per_position(true);
+    return *this;
+  }
+  Builder& TiedLmHead() {
+    Next().mutable_tied_lm_head();
+    return *this;
+  }
   std::vector<LayerSpec> Take() { return std::move(layers_); }
 
  private:
@@ -118,6 +141,12 @@ std::vector<LayerSpec> MakeZoo(const std::string& name) {
     b.Conv2d(64, 7, 2, 3, /*bias=*/false).BN2d().ReLU().MaxPool(3, 2, 1);
     ResNetStages(b, {256, 512, 1024, 2048}, {3, 4, 6, 3}, /*bottleneck=*/true);
     b.GlobalPool().Linear(1000);
+  } else if (name == "gpt_tiny") {
+    // A GPT-2-style byte-level language model: pre-norm blocks, a final
+    // layer norm, the output head tied to the token embedding.
+    b.Embedding(256, 256).PositionalEmbedding();
+    for (int i = 0; i < 4; ++i) b.TransformerBlock(4);
+    b.PositionLayerNorm().TiedLmHead();
   }
   return b.Take();
 }
@@ -127,10 +156,14 @@ const std::map<std::string, Shape>& ZooShapes() {
       {"mlp_seed", {100}},         {"mlp_mnist", {1, 28, 28}},
       {"lenet5", {1, 28, 28}},     {"lenet_cifar", {3, 32, 32}},
       {"conv1d_bn", {3, 10000}},   {"resnet18_cifar", {3, 32, 32}},
-      {"resnet50", {3, 224, 224}},
+      {"resnet50", {3, 224, 224}}, {"gpt_tiny", {1, 256}},
   };
   return *shapes;
 }
+
+// Zoo models that take token windows {1, L} of any length L (the data
+// set's context): their positional table is sized from the input.
+bool IsSequenceModel(const std::string& name) { return name == "gpt_tiny"; }
 
 }  // namespace
 
@@ -148,6 +181,16 @@ absl::StatusOr<Shape> ZooInputShape(const std::string& name) {
         "\"; known models: ", absl::StrJoin(ZooModelNames(), ", ")));
   }
   return it->second;
+}
+
+absl::StatusOr<Shape> ZooInputShape(const std::string& name,
+                                    const Shape& data) {
+  ASSIGN_OR_RETURN(Shape designed, ZooInputShape(name));
+  if (IsSequenceModel(name) && data.size() == 2 && data[0] == 1 &&
+      data[1] > 0) {
+    return data;
+  }
+  return designed;
 }
 
 absl::StatusOr<std::vector<LayerSpec>> LayerSpecs(const ModelSpec& spec) {

@@ -16,6 +16,11 @@
 //                                BN, ReLU, maxpool k3 s2 p1, bottleneck
 //                                stages [3, 4, 6, 3] of 256-512-1024-2048,
 //                                global average pool, fc 2048-1000
+//   gpt_tiny       [1, L]        byte-level GPT: embedding(256, 256),
+//                                positional embedding {L, 256}, 4 pre-norm
+//                                transformer blocks of 4 heads, per-position
+//                                layer norm, head tied to the embedding;
+//                                designed for L = 256, takes any L
 //
 // They live here, below the engines (worker/zoo.h builds their layers), so
 // that the spec validator, the coordinator and the parameter-server shards
@@ -40,6 +45,12 @@ std::vector<std::string> ZooModelNames();
 // The per-sample input shape a zoo model was designed for. NotFound lists
 // the zoo names when the name is unknown.
 absl::StatusOr<Shape> ZooInputShape(const std::string& name);
+
+// The input shape a zoo model takes on data of per-sample shape `data`:
+// the designed shape, except that sequence models (gpt_tiny) take token
+// windows {1, L} of the data's length L. Compare the data's shape with this
+// one to refuse data that does not fit.
+absl::StatusOr<Shape> ZooInputShape(const std::string& name, const Shape& data);
 
 // The layer list of `spec`: a zoo model's definition, or the explicit list.
 // NotFound lists the zoo names when the name is unknown. Every engine (CPU

@@ -66,6 +66,18 @@ expect_refused_text "evaluate: an unknown split" "--split must be test or train,
   "$cohort" evaluate --checkpoint="$ckpt" --split=val
 expect_refused_text "predict: an unknown output kind" "--out must end in .npy (raw outputs) or .csv (top-k classes)" \
   "$cohort" predict --checkpoint="$ckpt" --out="$tmp/p.txt"
+# Issue 21: text generation needs a TOKENS (BYTES) checkpoint and sane
+# sampling flags (cli/generate_test covers the sampling itself).
+expect_refused_text "predict --prompt: not a language model's checkpoint" \
+  "needs a checkpoint of a TOKENS data set in format BYTES; this one's data set is" \
+  "$cohort" predict --checkpoint="$ckpt" --prompt=hello --generate=5
+expect_refused_text "predict --prompt: a negative temperature" \
+  "--temperature must be a finite number >= 0 (0: greedy), got -1" \
+  "$cohort" predict --checkpoint="$ckpt" --prompt=hello --generate=5 --temperature=-1
+expect_refused_text "predict --prompt: nothing to generate" "--generate must be at least 1" \
+  "$cohort" predict --checkpoint="$ckpt" --prompt=hello
+expect_refused_text "predict --generate without a prompt" "--generate needs --prompt" \
+  "$cohort" predict --checkpoint="$ckpt" --generate=5
 printf 'not a checkpoint' > "$tmp/bad.cohort"
 expect_refused "evaluate: not a checkpoint" "bad.cohort" \
   "$cohort" evaluate --checkpoint="$tmp/bad.cohort"

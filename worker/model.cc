@@ -6,6 +6,8 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "worker/layers/embedding.h"
+#include "worker/layers/tied_lm_head.h"
 
 namespace cohort {
 
@@ -21,6 +23,7 @@ absl::Status Model<T>::Configure() {
   if (layers_.empty()) {
     return absl::InvalidArgumentError("the model has no layers");
   }
+  RETURN_IF_ERROR(FindTiedLayers());
   Shape shape = input_shape_;
   for (size_t i = 0; i < layers_.size(); ++i) {
     absl::StatusOr<Shape> out = layers_[i]->Configure(shape);
@@ -37,11 +40,58 @@ absl::Status Model<T>::Configure() {
 }
 
 template <typename T>
+absl::Status Model<T>::FindTiedLayers() {
+  Embedding<T>* embedding = nullptr;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto* e = dynamic_cast<Embedding<T>*>(layers_[i].get());
+    // Only the model's input holds token ids; anything a layer computes
+    // is not one.
+    if (e != nullptr && i > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", i, " (", e->Name(),
+          "): an embedding must be the model's first layer, where the token "
+          "ids arrive"));
+    }
+    if (e != nullptr) {
+      embedding = e;
+      tied_embedding_ = i;
+    }
+    auto* head = dynamic_cast<TiedLmHead<T>*>(layers_[i].get());
+    if (head == nullptr) continue;
+    if (embedding == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "layer ", i, ": tied_lm_head needs an embedding layer before it"));
+    }
+    head->SetVocab(embedding->vocab_size(), embedding->dim());
+    tied_heads_.push_back(i);
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+void Model<T>::TieWeights() {
+  if (tied_heads_.empty()) return;
+  auto* embedding = static_cast<Embedding<T>*>(layers_[tied_embedding_].get());
+  BasicTensor<T>& w = embedding->weight();
+  BasicTensor<T>& g = embedding->grad_weight();
+  // Backward visits the heads last to first, then the embedding: the last
+  // head overwrites this batch's gradient, everyone after it adds.
+  for (size_t h : tied_heads_) {
+    static_cast<TiedLmHead<T>*>(layers_[h].get())
+        ->Tie(BasicTensor<T>::View(w.data(), w.shape()),
+              BasicTensor<T>::View(g.data(), g.shape()),
+              /*accumulate=*/h != tied_heads_.back());
+  }
+  embedding->set_accumulate_grad(true);
+}
+
+template <typename T>
 absl::StatusOr<std::unique_ptr<Model<T>>> Model<T>::Create(
     LayerList layers, const Shape& input_shape) {
   std::unique_ptr<Model> m(new Model(std::move(layers), input_shape));
   RETURN_IF_ERROR(m->Configure());
   m->store_.Build(absl::MakeSpan(m->raw_layers_));
+  m->TieWeights();
   m->ComputeLayerOffsets();
   return m;
 }
@@ -55,6 +105,8 @@ absl::StatusOr<std::unique_ptr<Model<T>>> Model<T>::CreateReplica(
     return absl::InternalError("replica layers differ from the owner's");
   }
   m->store_.BuildShared(absl::MakeSpan(m->raw_layers_), owner.store_);
+  // The replica's heads read the shared values and write its own gradients.
+  m->TieWeights();
   m->ComputeLayerOffsets();
   return m;
 }

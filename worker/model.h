@@ -31,7 +31,16 @@ class Model {
 
   // Configures `layers` for per-sample input shape `input_shape` and
   // allocates parameters (uninitialised; call InitializeParameters).
-  // InvalidArgument names the first layer whose input does not fit.
+  // InvalidArgument names the first layer whose input does not fit, an
+  // embedding anywhere but first (only the input holds token ids), or a
+  // tied_lm_head with no embedding layer before it.
+  //
+  // Weight tying: every TiedLmHead reads the weight of the model's
+  // Embedding (layer 0) and writes its gradient there;
+  // the embedding's Backward, which runs after the heads', then adds its
+  // own. The tied weight lives in the embedding's range of the flat buffer,
+  // so Backward's ready(offset) stays right: that range is final only
+  // after the embedding's Backward.
   static absl::StatusOr<std::unique_ptr<Model>> Create(
       LayerList layers, const Shape& input_shape);
 
@@ -80,6 +89,11 @@ class Model {
  private:
   Model(LayerList layers, Shape input_shape);
   absl::Status Configure();
+  // Weight tying (see Create): finds the embedding and the heads and sizes
+  // the heads, before Configure; hands the heads the embedding's bound
+  // views, after the store is built.
+  absl::Status FindTiedLayers();
+  void TieWeights();
   void ComputeLayerOffsets();
 
   LayerList layers_;
@@ -90,6 +104,8 @@ class Model {
   // Offset of each layer's first parameter in the flat buffer (or -1).
   std::vector<int64_t> layer_offsets_;
   ParamStore<T> store_;
+  size_t tied_embedding_ = 0;         // with tied_heads_: the first embedding
+  std::vector<size_t> tied_heads_;    // indices of the TiedLmHead layers
   std::vector<BasicTensor<T>> acts_;  // acts_[i]: output of layer i
   BasicTensor<T> grad_a_, grad_b_;    // ping-pong input gradients
 };

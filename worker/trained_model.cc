@@ -78,7 +78,9 @@ absl::StatusOr<TrainedModel> LoadTrainedModel(const std::string& path) {
   ASSIGN_OR_RETURN(t.spec, ParseJobSpec(t.spec_text, path + " (job_spec)"));
   t.step = c.step;
   if (!t.spec.model().zoo().empty()) {
-    ASSIGN_OR_RETURN(t.input_shape, ZooInputShape(t.spec.model().zoo()));
+    ASSIGN_OR_RETURN(
+        t.input_shape,
+        ZooInputShape(t.spec.model().zoo(), DataSampleShape(t.spec.data())));
   } else {
     t.input_shape = DataSampleShape(t.spec.data());
   }

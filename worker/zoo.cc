@@ -12,12 +12,14 @@
 #include "worker/layers/conv.h"
 #include "worker/layers/dropout.h"
 #include "worker/layers/elementwise_activation.h"
+#include "worker/layers/embedding.h"
 #include "worker/layers/flatten.h"
 #include "worker/layers/linear.h"
 #include "worker/layers/norm.h"
 #include "worker/layers/pool.h"
 #include "worker/layers/pool1d.h"
 #include "worker/layers/residual.h"
+#include "worker/layers/tied_lm_head.h"
 
 namespace cohort {
 namespace {
@@ -126,6 +128,15 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
                     p.padding()};
       return std::make_unique<Pool1d<T>>(l.has_maxpool1d(), o);
     }
+    // Issue 21, helper emb: embeddings and the tied head (worker/model.h
+    // ties the head to the first embedding).
+    case LayerSpec::kEmbedding:
+      return std::make_unique<Embedding<T>>(l.embedding().vocab_size(),
+                                            l.embedding().dim());
+    case LayerSpec::kPositionalEmbedding:
+      return std::make_unique<PositionalEmbedding<T>>();
+    case LayerSpec::kTiedLmHead:
+      return std::make_unique<TiedLmHead<T>>();
     case LayerSpec::KIND_NOT_SET:
       break;
   }

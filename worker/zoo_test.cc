@@ -39,7 +39,7 @@ TEST(Zoo, ParameterCountsMatchTheArchitectures) {
 
 TEST(Zoo, OutputsHaveTheirClassCount) {
   for (const std::string& name : ZooModelNames()) {
-    if (name == "conv1d_bn") continue;
+    if (name == "conv1d_bn" || name == "gpt_tiny") continue;
     ModelSpec spec;
     spec.set_zoo(name);
     auto model = BuildModel<float>(spec, *ZooInputShape(name), 1);
@@ -47,6 +47,36 @@ TEST(Zoo, OutputsHaveTheirClassCount) {
     EXPECT_EQ((*model)->output_shape(), Shape({name == "resnet50" ? 1000 : 10}))
         << name;
   }
+}
+
+// gpt_tiny's layers; built (its transformer blocks) by the merged engine.
+TEST(Zoo, GptTinyIsATiedFourBlockLanguageModel) {
+  ModelSpec spec;
+  spec.set_zoo("gpt_tiny");
+  absl::StatusOr<std::vector<LayerSpec>> layers = LayerSpecs(spec);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  ASSERT_EQ(layers->size(), 8u);
+  EXPECT_EQ((*layers)[0].embedding().vocab_size(), 256);
+  EXPECT_EQ((*layers)[0].embedding().dim(), 256);
+  EXPECT_TRUE((*layers)[1].has_positional_embedding());
+  for (int i = 2; i < 6; ++i) {
+    EXPECT_EQ((*layers)[i].transformer_block().heads(), 4) << i;
+  }
+  EXPECT_TRUE((*layers)[6].layernorm().per_position());
+  EXPECT_TRUE((*layers)[7].has_tied_lm_head());
+  // Designed for windows of 256 bytes, it takes the data's context.
+  EXPECT_EQ(*ZooInputShape("gpt_tiny"), (Shape{1, 256}));
+  EXPECT_EQ(*ZooInputShape("gpt_tiny", {1, 64}), (Shape{1, 64}));
+  EXPECT_EQ(*ZooInputShape("gpt_tiny", {3, 64}), (Shape{1, 256}));
+  EXPECT_EQ(*ZooInputShape("lenet5", {1, 64}), (Shape{1, 28, 28}));
+}
+
+// Needs the transformer block (helper attn) and its shape inference (the
+// lead): GPT-2's layout at width 256, the head tied (no parameters).
+TEST(Zoo, GptTinyParameterCount) {
+  const int64_t d = 256, block = 2 * d + (3 * d * d + 3 * d) + (d * d + d) +
+                                 2 * d + (4 * d * d + 4 * d) + (4 * d * d + d);
+  EXPECT_EQ(Params("gpt_tiny"), 256 * d + 256 * d + 4 * block + 2 * d);
 }
 
 TEST(Zoo, Resnet50HasTorchvisionsLayout) {

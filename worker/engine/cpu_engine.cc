@@ -147,7 +147,7 @@ absl::Status CpuEngine::Build() {
   const int R = options_.replicas;
   const Shape input = data_.train->sample_shape();
   if (!spec_.model().zoo().empty()) {
-    ASSIGN_OR_RETURN(Shape want, ZooInputShape(spec_.model().zoo()));
+    ASSIGN_OR_RETURN(Shape want, ZooInputShape(spec_.model().zoo(), input));
     if (want != input) {
       return absl::InvalidArgumentError(absl::StrCat(
           "zoo model ", spec_.model().zoo(), " takes samples of shape ",
