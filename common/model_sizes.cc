@@ -714,7 +714,8 @@ absl::StatusOr<ModelSizes> InferJobModelSizes(const JobSpec& spec,
   if (failed_layer != nullptr) *failed_layer = -1;
   const Shape input = DataSampleShape(spec.data());
   if (!spec.model().zoo().empty()) {
-    ASSIGN_OR_RETURN(const Shape want, ZooInputShape(spec.model().zoo()));
+    ASSIGN_OR_RETURN(const Shape want,
+                     ZooInputShape(spec.model().zoo(), input));
     if (want != input) {
       return absl::InvalidArgumentError(absl::StrCat(
           "zoo model ", spec.model().zoo(), " takes samples of shape ",

@@ -474,6 +474,10 @@ absl::Status GpuEngine::TakeResult(Device& d) {
     std::memcpy(&correct, staged + 4 * k + 2, sizeof(int64_t));
     d.correct += correct;
   }
+  // The sequence loss counts tokens; training accuracy counts samples, so
+  // a language model reports per-token accuracy only when it evaluates
+  // (as the CPU engine: worker/objective.cc).
+  if (sequence_positions_ > 0) d.correct = 0;
   d.loss = d.seen > 0 ? static_cast<float>(loss / d.seen) : 0.0f;
   d.grad_squares = staged[4 * (batches - 1) + 1];
   return absl::OkStatus();
