@@ -76,45 +76,56 @@ void SoftmaxBackwardRow(const T* p, const T* pt, const uint8_t* keep,
   for (int64_t j = n; j < end; ++j) ds[j] = 0;
 }
 
+// Row stride of the probabilities: L rounded up to 16, plus 16 elements.
+// With L itself (256) every row of a block would map to the same few L1
+// sets and the small products would thrash.
+int64_t PaddedStride(int64_t len) { return (len + 15) / 16 * 16 + 16; }
+
 }  // namespace
+
+int64_t AttentionStride(int64_t columns) {
+  return (columns + 15) / 16 * 16 + 16;
+}
 
 template <typename T>
 void AttentionForward(const AttentionDims& d, const T* qkv, const uint8_t* keep,
                       T keep_scale, T* out, AttentionCache<T>* cache) {
   const int64_t n_count = d.batch, len = d.length, dim = d.dim;
-  const int64_t heads = d.heads, dh = dim / heads, nl = n_count * len;
+  const int64_t heads = d.heads, dh = dim / heads;
+  const int64_t nl = d.stride > 0 ? d.stride : n_count * len;
+  const int64_t ld = PaddedStride(len);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-  cache->probs.resize(n_count * heads * len * len);
-  if (keep != nullptr) cache->scratch.resize(kQueryBlock * len);
+  cache->probs.resize(n_count * heads * len * ld);
+  if (keep != nullptr) cache->scratch.resize(kQueryBlock * ld);
   for (int64_t n = 0; n < n_count; ++n) {
     for (int64_t h = 0; h < heads; ++h) {
       const T* q = qkv + h * dh * nl + n * len;
       const T* k = q + dim * nl;
       const T* v = k + dim * nl;
       T* o = out + h * dh * nl + n * len;
-      const int64_t head = (n * heads + h) * len * len;
-      T* p = cache->probs.data() + head;
-      const uint8_t* kp = keep != nullptr ? keep + head : nullptr;
+      const int64_t head = (n * heads + h) * len;
+      T* p = cache->probs.data() + head * ld;
+      const uint8_t* kp = keep != nullptr ? keep + head * len : nullptr;
       for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock) {
         const int64_t b = std::min(kQueryBlock, len - i0);
         const int64_t kend = d.causal ? i0 + b : len;
-        T* pb = p + i0 * len;
+        T* pb = p + i0 * ld;
         Gemm<T>(Trans::kYes, Trans::kNo, b, kend, dh, T(1), q + i0, nl, k, nl,
-                T(0), pb, len);
+                T(0), pb, ld);
         for (int64_t r = 0; r < b; ++r) {
-          SoftmaxRow(pb + r * len, d.causal ? i0 + r + 1 : len, kend, scale);
+          SoftmaxRow(pb + r * ld, d.causal ? i0 + r + 1 : len, kend, scale);
         }
         const T* pt = pb;
         if (kp != nullptr) {
           T* s = cache->scratch.data();
           for (int64_t r = 0; r < b; ++r) {
-            DropRow(pb + r * len, kp + (i0 + r) * len, keep_scale, s + r * len,
+            DropRow(pb + r * ld, kp + (i0 + r) * len, keep_scale, s + r * ld,
                     kend);
           }
           pt = s;
         }
-        Gemm<T>(Trans::kNo, Trans::kYes, dh, b, kend, T(1), v, nl, pt, len,
-                T(0), o + i0, nl);
+        Gemm<T>(Trans::kNo, Trans::kYes, dh, b, kend, T(1), v, nl, pt, ld, T(0),
+                o + i0, nl);
       }
     }
   }
@@ -125,13 +136,17 @@ void AttentionBackward(const AttentionDims& d, const T* qkv,
                        const uint8_t* keep, T keep_scale, const T* grad_out,
                        T* grad_qkv, AttentionCache<T>* cache) {
   const int64_t n_count = d.batch, len = d.length, dim = d.dim;
-  const int64_t heads = d.heads, dh = dim / heads, nl = n_count * len;
+  const int64_t heads = d.heads, dh = dim / heads;
+  const int64_t nl = d.stride > 0 ? d.stride : n_count * len;
+  const int64_t ld = PaddedStride(len);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
   // dK and dV accumulate over query blocks; dQ is written block by block.
-  std::fill(grad_qkv + dim * nl, grad_qkv + 3 * dim * nl, T(0));
-  cache->scratch.resize((keep != nullptr ? 2 : 1) * kQueryBlock * len);
+  for (int64_t r = dim; r < 3 * dim; ++r) {
+    std::fill(grad_qkv + r * nl, grad_qkv + r * nl + n_count * len, T(0));
+  }
+  cache->scratch.resize((keep != nullptr ? 2 : 1) * kQueryBlock * ld);
   T* ds = cache->scratch.data();
-  T* dropped = ds + kQueryBlock * len;
+  T* dropped = ds + kQueryBlock * ld;
   for (int64_t n = 0; n < n_count; ++n) {
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t off = h * dh * nl + n * len;
@@ -142,37 +157,37 @@ void AttentionBackward(const AttentionDims& d, const T* qkv,
       T* dk = dq + dim * nl;
       T* dv = dk + dim * nl;
       const T* go = grad_out + off;
-      const int64_t head = (n * heads + h) * len * len;
-      const T* p = cache->probs.data() + head;
-      const uint8_t* kp = keep != nullptr ? keep + head : nullptr;
+      const int64_t head = (n * heads + h) * len;
+      const T* p = cache->probs.data() + head * ld;
+      const uint8_t* kp = keep != nullptr ? keep + head * len : nullptr;
       for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock) {
         const int64_t b = std::min(kQueryBlock, len - i0);
         const int64_t kend = d.causal ? i0 + b : len;
-        const T* pb = p + i0 * len;
+        const T* pb = p + i0 * ld;
         const T* pt = pb;
         if (kp != nullptr) {
           for (int64_t r = 0; r < b; ++r) {
-            DropRow(pb + r * len, kp + (i0 + r) * len, keep_scale,
-                    dropped + r * len, kend);
+            DropRow(pb + r * ld, kp + (i0 + r) * len, keep_scale,
+                    dropped + r * ld, kend);
           }
           pt = dropped;
         }
         // dV[:, :kend] += dO_block P~_block.
-        Gemm<T>(Trans::kNo, Trans::kNo, dh, kend, b, T(1), go + i0, nl, pt, len,
+        Gemm<T>(Trans::kNo, Trans::kNo, dh, kend, b, T(1), go + i0, nl, pt, ld,
                 T(1), dv, nl);
         // dP~ = dO_block^T V[:, :kend].
         Gemm<T>(Trans::kYes, Trans::kNo, b, kend, dh, T(1), go + i0, nl, v, nl,
-                T(0), ds, len);
+                T(0), ds, ld);
         for (int64_t r = 0; r < b; ++r) {
           const int64_t i = i0 + r;
-          SoftmaxBackwardRow(pb + r * len, pt + r * len,
+          SoftmaxBackwardRow(pb + r * ld, pt + r * ld,
                              kp != nullptr ? kp + i * len : nullptr, keep_scale,
-                             scale, ds + r * len, d.causal ? i + 1 : len, kend);
+                             scale, ds + r * ld, d.causal ? i + 1 : len, kend);
         }
         // dQ_block = K[:, :kend] dS^T; dK[:, :kend] += Q_block dS.
-        Gemm<T>(Trans::kNo, Trans::kYes, dh, b, kend, T(1), k, nl, ds, len,
-                T(0), dq + i0, nl);
-        Gemm<T>(Trans::kNo, Trans::kNo, dh, kend, b, T(1), q + i0, nl, ds, len,
+        Gemm<T>(Trans::kNo, Trans::kYes, dh, b, kend, T(1), k, nl, ds, ld, T(0),
+                dq + i0, nl);
+        Gemm<T>(Trans::kNo, Trans::kNo, dh, kend, b, T(1), q + i0, nl, ds, ld,
                 T(1), dk, nl);
       }
     }

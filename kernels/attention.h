@@ -9,7 +9,10 @@
 // maximum subtracted first), optionally a causal mask (query i sees keys
 // j <= i) and dropout on P, and the head's output rows are O = V P^T. All
 // products are kernels/gemm.h calls with strides straight on these buffers;
-// nothing is transposed or copied per head.
+// nothing is transposed or copied per head. The buffers' row stride is the
+// caller's (AttentionDims::stride): AttentionStride(N * L) pads it, since
+// at the usual sizes N * L is a power of two, which maps all the rows of a
+// head onto a few L1 sets and makes the small products thrash.
 //
 // Blocking: queries are processed in blocks of kQueryBlock rows, so one
 // block's scores (kQueryBlock x L) stay in L2 between the score product,
@@ -19,14 +22,14 @@
 // product (what PyTorch 1.13's nn.MultiheadAttention does).
 //
 // What backward needs: the probabilities P themselves (before dropout), for
-// every (sample, head): N * H * L * L values in AttentionCache, plus the
-// caller's dropout keep-mask. Keeping P costs memory (8 MiB in float for
-// N = 8, H = 4, L = 256) but spares backward a second score product and
-// the exponentials; for L in the thousands a log-sum-exp recompute would be
-// the better trade.
+// every (sample, head): N * H * L * L values (rows padded) in AttentionCache,
+// plus the caller's dropout keep-mask. Keeping P costs memory (8 MiB in float
+// for N = 8, H = 4, L = 256) but spares backward a second score product and the
+// exponentials; for L in the thousands a log-sum-exp recompute would be the
+// better trade.
 //
-// Dropout: the caller draws `keep` (one byte per (n, h, i, j), same layout
-// as the probabilities; only j <= i is read when causal) and passes the
+// Dropout: the caller draws `keep` (one byte per (n, h, i, j), row-major
+// {N, H, L, L}; only j <= i is read when causal) and passes the
 // keep scale 1 / (1 - p); null `keep` means no dropout.
 //
 // Plain functions over raw pointers (does not depend on worker/): the cache
@@ -49,12 +52,17 @@ struct AttentionDims {
   int64_t dim = 0;     // D
   int64_t heads = 1;   // H, divides D
   bool causal = true;
+  // Row stride (elements) of qkv, out, grad_out and grad_qkv; 0: N * L.
+  int64_t stride = 0;
 };
+
+// A row stride >= `columns` (N * L) that spreads rows over the L1 sets.
+int64_t AttentionStride(int64_t columns);
 
 template <typename T>
 struct AttentionCache {
-  std::vector<T> probs;    // {N, H, L, L}: P, row-major per (n, h)
-  std::vector<T> scratch;  // two query blocks' worth of scores
+  std::vector<T> probs;    // {N, H, L, L}: P, rows padded (see .cc)
+  std::vector<T> scratch;  // up to two query blocks' scores
 };
 
 // out {D, NL} = the heads' outputs, concatenated by rows (head h in rows

@@ -11,12 +11,13 @@
 namespace cohort {
 namespace {
 
-// c {rows, cols} = bias broadcast along each row (so that a following Gemm
-// with beta = 1 adds the product in the same pass).
+// c {rows, cols} (row stride ldc) = bias broadcast along each row, so that
+// a following Gemm with beta = 1 adds the product in the same pass.
 template <typename T>
-void FillRows(const T* bias, int64_t rows, int64_t cols, T* c) {
-  for (int64_t r = 0; r < rows; ++r)
-    std::fill(c + r * cols, c + (r + 1) * cols, bias[r]);
+void FillRows(const T* bias, int64_t rows, int64_t cols, T* c, int64_t ldc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::fill(c + r * ldc, c + r * ldc + cols, bias[r]);
+  }
 }
 
 }  // namespace
@@ -124,22 +125,24 @@ void Attention<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
       << Name() << ": input " << ShapeString(in.shape())
       << " is not [D, N, L] for the configured [D, L]";
   const int64_t n = in.dim(1), d = dim_, nl = n * length_;
+  // The internal buffers' rows are padded (see kernels/attention.h).
+  const int64_t ld = AttentionStride(nl);
   in_ = &in;
-  dims_ = {n, length_, d, options_.heads, options_.causal};
-  EnsureShape(&qkv_, {3 * d, n, length_});
-  FillRows(b_in_.data(), 3 * d, nl, qkv_.data());
+  dims_ = {n, length_, d, options_.heads, options_.causal, ld};
+  EnsureShape(&qkv_, {3 * d, ld});
+  FillRows(b_in_.data(), 3 * d, nl, qkv_.data(), ld);
   Gemm<T>(Trans::kNo, Trans::kNo, 3 * d, nl, d, T(1), w_in_.data(), d,
-          in.data(), nl, T(1), qkv_.data(), nl);
+          in.data(), nl, T(1), qkv_.data(), ld);
   dropped_ = mode == Mode::kTrain && options_.dropout > 0.0;
   if (dropped_) DrawKeep(dims_);
   const T keep_scale = static_cast<T>(1.0 / (1.0 - options_.dropout));
-  EnsureShape(&heads_, {d, n, length_});
+  EnsureShape(&heads_, {d, ld});
   AttentionForward<T>(dims_, qkv_.data(), dropped_ ? keep_.data() : nullptr,
                       keep_scale, heads_.data(), &cache_);
   EnsureShape(out, {d, n, length_});
-  FillRows(b_out_.data(), d, nl, out->data());
+  FillRows(b_out_.data(), d, nl, out->data(), nl);
   Gemm<T>(Trans::kNo, Trans::kNo, d, nl, d, T(1), w_out_.data(), d,
-          heads_.data(), nl, T(1), out->data(), nl);
+          heads_.data(), ld, T(1), out->data(), nl);
 }
 
 template <typename T>
@@ -147,28 +150,28 @@ void Attention<T>::Backward(const BasicTensor<T>& grad_out,
                             BasicTensor<T>* grad_in) {
   CHECK(in_ != nullptr) << Name() << ": Backward before Forward";
   CHECK_EQ(grad_out.size(), in_->size());
-  const int64_t d = dim_, nl = dims_.batch * length_;
+  const int64_t d = dim_, nl = dims_.batch * length_, ld = dims_.stride;
   const T* dy = grad_out.data();
   // Out-projection: dWo = dY heads^T, dbo = row sums, dheads = Wo^T dY.
-  Gemm<T>(Trans::kNo, Trans::kYes, d, d, nl, T(1), dy, nl, heads_.data(), nl,
+  Gemm<T>(Trans::kNo, Trans::kYes, d, d, nl, T(1), dy, nl, heads_.data(), ld,
           T(0), dw_out_.data(), d);
   RowSums<T>(d, nl, dy, nl, db_out_.data());
   EnsureShape(&grad_heads_, heads_.shape());
   Gemm<T>(Trans::kYes, Trans::kNo, d, nl, d, T(1), w_out_.data(), d, dy, nl,
-          T(0), grad_heads_.data(), nl);
+          T(0), grad_heads_.data(), ld);
   EnsureShape(&grad_qkv_, qkv_.shape());
   const T keep_scale = static_cast<T>(1.0 / (1.0 - options_.dropout));
   AttentionBackward<T>(dims_, qkv_.data(), dropped_ ? keep_.data() : nullptr,
                        keep_scale, grad_heads_.data(), grad_qkv_.data(),
                        &cache_);
   // In-projection.
-  Gemm<T>(Trans::kNo, Trans::kYes, 3 * d, d, nl, T(1), grad_qkv_.data(), nl,
+  Gemm<T>(Trans::kNo, Trans::kYes, 3 * d, d, nl, T(1), grad_qkv_.data(), ld,
           in_->data(), nl, T(0), dw_in_.data(), d);
-  RowSums<T>(3 * d, nl, grad_qkv_.data(), nl, db_in_.data());
+  RowSums<T>(3 * d, nl, grad_qkv_.data(), ld, db_in_.data());
   if (grad_in == nullptr) return;
   EnsureShape(grad_in, in_->shape());
   Gemm<T>(Trans::kYes, Trans::kNo, d, nl, 3 * d, T(1), w_in_.data(), d,
-          grad_qkv_.data(), nl, T(0), grad_in->data(), nl);
+          grad_qkv_.data(), ld, T(0), grad_in->data(), nl);
 }
 
 template class Attention<float>;

@@ -65,6 +65,7 @@ class Attention : public Layer<T> {
   int64_t dim_ = 0, length_ = 0;
   BasicTensor<T> w_in_, b_in_, w_out_, b_out_;  // views
   BasicTensor<T> dw_in_, db_in_, dw_out_, db_out_;
+  // {3D, stride} and {D, stride}: rows padded (kernels/attention.h).
   BasicTensor<T> qkv_, heads_, grad_heads_, grad_qkv_;
   AttentionCache<T> cache_;
   std::vector<uint8_t> keep_;

@@ -159,9 +159,11 @@ void TransformerBlock<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   const int64_t n = in.dim(1), m = n * length_, size = in.size();
   ln1_.Forward(in, &a_ln1_, mode);
   attn_.Forward(a_ln1_, &a_attn_, mode);
-  drop1_.Forward(a_attn_, &a_drop1_, mode);
+  // Without dropout the dropout layers would only copy: skipped.
+  const bool drop = options_.dropout > 0.0;
+  if (drop) drop1_.Forward(a_attn_, &a_drop1_, mode);
   EnsureShape(&h_, in.shape());
-  Add(in.data(), a_drop1_.data(), h_.data(), size);
+  Add(in.data(), (drop ? a_drop1_ : a_attn_).data(), h_.data(), size);
   ln2_.Forward(h_, &a_ln2_, mode);
   EnsureShape(&m1_, {hidden_, n, length_});
   PositionwiseLinear(w1_.data(), b1_.data(), a_ln2_.data(), hidden_, dim_, m,
@@ -172,9 +174,9 @@ void TransformerBlock<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   EnsureShape(&m2_, in.shape());
   PositionwiseLinear(w2_.data(), b2_.data(), g_.data(), dim_, hidden_, m,
                      m2_.data());
-  drop2_.Forward(m2_, &a_drop2_, mode);
+  if (drop) drop2_.Forward(m2_, &a_drop2_, mode);
   EnsureShape(out, in.shape());
-  Add(h_.data(), a_drop2_.data(), out->data(), size);
+  Add(h_.data(), (drop ? a_drop2_ : m2_).data(), out->data(), size);
 }
 
 template <typename T>
@@ -184,10 +186,12 @@ void TransformerBlock<T>::Backward(const BasicTensor<T>& grad_out,
   CHECK_EQ(grad_out.size(), in_->size());
   const int64_t m = in_->dim(1) * length_, size = in_->size();
   // MLP branch: dy reaches m2 through its dropout.
-  drop2_.Backward(grad_out, &g_m2_);
+  const bool drop = options_.dropout > 0.0;
+  if (drop) drop2_.Backward(grad_out, &g_m2_);
   EnsureShape(&g_g_, g_.shape());
-  PositionwiseLinearBackward(w2_.data(), g_.data(), g_m2_.data(), dim_, hidden_,
-                             m, dw2_.data(), db2_.data(), g_g_.data());
+  PositionwiseLinearBackward(w2_.data(), g_.data(),
+                             (drop ? g_m2_ : grad_out).data(), dim_, hidden_, m,
+                             dw2_.data(), db2_.data(), g_g_.data());
   ActivationBackward<T>(ActivationKind::kGelu, T(0), m1_.data(), g_g_.data(),
                         g_g_.data(), g_g_.size());
   EnsureShape(&g_ln2_, in_->shape());
@@ -196,8 +200,8 @@ void TransformerBlock<T>::Backward(const BasicTensor<T>& grad_out,
   ln2_.Backward(g_ln2_, &g_h_);
   Add(grad_out.data(), g_h_.data(), g_h_.data(), size);  // dh
   // Attention branch.
-  drop1_.Backward(g_h_, &g_attn_);
-  attn_.Backward(g_attn_, &g_ln1_);
+  if (drop) drop1_.Backward(g_h_, &g_attn_);
+  attn_.Backward(drop ? g_attn_ : g_h_, &g_ln1_);
   ln1_.Backward(g_ln1_, &g_x_);
   if (grad_in == nullptr) return;
   EnsureShape(grad_in, in_->shape());
