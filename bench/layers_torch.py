@@ -5,11 +5,16 @@ D 256, 4 heads, L 256; float32, one thread, best of 5 x 10), to print
 beside cohort's (an argument keeps only the cases whose name contains it):
   /usr/bin/python3 bench/layers_torch.py [FILTER]
 """
+import os
 import sys
 import time
 
-import torch
-from torch import nn
+# torch.set_num_threads(1) does not reach Debian's OpenBLAS (pthread build),
+# which would otherwise run the products on every core; it reads this
+# variable when it loads, i.e. before torch is imported.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 torch.set_num_threads(1)
 N = 64
