@@ -1,13 +1,20 @@
 #!/usr/bin/python3
 """PyTorch's milliseconds per forward + backward for bench/layers_bench's
-cases (batch 64, float32, one thread, best of 5 x 10), to print beside
-cohort's:
-  /usr/bin/python3 bench/layers_torch.py
+cases (batch 64, or 8 for issue 21's attention and transformer block at
+D 256, 4 heads, L 256; float32, one thread, best of 5 x 10), to print
+beside cohort's (an argument keeps only the cases whose name contains it):
+  /usr/bin/python3 bench/layers_torch.py [FILTER]
 """
+import os
+import sys
 import time
 
-import torch
-from torch import nn
+# torch.set_num_threads(1) does not reach Debian's OpenBLAS (pthread build),
+# which would otherwise run the products on every core; it reads this
+# variable when it loads, i.e. before torch is imported.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 torch.set_num_threads(1)
 N = 64
@@ -27,14 +34,63 @@ CASES = [
     ("maxpool1d k3 s2 p1", nn.MaxPool1d(3, 2, 1), (32, 256)),
     ("avgpool1d k3 s2 p1", nn.AvgPool1d(3, 2, 1), (32, 256)),
 ]
-print("batch %d, float32, 1 thread; best of 5 x 10" % N)
-for name, m, shape in CASES:
-    x = torch.randn((N,) + shape, requires_grad=True)
+
+
+class Attention(nn.Module):
+    """cohort's attention on [N, D, L]: nn.MultiheadAttention on [N, L, D]."""
+
+    def __init__(self, dim, heads, causal):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.causal = causal
+
+    def forward(self, x):
+        x = x.transpose(1, 2)
+        L = x.shape[1]
+        mask = (torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+                if self.causal else None)
+        return self.attn(x, x, x, attn_mask=mask,
+                         need_weights=False)[0].transpose(1, 2)
+
+
+class Block(nn.Module):
+    """cohort's transformer_block (pre-norm GPT block) on [N, D, L]."""
+
+    def __init__(self, dim, heads, ratio=4):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, ratio * dim), nn.GELU(),
+                                 nn.Linear(ratio * dim, dim))
+
+    def forward(self, x):
+        x = x.transpose(1, 2)
+        L = x.shape[1]
+        mask = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+        a = self.ln1(x)
+        h = x + self.attn(a, a, a, attn_mask=mask, need_weights=False)[0]
+        return (h + self.mlp(self.ln2(h))).transpose(1, 2)
+
+
+CASES = [c + (N,) for c in CASES] + [
+    ("attention causal", Attention(256, 4, True), (256, 256), 8),
+    ("attention bidir", Attention(256, 4, False), (256, 256), 8),
+    ("transformer_block", Block(256, 4), (256, 256), 8),
+]
+print("float32, 1 thread; best of 5 x 10; wall ms, then this thread's CPU ms")
+only = sys.argv[1] if len(sys.argv) > 1 else ""
+for name, m, shape, n in CASES:
+    if only not in name:
+        continue
+    x = torch.randn((n,) + shape, requires_grad=True)
     dy = torch.randn_like(m(x))
-    best = 1e9
+    best, best_cpu = 1e9, 1e9
     for _ in range(5):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         for _ in range(10):
             m(x).backward(dy)
         best = min(best, (time.perf_counter() - t) / 10 * 1000)
-    print("%-20s %-10s %8.3f ms" % (name, "x".join(map(str, shape)), best))
+        best_cpu = min(best_cpu, (time.thread_time() - c) / 10 * 1000)
+    print("%-20s %-10s N=%-3d %8.3f ms %8.3f cpu" %
+          (name, "x".join(map(str, shape)), n, best, best_cpu))

@@ -7,6 +7,7 @@
 #include "common/model_sizes.h"
 #include "common/status_macros.h"
 #include "worker/layers/activation.h"
+#include "worker/layers/attention.h"
 #include "worker/layers/batchnorm.h"
 #include "worker/layers/branch.h"
 #include "worker/layers/conv.h"
@@ -20,6 +21,7 @@
 #include "worker/layers/pool1d.h"
 #include "worker/layers/residual.h"
 #include "worker/layers/tied_lm_head.h"
+#include "worker/layers/transformer_block.h"
 
 namespace cohort {
 namespace {
@@ -111,6 +113,7 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
       NormOptions o;
       if (s.eps() > 0) o.eps = s.eps();
       o.affine = !s.no_affine();
+      o.per_position = s.per_position();
       return std::make_unique<LayerNorm<T>>(o);
     }
     case LayerSpec::kGroupnorm: {
@@ -137,6 +140,22 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
       return std::make_unique<PositionalEmbedding<T>>();
     case LayerSpec::kTiedLmHead:
       return std::make_unique<TiedLmHead<T>>();
+    // Issue 21 (helper attn): attention and the transformer block.
+    case LayerSpec::kAttention: {
+      const AttentionSpec& s = l.attention();
+      return std::make_unique<Attention<T>>(
+          AttentionOptions{s.heads(), !s.bidirectional(), s.dropout()});
+    }
+    case LayerSpec::kTransformerBlock: {
+      const TransformerBlockSpec& s = l.transformer_block();
+      TransformerBlockOptions o;
+      o.heads = s.heads();
+      if (s.mlp_ratio() > 0) o.mlp_ratio = s.mlp_ratio();
+      o.causal = !s.bidirectional();
+      o.dropout = s.dropout();
+      if (s.eps() > 0) o.eps = s.eps();
+      return std::make_unique<TransformerBlock<T>>(o);
+    }
     case LayerSpec::KIND_NOT_SET:
       break;
   }

@@ -11,6 +11,9 @@ namespace cohort {
 
 template <typename T>
 std::string NormBase<T>::Name() const {
+  if (options_.per_position) {
+    return absl::StrCat(kind_, "(per position, ", channels_, ")");
+  }
   if (per_element_) return absl::StrCat(kind_, ShapeString(in_shape_));
   return absl::StrCat(kind_, "(", options_.groups, ", ", channels_, ")");
 }
@@ -28,6 +31,17 @@ absl::StatusOr<Shape> NormBase<T>::Configure(const Shape& in) {
         "expected a non-empty per-sample input [F], [C, L] or "
         "[C, H, W], got ",
         ShapeString(in));
+  }
+  if (options_.per_position) {
+    if (!per_element_ || in.size() != 2) {
+      return error("per_position expects a per-sample sequence [C, L], got ",
+                   ShapeString(in));
+    }
+    in_shape_ = in;
+    dense_ = false;
+    channels_ = in[0];
+    inner_ = in[1];
+    return in;
   }
   in_shape_ = in;
   dense_ = in.size() == 1;
@@ -51,9 +65,13 @@ absl::StatusOr<Shape> NormBase<T>::Configure(const Shape& in) {
 template <typename T>
 std::vector<ParamDecl> NormBase<T>::Params() const {
   if (!options_.affine) return {};
-  const Shape shape = per_element_ ? in_shape_ : Shape{channels_};
-  return {{"weight", shape, ParamDecl::Init::kOnes, 1},
-          {"bias", shape, ParamDecl::Init::kZeros, 1}};
+  const Shape shape =
+      per_element_ && !options_.per_position ? in_shape_ : Shape{channels_};
+  // Norm parameters are excluded from weight decay (per_position's, the
+  // transformer norms, declare it; model_sizes derives it for the others).
+  const bool no_decay = options_.per_position;
+  return {{"weight", shape, ParamDecl::Init::kOnes, 1, 0.02, no_decay},
+          {"bias", shape, ParamDecl::Init::kZeros, 1, 0.02, no_decay}};
 }
 
 template <typename T>
@@ -93,6 +111,7 @@ void NormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
       << " does not match the configured per-sample shape";
   in_ = &in;
   EnsureShape(out, in.shape());
+  if (options_.per_position) return ForwardPerPosition(in, out);
   int64_t cs, ns;
   Strides(n, &cs, &ns);
   const int64_t groups = per_element_ ? 1 : options_.groups;
@@ -156,6 +175,7 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
   CHECK_EQ(grad_out.size(), in_->size());
   const int64_t n = dense_ ? in_->dim(0) : in_->dim(1);
   if (grad_in != nullptr) EnsureShape(grad_in, in_->shape());
+  if (options_.per_position) return BackwardPerPosition(grad_out, grad_in);
   int64_t cs, ns;
   Strides(n, &cs, &ns);
   const int64_t groups = per_element_ ? 1 : options_.groups;
@@ -233,6 +253,97 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
     for (int64_t k = 0; k < weight_.size(); ++k) {
       weight_grad_[k] = static_cast<T>(weight_acc_[k]);
       bias_grad_[k] = static_cast<T>(bias_acc_[k]);
+    }
+  }
+}
+
+// Two passes over the rows (mean, then the biased variance around it) with
+// one accumulator per column, then the normalised output row by row.
+template <typename T>
+void NormBase<T>::ForwardPerPosition(const BasicTensor<T>& in,
+                                     BasicTensor<T>* out) {
+  const int64_t c_count = channels_, m = in.size() / channels_;
+  col_mean_.assign(m, T(0));
+  col_invstd_.assign(m, T(0));
+  T* mean = col_mean_.data();
+  T* var = col_invstd_.data();
+  const T* x = in.data();
+  for (int64_t c = 0; c < c_count; ++c) {
+    const T* r = x + c * m;
+    for (int64_t j = 0; j < m; ++j) mean[j] += r[j];
+  }
+  const T inv_c = T(1) / static_cast<T>(c_count);
+  for (int64_t j = 0; j < m; ++j) mean[j] *= inv_c;
+  for (int64_t c = 0; c < c_count; ++c) {
+    const T* r = x + c * m;
+    for (int64_t j = 0; j < m; ++j) {
+      const T dv = r[j] - mean[j];
+      var[j] += dv * dv;
+    }
+  }
+  const T eps = static_cast<T>(options_.eps);
+  for (int64_t j = 0; j < m; ++j)
+    var[j] = T(1) / std::sqrt(var[j] * inv_c + eps);
+  const T* invstd = var;
+  T* y = out->data();
+  for (int64_t c = 0; c < c_count; ++c) {
+    const T* r = x + c * m;
+    T* o = y + c * m;
+    const T w = options_.affine ? weight_[c] : T(1);
+    const T b = options_.affine ? bias_[c] : T(0);
+    for (int64_t j = 0; j < m; ++j) o[j] = (r[j] - mean[j]) * invstd[j] * w + b;
+  }
+}
+
+// Per column over its C features, with xh = (x - mean) * invstd and
+// gy = dy * weight[c]: dx = invstd * (gy - mean_c(gy) - xh * mean_c(gy xh));
+// dweight[c] = sum over columns of dy * xh, dbias[c] = sum of dy.
+template <typename T>
+void NormBase<T>::BackwardPerPosition(const BasicTensor<T>& grad_out,
+                                      BasicTensor<T>* grad_in) {
+  const int64_t c_count = channels_, m = in_->size() / channels_;
+  const T* x = in_->data();
+  const T* dy = grad_out.data();
+  const T* mean = col_mean_.data();
+  const T* invstd = col_invstd_.data();
+  col_a_.assign(m, T(0));
+  col_b_.assign(m, T(0));
+  T* a = col_a_.data();
+  T* b = col_b_.data();
+  const bool affine = options_.affine;
+  for (int64_t c = 0; c < c_count; ++c) {
+    const T* r = x + c * m;
+    const T* d = dy + c * m;
+    const T w = affine ? weight_[c] : T(1);
+    T dw = 0, db = 0;
+    for (int64_t j = 0; j < m; ++j) {
+      const T xh = (r[j] - mean[j]) * invstd[j];
+      const T gy = d[j] * w;
+      a[j] += gy;
+      b[j] += gy * xh;
+      dw += d[j] * xh;
+      db += d[j];
+    }
+    if (affine) {
+      weight_grad_[c] = dw;
+      bias_grad_[c] = db;
+    }
+  }
+  if (grad_in == nullptr) return;
+  const T inv_c = T(1) / static_cast<T>(c_count);
+  for (int64_t j = 0; j < m; ++j) {
+    a[j] *= inv_c;
+    b[j] *= inv_c;
+  }
+  T* g = grad_in->data();
+  for (int64_t c = 0; c < c_count; ++c) {
+    const T* r = x + c * m;
+    const T* d = dy + c * m;
+    T* o = g + c * m;
+    const T w = affine ? weight_[c] : T(1);
+    for (int64_t j = 0; j < m; ++j) {
+      const T xh = (r[j] - mean[j]) * invstd[j];
+      o[j] = invstd[j] * (d[j] * w - a[j] - xh * b[j]);
     }
   }
 }

@@ -28,7 +28,8 @@ namespace cohort {
 struct NormOptions {
   double eps = 1e-5;  // must be > 0
   bool affine = true;
-  int64_t groups = 1;  // GroupNorm only
+  int64_t groups = 1;         // GroupNorm only
+  bool per_position = false;  // LayerNorm on {C, L} only, see above
 };
 
 // Both layers: statistics per (sample, group of channels), affine per
@@ -54,6 +55,10 @@ class NormBase : public Layer<T> {
   // Where element (channel c, sample n, position p) lives: c * c_stride +
   // n * n_stride + p, for the batch of `n` samples.
   void Strides(int64_t n, int64_t* c_stride, int64_t* n_stride) const;
+  // per_position: columns of the {C, N * L} matrix.
+  void ForwardPerPosition(const BasicTensor<T>& in, BasicTensor<T>* out);
+  void BackwardPerPosition(const BasicTensor<T>& grad_out,
+                           BasicTensor<T>* grad_in);
 
   const char* kind_;
   NormOptions options_;
@@ -65,6 +70,8 @@ class NormBase : public Layer<T> {
   std::vector<double> mean_, invstd_;  // per (sample, group)
   std::vector<double> weight_acc_, bias_acc_;
   const BasicTensor<T>* in_ = nullptr;
+  // per_position: per-column statistics and backward sums, reused.
+  std::vector<T> col_mean_, col_invstd_, col_a_, col_b_;
 };
 
 template <typename T>
