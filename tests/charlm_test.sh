@@ -50,7 +50,7 @@ spec() {
 name: "charlm-test"
 data { kind: TOKENS tokens { train: "$tmp/corpus.txt" context: 64 } }
 model {
-  layers { embedding { vocab_size: 256 dim: 64 } }
+  layers { embedding { vocab_size: 256 dim: 128 } }
   layers { positional_embedding {} }
   layers { transformer_block { heads: 4 } }
   layers { transformer_block { heads: 4 } }
@@ -58,7 +58,7 @@ model {
   layers { tied_lm_head {} }
 }
 batch_size: 16
-max_steps: 300
+max_steps: 600
 optimizer { kind: ADAMW lr: 0.003 weight_decay: 0.1 no_decay_bias_and_norm: true clip_grad_norm: 1 }
 lr_schedule { kind: COSINE warmup_steps: 30 }
 seed: 5
@@ -66,16 +66,18 @@ SPEC
   printf '%s\n' "$@"
 }
 
-# check_loss NAME: the report's validation loss must be below 80% of the
-# unigram baseline.
+# check_loss NAME FACTOR: the report's validation loss must be below FACTOR
+# x the unigram baseline (all-reduce 0.7; PS SSP 0.8, since every push
+# there is an AdamW step on one worker's batch of 16, a noisier descent:
+# 2.81 against all-reduce's 2.34 when this test was written).
 check_loss() {
   local loss ppl
   loss=$(/usr/bin/python3 -c "import json, sys; print('%.4f' % json.load(open(sys.argv[1]))['test_loss'])" "$tmp/$1.json" 2>/dev/null)
   ppl=$(/usr/bin/python3 -c "import json, sys; print('%.2f' % json.load(open(sys.argv[1]))['test_metrics']['perplexity'])" "$tmp/$1.json" 2>/dev/null)
-  if [[ -n "$loss" ]] && awk -v l="$loss" -v b="$baseline" 'BEGIN { exit !(l < 0.8 * b) }'; then
-    ok "$1: validation loss $loss nats per byte (perplexity $ppl) < 0.8 x unigram $baseline"
+  if [[ -n "$loss" ]] && awk -v l="$loss" -v b="$baseline" -v f="$2" 'BEGIN { exit !(l < f * b) }'; then
+    ok "$1: validation loss $loss nats per byte (perplexity $ppl) < $2 x unigram $baseline"
   else
-    fail "$1: validation loss '$loss' not below 0.8 x unigram $baseline: $(tail -3 "$tmp/$1.out")"
+    fail "$1: validation loss '$loss' not below $2 x unigram $baseline: $(tail -3 "$tmp/$1.out")"
   fi
 }
 
@@ -85,25 +87,27 @@ SECONDS=0
 if timeout 300 "$cohort" local --job="$tmp/allreduce.textproto" --workers=2 \
     --threads=1 --report="$tmp/allreduce.json" > "$tmp/allreduce.out" 2>&1; then
   ok "all-reduce job on 2 workers finished in ${SECONDS} s"
-  check_loss allreduce
+  check_loss allreduce 0.7
 else
   fail "all-reduce job: $(tail -5 "$tmp/allreduce.out")"
 fi
 
 # 2. Parameter-server mode, stale synchronous.
-spec 'mode: PS' 'ps { consistency: SSP staleness: 2 }' > "$tmp/ps.textproto"
+# (Gradient clipping needs the all-reduced gradient: not in PS mode.)
+spec 'mode: PS' 'ps { consistency: SSP staleness: 2 }' |
+  sed 's/ clip_grad_norm: 1//' > "$tmp/ps.textproto"
 SECONDS=0
 if timeout 300 "$cohort" local --job="$tmp/ps.textproto" --workers=2 \
     --threads=1 --report="$tmp/ps.json" > "$tmp/ps.out" 2>&1; then
   ok "PS SSP job on 2 workers finished in ${SECONDS} s"
-  check_loss ps
+  check_loss ps 0.8
 else
   fail "PS SSP job: $(tail -5 "$tmp/ps.out")"
 fi
 
 # 3. kill -9 and resume, with dropout on (its streams must resume too).
 spec 'checkpoint { every_steps: 25 keep: 2 }' |
-  sed 's/max_steps: 300/max_steps: 100/; s/heads: 4 }/heads: 4 dropout: 0.1 }/' \
+  sed 's/max_steps: 600/max_steps: 100/; s/heads: 4 }/heads: 4 dropout: 0.1 }/' \
   > "$tmp/kill.textproto"
 run() {  # run NAME: trains to the end into $tmp/NAME, exporting the model.
   "$cohort" train --job="$tmp/kill.textproto" --devices=cpu:2 \
