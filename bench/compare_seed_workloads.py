@@ -11,6 +11,7 @@ benchmark checks its own claim.
 usage: compare_seed_workloads.py COHORT_BIN TORCH_BIN [--threads N] [--repeats K]
 """
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -21,8 +22,14 @@ GOAL = {"mobilenet": 1.5, "gpt": 1.5}
 
 
 def rate(binary, workload, steps, threads):
+    # torch.set_num_threads does not bound Debian's OpenBLAS, which LibTorch
+    # calls for its matrix products: without this LibTorch would use every
+    # core at "1 thread". cohort sets its own OpenBLAS threads.
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads))
     out = subprocess.run([binary, workload, str(steps), str(threads)],
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, capture_output=True, text=True,
+                         env=env).stdout
     name, key, value = out.split()
     assert name == workload and key == "samples_per_s", out
     return float(value)

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/malloc_tuning.h"
 #include "google/protobuf/text_format.h"
 #include "proto/job.pb.h"
 #include "worker/compute_threads.h"
@@ -212,4 +213,8 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace cohort
 
-int main(int argc, char** argv) { return cohort::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // As the cohort binary does (cli/cohort_main.cc).
+  cohort::KeepLargeBuffersResident();
+  return cohort::Main(argc, argv);
+}
