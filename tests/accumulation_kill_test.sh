@@ -29,13 +29,6 @@ run() {
     --checkpoint-dir="$tmp/$1" --export="$tmp/$1.safetensors" \
     --report="$tmp/$1.json" > "$tmp/$1.out" 2>&1
 }
-newest_step() {  # the newest checkpoint's step in DIR, or 0
-  local f
-  f=$(ls "$1"/ckpt-*.cohort 2>/dev/null | sort | tail -1)
-  [[ -n "$f" ]] || { echo 0; return; }
-  f=${f##*/ckpt-}
-  echo $((10#${f%.cohort}))
-}
 
 run straight || fail "undisturbed run: $(tail -3 "$tmp/straight.out")"
 steps=$(/usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['steps'])" "$tmp/straight.json" 2>/dev/null)

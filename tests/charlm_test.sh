@@ -114,13 +114,6 @@ run() {  # run NAME: trains to the end into $tmp/NAME, exporting the model.
     --checkpoint-dir="$tmp/$1" --export="$tmp/$1.safetensors" \
     --report="$tmp/$1.json" > "$tmp/$1.out" 2>&1
 }
-newest_step() {  # the newest checkpoint's step in DIR, or 0
-  local f
-  f=$(ls "$1"/ckpt-*.cohort 2>/dev/null | sort | tail -1)
-  [[ -n "$f" ]] || { echo 0; return; }
-  f=${f##*/ckpt-}
-  echo $((10#${f%.cohort}))
-}
 run straight || fail "undisturbed run: $(tail -3 "$tmp/straight.out")"
 "$cohort" train --job="$tmp/kill.textproto" --devices=cpu:2 --quiet \
   --checkpoint-dir="$tmp/killed" > "$tmp/killed.out" 2>&1 &

@@ -39,11 +39,6 @@ SPEC
 field() {  # field REPORT KEY: the report's value, as Python prints it
   $py -c "import json, sys; print(repr(json.load(open(sys.argv[1]))[sys.argv[2]]))" "$1" "$2" 2>/dev/null
 }
-newest_step() {  # the step of DIR's newest ckpt-*.cohort, or -1
-  local f
-  f=$(ls "$1" 2>/dev/null | grep -E '^ckpt-[0-9]+\.cohort$' | sort | tail -1)
-  [[ -n "$f" ]] && echo $((10#${f:5:12})) || echo -1
-}
 local_run() {  # local_run NAME [flags]: cohort local on $tmp/NAME.textproto
   local name=$1
   shift

@@ -88,3 +88,11 @@ finish() {
   echo "failures: $failures"
   [[ $failures -eq 0 ]]
 }
+
+# newest_step DIR: the step of DIR's newest checkpoint (ckpt-STEP.cohort),
+# or 0 when it has none.
+newest_step() {
+  local f
+  f=$(ls "$1" 2>/dev/null | grep -E '^ckpt-[0-9]+\.cohort$' | sort | tail -1)
+  [[ -n "$f" ]] && echo $((10#${f:5:12})) || echo 0
+}
