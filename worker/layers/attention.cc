@@ -57,10 +57,10 @@ template <typename T>
 std::vector<ParamDecl> Attention<T>::Params() const {
   using Init = ParamDecl::Init;
   const int64_t d = dim_;
-  return {{"in_proj_weight", {3 * d, d}, Init::kNormal, d, 0.02, false},
-          {"in_proj_bias", {3 * d}, Init::kZeros, d, 0.02, true},
-          {"out_proj.weight", {d, d}, Init::kNormal, d, 0.02, false},
-          {"out_proj.bias", {d}, Init::kZeros, d, 0.02, true}};
+  return {{"in_proj_weight", {3 * d, d}, Init::kNormal, d, 0.02},
+          {"in_proj_bias", {3 * d}, Init::kZeros, d, 0.02},
+          {"out_proj.weight", {d, d}, Init::kNormal, d, 0.02},
+          {"out_proj.bias", {d}, Init::kZeros, d, 0.02}};
 }
 
 template <typename T>

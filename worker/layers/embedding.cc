@@ -211,7 +211,6 @@ template <typename T>
 std::vector<ParamDecl> Embedding<T>::Params() const {
   ParamDecl w{"weight", {vocab_, dim_}, ParamDecl::Init::kNormal, dim_};
   w.std = 0.02;
-  w.no_decay = true;
   return {w};
 }
 
@@ -285,7 +284,6 @@ std::vector<ParamDecl> PositionalEmbedding<T>::Params() const {
   CHECK_GT(dim_, 0) << Name() << ": Params() before Configure()";
   ParamDecl w{"weight", {length_, dim_}, ParamDecl::Init::kNormal, dim_};
   w.std = 0.02;
-  w.no_decay = true;
   return {w};
 }
 

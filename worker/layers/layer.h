@@ -58,9 +58,8 @@ struct ParamDecl {
   Init init = Init::kZeros;
   int64_t fan_in = 1;
   double std = 0.02;  // kNormal only
-  // Excluded from weight decay under optimizer.no_decay_bias_and_norm
-  // (biases, norm parameters, embeddings).
-  bool no_decay = false;
+  // Which tensors weight decay skips (optimizer.no_decay_bias_and_norm)
+  // follows from the layer specs: common/model_sizes.h.
 };
 
 template <typename T>

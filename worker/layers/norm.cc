@@ -67,11 +67,8 @@ std::vector<ParamDecl> NormBase<T>::Params() const {
   if (!options_.affine) return {};
   const Shape shape =
       per_element_ && !options_.per_position ? in_shape_ : Shape{channels_};
-  // Norm parameters are excluded from weight decay (per_position's, the
-  // transformer norms, declare it; model_sizes derives it for the others).
-  const bool no_decay = options_.per_position;
-  return {{"weight", shape, ParamDecl::Init::kOnes, 1, 0.02, no_decay},
-          {"bias", shape, ParamDecl::Init::kZeros, 1, 0.02, no_decay}};
+  return {{"weight", shape, ParamDecl::Init::kOnes},
+          {"bias", shape, ParamDecl::Init::kZeros}};
 }
 
 template <typename T>

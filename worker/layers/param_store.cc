@@ -21,7 +21,7 @@ void ParamStore<T>::Layout(absl::Span<Layer<T>* const> layers) {
   for (size_t i = 0; i < layers.size(); ++i) {
     for (const ParamDecl& d : layers[i]->Params()) {
       entries_.push_back({absl::StrCat(i, ".", d.name), d.shape, total, d.init,
-                          d.fan_in, d.std, d.no_decay});
+                          d.fan_in, d.std});
       num_parameters_ += NumElements(d.shape);
       total += RoundUp(NumElements(d.shape));
     }

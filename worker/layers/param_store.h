@@ -28,8 +28,7 @@ class ParamStore {
     int64_t offset;  // in elements, into values()/grads()
     ParamDecl::Init init;
     int64_t fan_in;
-    double std;     // kNormal's
-    bool no_decay;  // ParamDecl::no_decay
+    double std;  // kNormal's
   };
 
   ParamStore() = default;

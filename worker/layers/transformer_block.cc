@@ -101,18 +101,14 @@ std::vector<ParamDecl> TransformerBlock<T>::Params() const {
       out.push_back(std::move(p));
     }
   };
-  auto norm = [](std::vector<ParamDecl> decls) {
-    for (ParamDecl& p : decls) p.no_decay = true;
-    return decls;
-  };
-  add("ln1.", norm(ln1_.Params()));
+  add("ln1.", ln1_.Params());
   add("attn.", attn_.Params());
-  add("ln2.", norm(ln2_.Params()));
+  add("ln2.", ln2_.Params());
   const int64_t d = dim_, r = hidden_;
-  out.push_back({"mlp.0.weight", {r, d}, Init::kNormal, d, 0.02, false});
-  out.push_back({"mlp.0.bias", {r}, Init::kZeros, d, 0.02, true});
-  out.push_back({"mlp.2.weight", {d, r}, Init::kNormal, r, 0.02, false});
-  out.push_back({"mlp.2.bias", {d}, Init::kZeros, r, 0.02, true});
+  out.push_back({"mlp.0.weight", {r, d}, Init::kNormal, d, 0.02});
+  out.push_back({"mlp.0.bias", {r}, Init::kZeros, d, 0.02});
+  out.push_back({"mlp.2.weight", {d, r}, Init::kNormal, r, 0.02});
+  out.push_back({"mlp.2.bias", {d}, Init::kZeros, r, 0.02});
   return out;
 }
 
