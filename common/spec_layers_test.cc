@@ -1,0 +1,164 @@
+// The checks of a spec's layers: fields and shapes, each error pointing at
+// the layer (common/spec.cc's CheckLayer, common/model_sizes.h).
+#include <string>
+
+#include "common/spec.h"
+#include "common/spec_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Sizes (common/model_sizes.h) are the spec's business: a layer whose input
+// does not fit, an unknown zoo model or sizes past 2^63 bytes point into
+// the file.
+// Issue 20's layers, on samples of shape [6, 30] (line 4 is the first
+// layer).
+TEST(ParseJobSpec, ChecksTheNewLayerKinds) {
+  auto with = [](const std::string& layers) {
+    return "batch_size: 8\nmax_steps: 10\nmodel {\n" + layers +
+           "}\noptimizer { lr: 0.01 }\n"
+           "data { kind: SYNTHETIC synthetic { shape: [6, 30] } }\n";
+  };
+  struct Case {
+    std::string layers;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"  layers { leaky_relu { negative_slope: inf } }\n",
+       "4:25: model.layers[0].leaky_relu.negative_slope must be finite, got "
+       "inf"},
+      {"  layers { layernorm { eps: -1 } }\n",
+       "4:24: model.layers[0].layernorm.eps must be >= 0, got -1"},
+      {"  layers { groupnorm { groups: 0 } }\n",
+       "4:24: model.layers[0].groupnorm.groups must be > 0, got 0"},
+      {"  layers { groupnorm { eps: 0.1 } }\n",
+       "4:12: model.layers[0].groupnorm.groups must be > 0, got 0 (missing)"},
+      {"  layers { groupnorm { groups: 2 eps: -0.5 } }\n",
+       "4:34: model.layers[0].groupnorm.eps must be >= 0, got -0.5"},
+      {"  layers { groupnorm { groups: 4 } }\n",
+       "4:3: layer 0 (groupnorm) cannot take input of shape [6, 30]: groups "
+       "(4) must divide the channels (6)"},
+      {"  layers { maxpool1d { kernel: 0 } }\n",
+       "4:24: model.layers[0].maxpool1d.kernel must be > 0, got 0"},
+      {"  layers { avgpool1d { kernel: 2 padding: 2 } }\n",
+       "4:34: model.layers[0].avgpool1d.padding must be <= kernel / 2 (1), "
+       "got 2"},
+      {"  layers { maxpool1d { kernel: 3 stride: -1 } }\n",
+       "4:34: model.layers[0].maxpool1d.stride must be >= 0, got -1"},
+      {"  layers { maxpool1d { kernel: 40 padding: 2 } }\n",
+       "4:3: layer 0 (maxpool1d) cannot take input of shape [6, 30]: the "
+       "kernel 40 does not fit the padded input"},
+      {"  layers { flatten {} }\n  layers { avgpool1d { kernel: 2 } }\n",
+       "5:3: layer 1 (avgpool1d) cannot take input of shape [180]: it expects "
+       "a per-sample input [C, L]"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ErrorOf(with(c.layers)), std::string(kFile) + ":" + c.error)
+        << c.layers;
+  }
+  // Every kind on fitting input, and the defaults the spec then records.
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      with("  layers { gelu {} } layers { silu {} } layers { tanh {} }\n"
+           "  layers { sigmoid {} } layers { leaky_relu {} }\n"
+           "  layers { leaky_relu { negative_slope: 0 } }\n"
+           "  layers { layernorm {} } layers { groupnorm { groups: 3 } }\n"
+           "  layers { maxpool1d { kernel: 3 stride: 2 padding: 1 } }\n"
+           "  layers { avgpool1d { kernel: 2 } }\n"
+           "  layers { gelu { tanh_approximation: true } }\n"),
+      kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const ModelSpec& m = spec->model();
+  EXPECT_FLOAT_EQ(m.layers(4).leaky_relu().negative_slope(), 0.01f);
+  EXPECT_TRUE(m.layers(5).leaky_relu().has_negative_slope());
+  EXPECT_EQ(m.layers(5).leaky_relu().negative_slope(), 0.0f);
+  EXPECT_FLOAT_EQ(m.layers(6).layernorm().eps(), 1e-5f);
+  EXPECT_FLOAT_EQ(m.layers(7).groupnorm().eps(), 1e-5f);
+  EXPECT_EQ(m.layers(9).avgpool1d().stride(), 2);
+}
+
+TEST(ParseJobSpec, ChecksSizesPointingAtTheLayer) {
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { relu {} }\n"
+                               "  layers { linear { out_features: 5 } }\n")),
+            "jobs/x.textproto:5:3: layer 1 (linear) cannot take input of "
+            "shape [1, 28, 28]: it expects a flat input {features}; put a "
+            "flatten layer before it");
+  EXPECT_EQ(ErrorOf(Valid("data { kind: CIFAR10 }\n")),
+            "jobs/x.textproto:2:9: zoo model lenet5 takes samples of shape "
+            "[1, 28, 28] but the data set gives [3, 32, 32]");
+  std::string text = Valid();
+  text.replace(text.find("lenet5"), 6, "lenet9");
+  EXPECT_EQ(ErrorOf(text).rfind("jobs/x.textproto:2:9: unknown zoo model "
+                                "\"lenet9\"; known models: ",
+                                0),
+            0u);
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { conv2d { out_channels: 2000000000 "
+                               "kernel: 1 padding: 2000000000 } }\n")),
+            "jobs/x.textproto:4:3: layer 0 (conv2d) cannot take input of "
+            "shape [1, 28, 28]: its output passes 2^63 elements");
+  // 784 x 10^8 parameters are fine for arithmetic; whether they fit a
+  // machine is the worker's question.
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { flatten {} }\n  layers { linear { "
+                               "out_features: 100000000 } }\n")),
+            "OK");
+  const std::string overflow = ErrorOf(
+      "batch_size: 2000000000\nmax_steps: 1\noptimizer { lr: 0.1 }\n"
+      "model { layers { conv2d { out_channels: 4 kernel: 1 padding: "
+      "100000 } }\n        layers { global_avgpool {} } }\n");
+  EXPECT_EQ(overflow.rfind("jobs/x.textproto:4:1: layer 0 (conv2d) needs more "
+                           "than 8 EiB of activations",
+                           0),
+            0u)
+      << overflow;
+}
+
+TEST(ParseJobSpec, ChecksGroupsAndBranchShapesPointingAtTheLayer) {
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { conv2d { out_channels: 4 kernel: 3 "
+                               "groups: 2 } }\n")),
+            "jobs/x.textproto:4:3: layer 0 (conv2d) cannot take input of "
+            "shape [1, 28, 28]: groups 2 must divide the 1 input and 4 "
+            "output channels");
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { conv2d { out_channels: 4 kernel: 5 "
+                               "dilation: 7 } }\n")),
+            "jobs/x.textproto:4:3: layer 0 (conv2d) cannot take input of "
+            "shape [1, 28, 28]: the input padded by 0 is smaller than the "
+            "kernel 5 dilated by 7");
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { combine: SUM paths { } paths { "
+                         "layers { conv2d { out_channels: 2 kernel: 3 } } } } "
+                         "}\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 1 gives [2, 26, 26] but path 0 gives [1, 28, 28]; "
+      "summed paths must give the same shape");
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { paths { layers { flatten {} } "
+                         "layers { linear { out_features: 3 } } } paths { "
+                         "layers { conv2d { out_channels: 2 kernel: 3 } } } } "
+                         "}\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 1 gives [2, 26, 26] but path 0 gives [3]; "
+      "concatenated paths must agree in all but the channels");
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { paths { layers { linear { "
+                         "out_features: 3 } } } } }\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 0 layer 0 (linear) cannot take input of shape "
+      "[1, 28, 28]: it expects a flat input {features}; put a flatten layer "
+      "before it");
+  // An inception-style block and a depthwise-separable block.
+  EXPECT_EQ(
+      ErrorOf(WithLayers(
+          "  layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } }\n"
+          "  layers { branch { paths { layers { conv2d { out_channels: 4 "
+          "kernel: 1 } } } paths { layers { conv2d { out_channels: 8 kernel: "
+          "3 padding: 2 dilation: 2 groups: 8 } } } paths { } } }\n"
+          "  layers { global_avgpool {} }\n  layers { linear { out_features: "
+          "10 } }\n")),
+      "OK");
+}
+
+}  // namespace
+}  // namespace cohort
