@@ -563,6 +563,25 @@ std::unique_ptr<UpdateRule<T>> MakeLarsRule(const LarsOptions& options,
   return std::make_unique<Lars<T>>(options, num_elements, layout);
 }
 
+template <typename T>
+std::unique_ptr<UpdateRule<T>> MakeUpdateRule(const RuleOptions& options,
+                                              int64_t num_elements,
+                                              const RuleLayout& layout) {
+  switch (options.kind) {
+    case RuleKind::kAdam:
+      return MakeAdamRule<T>(options.adam, num_elements, layout);
+    case RuleKind::kRmsprop:
+      return MakeRmspropRule<T>(options.rmsprop, num_elements, layout);
+    case RuleKind::kLamb:
+      return MakeLambRule<T>(options.lamb, num_elements, layout);
+    case RuleKind::kLars:
+      return MakeLarsRule<T>(options.lars, num_elements, layout);
+    case RuleKind::kSgd:
+      break;
+  }
+  return MakeSgdRule<T>(options.sgd, num_elements, layout);
+}
+
 #define COHORT_DEFINE_RULE(Make, Options, T)                               \
   template std::unique_ptr<UpdateRule<T>> Make<T>(const Options&, int64_t, \
                                                   const RuleLayout&);
@@ -571,7 +590,8 @@ std::unique_ptr<UpdateRule<T>> MakeLarsRule(const LarsOptions& options,
   COHORT_DEFINE_RULE(MakeAdamRule, AdamOptions, T)       \
   COHORT_DEFINE_RULE(MakeRmspropRule, RmspropOptions, T) \
   COHORT_DEFINE_RULE(MakeLambRule, LambOptions, T)       \
-  COHORT_DEFINE_RULE(MakeLarsRule, LarsOptions, T)
+  COHORT_DEFINE_RULE(MakeLarsRule, LarsOptions, T)       \
+  COHORT_DEFINE_RULE(MakeUpdateRule, RuleOptions, T)
 COHORT_DEFINE_RULES(float)
 COHORT_DEFINE_RULES(double)
 

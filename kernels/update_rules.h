@@ -38,7 +38,7 @@
 // optimizer.h makes these from a job's OptimizerSpec) and the
 // parameter-server shard (server/ps/shard_state.h). The CUDA kernels
 // (kernels/cuda/ops.h) do the same operations with the same scalars
-// (kernels/update_options.h).
+// (common/update_options.h).
 //
 // Ownership: a rule owns its state (momentum buffer; Adam's m, v and step
 // count), sized for `num_elements` at construction; Step never allocates.
@@ -55,7 +55,7 @@
 
 #include "absl/types/span.h"
 #include "common/tensor.h"
-#include "kernels/update_options.h"
+#include "common/update_options.h"
 
 namespace cohort {
 
@@ -182,6 +182,12 @@ std::unique_ptr<UpdateRule<T>> MakeLarsRule(const LarsOptions& options,
                                             int64_t num_elements,
                                             const RuleLayout& layout = {});
 
+// The rule `options.kind` names, with its options.
+template <typename T>
+std::unique_ptr<UpdateRule<T>> MakeUpdateRule(const RuleOptions& options,
+                                              int64_t num_elements,
+                                              const RuleLayout& layout = {});
+
 #define COHORT_DECLARE_RULE(Make, Options, T)             \
   extern template std::unique_ptr<UpdateRule<T>> Make<T>( \
       const Options&, int64_t, const RuleLayout&);
@@ -190,7 +196,8 @@ std::unique_ptr<UpdateRule<T>> MakeLarsRule(const LarsOptions& options,
   COHORT_DECLARE_RULE(MakeAdamRule, AdamOptions, T)       \
   COHORT_DECLARE_RULE(MakeRmspropRule, RmspropOptions, T) \
   COHORT_DECLARE_RULE(MakeLambRule, LambOptions, T)       \
-  COHORT_DECLARE_RULE(MakeLarsRule, LarsOptions, T)
+  COHORT_DECLARE_RULE(MakeLarsRule, LarsOptions, T)       \
+  COHORT_DECLARE_RULE(MakeUpdateRule, RuleOptions, T)
 COHORT_DECLARE_RULES(float)
 COHORT_DECLARE_RULES(double)
 #undef COHORT_DECLARE_RULES

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/update_options.h"
+#include "common/update_options.h"
 
 namespace cohort {
 namespace {

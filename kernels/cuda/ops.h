@@ -33,7 +33,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/cuda/ops_reference.h"
-#include "kernels/update_options.h"
+#include "common/update_options.h"
 #include "kernels/update_rules.h"
 
 namespace cohort {
@@ -42,7 +42,7 @@ namespace gpu {
 // ---------------------------------------------------------------- optimizers
 
 // The optimizers' hyper-parameters, one definition with the CPU rules
-// (kernels/update_options.h); the kernels round them to float as the CPU
+// (common/update_options.h); the kernels round them to float as the CPU
 // UpdateRule<float> does.
 using ::cohort::AdamOptions;
 using ::cohort::LambOptions;
@@ -62,7 +62,7 @@ absl::Status SgdStep(float* params, const float* grads, float* momentum_buffer,
 // One Adam/AdamW step over `n` parameters with moments `m` and `v` (n floats
 // each, zero before the first step). `step` counts the steps taken
 // including this one (1 on the first call): it sets the bias corrections,
-// computed on the host by MakeAdamScalars (kernels/update_options.h), as
+// computed on the host by MakeAdamScalars (common/update_options.h), as
 // the CPU rules compute them.
 absl::Status AdamStep(float* params, const float* grads, float* m, float* v,
                       int64_t n, double lr, int64_t step,

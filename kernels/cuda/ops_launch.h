@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "kernels/update_options.h"
+#include "common/update_options.h"
 
 namespace cohort {
 namespace gpu {
@@ -23,7 +23,7 @@ void LaunchSgd(float* params, const float* grads, float* momentum_buffer,
                bool nesterov, cudaStream_t stream);
 
 // Adam's per-step scalars, made on the host by MakeAdamScalars
-// (kernels/update_options.h, the one definition the CPU rules use too).
+// (common/update_options.h, the one definition the CPU rules use too).
 using AdamScalars = ::cohort::AdamScalars<float>;
 void LaunchAdam(float* params, const float* grads, float* m, float* v,
                 int64_t n, const AdamScalars& s, cudaStream_t stream);

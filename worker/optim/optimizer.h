@@ -26,14 +26,6 @@ using Optimizer = UpdateRule<T>;
 // The optimizer `spec` describes, for a flat buffer of `num_elements`.
 // `spec` must have been validated and its defaults filled (ParseJobSpec);
 // Adam's betas and eps are used as given, zeros included.
-// The update rules' options for `spec` (SGD family, Adam family): one
-// mapping for the CPU rules and the GPU kernels.
-SgdOptions SgdOptionsOf(const OptimizerSpec& spec);
-AdamOptions AdamOptionsOf(const OptimizerSpec& spec);
-RmspropOptions RmspropOptionsOf(const OptimizerSpec& spec);
-LambOptions LambOptionsOf(const OptimizerSpec& spec);
-LarsOptions LarsOptionsOf(const OptimizerSpec& spec);
-
 // Whether `spec`'s rule scales each tensor by norms over the whole tensor
 // (LAMB, LARS): its steppers must cut the buffer on kNormBlock multiples
 // and step in two passes (kernels/update_rules.h).

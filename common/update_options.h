@@ -4,12 +4,15 @@
 // parameter-server shard step) and the CUDA kernels (kernels/cuda/ops.h)
 // share, so that every device rounds the same scalars the same way.
 //
-// nvcc reads this header too (through kernels/cuda/ops_launch.h), which is
-// why it includes nothing but the standard library.
+// It lives in common/ so that the one mapping from a job's OptimizerSpec
+// (common/optimizer_options.h) serves the worker and the parameter-server
+// shards alike. nvcc reads this header too (through
+// kernels/cuda/ops_launch.h), which is why it includes nothing but the
+// standard library.
 //
 // Plain values and a pure function: no ownership, thread-safe.
-#ifndef COHORT_KERNELS_UPDATE_OPTIONS_H_
-#define COHORT_KERNELS_UPDATE_OPTIONS_H_
+#ifndef COHORT_COMMON_UPDATE_OPTIONS_H_
+#define COHORT_COMMON_UPDATE_OPTIONS_H_
 
 #include <cmath>
 
@@ -58,6 +61,18 @@ struct LarsOptions {
   double trust_coefficient = 0.001;
 };
 
+// Which rule, with its hyper-parameters: what a job's optimizer spec says
+// (common/optimizer_options.h), for kernels/update_rules.h's MakeUpdateRule.
+enum class RuleKind { kSgd, kAdam, kRmsprop, kLamb, kLars };
+struct RuleOptions {
+  RuleKind kind = RuleKind::kSgd;
+  SgdOptions sgd;    // kSgd
+  AdamOptions adam;  // kAdam (AdamW: adam.decoupled)
+  RmspropOptions rmsprop;
+  LambOptions lamb;
+  LarsOptions lars;
+};
+
 // LAMB's and LARS's per-tensor factor from the tensor's two norms:
 // num / den, or 1 when either is 0 (a zero tensor, or a zero update),
 // computed in double. LAMB: ||p|| / ||u||; LARS: tc * ||p|| / (||g|| + wd *
@@ -103,4 +118,4 @@ inline AdamScalars<T> MakeAdamScalars(double lr, double t,
 
 }  // namespace cohort
 
-#endif  // COHORT_KERNELS_UPDATE_OPTIONS_H_
+#endif  // COHORT_COMMON_UPDATE_OPTIONS_H_
