@@ -157,6 +157,19 @@ struct Gpt : torch::nn::Module {
   }
 };
 
+// Samples per second of `steps` calls of `step` on batches of `batch`,
+// after 5 warm-up steps.
+template <typename Step>
+double SamplesPerSecond(Step& step, int steps, int batch) {
+  for (int i = 0; i < 5; ++i) step();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  return steps * batch / s;
+}
+
 template <typename Net>
 double Run(Net& net, torch::Tensor x, torch::Tensor y, bool mse, double lr,
            double momentum, int steps, int batch) {
@@ -170,13 +183,7 @@ double Run(Net& net, torch::Tensor x, torch::Tensor y, bool mse, double lr,
     loss.backward();
     opt.step();
   };
-  for (int i = 0; i < 5; ++i) step();  // warm-up
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-          .count();
-  return steps * batch / s;
+  return SamplesPerSecond(step, steps, batch);
 }
 
 // Next-token training of `net` on a fixed batch of random ids, AdamW.
@@ -191,13 +198,7 @@ double RunGpt(Gpt& net, int steps, int batch, int len) {
     loss.backward();
     opt.step();
   };
-  for (int i = 0; i < 5; ++i) step();  // warm-up
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  const double s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-          .count();
-  return steps * batch / s;
+  return SamplesPerSecond(step, steps, batch);
 }
 
 }  // namespace

@@ -81,29 +81,28 @@ check_loss() {
   fi
 }
 
+# train_local NAME FACTOR: cohort local on $tmp/NAME.textproto with 2
+# workers, then check_loss NAME FACTOR.
+train_local() {
+  SECONDS=0
+  if timeout 300 "$cohort" local --job="$tmp/$1.textproto" --workers=2 \
+      --threads=1 --report="$tmp/$1.json" > "$tmp/$1.out" 2>&1; then
+    ok "$1 job on 2 workers finished in ${SECONDS} s"
+    check_loss "$1" "$2"
+  else
+    fail "$1 job: $(tail -5 "$tmp/$1.out")"
+  fi
+}
+
 # 1. All-reduce on two workers.
 spec > "$tmp/allreduce.textproto"
-SECONDS=0
-if timeout 300 "$cohort" local --job="$tmp/allreduce.textproto" --workers=2 \
-    --threads=1 --report="$tmp/allreduce.json" > "$tmp/allreduce.out" 2>&1; then
-  ok "all-reduce job on 2 workers finished in ${SECONDS} s"
-  check_loss allreduce 0.7
-else
-  fail "all-reduce job: $(tail -5 "$tmp/allreduce.out")"
-fi
+train_local allreduce 0.7
 
 # 2. Parameter-server mode, stale synchronous.
 # (Gradient clipping needs the all-reduced gradient: not in PS mode.)
 spec 'mode: PS' 'ps { consistency: SSP staleness: 2 }' |
   sed 's/ clip_grad_norm: 1//' > "$tmp/ps.textproto"
-SECONDS=0
-if timeout 300 "$cohort" local --job="$tmp/ps.textproto" --workers=2 \
-    --threads=1 --report="$tmp/ps.json" > "$tmp/ps.out" 2>&1; then
-  ok "PS SSP job on 2 workers finished in ${SECONDS} s"
-  check_loss ps 0.8
-else
-  fail "PS SSP job: $(tail -5 "$tmp/ps.out")"
-fi
+train_local ps 0.8
 
 # 3. kill -9 and resume, with dropout on (its streams must resume too).
 spec 'checkpoint { every_steps: 25 keep: 2 }' |
