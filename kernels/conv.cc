@@ -193,11 +193,7 @@ void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
   const int64_t kk = g.patch(), np = g.positions();
   conv_internal::EnsureSize(&ws->col, kk * np);
   Im2col(g, in, ws->col.data());
-  if (bias != nullptr) {
-    for (int64_t oc = 0; oc < g.out_channels; ++oc) {
-      std::fill(out + oc * np, out + (oc + 1) * np, bias[oc]);
-    }
-  }
+  if (bias != nullptr) BroadcastColumn<T>(g.out_channels, np, bias, out, np);
   Gemm<T>(Trans::kNo, Trans::kNo, g.out_channels, np, kk, T(1), weight, kk,
           ws->col.data(), np, bias != nullptr ? T(1) : T(0), out, np);
 }
@@ -217,9 +213,7 @@ void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
   if (Pointwise(g) && ws->algorithm != ConvAlgorithm::kIm2col) {
     const int64_t np = g.positions();
     if (bias != nullptr) {
-      for (int64_t oc = 0; oc < g.out_channels; ++oc) {
-        std::fill(out + oc * np, out + (oc + 1) * np, bias[oc]);
-      }
+      BroadcastColumn<T>(g.out_channels, np, bias, out, np);
     }
     Gemm<T>(Trans::kNo, Trans::kNo, g.out_channels, np, g.in_channels, T(1),
             weight, g.in_channels, in, np, bias != nullptr ? T(1) : T(0), out,

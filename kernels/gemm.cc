@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -102,12 +103,19 @@ void BroadcastRow(int64_t m, int64_t n, const T* row, T* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, row, n * sizeof(T));
 }
 
+template <typename T>
+void BroadcastColumn(int64_t m, int64_t n, const T* col, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    std::fill(c + i * ldc, c + i * ldc + n, col[i]);
+}
+
 #define COHORT_INSTANTIATE_GEMM(T)                                            \
   template void Gemm<T>(Trans, Trans, int64_t, int64_t, int64_t, T, const T*, \
                         int64_t, const T*, int64_t, T, T*, int64_t);          \
   template void RowSums<T>(int64_t, int64_t, const T*, int64_t, T*);          \
   template void ColumnSums<T>(int64_t, int64_t, const T*, int64_t, T*);       \
-  template void BroadcastRow<T>(int64_t, int64_t, const T*, T*, int64_t);
+  template void BroadcastRow<T>(int64_t, int64_t, const T*, T*, int64_t);     \
+  template void BroadcastColumn<T>(int64_t, int64_t, const T*, T*, int64_t);
 
 COHORT_INSTANTIATE_GEMM(float)
 COHORT_INSTANTIATE_GEMM(double)

@@ -43,6 +43,11 @@ void ColumnSums(int64_t m, int64_t n, const T* a, int64_t lda, T* out);
 template <typename T>
 void BroadcastRow(int64_t m, int64_t n, const T* row, T* c, int64_t ldc);
 
+// Fills row i of c (m rows of n, stride ldc) with col[i]: the per-channel
+// bias of channel-major activations, added the same way.
+template <typename T>
+void BroadcastColumn(int64_t m, int64_t n, const T* col, T* c, int64_t ldc);
+
 }  // namespace cohort
 
 #endif  // COHORT_KERNELS_GEMM_H_

@@ -9,18 +9,6 @@
 #include "kernels/gemm.h"
 
 namespace cohort {
-namespace {
-
-// c {rows, cols} (row stride ldc) = bias broadcast along each row, so that
-// a following Gemm with beta = 1 adds the product in the same pass.
-template <typename T>
-void FillRows(const T* bias, int64_t rows, int64_t cols, T* c, int64_t ldc) {
-  for (int64_t r = 0; r < rows; ++r) {
-    std::fill(c + r * ldc, c + r * ldc + cols, bias[r]);
-  }
-}
-
-}  // namespace
 
 template <typename T>
 std::string Attention<T>::Name() const {
@@ -130,7 +118,7 @@ void Attention<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   in_ = &in;
   dims_ = {n, length_, d, options_.heads, options_.causal, ld};
   EnsureShape(&qkv_, {3 * d, ld});
-  FillRows(b_in_.data(), 3 * d, nl, qkv_.data(), ld);
+  BroadcastColumn<T>(3 * d, nl, b_in_.data(), qkv_.data(), ld);
   Gemm<T>(Trans::kNo, Trans::kNo, 3 * d, nl, d, T(1), w_in_.data(), d,
           in.data(), nl, T(1), qkv_.data(), ld);
   dropped_ = mode == Mode::kTrain && options_.dropout > 0.0;
@@ -140,7 +128,7 @@ void Attention<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   AttentionForward<T>(dims_, qkv_.data(), dropped_ ? keep_.data() : nullptr,
                       keep_scale, heads_.data(), &cache_);
   EnsureShape(out, {d, n, length_});
-  FillRows(b_out_.data(), d, nl, out->data(), nl);
+  BroadcastColumn<T>(d, nl, b_out_.data(), out->data(), nl);
   Gemm<T>(Trans::kNo, Trans::kNo, d, nl, d, T(1), w_out_.data(), d,
           heads_.data(), ld, T(1), out->data(), nl);
 }

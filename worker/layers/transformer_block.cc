@@ -22,8 +22,7 @@ NormOptions PerPosition(double eps) {
 template <typename T>
 void PositionwiseLinear(const T* w, const T* bias, const T* x, int64_t o,
                         int64_t i, int64_t m, T* out) {
-  for (int64_t r = 0; r < o; ++r)
-    std::fill(out + r * m, out + (r + 1) * m, bias[r]);
+  BroadcastColumn<T>(o, m, bias, out, m);
   Gemm<T>(Trans::kNo, Trans::kNo, o, m, i, T(1), w, i, x, m, T(1), out, m);
 }
 
