@@ -648,6 +648,7 @@ absl::Status CheckSizes(const JobSpec& j, const Scope& s) {
         SizeErrorAt(j, s, failed_layer), input ? "data.synthetic.shape: " : "",
         sizes.status().message()));
   }
+  RETURN_IF_ERROR(CheckTokenModel(j, s));
   const absl::Status fits =
       CheckNoOverflow(EstimateWorkerMemory(j, *sizes, WorkerMemoryOptions()));
   if (fits.ok()) return fits;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/spec_scope.h"
 #include "common/status_macros.h"
+#include "common/zoo_specs.h"
 
 namespace cohort {
 namespace spec_internal {
@@ -235,6 +236,33 @@ absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
     return CheckNumpy(d.numpy(), s.Nested(d, "numpy", -1));
   }
   return CheckSynthetic(d.synthetic(), s.Nested(d, "synthetic", -1));
+}
+
+absl::Status CheckTokenModel(const JobSpec& j, const Scope& s) {
+  absl::StatusOr<std::vector<LayerSpec>> layers = LayerSpecs(j.model());
+  if (!layers.ok() || layers->empty() || !(*layers)[0].has_embedding()) {
+    return absl::OkStatus();
+  }
+  const EmbeddingSpec& e = (*layers)[0].embedding();
+  const Scope model = s.Nested(j, "model", -1);
+  const std::string at = j.model().zoo().empty()
+                             ? model.At(j.model(), "layers", 0)
+                             : model.At(j.model(), "zoo", -1);
+  if (j.data().kind() != DatasetSpec::TOKENS) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at,
+        "the embedding reads token ids, which only data kind TOKENS "
+        "gives, not ",
+        DatasetSpec::Kind_Name(j.data().kind())));
+  }
+  const int vocab = j.data().tokens().vocab_size();
+  if (e.vocab_size() < vocab) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at, "the embedding's vocab_size ", e.vocab_size(),
+                     " is below the data's vocabulary (data.tokens.vocab_size ",
+                     vocab, "): every id must have a row"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace spec_internal

@@ -155,6 +155,22 @@ TEST(ParseJobSpec, ChecksTokenDataAndTransformerLayers) {
   EXPECT_EQ(ErrorOf(job("train: \"a\" context: 4", block) +
                     "eval { metric: \"perplexity\" }\n"),
             "OK");
+  // The embedding must have a row for every id the data can hold, and only
+  // TOKENS data holds ids.
+  EXPECT_EQ(ErrorOf(job("train: \"a\" context: 4 format: UINT16 "
+                        "vocab_size: 300",
+                        block)),
+            "jobs/x.textproto:7:9: the embedding's vocab_size 256 is below "
+            "the data's vocabulary (data.tokens.vocab_size 300): every id "
+            "must have a row");
+  EXPECT_EQ(
+      ErrorOf(head +
+              "data { kind: NUMPY numpy { shape: [1, 4] classes: 3 "
+              "train_x: \"x\" train_y: \"y\" test_x: \"x\" test_y: \"y\" } }\n"
+              "model { layers { embedding { vocab_size: 256 dim: 8 } } "
+              "layers { tied_lm_head {} } }\n"),
+      "jobs/x.textproto:6:9: the embedding reads token ids, which only data "
+      "kind TOKENS gives, not NUMPY");
 }
 
 // Kind IMAGE_FOLDER: each field checked where it is written, the sample

@@ -136,6 +136,9 @@ inline absl::Status OnlyFor(bool applies, bool set, const Scope& s,
 
 // The data block: its kind's own block and every field of it.
 absl::Status CheckData(const DatasetSpec& d, const Scope& s);
+// An embedding layer reads token ids: it needs TOKENS data whose
+// vocabulary fits its table (`j`'s defaults filled).
+absl::Status CheckTokenModel(const JobSpec& j, const Scope& s);
 
 }  // namespace spec_internal
 }  // namespace cohort
