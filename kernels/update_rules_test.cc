@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "common/update_options.h"
+#include "gtest/gtest.h"
 
 namespace cohort {
 namespace {

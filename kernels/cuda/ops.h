@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "kernels/cuda/ops_reference.h"
 #include "common/update_options.h"
+#include "kernels/cuda/ops_reference.h"
 #include "kernels/update_rules.h"
 
 namespace cohort {
