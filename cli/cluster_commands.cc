@@ -10,6 +10,7 @@
 #include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/launch_env.h"
+#include "cli/output_paths.h"
 #include "cli/stop_signal.h"
 #include "cli/train_command.h"
 #include "common/prometheus.h"
@@ -85,6 +86,11 @@ absl::Status RunCoordinator(const std::vector<std::string>& args, bool* help,
   }
   CoordinatorOptions o;
   ASSIGN_OR_RETURN(o.job, LoadJobSpec(job));
+  if (!report.empty()) {
+    CommandInputs inputs;
+    inputs.files.emplace_back("the --job file", job);
+    RETURN_IF_ERROR(CheckOutputFlag("--report", report, inputs));
+  }
   o.listen = listen;
   o.report_path = report;
   o.state_dir = state_dir;
@@ -174,6 +180,9 @@ absl::Status RunWorkerCommand(const std::vector<std::string>& args,
   }
   ASSIGN_OR_RETURN(o.collective_ports,
                    ParsePortRange(collective_ports, "--collective-ports"));
+  if (!o.timeline_path.empty()) {
+    RETURN_IF_ERROR(CheckOutputFlag("--timeline", o.timeline_path, {}));
+  }
   WorkerMetrics metrics;
   std::unique_ptr<HttpServer> metrics_server;  // stops before `metrics` goes
   if (!metrics_listen.empty()) {

@@ -22,6 +22,7 @@
 #include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/launch_env.h"
+#include "cli/output_paths.h"
 #include "cli/stop_signal.h"
 #include "client/coordinator_client.h"
 #include "common/spec.h"
@@ -138,6 +139,11 @@ absl::StatusOr<CoordinatorOptions> CoordinatorOptionsFor(const LaunchFlags& f,
                                                          const LaunchEnv& env) {
   CoordinatorOptions o;
   ASSIGN_OR_RETURN(o.job, LoadJobSpec(f.job));
+  if (!f.report.empty()) {
+    CommandInputs inputs;
+    inputs.files.emplace_back("the --job file", f.job);
+    RETURN_IF_ERROR(CheckOutputFlag("--report", f.report, inputs));
+  }
   o.job.set_name(LaunchJobName(env, o.job.name()));
   // The launched tasks are the world: the job forms once every one of them
   // has joined, whatever the spec's cluster section says.

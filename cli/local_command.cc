@@ -24,6 +24,7 @@
 #include "cli/cluster_commands.h"
 #include "cli/devices.h"
 #include "cli/flags.h"
+#include "cli/output_paths.h"
 #include "cli/train_command.h"
 #include "common/files.h"
 #include "common/machine_memory.h"
@@ -248,6 +249,23 @@ absl::StatusOr<CoordinatorOptions> LocalCoordinatorOptions(LocalFlags* f) {
   return o;
 }
 
+// --report and each worker's --timeline file, before anything starts:
+// writable, and neither the job's spec, its data nor each other.
+absl::Status CheckLocalOutputs(const LocalFlags& f, const JobSpec& job) {
+  CommandInputs inputs;
+  inputs.files.emplace_back("the --job file", f.job);
+  inputs.AddDataSet(job.data(), f.data_dir);
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!f.report.empty()) outputs.emplace_back("--report", f.report);
+  for (int64_t i = 0; !f.timeline.empty() && i < f.workers; ++i) {
+    outputs.emplace_back("--timeline", LocalTimelinePath(f.timeline, i));
+  }
+  for (const auto& [flag, path] : outputs) {
+    RETURN_IF_ERROR(CheckOutputFlag(flag, path, inputs));
+  }
+  return CheckDistinctOutputs(outputs);
+}
+
 // Every worker (and, in PS mode, every shard) of the job runs on this
 // machine, so the job as a whole must fit it: checked before anything
 // starts, instead of each process finding out alone. Workers may hold
@@ -434,6 +452,7 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
   ASSIGN_OR_RETURN(const std::vector<Devices> worker_devices,
                    SplitDevices(all_devices, static_cast<int>(f.workers)));
   ASSIGN_OR_RETURN(const CoordinatorOptions o, LocalCoordinatorOptions(&f));
+  RETURN_IF_ERROR(CheckLocalOutputs(f, o.job));
   RETURN_IF_ERROR(CheckLocalMemory(o.job, worker_devices, f.shards));
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
                    CoordinatorServer::Start(o));

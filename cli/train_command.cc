@@ -21,7 +21,9 @@
 #include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/model_commands.h"
+#include "cli/output_paths.h"
 #include "cli/stop_signal.h"
+#include "common/checkpoint.h"
 #include "common/files.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
@@ -61,10 +63,14 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
   flags.String("replicas", &f->replicas, "older name of --devices");
   flags.Int("threads", &f->threads,
             "compute threads in all (default: one per replica)", 1, 1024);
-  flags.String("report", &f->report, "write a JSON report to this file");
+  flags.String("report", &f->report,
+               "write a JSON report to this file (a new or regular file: a "
+               "device, FIFO or symbolic link there is refused, as is a file "
+               "the run reads)");
   flags.String("export", &f->export_to,
                "after training, write the final model here: FILE.onnx or "
-               "FILE.safetensors (as cohort export does)");
+               "FILE.safetensors (as cohort export does; the same rules as "
+               "--report)");
   flags.String("init-from", &f->init_from,
                "start from the weights in this safetensors file (PyTorch "
                "state_dict names; cohort export writes one), unless a "
@@ -73,7 +79,8 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "write checkpoints here and resume from the newest (overrides "
                "the spec's checkpoint.dir)");
   flags.String("timeline", &f->timeline,
-               "write a Chrome trace of every step's phases to this file");
+               "write a Chrome trace of every step's phases to this file (the "
+               "same rules as --report)");
   flags.Bool("quiet", &f->quiet, "no progress output");
 }
 
@@ -140,24 +147,42 @@ absl::StatusOr<std::string> ExportFormat(const std::string& path) {
       "--export must name a .onnx or .safetensors file, got ", path));
 }
 
-// The newest checkpoint of `dir` (the run's final one) exported.
-absl::Status ExportNewest(const std::string& dir, const std::string& format,
-                          const std::string& out) {
-  std::string newest;
+// The run's final checkpoint (at its last step) in `dir`, exported. Not
+// simply the newest file there: the directory may hold a newer, damaged one
+// the run skipped when it resumed.
+absl::Status ExportFinal(const std::string& dir, int64_t step,
+                         const std::string& format, const std::string& out) {
+  const std::string path = absl::StrCat(dir, "/", CheckpointFileName(step));
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (absl::StartsWith(name, "ckpt-") && absl::EndsWith(name, ".cohort") &&
-        name > newest) {
-      newest = name;
-    }
-  }
-  if (newest.empty()) {
+  if (!std::filesystem::exists(path, ec)) {
     return absl::FailedPreconditionError(
-        absl::StrCat("--export: the run left no checkpoint in ", dir,
+        absl::StrCat("--export: the run left no checkpoint ", path,
                      " (parameter-server jobs write none yet)"));
   }
-  return ExportCheckpoint(absl::StrCat(dir, "/", newest), format, out);
+  return ExportCheckpoint(path, format, out);
+}
+
+// Every output flag checked before the work: writable, and none of the
+// files the run reads (its spec, --init-from, its data set, names in its
+// checkpoint directory) nor each other.
+absl::Status CheckTrainOutputs(const TrainFlags& f, const JobSpec& spec) {
+  CommandInputs inputs;
+  inputs.files.emplace_back("the --job file", f.job);
+  if (!f.init_from.empty()) {
+    inputs.files.emplace_back("the --init-from file", f.init_from);
+  }
+  inputs.AddDataSet(spec.data(), f.data_dir);
+  const std::string& dir =
+      !f.checkpoint_dir.empty() ? f.checkpoint_dir : spec.checkpoint().dir();
+  if (!dir.empty()) inputs.checkpoint_dirs.push_back(dir);
+  const std::vector<std::pair<std::string, std::string>> outputs = {
+      {"--report", f.report},
+      {"--timeline", f.timeline},
+      {"--export", f.export_to}};
+  for (const auto& [flag, path] : outputs) {
+    if (!path.empty()) RETURN_IF_ERROR(CheckOutputFlag(flag, path, inputs));
+  }
+  return CheckDistinctOutputs(outputs);
 }
 
 }  // namespace
@@ -179,18 +204,11 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
                    ResolveDevices(f.devices, f.replicas));
   ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
   // Output paths are checked before the work, not after it.
-  if (!f.report.empty()) {
-    if (absl::Status s = CheckCanWriteFile(f.report); !s.ok()) {
-      return FlagError("--report", s);
-    }
-  }
   std::string export_format;
   if (!f.export_to.empty()) {
     ASSIGN_OR_RETURN(export_format, ExportFormat(f.export_to));
-    if (absl::Status s = CheckCanWriteFile(f.export_to); !s.ok()) {
-      return FlagError("--export", s);
-    }
   }
+  RETURN_IF_ERROR(CheckTrainOutputs(f, spec));
   TrainOptions options = MakeTrainOptions(f, devices);
   // The export is made from the run's final checkpoint; without a
   // checkpoint directory, one in a temporary directory.
@@ -230,7 +248,8 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   const std::string dir = !options.checkpoint_dir.empty()
                               ? options.checkpoint_dir
                               : spec.checkpoint().dir();
-  absl::Status exported = ExportNewest(dir, export_format, f.export_to);
+  absl::Status exported =
+      ExportFinal(dir, run->steps, export_format, f.export_to);
   if (!scratch.empty()) std::filesystem::remove_all(scratch);
   return exported;
 }
