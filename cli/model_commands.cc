@@ -247,7 +247,7 @@ absl::Status RunGenerate(const std::string& checkpoint,
 absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
   std::string checkpoint, input, out, data_dir, split = "test";
   int64_t batch = 256, top_k = -1;  // -1: not given
-  std::string prompt, temperature = "1";
+  std::string prompt, temperature = "1", generate_flag;
   int64_t generate = 0, seed = 0;
   FlagSet flags("predict");
   flags.String("checkpoint", &checkpoint,
@@ -271,8 +271,10 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
   flags.String("prompt", &prompt,
                "text to continue: its bytes are the token ids (a TOKENS "
                "checkpoint in format BYTES); prints it and --generate bytes");
-  flags.Int("generate", &generate, "with --prompt: bytes to generate",
-            INT64_MIN, INT64_MAX);
+  // Parsed by ParseGenerateFlag, whose message tells an integer out of
+  // range from one that is not an integer.
+  flags.String("generate", &generate_flag,
+               "with --prompt: N, the bytes to generate");
   flags.String("temperature", &temperature,
                "with --prompt: softmax temperature (0: greedy)");
   flags.Int("seed", &seed, "with --prompt: the sampler's seed");
@@ -281,6 +283,9 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
     std::fputs(flags.Usage().c_str(), stdout);
     *help = true;
     return absl::OkStatus();
+  }
+  if (!generate_flag.empty()) {
+    ASSIGN_OR_RETURN(generate, ParseGenerateFlag(generate_flag));
   }
   if (!prompt.empty() || generate != 0) {
     return RunGenerate(checkpoint, prompt, generate, temperature, top_k, seed);
