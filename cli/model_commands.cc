@@ -275,7 +275,7 @@ absl::Status PredictSplit(TrainedModel& trained, const Dataset& data,
 struct PredictFlags {
   std::string checkpoint, input, out, data_dir, split = "test";
   int64_t batch = 256, top_k = -1;  // -1: not given
-  std::string prompt, temperature = "1";
+  std::string prompt, temperature = "1", generate_flag;
   int64_t generate = 0, seed = 0;
   bool skip_damaged = false;
 };
@@ -304,8 +304,10 @@ void AddPredictFlags(FlagSet& flags, PredictFlags* f) {
   flags.String("prompt", &f->prompt,
                "text to continue: its bytes are the token ids (a TOKENS "
                "checkpoint in format BYTES); prints it and --generate bytes");
-  flags.Int("generate", &f->generate, "with --prompt: bytes to generate",
-            INT64_MIN, INT64_MAX);
+  // Parsed by ParseGenerateFlag, whose message tells an integer out of
+  // range from one that is not an integer.
+  flags.String("generate", &f->generate_flag,
+               "with --prompt: N, the bytes to generate");
   flags.String("temperature", &f->temperature,
                "with --prompt: softmax temperature (0: greedy)");
   flags.Int("seed", &f->seed, "with --prompt: the sampler's seed");
@@ -381,6 +383,9 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
     std::fputs(flags.Usage().c_str(), stdout);
     *help = true;
     return absl::OkStatus();
+  }
+  if (!f.generate_flag.empty()) {
+    ASSIGN_OR_RETURN(f.generate, ParseGenerateFlag(f.generate_flag));
   }
   if (!f.prompt.empty() || f.generate != 0) return RunGenerate(f);
   RETURN_IF_ERROR(CheckPredictFlags(f));
