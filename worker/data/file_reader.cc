@@ -114,13 +114,18 @@ absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
     return absl::ResourceExhaustedError("zlib could not initialise inflate.");
   }
   z_stream* s = inflater.strm();
-  std::vector<uint8_t> out(SizeHint(gz));
+  // With a header to read, start small: a file whose header already
+  // disagrees with its size is refused before a large buffer is filled.
+  std::vector<uint8_t> out(expected_size ? size_t{64} * 1024 : SizeHint(gz));
   size_t in_pos = 0, out_pos = 0;
   size_t limit = 0;  // the header's size plus one byte, once known
   while (true) {
     if (limit == 0 && expected_size) {
       const size_t want = expected_size(out.data(), out_pos);
-      if (want > 0) limit = want + 1;
+      if (want > 0) {
+        limit = want + 1;
+        if (out.size() < limit) out.resize(std::min(limit, SizeHint(gz)));
+      }
     }
     if (limit > 0 && out_pos >= limit) {
       return absl::DataLossError(
