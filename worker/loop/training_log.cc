@@ -78,14 +78,14 @@ absl::Status TrainingLog::WriteStepRow() {
   RETURN_IF_ERROR(
       train_->Add({"step", "epoch", "wall_time", "loss", "lr", "grad_norm",
                    "samples_per_s"},
-                  {absl::StrCat(last_.step), absl::StrCat(last_.epoch),
+                  {absl::StrCat(last_.step), absl::StrCat(last_.epoch + 1),
                    WallTimeCell(wall_time), CsvNumber(loss),
                    CsvNumber(last_.lr), norm ? CsvNumber(last_.grad_norm) : "",
                    rate ? CsvNumber(samples_per_s) : ""}));
   std::vector<ScalarValue> values = {
       {"train/loss", loss},
       {"train/lr", last_.lr},
-      {"train/epoch", static_cast<double>(last_.epoch)}};
+      {"train/epoch", static_cast<double>(last_.epoch + 1)}};
   if (norm) values.push_back({"train/grad_norm", last_.grad_norm});
   if (rate) values.push_back({"train/samples_per_s", samples_per_s});
   events_->Add(ScalarsEvent(wall_time, last_.step, values));
@@ -103,7 +103,7 @@ void TrainingLog::Evaluated(
   if (failed_) return;
   const double wall_time = EventWallTime(absl::Now());
   std::vector<std::string> columns = {"step", "epoch", "wall_time"};
-  std::vector<std::string> cells = {absl::StrCat(step), absl::StrCat(epoch),
+  std::vector<std::string> cells = {absl::StrCat(step), absl::StrCat(epoch + 1),
                                     WallTimeCell(wall_time)};
   std::vector<ScalarValue> values;
   for (const auto& [name, value] : metrics) {

@@ -12,7 +12,8 @@
 //              with the same figures as train/<column> and eval/<metric>
 //              scalars
 //
-// Steps count from 1 and epochs from 0, as the JSON report counts them.
+// Steps and epochs count from 1, as the JSON report and the console count
+// them.
 // Rows reach the files at each evaluation, every kFlushRows rows or
 // kFlushSeconds, and at the end, so a run that dies keeps what came before.
 // A run that continues after step S (a resumed checkpoint) keeps the CSV
@@ -50,8 +51,8 @@ struct TrainingLogOptions {
 
 // What one optimizer step tells the log.
 struct StepScalars {
-  int64_t step = 0;  // steps done, this one included
-  int64_t epoch = 0;
+  int64_t step = 0;       // steps done, this one included
+  int64_t epoch = 0;      // from 0, as the loop counts (written from 1)
   double loss = 0;        // mean over the chief's replicas
   double lr = 0;          // the step's learning rate
   double grad_norm = -1;  // -1: not known
@@ -72,7 +73,7 @@ class TrainingLog {
 
   // After every step.
   void Step(const StepScalars& s);
-  // After every evaluation, at step `step` of epoch `epoch`.
+  // After every evaluation, at step `step` of epoch `epoch` (from 0).
   void Evaluated(int64_t step, int64_t epoch,
                  const std::vector<std::pair<std::string, double>>& metrics);
   // Writes the row of steps that have not filled a row yet, and flushes.

@@ -67,10 +67,10 @@ TEST(TrainingLog, RowsEveryNStepsAndAtClose) {
   EXPECT_EQ(rows[0], "step,epoch,wall_time,loss,lr,grad_norm,samples_per_s");
   // Steps 1-2, 3-4 and 5 (the rest, at close): mean losses, the last
   // step's lr and norm, samples over seconds.
-  EXPECT_TRUE(absl::StartsWith(rows[1], "2,0,")) << rows[1];
+  EXPECT_TRUE(absl::StartsWith(rows[1], "2,1,")) << rows[1];
   EXPECT_TRUE(absl::EndsWith(rows[1], ",1.5,0.1,2,128")) << rows[1];
   EXPECT_TRUE(absl::EndsWith(rows[2], ",3.5,0.1,2,128")) << rows[2];
-  EXPECT_TRUE(absl::StartsWith(rows[3], "5,1,")) << rows[3];
+  EXPECT_TRUE(absl::StartsWith(rows[3], "5,2,")) << rows[3];
   EXPECT_TRUE(absl::EndsWith(rows[3], ",5,0.1,2,128")) << rows[3];
   EXPECT_EQ(EventFiles(o.dir).size(), 1u);
 }
@@ -92,7 +92,7 @@ TEST(TrainingLog, EvaluationRowsAreWrittenAtOnce) {
   const std::vector<std::string> rows = Lines(o.dir + "/eval.csv");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0], "step,epoch,wall_time,loss,accuracy");
-  EXPECT_TRUE(absl::StartsWith(rows[1], "4,0,")) << rows[1];
+  EXPECT_TRUE(absl::StartsWith(rows[1], "4,1,")) << rows[1];
   EXPECT_TRUE(absl::EndsWith(rows[1], ",0.5,0.875")) << rows[1];
 }
 
@@ -110,8 +110,8 @@ TEST(TrainingLog, ResumedRunContinuesTheCsvAndAddsAnEventFile) {
   second.reset();
   const std::vector<std::string> rows = Lines(o.dir + "/train.csv");
   ASSERT_EQ(rows.size(), 6u);
-  EXPECT_TRUE(absl::StartsWith(rows[4], "4,0,")) << rows[4];
-  EXPECT_TRUE(absl::StartsWith(rows[5], "5,1,")) << rows[5];
+  EXPECT_TRUE(absl::StartsWith(rows[4], "4,1,")) << rows[4];
+  EXPECT_TRUE(absl::StartsWith(rows[5], "5,2,")) << rows[5];
   EXPECT_TRUE(absl::StrContains(rows[5], ",50,")) << rows[5];
   EXPECT_EQ(Lines(o.dir + "/eval.csv").size(), 2u);
   EXPECT_EQ(EventFiles(o.dir).size(), 2u);
