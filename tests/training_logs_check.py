@@ -112,7 +112,13 @@ def read_events(pb_dir, log_dir):
                 for v in e.summary.value:
                     expect(v.WhichOneof("value") == "simple_value",
                            "%s: %s is not a simple_value" % (path, v.tag))
-                    scalars.setdefault(v.tag, {})[e.step] = v.simple_value
+                    series = scalars.setdefault(v.tag, {})
+                    # A step written twice and not dropped by a START
+                    # between: two writers, or a resume that did not say
+                    # where it restarted.
+                    expect(e.step not in series,
+                           "%s: %s at step %d twice" % (path, v.tag, e.step))
+                    series[e.step] = v.simple_value
     return scalars, len(files), count
 
 
