@@ -186,6 +186,7 @@ struct LocalFlags {
   std::string straggler, timeline;
   int64_t workers = 2, threads = 0, shards = 0, min_step_ms = 0;
   SecurityOptions security;
+  std::string log_dir, metrics_listen;
 };
 
 void AddLocalFlags(FlagSet& flags, LocalFlags* f) {
@@ -217,6 +218,14 @@ void AddLocalFlags(FlagSet& flags, LocalFlags* f) {
                "write each worker's Chrome trace of its steps' phases to "
                "FILE.w<i>.json (FILE without a .json ending)");
   AddSecurityFlags(flags, &f->security);
+  flags.String("log-dir", &f->log_dir,
+               "the chief writes train.csv, eval.csv and a TensorBoard event "
+               "file here (overrides the spec's log.dir)");
+  flags.String("metrics-listen", &f->metrics_listen,
+               "HOST:PORT of a plaintext HTTP server with the coordinator's "
+               "dashboard at / and Prometheus metrics at /metrics; no token, "
+               "no TLS: bind it where only trusted readers reach, e.g. "
+               "127.0.0.1:9400 (default: none)");
 }
 
 // The coordinator's options for the job `f` names, sized to exactly
@@ -243,6 +252,8 @@ absl::StatusOr<CoordinatorOptions> LocalCoordinatorOptions(LocalFlags* f) {
   o.job.mutable_cluster()->set_max_workers(static_cast<int>(f->workers));
   o.listen = f->listen;
   o.security = f->security;
+  if (!f->log_dir.empty()) o.job.mutable_log()->set_dir(f->log_dir);
+  o.metrics_listen = f->metrics_listen;
   o.report_path = !f->report.empty()
                       ? f->report
                       : absl::StrCat("/tmp/cohort-local-", getpid(), ".json");

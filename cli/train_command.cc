@@ -48,6 +48,7 @@ struct TrainFlags {
   std::string export_to;
   std::string timeline;
   bool quiet = false;
+  std::string log_dir;
 };
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
@@ -82,6 +83,9 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "write a Chrome trace of every step's phases to this file (the "
                "same rules as --report)");
   flags.Bool("quiet", &f->quiet, "no progress output");
+  flags.String("log-dir", &f->log_dir,
+               "write train.csv, eval.csv and a TensorBoard event file here "
+               "(overrides the spec's log.dir)");
 }
 
 // `s`, a failure to use the file flag `flag` names, saying so.
@@ -203,6 +207,7 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   ASSIGN_OR_RETURN(const Devices devices,
                    ResolveDevices(f.devices, f.replicas));
   ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
+  if (!f.log_dir.empty()) spec.mutable_log()->set_dir(f.log_dir);
   // Output paths are checked before the work, not after it.
   std::string export_format;
   if (!f.export_to.empty()) {

@@ -613,6 +613,8 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
       NonNegative(e, j.eval(), "every_steps", j.eval().every_steps()));
   RETURN_IF_ERROR(
       NonNegative(e, j.eval(), "batch_size", j.eval().batch_size()));
+  RETURN_IF_ERROR(NonNegative(s.Nested(j, "log", -1), j.log(), "every_steps",
+                              j.log().every_steps()));
   return CheckControl(j, s);
 }
 

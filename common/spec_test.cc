@@ -615,5 +615,20 @@ TEST(DescribeJobSpec, NamesAccumulation) {
   EXPECT_NE(TrainingHash(*spec), TrainingHash(off));
 }
 
+TEST(ParseJobSpec, LogDefaultsAndChecks) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(Valid("log { dir: \"/tmp/logs\" }\n"), kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->log().every_steps(), 1);
+  EXPECT_EQ(ErrorOf(Valid("log { every_steps: -2 }\n")),
+            "jobs/x.textproto:6:7: log.every_steps must be >= 0, got -2");
+  // Where and how often logs are written leaves the mathematics alone: a
+  // checkpoint resumes with other log settings.
+  JobSpec other = *spec;
+  other.mutable_log()->set_dir("/elsewhere");
+  other.mutable_log()->set_every_steps(10);
+  EXPECT_EQ(TrainingHash(other), TrainingHash(*spec));
+}
+
 }  // namespace
 }  // namespace cohort

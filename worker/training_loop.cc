@@ -118,6 +118,7 @@ absl::Status TrainingLoop::Setup(const EngineFactory& make_engine) {
   ASSIGN_OR_RETURN(exchange_, engine_->CreateExchange());
   RETURN_IF_ERROR(ReadLimits());
   RETURN_IF_ERROR(Resume());
+  RETURN_IF_ERROR(OpenLog());
   cur_epoch_ = start_epoch_;
   cur_position_ = start_position_;
   cur_epoch_steps_ = start_epoch_steps_;
@@ -261,6 +262,8 @@ absl::StatusOr<double> TrainingLoop::Step(const StepPlan& plan,
                                           const ExchangeStep& ex,
                                           BatchSource& source, int64_t epoch,
                                           EpochResult& er, Progress& progress) {
+  const absl::Time begin = absl::Now();
+  logged_.lr = plan.lr;
   exchange_->BeginStep(ex);
   RETURN_IF_ERROR(engine_->ForwardBackward(plan, source, *exchange_));
   const StepTiming timing = engine_->timing();
@@ -275,16 +278,20 @@ absl::StatusOr<double> TrainingLoop::Step(const StepPlan& plan,
       RETURN_IF_ERROR(Pull(step_ + 1));
     }
   }
-  return AccountStep(epoch, engine_->Results(plan), er, progress);
+  const double loss = AccountStep(epoch, engine_->Results(plan), er, progress);
+  logged_.seconds = Seconds(begin);
+  return loss;
 }
 
 double TrainingLoop::AccountStep(int64_t epoch,
                                  absl::Span<const ReplicaResult> results,
                                  EpochResult& er, Progress& progress) {
   double loss = 0;
+  int64_t seen = 0;
   const int count = static_cast<int>(results.size());
   for (const ReplicaResult& r : results) {
     loss += r.loss / count;
+    seen += r.seen;
     epoch_correct_ += r.correct;
     epoch_seen_ += r.seen;
     result_.skipped_samples += r.skipped;
@@ -296,6 +303,12 @@ double TrainingLoop::AccountStep(int64_t epoch,
   recent_losses_.push_back(loss);
   ++step_;
   ++er.steps;
+  logged_.step = step_;
+  logged_.epoch = epoch;
+  logged_.loss = loss;
+  // Every replica of a synchronous step takes as many samples (the
+  // sampler pads); with shared data this is an estimate.
+  logged_.samples = seen * TotalReplicas() / count;
   progress.Step(epoch, er.steps, steps_per_epoch_, step_, TotalSteps(),
                 result_.samples, loss);
   return loss;
@@ -453,6 +466,10 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
 // goes; its answer may stop training.
 absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
   ++window_steps_;
+  if (log_ != nullptr) {
+    logged_.grad_norm = grad_norm_;
+    log_->Step(logged_);
+  }
   if (dist_ == nullptr || !dist_->on_step) return absl::OkStatus();
   // Heartbeats go out every interval (>= 100 ms), so fresher progress is
   // never seen; small models take microseconds a step.
@@ -577,6 +594,7 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
   FinishResult(step_, recent_losses_, &result_);
   if (step_ > 0) result_.final_lr = PlanStep(step_ - 1, 0, false).lr;
   FillControlResult();
+  if (log_ != nullptr) log_->Close();
   if (options_.final_parameters != nullptr) {
     ASSIGN_OR_RETURN(*options_.final_parameters, engine_->Parameters());
   }

@@ -2,7 +2,8 @@
 // steps, the distributed sampler or a shared epoch's chunks, the learning
 // rate schedule, the gradient exchange, the optimizer or the shards'
 // parameters, the non-finite gradient policy, evaluation cadence,
-// progress and reports to the coordinator, checkpoints and exact resume,
+// progress and reports to the coordinator, the chief's training logs
+// (worker/loop/training_log.h), checkpoints and exact resume,
 // the final checkpoint on a termination signal, the elastic state handed
 // from one generation to the next, and the timeline. What differs between
 // devices is a DeviceEngine (worker/engine/device_engine.h); what differs
@@ -34,6 +35,7 @@
 #include "worker/early_stopping.h"
 #include "worker/engine/device_engine.h"
 #include "worker/exchange/gradient_exchange.h"
+#include "worker/loop/training_log.h"
 #include "worker/objective.h"
 #include "worker/progress.h"
 #include "worker/trainer.h"
@@ -139,6 +141,9 @@ class TrainingLoop : public Trainer {
   // state to all (AgreeOnState).
   absl::Status Resume();
   absl::Status InitWeights();
+  // The chief's logs (log.dir), continued after the step training starts
+  // from; nothing elsewhere.
+  absl::Status OpenLog();
   absl::Status AgreeOnState(const std::optional<Checkpoint>& mine);
   absl::Status FinalCheckpoint();
   absl::Status MaybeCheckpoint(int64_t epoch, int64_t steps_in_epoch,
@@ -237,6 +242,10 @@ class TrainingLoop : public Trainer {
   int64_t bytes_reduced_ = 0;
   // The last step's gradient norm before clipping (-1: not known).
   double grad_norm_ = -1;
+  // The chief's training logs (null elsewhere, or without log.dir), and
+  // what the newest step tells them, gathered as the step goes.
+  std::unique_ptr<TrainingLog> log_;
+  StepScalars logged_;
   absl::Time last_report_ = absl::InfinitePast();
   int64_t window_bytes_ = 0;  // all-reduced in the window, and the time
   double window_comm_s_ = 0;  // the collectives took

@@ -239,6 +239,23 @@ absl::Status TrainingLoop::InitWeights() {
   return absl::OkStatus();
 }
 
+absl::Status TrainingLoop::OpenLog() {
+  if (spec_.log().dir().empty() || (dist_ != nullptr && dist_->rank != 0)) {
+    return absl::OkStatus();
+  }
+  TrainingLogOptions o;
+  o.dir = spec_.log().dir();
+  o.every_steps = spec_.log().every_steps();
+  o.start_step = step_;
+  ASSIGN_OR_RETURN(log_, TrainingLog::Open(o));
+  // The epoch of the step training starts from, for an evaluation before
+  // the next step: a state at an epoch's start ended the epoch before.
+  const bool epoch_start = start_epoch_steps_ == 0 && start_position_ == 0;
+  logged_.epoch =
+      epoch_start ? std::max<int64_t>(0, start_epoch_ - 1) : start_epoch_;
+  return absl::OkStatus();
+}
+
 absl::Status TrainingLoop::Resume() {
   ASSIGN_OR_RETURN(std::optional<Checkpoint> mine, ResumeCandidate());
   // A checkpoint to resume wins over starting weights.
