@@ -223,7 +223,9 @@ absl::StatusOr<std::vector<float>> SafeTensorFloats(const SafeTensor& t) {
   const char* p = t.bytes.data();
   if (t.dtype == "F32") {
     out.resize(t.bytes.size() / 4);
-    std::memcpy(out.data(), p, t.bytes.size());
+    // A zero-element tensor leaves out.data() null, which memcpy must not
+    // be given even for zero bytes.
+    if (!out.empty()) std::memcpy(out.data(), p, t.bytes.size());
     return out;
   }
   if (t.dtype == "F16" || t.dtype == "BF16") {
