@@ -10,6 +10,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -211,6 +212,89 @@ TEST_F(BlockingLimits, ExcessIsRefusedAtOnceNamingTheBoundHeartbeatsGoOn) {
   for (std::thread& t : waits_) t.join();
   waits_.clear();
   EXPECT_TRUE(Wait(*a, 1000).ok());
+}
+
+grpc::Status KvWaitFor(Coordinator::Stub& stub, uint64_t generation,
+                       int64_t timeout_ms) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  KvWaitRequest r;
+  r.set_generation(generation);
+  r.add_keys("never");
+  r.set_timeout_ms(timeout_ms);
+  KvWaitResponse ignored;
+  return stub.KvWait(&context, r, &ignored);
+}
+
+// A flood of KvWaits over many connections fills the ordinary calls' share
+// of the total, not the places kept for workers: a forming job's workers
+// still join, and the KV waits of a connection that joined are let in.
+TEST(Admission, AFloodOverManyConnectionsLeavesRoomForTheJobsWorkers) {
+  ClusterSpec cluster;
+  cluster.set_min_workers(2);
+  cluster.set_heartbeat_interval_ms(10000);
+  CoordinatorOptions o;
+  o.job = testing::TestJob(cluster);
+  o.max_blocking_calls_per_peer = 2;
+  o.max_blocking_calls = 6;  // 3 of them kept for workers
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::unique_ptr<Coordinator::Stub>> flood;
+  for (int i = 0; i < 4; ++i) {
+    flood.push_back(Coordinator::NewStub(Connection((*server)->address())));
+  }
+  std::atomic<int> refused{0};
+  std::vector<std::thread> waits;
+  auto flood_all = [&](uint64_t generation, int per_connection) {
+    for (auto& stub : flood) {
+      for (int i = 0; i < per_connection; ++i) {
+        waits.emplace_back([&, stub = stub.get(), generation] {
+          const grpc::Status s = KvWaitFor(*stub, generation, 3000);
+          if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+            ++refused;
+          }
+        });
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  };
+  flood_all(0, 2);
+  EXPECT_EQ(refused.load(), 5);  // 3 let in, the others refused
+
+  std::vector<testing::Reply<JoinResponse>> joined(2);
+  std::vector<std::unique_ptr<Coordinator::Stub>> workers;
+  std::vector<std::thread> joins;
+  for (int w = 0; w < 2; ++w) {
+    workers.push_back(Coordinator::NewStub(Connection((*server)->address())));
+  }
+  for (int w = 0; w < 2; ++w) {
+    joins.emplace_back([&, w] {
+      joined[w] =
+          testing::Join(*workers[w], testing::MakeJoin(absl::StrCat("w", w)));
+    });
+  }
+  for (std::thread& t : joins) t.join();
+  for (const auto& j : joined) {
+    ASSERT_TRUE(j.status.ok()) << j.status.error_message();
+  }
+
+  // The flood comes back for the new generation; a worker's KV wait is
+  // still let in (it times out at the coordinator), another client's not.
+  flood_all(joined[0].response.generation(), 1);
+  const grpc::Status worker =
+      KvWaitFor(*workers[0], joined[0].response.generation(), 200);
+  EXPECT_EQ(worker.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << worker.error_message();
+  auto other = Coordinator::NewStub(Connection((*server)->address()));
+  const grpc::Status refused_wait =
+      KvWaitFor(*other, joined[0].response.generation(), 200);
+  EXPECT_EQ(refused_wait.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused_wait.error_message(),
+              HasSubstr("keeps 3 of them for joining workers"));
+  (*server)->Shutdown();
+  for (std::thread& t : waits) t.join();
 }
 
 // A waiting call whose client went away gives its place back (the wait

@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <utility>
@@ -77,6 +78,10 @@ CallLimits BlockingCallLimits(const CoordinatorOptions& o) {
   limits.total = o.max_blocking_calls > 0
                      ? o.max_blocking_calls
                      : 256 + 4 * o.job.cluster().max_workers();
+  // Each worker's Join and its KV waits, so that a flood of blocking calls
+  // cannot keep a job from forming (server/call_limiter.h).
+  limits.reserved =
+      std::min(4 * o.job.cluster().max_workers(), limits.total / 2);
   limits.what = "blocking calls (Join, KvWait)";
   return limits;
 }
@@ -105,17 +110,8 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
       if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
       return serve();
     };
-    const Admission limited = [this](
-                                  grpc::ServerContext* context,
-                                  const std::function<grpc::Status()>& serve) {
-      if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
-      absl::StatusOr<CallLimiter::Slot> slot =
-          blocking_.Acquire(context->peer());
-      if (!slot.ok()) return ToGrpc(slot.status());
-      return serve();
-    };
-    GateUnary("Join", &Coordinator::Service::Join, limited);
-    GateUnary("KvWait", &Coordinator::Service::KvWait, limited);
+    GateUnary("Join", &Coordinator::Service::Join, Limited(true));
+    GateUnary("KvWait", &Coordinator::Service::KvWait, Limited(false));
     GateUnary("Heartbeat", &Coordinator::Service::Heartbeat, token);
     GateUnary("KvSet", &Coordinator::Service::KvSet, token);
     GateUnary("KvGet", &Coordinator::Service::KvGet, token);
@@ -140,9 +136,11 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
         !s.ok()) {
       return ToGrpc(s);
     }
-    return Reply(
-        t_->Join(*request, [context] { return context->IsCancelled(); }),
-        response);
+    absl::StatusOr<JoinResponse> joined =
+        t_->Join(*request, [context] { return context->IsCancelled(); });
+    // This connection's KV waits bootstrap the job's collectives.
+    if (joined.ok()) blocking_.AddPriorityPeer(context->peer());
+    return Reply(std::move(joined), response);
   }
   grpc::Status Heartbeat(grpc::ServerContext* context,
                          const HeartbeatRequest* request,
@@ -240,6 +238,20 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
   }
 
  private:
+  // The token, then a place in the limiter; Join's places may come from
+  // the share kept for workers (`priority`), as may those of the calls of a
+  // connection that has joined.
+  Admission Limited(bool priority) {
+    return [this, priority](grpc::ServerContext* context,
+                            const std::function<grpc::Status()>& serve) {
+      if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
+      absl::StatusOr<CallLimiter::Slot> slot =
+          blocking_.Acquire(context->peer(), priority);
+      if (!slot.ok()) return ToGrpc(slot.status());
+      return serve();
+    };
+  }
+
   JobTracker* const t_;
   MetricsHistory* const history_;
   const TokenCheck token_check_;
