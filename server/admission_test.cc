@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
@@ -117,6 +118,116 @@ TEST(Admission, EveryShardMethodChecksTheTokenBeforeTheBody) {
   ASSERT_TRUE(server.ok()) << server.status();
   ExpectRefusedBeforeAnyMessage((*server)->address(),
                                 ParameterServer::service_full_name(), 3);
+}
+
+// Opens a grpc.health.v1.Health/Check call without the token and sends no
+// message (nor closes its side): the answer, which must come at once, as
+// the service answers such a caller without reading its request.
+struct HealthAnswer {
+  grpc::Status status;
+  grpc::health::v1::HealthCheckResponse response;
+};
+HealthAnswer CheckWithoutABody(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(&context, "/grpc.health.v1.Health/Check", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(nullptr);
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer buffer;
+  call->Read(&buffer, nullptr);
+  cq.Next(&tag, &ok);
+  const bool answered = ok;
+  HealthAnswer answer;
+  call->Finish(&answer.status, nullptr);
+  cq.Next(&tag, &ok);
+  std::vector<grpc::Slice> slices;
+  if (answered && buffer.Dump(&slices).ok()) {
+    std::string bytes;
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    EXPECT_TRUE(answer.response.ParseFromString(bytes));
+  }
+  return answer;
+}
+
+grpc::Status CheckService(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& service, bool with_token) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  if (with_token)
+    context.AddMetadata("authorization", "Bearer the-right-token");
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse ignored;
+  return stub->Check(&context, request, &ignored);
+}
+
+// A caller without the token is answered without its request being read,
+// on the main port and on --health-listen's (a body would be buffered whole:
+// server/health_service.h); one with the token has its request read.
+TEST(Admission, HealthAnswersACallerWithoutTheTokenWithoutReadingItsBody) {
+  ClusterSpec cluster;
+  cluster.set_min_workers(1);
+  CoordinatorOptions o;
+  o.job = testing::TestJob(cluster);
+  o.security.token_file = TokenFile();
+  o.health_listen = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (const std::string& address :
+       {(*server)->address(),
+        absl::StrCat("127.0.0.1:", (*server)->health_port())}) {
+    const Clock::time_point start = Clock::now();
+    const HealthAnswer answer = CheckWithoutABody(Connection(address));
+    EXPECT_TRUE(answer.status.ok())
+        << address << ": " << answer.status.error_message();
+    EXPECT_EQ(answer.response.status(),
+              grpc::health::v1::HealthCheckResponse::SERVING)
+        << address;
+    EXPECT_LT(SecondsSince(start), 2.0) << address;
+  }
+  const std::shared_ptr<grpc::Channel> main = Connection((*server)->address());
+  EXPECT_EQ(CheckService(main, "no.such.Service", true).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(CheckService(main, "cohort.Coordinator", true).ok());
+  // Unread, the request is taken for the whole server's.
+  EXPECT_TRUE(CheckService(main, "no.such.Service", false).ok());
+}
+
+// gRPC's reflection service reads its requests whole: without the token it
+// is refused before, and --health-listen's port refuses it to everyone.
+TEST(Admission, ReflectionChecksTheTokenBeforeTheBody) {
+  ClusterSpec cluster;
+  cluster.set_min_workers(1);
+  CoordinatorOptions o;
+  o.job = testing::TestJob(cluster);
+  o.security.token_file = TokenFile();
+  o.health_listen = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string method =
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  Clock::time_point start = Clock::now();
+  grpc::Status s = CallWithoutABody(Connection((*server)->address()), method);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << s.error_message();
+  EXPECT_EQ(s.error_message(), "missing or wrong job token");
+  EXPECT_LT(SecondsSince(start), 2.0);
+  start = Clock::now();
+  s = CallWithoutABody(
+      Connection(absl::StrCat("127.0.0.1:", (*server)->health_port())), method);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+      << s.error_message();
+  EXPECT_LT(SecondsSince(start), 2.0);
 }
 
 class BlockingLimits : public ::testing::Test {
