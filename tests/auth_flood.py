@@ -179,12 +179,12 @@ def measured(args, what, limit_mb, run):
     after = settle(args.pid, 1.0)
     peak = max(sampler.peak_kb, after)
     grown, peaked = (after - before) * 1e3 / MB, (peak - before) * 1e3 / MB
-    print("%s: coordinator RSS before %.0f MB, peak %.0f MB (+%.0f), after "
+    print("%s: server RSS before %.0f MB, peak %.0f MB (+%.0f), after "
           "%.0f MB (+%.0f; limit +%.0f MB)" % (
               what, before * 1e3 / MB, peak * 1e3 / MB, peaked,
               after * 1e3 / MB, grown, limit_mb))
     if grown > limit_mb or peaked > limit_mb:
-        print("FAIL: %s without the token took the coordinator more than "
+        print("FAIL: %s without the token took the server more than "
               "%.0f MB over its RSS before them" % (what, limit_mb))
         failures += 1
     return failures
