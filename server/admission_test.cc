@@ -1,11 +1,15 @@
-// Issue 16, defects 3 and 4, against real servers on 127.0.0.1:
+// Admission before a request is read, against real servers on 127.0.0.1:
 //  - every method of the coordinator and of a shard answers a call with a
 //    wrong token before the call has sent any message (the token is checked
-//    before the body is read, server/gated_service.h); before, gRPC waited
-//    for the whole request and such a call ran into its deadline;
+//    before the body is read, server/gated_service.h); were the body read
+//    first, such a call would run into its deadline;
+//  - the health service answers a caller without the token before it has
+//    sent its request (server/health_service.h), and reflection refuses it
+//    (server/reflection_gate.h);
 //  - the coordinator's blocking calls (Join, KvWait) are bounded per client
 //    connection and in all, the excess refused at once naming the bound,
-//    while heartbeats, which are never limited, go on.
+//    while heartbeats, which are never limited, go on; a flood over many
+//    connections leaves the places kept for the job's workers.
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
@@ -338,48 +342,65 @@ grpc::Status KvWaitFor(Coordinator::Stub& stub, uint64_t generation,
   return stub.KvWait(&context, r, &ignored);
 }
 
-// A flood of KvWaits over many connections fills the ordinary calls' share
-// of the total, not the places kept for workers: a forming job's workers
-// still join, and the KV waits of a connection that joined are let in.
-TEST(Admission, AFloodOverManyConnectionsLeavesRoomForTheJobsWorkers) {
-  ClusterSpec cluster;
-  cluster.set_min_workers(2);
-  cluster.set_heartbeat_interval_ms(10000);
-  CoordinatorOptions o;
-  o.job = testing::TestJob(cluster);
-  o.max_blocking_calls_per_peer = 2;
-  o.max_blocking_calls = 6;  // 3 of them kept for workers
-  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
-      CoordinatorServer::Start(o);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::vector<std::unique_ptr<Coordinator::Stub>> flood;
-  for (int i = 0; i < 4; ++i) {
-    flood.push_back(Coordinator::NewStub(Connection((*server)->address())));
+// A coordinator of a job of two whose total of blocking calls is 6 (3 of
+// them kept for workers), and a flood of KvWaits over four connections.
+class Flood : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterSpec cluster;
+    cluster.set_min_workers(2);
+    cluster.set_heartbeat_interval_ms(10000);
+    CoordinatorOptions o;
+    o.job = testing::TestJob(cluster);
+    o.max_blocking_calls_per_peer = 2;
+    o.max_blocking_calls = 6;
+    absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
+        CoordinatorServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    for (int i = 0; i < 4; ++i) flood_.push_back(NewConnection());
   }
-  std::atomic<int> refused{0};
-  std::vector<std::thread> waits;
-  auto flood_all = [&](uint64_t generation, int per_connection) {
-    for (auto& stub : flood) {
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    for (std::thread& t : waits_) t.join();
+  }
+
+  std::unique_ptr<Coordinator::Stub> NewConnection() {
+    return Coordinator::NewStub(Connection(server_->address()));
+  }
+  // `per_connection` KvWaits of 3 s on every flood connection; counts the
+  // refused ones.
+  void Waits(uint64_t generation, int per_connection) {
+    for (auto& stub : flood_) {
       for (int i = 0; i < per_connection; ++i) {
-        waits.emplace_back([&, stub = stub.get(), generation] {
+        waits_.emplace_back([this, stub = stub.get(), generation] {
           const grpc::Status s = KvWaitFor(*stub, generation, 3000);
           if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
-            ++refused;
+            ++refused_;
           }
         });
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  };
-  flood_all(0, 2);
-  EXPECT_EQ(refused.load(), 5);  // 3 let in, the others refused
-
-  std::vector<testing::Reply<JoinResponse>> joined(2);
-  std::vector<std::unique_ptr<Coordinator::Stub>> workers;
-  std::vector<std::thread> joins;
-  for (int w = 0; w < 2; ++w) {
-    workers.push_back(Coordinator::NewStub(Connection((*server)->address())));
   }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::vector<std::unique_ptr<Coordinator::Stub>> flood_;
+  std::vector<std::thread> waits_;
+  std::atomic<int> refused_{0};
+};
+
+// The flood fills the ordinary calls' share of the total, not the places
+// kept for workers: a forming job's workers still join, and the KV waits
+// of a connection that joined are let in.
+TEST_F(Flood, LeavesRoomForTheJobsWorkers) {
+  Waits(0, 2);
+  EXPECT_EQ(refused_.load(), 5);  // 3 let in, the others refused
+
+  std::vector<std::unique_ptr<Coordinator::Stub>> workers;
+  for (int w = 0; w < 2; ++w) workers.push_back(NewConnection());
+  std::vector<testing::Reply<JoinResponse>> joined(2);
+  std::vector<std::thread> joins;
   for (int w = 0; w < 2; ++w) {
     joins.emplace_back([&, w] {
       joined[w] =
@@ -393,19 +414,15 @@ TEST(Admission, AFloodOverManyConnectionsLeavesRoomForTheJobsWorkers) {
 
   // The flood comes back for the new generation; a worker's KV wait is
   // still let in (it times out at the coordinator), another client's not.
-  flood_all(joined[0].response.generation(), 1);
-  const grpc::Status worker =
-      KvWaitFor(*workers[0], joined[0].response.generation(), 200);
+  const uint64_t generation = joined[0].response.generation();
+  Waits(generation, 1);
+  const grpc::Status worker = KvWaitFor(*workers[0], generation, 200);
   EXPECT_EQ(worker.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
       << worker.error_message();
-  auto other = Coordinator::NewStub(Connection((*server)->address()));
-  const grpc::Status refused_wait =
-      KvWaitFor(*other, joined[0].response.generation(), 200);
-  EXPECT_EQ(refused_wait.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(refused_wait.error_message(),
+  const grpc::Status other = KvWaitFor(*NewConnection(), generation, 200);
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(other.error_message(),
               HasSubstr("keeps 3 of them for joining workers"));
-  (*server)->Shutdown();
-  for (std::thread& t : waits) t.join();
 }
 
 // A waiting call whose client went away gives its place back (the wait
