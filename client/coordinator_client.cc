@@ -4,8 +4,10 @@
 
 #include <algorithm>
 
+#include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 
@@ -15,6 +17,9 @@ namespace {
 // Short enough to notice a dead coordinator quickly, long enough for a busy
 // one; KvWait carries its own, longer deadline.
 constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+
+// The longest pause between two attempts of a retried call.
+constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
 
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
   ctx->set_deadline(std::chrono::system_clock::now() +
@@ -86,9 +91,11 @@ bool CoordinatorClient::ConnectingEndsBy(absl::Time deadline) {
 
 template <typename Call>
 absl::Status CoordinatorClient::RetryWhileUnavailable(
-    absl::Duration connect_timeout, const char* what, const Call& call) {
+    absl::Duration connect_timeout, const char* what, const Call& call,
+    bool retry_busy) {
   const absl::Time give_up = absl::Now() + connect_timeout;
   absl::Duration backoff = absl::Milliseconds(100);
+  absl::BitGen random;
   int attempts = 0;
   while (true) {
     ++attempts;
@@ -115,31 +122,57 @@ absl::Status CoordinatorClient::RetryWhileUnavailable(
           "cannot reach the coordinator at ", address_, ": ", s.error_message(),
           TlsHint(security_, s.error_message())));
     }
-    if (!unavailable || absl::Now() + backoff > give_up) {
-      if (unavailable) {
-        return absl::UnavailableError(absl::StrCat(
-            "cannot reach the coordinator at ", address_, " after ", attempts,
-            " attempts in ", absl::FormatDuration(connect_timeout), ": ",
-            s.error_message(), TlsHint(security_, s.error_message())));
-      }
-      return FromGrpc(s, what);
+    const bool busy =
+        retry_busy && s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    const absl::Duration left = give_up - absl::Now();
+    if ((!unavailable && !busy) || left <= absl::ZeroDuration()) {
+      return GaveUp(s, what, attempts, connect_timeout, busy);
     }
-    absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(2));
+    // Jittered, so that workers refused together do not come back together;
+    // the last pause ends at the connect timeout, for a last attempt.
+    absl::SleepFor(std::min(backoff * absl::Uniform(random, 0.5, 1.0), left));
+    backoff = std::min(backoff * 2, kMaxBackoff);
   }
+}
+
+absl::Status CoordinatorClient::GaveUp(const grpc::Status& s, const char* what,
+                                       int attempts,
+                                       absl::Duration connect_timeout,
+                                       bool busy) const {
+  const absl::Status last = FromGrpc(s, what);
+  if (busy) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " at coordinator ", address_, ": still too busy after ", attempts,
+        " attempts in ", absl::FormatDuration(connect_timeout),
+        " (the connect timeout): ",
+        absl::StripSuffix(s.error_message(), "; retry later")));
+  }
+  if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+      s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return last;
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "cannot reach the coordinator at ", address_, " after ", attempts,
+      " attempts in ", absl::FormatDuration(connect_timeout), ": ",
+      s.error_message(), TlsHint(security_, s.error_message())));
 }
 
 absl::StatusOr<JoinResponse> CoordinatorClient::Join(
     const JoinRequest& request, absl::Duration connect_timeout) {
   JoinResponse response;
-  absl::Status s = RetryWhileUnavailable(connect_timeout, "join refused", [&] {
-    grpc::ClientContext ctx;
-    // The coordinator holds Join until the rendezvous round completes;
-    // its own join timeout bounds that, so the deadline here only has
-    // to outlast it.
-    SetDeadline(&ctx, absl::Hours(1));
-    return stub_->Join(&ctx, request, &response);
-  });
+  // A coordinator busy with other clients' blocking calls refuses a Join
+  // with RESOURCE_EXHAUSTED before it looks at it: retried like UNAVAILABLE.
+  absl::Status s = RetryWhileUnavailable(
+      connect_timeout, "join refused",
+      [&] {
+        grpc::ClientContext ctx;
+        // The coordinator holds Join until the rendezvous round completes;
+        // its own join timeout bounds that, so the deadline here only has
+        // to outlast it.
+        SetDeadline(&ctx, absl::Hours(1));
+        return stub_->Join(&ctx, request, &response);
+      },
+      /*retry_busy=*/true);
   if (absl::IsCancelled(s)) {
     // This client never cancels a Join; a coordinator that shuts down
     // (its job over) cancels the calls still waiting.

@@ -1,8 +1,9 @@
 // A worker's (or an operator's) connection to the coordinator.
 //
 // Join retries while the coordinator cannot be reached (it may still be
-// starting, or its Service DNS name may not resolve yet), with exponential
-// backoff, for a bounded time; then it fails naming the address. Every other
+// starting, or its Service DNS name may not resolve yet) or is too busy to
+// take it, with jittered exponential backoff, for a bounded time; then it
+// fails naming the address. Every other
 // call has a deadline. After Join, the client also serves as the KvClient
 // that bootstraps Gloo (keys are scoped by the coordinator per generation).
 //
@@ -34,8 +35,10 @@ class CoordinatorClient : public KvClient {
 
   const std::string& address() const { return address_; }
 
-  // Joins the job; retries UNAVAILABLE for up to `connect_timeout`. Other
-  // refusals (job full, wrong protocol, bad fields) come back at once.
+  // Joins the job; retries UNAVAILABLE, and RESOURCE_EXHAUSTED (a
+  // coordinator busy with other clients' blocking calls), for up to
+  // `connect_timeout`. Other refusals (job full, wrong protocol, bad fields)
+  // come back at once.
   absl::StatusOr<JoinResponse> Join(const JoinRequest& request,
                                     absl::Duration connect_timeout);
 
@@ -88,11 +91,16 @@ class CoordinatorClient : public KvClient {
                     std::shared_ptr<grpc::Channel> channel);
   absl::Status FromGrpc(const grpc::Status& s, const char* what) const;
   // Runs `call` (returning grpc::Status) until it succeeds, fails with
-  // anything but UNAVAILABLE or DEADLINE_EXCEEDED, or `connect_timeout`
-  // has passed.
+  // anything but UNAVAILABLE or DEADLINE_EXCEEDED (or, with `retry_busy`,
+  // RESOURCE_EXHAUSTED), or `connect_timeout` has passed; with jittered
+  // exponential backoff between attempts.
   template <typename Call>
   absl::Status RetryWhileUnavailable(absl::Duration connect_timeout,
-                                     const char* what, const Call& call);
+                                     const char* what, const Call& call,
+                                     bool retry_busy = false);
+  // The error for the last failed attempt `s` of a retried call.
+  absl::Status GaveUp(const grpc::Status& s, const char* what, int attempts,
+                      absl::Duration connect_timeout, bool busy) const;
   // Waits until the channel stops connecting (ready, or failed with a
   // reason a call reports); false if it is still connecting at `deadline`.
   bool ConnectingEndsBy(absl::Time deadline);

@@ -5,9 +5,11 @@
 // "authorization: Bearer <token>"; the coordinator and the shards refuse a
 // call without it (or with another) with UNAUTHENTICATED "missing or wrong
 // job token". The grpc.health.v1 service stays open, so probes need no
-// secret, and so does server reflection, which describes only the public
-// API (cohort's .proto files). The token is never logged and never part of
-// an error message.
+// secret; it answers a caller without the token without reading its
+// request (server/health_service.h). Server reflection needs the token:
+// it describes only the public API (cohort's .proto files), but it reads
+// its requests whole (server/reflection_gate.h). The token is never logged
+// and never part of an error message.
 //
 // TLS is on for a server when it has a certificate (tls_cert + tls_key),
 // and for a client when it has a CA to verify the server with (tls_ca).
@@ -20,17 +22,20 @@
 // call (no Hijack on the server side, grpc/grpc#24017), so the handler
 // would still run; and an AuthMetadataProcessor only works with secure
 // server credentials (InsecureServerCredentials asserts on it), while
-// token-only (plaintext) servers must work too. The check must come before
-// the request is read, though, or a server buffers each refused caller's
-// whole request (up to 65 MiB on the coordinator: 48 such calls took it
-// from 24 MB to 1 GB): the servers register their methods as "streamed",
-// so the check runs as soon as the metadata has arrived
-// (server/gated_service.h), their client-streaming methods check before
-// their first Read, and the coordinator keeps HTTP/2's receive window from
-// growing (no BDP probing), so a refused caller gets to send 64 KiB at
-// most. Clients attach the token with a client interceptor, not call
-// credentials, because gRPC refuses call credentials on an insecure
-// channel.
+// token-only (plaintext) servers must work too. (gRPC's own reflection
+// service cannot hold the check: an interceptor cancels its refused calls
+// through gRPC's C API, server/reflection_gate.h.) The check must come
+// before the request is read, though, or a server buffers each refused
+// caller's whole request (up to 65 MiB on the coordinator: 48 such calls
+// took it from 24 MB to 1 GB; a lower receive limit does not help, as gRPC
+// compares a message with it only once the message is buffered whole): the
+// servers register their methods as "streamed", so the check runs as soon
+// as the metadata has arrived (server/gated_service.h), their
+// client-streaming methods check before their first Read, and the
+// coordinator keeps HTTP/2's receive window from growing (no BDP probing),
+// so a refused caller gets to send 64 KiB at most. Clients attach the token
+// with a client interceptor, not call credentials, because gRPC refuses
+// call credentials on an insecure channel.
 //
 // Everything here is thread-safe: the functions are pure (besides reading
 // files) and a TokenCheck is immutable.

@@ -1,15 +1,20 @@
-// Issue 16, defects 3 and 4, against real servers on 127.0.0.1:
+// Admission before a request is read, against real servers on 127.0.0.1:
 //  - every method of the coordinator and of a shard answers a call with a
 //    wrong token before the call has sent any message (the token is checked
-//    before the body is read, server/gated_service.h); before, gRPC waited
-//    for the whole request and such a call ran into its deadline;
+//    before the body is read, server/gated_service.h); were the body read
+//    first, such a call would run into its deadline;
+//  - the health service answers a caller without the token before it has
+//    sent its request (server/health_service.h), and reflection refuses it
+//    (server/reflection_gate.h);
 //  - the coordinator's blocking calls (Join, KvWait) are bounded per client
 //    connection and in all, the excess refused at once naming the bound,
-//    while heartbeats, which are never limited, go on.
+//    while heartbeats, which are never limited, go on; a flood over many
+//    connections leaves the places kept for the job's workers.
 #include <google/protobuf/descriptor.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -19,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/ps.grpc.pb.h"
@@ -118,6 +124,116 @@ TEST(Admission, EveryShardMethodChecksTheTokenBeforeTheBody) {
                                 ParameterServer::service_full_name(), 3);
 }
 
+// Opens a grpc.health.v1.Health/Check call without the token and sends no
+// message (nor closes its side): the answer, which must come at once, as
+// the service answers such a caller without reading its request.
+struct HealthAnswer {
+  grpc::Status status;
+  grpc::health::v1::HealthCheckResponse response;
+};
+HealthAnswer CheckWithoutABody(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(5));
+  grpc::CompletionQueue cq;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
+      stub.PrepareCall(&context, "/grpc.health.v1.Health/Check", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(nullptr);
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer buffer;
+  call->Read(&buffer, nullptr);
+  cq.Next(&tag, &ok);
+  const bool answered = ok;
+  HealthAnswer answer;
+  call->Finish(&answer.status, nullptr);
+  cq.Next(&tag, &ok);
+  std::vector<grpc::Slice> slices;
+  if (answered && buffer.Dump(&slices).ok()) {
+    std::string bytes;
+    for (const grpc::Slice& s : slices) {
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    EXPECT_TRUE(answer.response.ParseFromString(bytes));
+  }
+  return answer;
+}
+
+grpc::Status CheckService(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& service, bool with_token) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  if (with_token)
+    context.AddMetadata("authorization", "Bearer the-right-token");
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse ignored;
+  return stub->Check(&context, request, &ignored);
+}
+
+// A caller without the token is answered without its request being read,
+// on the main port and on --health-listen's (a body would be buffered whole:
+// server/health_service.h); one with the token has its request read.
+TEST(Admission, HealthAnswersACallerWithoutTheTokenWithoutReadingItsBody) {
+  ClusterSpec cluster;
+  cluster.set_min_workers(1);
+  CoordinatorOptions o;
+  o.job = testing::TestJob(cluster);
+  o.security.token_file = TokenFile();
+  o.health_listen = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (const std::string& address :
+       {(*server)->address(),
+        absl::StrCat("127.0.0.1:", (*server)->health_port())}) {
+    const Clock::time_point start = Clock::now();
+    const HealthAnswer answer = CheckWithoutABody(Connection(address));
+    EXPECT_TRUE(answer.status.ok())
+        << address << ": " << answer.status.error_message();
+    EXPECT_EQ(answer.response.status(),
+              grpc::health::v1::HealthCheckResponse::SERVING)
+        << address;
+    EXPECT_LT(SecondsSince(start), 2.0) << address;
+  }
+  const std::shared_ptr<grpc::Channel> main = Connection((*server)->address());
+  EXPECT_EQ(CheckService(main, "no.such.Service", true).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(CheckService(main, "cohort.Coordinator", true).ok());
+  // Unread, the request is taken for the whole server's.
+  EXPECT_TRUE(CheckService(main, "no.such.Service", false).ok());
+}
+
+// gRPC's reflection service reads its requests whole: without the token it
+// is refused before, and --health-listen's port refuses it to everyone.
+TEST(Admission, ReflectionChecksTheTokenBeforeTheBody) {
+  ClusterSpec cluster;
+  cluster.set_min_workers(1);
+  CoordinatorOptions o;
+  o.job = testing::TestJob(cluster);
+  o.security.token_file = TokenFile();
+  o.health_listen = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string method =
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  Clock::time_point start = Clock::now();
+  grpc::Status s = CallWithoutABody(Connection((*server)->address()), method);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << s.error_message();
+  EXPECT_EQ(s.error_message(), "missing or wrong job token");
+  EXPECT_LT(SecondsSince(start), 2.0);
+  start = Clock::now();
+  s = CallWithoutABody(
+      Connection(absl::StrCat("127.0.0.1:", (*server)->health_port())), method);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+      << s.error_message();
+  EXPECT_LT(SecondsSince(start), 2.0);
+}
+
 class BlockingLimits : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -211,6 +327,102 @@ TEST_F(BlockingLimits, ExcessIsRefusedAtOnceNamingTheBoundHeartbeatsGoOn) {
   for (std::thread& t : waits_) t.join();
   waits_.clear();
   EXPECT_TRUE(Wait(*a, 1000).ok());
+}
+
+grpc::Status KvWaitFor(Coordinator::Stub& stub, uint64_t generation,
+                       int64_t timeout_ms) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  KvWaitRequest r;
+  r.set_generation(generation);
+  r.add_keys("never");
+  r.set_timeout_ms(timeout_ms);
+  KvWaitResponse ignored;
+  return stub.KvWait(&context, r, &ignored);
+}
+
+// A coordinator of a job of two whose total of blocking calls is 6 (3 of
+// them kept for workers), and a flood of KvWaits over four connections.
+class Flood : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClusterSpec cluster;
+    cluster.set_min_workers(2);
+    cluster.set_heartbeat_interval_ms(10000);
+    CoordinatorOptions o;
+    o.job = testing::TestJob(cluster);
+    o.max_blocking_calls_per_peer = 2;
+    o.max_blocking_calls = 6;
+    absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
+        CoordinatorServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = *std::move(s);
+    for (int i = 0; i < 4; ++i) flood_.push_back(NewConnection());
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown();
+    for (std::thread& t : waits_) t.join();
+  }
+
+  std::unique_ptr<Coordinator::Stub> NewConnection() {
+    return Coordinator::NewStub(Connection(server_->address()));
+  }
+  // `per_connection` KvWaits of 3 s on every flood connection; counts the
+  // refused ones.
+  void Waits(uint64_t generation, int per_connection) {
+    for (auto& stub : flood_) {
+      for (int i = 0; i < per_connection; ++i) {
+        waits_.emplace_back([this, stub = stub.get(), generation] {
+          const grpc::Status s = KvWaitFor(*stub, generation, 3000);
+          if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+            ++refused_;
+          }
+        });
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::vector<std::unique_ptr<Coordinator::Stub>> flood_;
+  std::vector<std::thread> waits_;
+  std::atomic<int> refused_{0};
+};
+
+// The flood fills the ordinary calls' share of the total, not the places
+// kept for workers: a forming job's workers still join, and the KV waits
+// of a connection that joined are let in.
+TEST_F(Flood, LeavesRoomForTheJobsWorkers) {
+  Waits(0, 2);
+  EXPECT_EQ(refused_.load(), 5);  // 3 let in, the others refused
+
+  std::vector<std::unique_ptr<Coordinator::Stub>> workers;
+  for (int w = 0; w < 2; ++w) workers.push_back(NewConnection());
+  std::vector<testing::Reply<JoinResponse>> joined(2);
+  std::vector<std::thread> joins;
+  for (int w = 0; w < 2; ++w) {
+    joins.emplace_back([&, w] {
+      joined[w] =
+          testing::Join(*workers[w], testing::MakeJoin(absl::StrCat("w", w)));
+    });
+  }
+  for (std::thread& t : joins) t.join();
+  for (const auto& j : joined) {
+    ASSERT_TRUE(j.status.ok()) << j.status.error_message();
+  }
+
+  // The flood comes back for the new generation; a worker's KV wait is
+  // still let in (it times out at the coordinator), another client's not.
+  const uint64_t generation = joined[0].response.generation();
+  Waits(generation, 1);
+  const grpc::Status worker = KvWaitFor(*workers[0], generation, 200);
+  EXPECT_EQ(worker.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED)
+      << worker.error_message();
+  const grpc::Status other = KvWaitFor(*NewConnection(), generation, 200);
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(other.error_message(),
+              HasSubstr("keeps 3 of them for joining workers"));
 }
 
 // A waiting call whose client went away gives its place back (the wait

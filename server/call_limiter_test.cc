@@ -1,5 +1,6 @@
 #include "server/call_limiter.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -83,6 +84,63 @@ TEST(CallLimiter, AMovedSlotIsGivenBackOnce) {
   b = absl::UnknownError("dropped");
   EXPECT_EQ(limiter.InFlight("p"), 0);
   EXPECT_EQ(limiter.InFlight(), 0);
+}
+
+// Ordinary calls cannot take the reserved places; a priority call can, and
+// so can any call of a connection made a priority peer.
+TEST(CallLimiter, KeepsTheReservedShareForPriorityCalls) {
+  CallLimits limits = Limits(10, 4);
+  limits.reserved = 2;
+  CallLimiter limiter(limits);
+  std::vector<CallLimiter::Slot> held;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<CallLimiter::Slot> s = limiter.Acquire("flood");
+    ASSERT_TRUE(s.ok()) << s.status();
+    held.push_back(*std::move(s));
+  }
+  absl::StatusOr<CallLimiter::Slot> s = limiter.Acquire("flood-2");
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.status().message(),
+            "too many concurrent blocking calls (Join, KvWait): this server "
+            "runs at most 4 at once from all clients, and keeps 2 of them for "
+            "joining workers; retry later");
+
+  s = limiter.Acquire("worker", /*priority=*/true);
+  ASSERT_TRUE(s.ok()) << s.status();
+  held.push_back(*std::move(s));
+  limiter.AddPriorityPeer("worker");
+  s = limiter.Acquire("worker");
+  ASSERT_TRUE(s.ok()) << s.status();
+  held.push_back(*std::move(s));
+  // The total still bounds priority calls.
+  s = limiter.Acquire("worker-2", /*priority=*/true);
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(s.status().message()),
+              ::testing::HasSubstr("at most 4 at once from all clients;"));
+
+  // A priority place given back is not taken by an ordinary call.
+  held.pop_back();
+  EXPECT_FALSE(limiter.Acquire("flood-3").ok());
+  held.clear();
+  EXPECT_EQ(limiter.InFlight(), 0);
+  EXPECT_TRUE(limiter.Acquire("flood-3").ok());
+}
+
+// The limiter remembers a bounded number of priority peers, the latest.
+TEST(CallLimiter, RemembersTheLatestPriorityPeers) {
+  CallLimits limits = Limits(10, 4);
+  limits.reserved = 2;
+  CallLimiter limiter(limits);
+  for (const char* peer : {"w0", "w1", "w2"}) limiter.AddPriorityPeer(peer);
+  std::vector<CallLimiter::Slot> held;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<CallLimiter::Slot> s = limiter.Acquire("flood");
+    ASSERT_TRUE(s.ok()) << s.status();
+    held.push_back(*std::move(s));
+  }
+  EXPECT_FALSE(limiter.Acquire("w0").ok());  // forgotten
+  EXPECT_TRUE(limiter.Acquire("w2").ok());
+  EXPECT_TRUE(limiter.Acquire("w1").ok());
 }
 
 // Many threads taking and giving back places: the bounds hold at every

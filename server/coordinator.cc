@@ -1,10 +1,11 @@
 #include "server/coordinator.h"
 
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <utility>
@@ -25,9 +26,11 @@
 #include "server/call_limiter.h"
 #include "server/dashboard.h"
 #include "server/gated_service.h"
+#include "server/health_service.h"
 #include "server/job_tracker.h"
 #include "server/metrics_exporter.h"
 #include "server/metrics_history.h"
+#include "server/reflection_gate.h"
 #include "server/request_checks.h"
 
 namespace cohort {
@@ -71,12 +74,33 @@ HttpResponse StatusJson(const StatusResponse& status) {
   return Page("application/json", json + "\n");
 }
 
+// gRPC's own health service reads every request whole; the servers
+// register HealthService instead.
+std::unique_ptr<grpc::ServerBuilderOption> NoDefaultHealthService() {
+  return std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr);
+}
+
+// Server reflection admitted by `admit` (server/reflection_gate.h).
+std::vector<
+    std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+Gates(ReflectionAdmission admit) {
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      gates;
+  gates.push_back(ReflectionGate(std::move(admit)));
+  return gates;
+}
+
 CallLimits BlockingCallLimits(const CoordinatorOptions& o) {
   CallLimits limits;
   limits.per_peer = o.max_blocking_calls_per_peer;
   limits.total = o.max_blocking_calls > 0
                      ? o.max_blocking_calls
                      : 256 + 4 * o.job.cluster().max_workers();
+  // Each worker's Join and its KV waits, so that a flood of blocking calls
+  // cannot keep a job from forming (server/call_limiter.h).
+  limits.reserved =
+      std::min(4 * o.job.cluster().max_workers(), limits.total / 2);
   limits.what = "blocking calls (Join, KvWait)";
   return limits;
 }
@@ -90,7 +114,7 @@ CallLimits BlockingCallLimits(const CoordinatorOptions& o) {
 // Every call is admitted before its request is read (server/gated_service.h
 // says why): the job token first (common/security.h says why not in an
 // interceptor), then, for the methods that block (Join, KvWait), a place
-// in the limiter. The health service needs neither.
+// in the limiter. The health service needs neither (server/health_service.h).
 class CoordinatorServer::Service final : public GatedService<Coordinator> {
  public:
   // `history` receives finished workers' epoch results.
@@ -105,17 +129,8 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
       if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
       return serve();
     };
-    const Admission limited = [this](
-                                  grpc::ServerContext* context,
-                                  const std::function<grpc::Status()>& serve) {
-      if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
-      absl::StatusOr<CallLimiter::Slot> slot =
-          blocking_.Acquire(context->peer());
-      if (!slot.ok()) return ToGrpc(slot.status());
-      return serve();
-    };
-    GateUnary("Join", &Coordinator::Service::Join, limited);
-    GateUnary("KvWait", &Coordinator::Service::KvWait, limited);
+    GateUnary("Join", &Coordinator::Service::Join, Limited(true));
+    GateUnary("KvWait", &Coordinator::Service::KvWait, Limited(false));
     GateUnary("Heartbeat", &Coordinator::Service::Heartbeat, token);
     GateUnary("KvSet", &Coordinator::Service::KvSet, token);
     GateUnary("KvGet", &Coordinator::Service::KvGet, token);
@@ -140,9 +155,11 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
         !s.ok()) {
       return ToGrpc(s);
     }
-    return Reply(
-        t_->Join(*request, [context] { return context->IsCancelled(); }),
-        response);
+    absl::StatusOr<JoinResponse> joined =
+        t_->Join(*request, [context] { return context->IsCancelled(); });
+    // This connection's KV waits bootstrap the job's collectives.
+    if (joined.ok()) blocking_.AddPriorityPeer(context->peer());
+    return Reply(std::move(joined), response);
   }
   grpc::Status Heartbeat(grpc::ServerContext* context,
                          const HeartbeatRequest* request,
@@ -240,6 +257,20 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
   }
 
  private:
+  // The token, then a place in the limiter; Join's places may come from
+  // the share kept for workers (`priority`), as may those of the calls of a
+  // connection that has joined.
+  Admission Limited(bool priority) {
+    return [this, priority](grpc::ServerContext* context,
+                            const std::function<grpc::Status()>& serve) {
+      if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
+      absl::StatusOr<CallLimiter::Slot> slot =
+          blocking_.Acquire(context->peer(), priority);
+      if (!slot.ok()) return ToGrpc(slot.status());
+      return serve();
+    };
+  }
+
   JobTracker* const t_;
   MetricsHistory* const history_;
   const TokenCheck token_check_;
@@ -324,11 +355,16 @@ CoordinatorServer::CoordinatorServer(CoordinatorOptions options,
                                      std::string host, TokenCheck token_check)
     : options_(std::move(options)),
       host_(std::move(host)),
+      token_check_(token_check),
       tracker_(std::make_unique<JobTracker>(
           options_.job, options_.state_dir.empty()
                             ? ""
                             : options_.state_dir + "/coordinator.state")),
       history_(std::make_unique<MetricsHistory>()),
+      health_(std::make_unique<HealthService>(
+          [this](const grpc::ServerContext& context) {
+            return token_check_.Check(&context).ok();
+          })),
       service_(std::make_unique<Service>(tracker_.get(), history_.get(),
                                          std::move(token_check),
                                          BlockingCallLimits(options_))) {}
@@ -337,11 +373,16 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(); }
 
 absl::Status CoordinatorServer::Serve(
     std::shared_ptr<grpc::ServerCredentials> credentials) {
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.listen, std::move(credentials), &port_);
   builder.RegisterService(service_.get());
+  builder.RegisterService(health_.get());
+  builder.SetOption(NoDefaultHealthService());
+  builder.experimental().SetInterceptorCreators(
+      Gates([this](const grpc::ServerContext& context) {
+        return token_check_.Check(&context);
+      }));
   // A KV value may be 64 MiB; gRPC's default limit is 4 MiB.
   builder.SetMaxReceiveMessageSize(kMaxValueBytes + (1 << 20));
   // What a caller may send before a handler reads its request (refused
@@ -362,9 +403,8 @@ absl::Status CoordinatorServer::Serve(
   }
   // Named so that a check of "cohort.Coordinator" (not only of the whole
   // server, "") answers.
-  server_->GetHealthCheckService()->SetServingStatus(
-      Coordinator::service_full_name(), true);
-  server_->GetHealthCheckService()->SetServingStatus(true);
+  health_->SetServingStatus(Coordinator::service_full_name(), true);
+  health_->SetServingStatus(true);
   const ClusterSpec& c = options_.job.cluster();
   LOG(INFO) << "coordinator of job " << options_.job.name() << " listening on "
             << address() << " (" << c.min_workers() << ".." << c.max_workers()
@@ -372,12 +412,24 @@ absl::Status CoordinatorServer::Serve(
   return absl::OkStatus();
 }
 
-// The health service alone (gRPC adds it to every server once enabled, as
-// it adds reflection), in plaintext and without the token.
+// The health service alone, in plaintext and without the token: it reads
+// no request, and refuses reflection (which gRPC adds to every server).
 absl::Status CoordinatorServer::ServeHealth() {
+  probe_health_ = std::make_unique<HealthService>(
+      [](const grpc::ServerContext&) { return false; });
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.health_listen,
                            grpc::InsecureServerCredentials(), &health_port_);
+  builder.RegisterService(probe_health_.get());
+  builder.SetOption(NoDefaultHealthService());
+  builder.experimental().SetInterceptorCreators(
+      Gates([](const grpc::ServerContext&) {
+        return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                            "this port (--health-listen) serves only "
+                            "grpc.health.v1.Health");
+      }));
+  // What an unread call may send stays 64 KiB (see Serve).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   health_server_ = builder.BuildAndStart();
   if (health_server_ == nullptr || health_port_ == 0) {
@@ -386,10 +438,8 @@ absl::Status CoordinatorServer::ServeHealth() {
                      " (--health-listen): gRPC could not start a server "
                      "there"));
   }
-  grpc::HealthCheckServiceInterface* health =
-      health_server_->GetHealthCheckService();
-  health->SetServingStatus(Coordinator::service_full_name(), true);
-  health->SetServingStatus(true);
+  probe_health_->SetServingStatus(Coordinator::service_full_name(), true);
+  probe_health_->SetServingStatus(true);
   LOG(INFO) << "health service also on " << options_.health_listen
             << " (plaintext, port " << health_port_ << ")";
   return absl::OkStatus();
@@ -464,10 +514,8 @@ void CoordinatorServer::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  if (server_) server_->GetHealthCheckService()->SetServingStatus(false);
-  if (health_server_) {
-    health_server_->GetHealthCheckService()->SetServingStatus(false);
-  }
+  health_->Shutdown();
+  if (probe_health_) probe_health_->Shutdown();
   tracker_->Shutdown();  // blocked Join/KvWait calls return now
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() +

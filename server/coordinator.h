@@ -35,6 +35,7 @@ class Server;
 
 namespace cohort {
 
+class HealthService;
 class HttpServer;
 class JobTracker;
 class MetricsHistory;
@@ -55,7 +56,8 @@ struct CoordinatorOptions {
   SecurityOptions security;
   // HOST:PORT of a second, plaintext server with only the health service
   // (and reflection), for probes that cannot speak TLS or carry the token
-  // (e.g. a kubelet). Empty: none.
+  // (e.g. a kubelet); it answers health checks without reading their
+  // requests (server/health_service.h). Empty: none.
   std::string health_listen;
   // A directory for the coordinator's durable state (created if missing):
   // restarted on the same one, the coordinator carries on with the same
@@ -124,12 +126,18 @@ class CoordinatorServer {
 
   const CoordinatorOptions options_;
   const std::string host_;
+  // Also checked for server reflection (server/reflection_gate.h).
+  const TokenCheck token_check_;
   int port_ = 0;
   // --state-dir's lock, held for the server's life (common/dir_lock.h).
   std::unique_ptr<DirectoryLock> state_lock_;
   std::unique_ptr<JobTracker> tracker_;
   // What the dashboard draws; also fed by finished workers' results.
   std::unique_ptr<MetricsHistory> history_;
+  // grpc.health.v1 on the main port and on health_listen's
+  // (server/health_service.h says why not gRPC's own).
+  std::unique_ptr<HealthService> health_;
+  std::unique_ptr<HealthService> probe_health_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int health_port_ = 0;

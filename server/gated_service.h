@@ -6,11 +6,11 @@
 // server-streaming) method's whole request before it calls the handler, so
 // a check in the handler runs only after the server has buffered up to the
 // receive limit (65 MiB on the coordinator) for a caller it then refuses.
-// Registered as "streamed unary" (grpc::Service::MarkMethodStreamed) a
-// method's handler runs as soon as the initial metadata has arrived; on the
-// wire it stays a plain unary call, so clients do not change. GateUnary and
-// GateServerStreaming do that for one method: the handler runs the
-// Admission, which reads the request, calls the service's typed method and
+// Registered as "streamed" (grpc::Service::MarkMethodStreamed) a method's
+// handler runs as soon as the initial metadata has arrived; on the wire it
+// stays a plain unary (or server-streaming) call, so clients do not change.
+// GateUnary and GateServerStreaming do that for one method: the handler runs
+// the Admission, which reads the request, calls the service's typed method and
 // writes the response only when it lets the call in. Client-streaming
 // methods (the shard's Init and Push) need none of this: their handlers run
 // after the metadata already, and check the token before their first Read.
@@ -23,6 +23,9 @@
 // the class generated for the proto service, e.g. cohort::Coordinator),
 // gates each method in its constructor, then calls CheckAllGated(), so that
 // a method added to the .proto later cannot be served ungated.
+//
+// A service that answers some callers without their request (the health
+// service, for callers without the token) overrides ReadsRequest.
 //
 // Thread safety: the Gate* calls and CheckAllGated belong in the
 // constructor (before the service is registered with a server); the
@@ -71,10 +74,12 @@ class GatedService : public Generated::Service {
     const int index = MethodIndex<Request, Response>(name, false);
     auto handler = [this, method, admit = std::move(admit)](
                        grpc::ServerContext* context,
-                       grpc::ServerUnaryStreamer<Request, Response>* stream) {
+                       grpc::ServerReaderWriter<Response, Request>* stream) {
       return admit(context, [&]() -> grpc::Status {
         Request request;
-        if (!stream->Read(&request)) return Unreadable<Request>();
+        if (ReadsRequest(*context) && !stream->Read(&request)) {
+          return Unreadable<Request>();
+        }
         Response response;
         const grpc::Status s = (this->*method)(context, &request, &response);
         if (!s.ok()) return s;
@@ -83,8 +88,7 @@ class GatedService : public Generated::Service {
       });
     };
     this->MarkMethodStreamed(
-        index, new grpc::internal::StreamedUnaryHandler<Request, Response>(
-                   std::move(handler)));
+        index, new Handler<Request, Response>(std::move(handler)));
   }
 
   // The same for a server-streaming method; `method` writes its responses
@@ -94,19 +98,29 @@ class GatedService : public Generated::Service {
                            ServerStreamingMethod<Request, Response> method,
                            Admission admit) {
     const int index = MethodIndex<Request, Response>(name, true);
-    auto handler = [method = std::move(method), admit = std::move(admit)](
+    auto handler = [this, method = std::move(method), admit = std::move(admit)](
                        grpc::ServerContext* context,
-                       grpc::ServerSplitStreamer<Request, Response>* stream) {
+                       grpc::ServerReaderWriter<Response, Request>* stream) {
       return admit(context, [&]() -> grpc::Status {
         Request request;
-        if (!stream->Read(&request)) return Unreadable<Request>();
+        if (ReadsRequest(*context) && !stream->Read(&request)) {
+          return Unreadable<Request>();
+        }
         return method(context, &request, stream);
       });
     };
     this->MarkMethodStreamed(
-        index,
-        new grpc::internal::SplitServerStreamingHandler<Request, Response>(
-            std::move(handler)));
+        index, new Handler<Request, Response>(std::move(handler)));
+  }
+
+  // Whether the admitted call's request is read. When not, the method gets
+  // an empty request, and the call's body is never read, whatever its
+  // size: for a service that must answer callers it cannot trust with a
+  // body (the health service), as gRPC 1.51 cannot bound what one Read
+  // takes in (a receive limit refuses a message once it is buffered whole).
+  // Every method reads its request unless a service says otherwise.
+  virtual bool ReadsRequest(const grpc::ServerContext& context) const {
+    return true;
   }
 
   // CHECK-fails unless every method whose request is not a client stream
@@ -122,6 +136,13 @@ class GatedService : public Generated::Service {
   }
 
  private:
+  // A streamed method's handler, given a stream that may also be written
+  // without having been read (gRPC's own unary and split streamers refuse
+  // that), so that ReadsRequest can be false.
+  template <typename Request, typename Response>
+  using Handler = grpc::internal::TemplatedBidiStreamingHandler<
+      grpc::ServerReaderWriter<Response, Request>, /*WriteNeeded=*/false>;
+
   static const google::protobuf::ServiceDescriptor* Descriptor() {
     const google::protobuf::ServiceDescriptor* service =
         google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(

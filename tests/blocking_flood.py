@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 16, defect 4: a flood of blocking calls must not starve heartbeats
-(tests/blocking_flood_test.sh).
+"""A flood of blocking calls must not starve heartbeats, nor keep a job's
+workers from joining (tests/blocking_flood_test.sh).
 
   blocking_flood.py ADDR [--calls 8000] [--channels 4] [--seconds 30]
                     [--token-file F] [--until-done]
@@ -14,8 +14,9 @@ GetStatus every 200 ms and records the largest heartbeat age of each
 worker. Runs SECONDS, or with --until-done until the job has ended or the
 coordinator is gone (at most SECONDS). Prints one summary line of the form
 
-  flood: calls 8000 ... refused RESOURCE_EXHAUSTED 7744 ... ...
-  heartbeat age max 0.6s (rank 0 0.6s, rank 1 0.5s) status polls 120 ...
+  flood: calls 8000 ... refused RESOURCE_EXHAUSTED 7744 (at the total
+  5120) ... heartbeat age max 0.6s (rank 0 0.6s, rank 1 0.5s) status polls
+  120 ...
 
 and, once, the first RESOURCE_EXHAUSTED message seen. Messages are encoded
 by hand (grpcio only, none of cohort's code).
@@ -72,6 +73,8 @@ class Flood:
         self.metadata = md
         self.generation = 0
         self.codes = {}
+        # Refusals at the bound on all clients' calls (not per connection).
+        self.at_total = 0
         self.outstanding = 0
         self.first_refusal = None
         self.other_errors = {}
@@ -101,6 +104,8 @@ class Flood:
                 if code == "RESOURCE_EXHAUSTED":
                     if self.first_refusal is None:
                         self.first_refusal = details
+                    if "from all clients" in details:
+                        self.at_total += 1
                     delay = 1.0
                 elif code == "FAILED_PRECONDITION":
                     m = re.search(r"current is (\d+)", details)
@@ -165,11 +170,12 @@ class Flood:
         ages = ", ".join("rank %d %.1fs" % (r, age)
                          for r, age in sorted(self.ages.items()))
         lines = ["flood: calls %d over %d connections for %.1fs, sent %d; "
-                 "refused RESOURCE_EXHAUSTED %d; answers %s; in flight at "
+                 "refused RESOURCE_EXHAUSTED %d (at the total %d); answers "
+                 "%s; in flight at "
                  "the end %d; heartbeat age max %.1fs (%s); status polls %d "
                  "(%d failed); job %s, restarts %d" % (
                      a.calls, a.channels, elapsed, self.sent,
-                     self.codes.get("RESOURCE_EXHAUSTED", 0),
+                     self.codes.get("RESOURCE_EXHAUSTED", 0), self.at_total,
                      dict(sorted(self.codes.items())), self.outstanding,
                      max(self.ages.values(), default=0.0),
                      ages or "no workers", self.polls, self.failed_polls,

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Issue 16, defect 4: a flood of blocking calls must not starve heartbeats.
-# A client holds 8,000 concurrent KvWait calls at the coordinator (over 4
-# connections, each call sent again as soon as it ends) while a 2-worker
-# job with 500 ms heartbeats trains for about 10 s. The excess calls are
-# refused at once with RESOURCE_EXHAUSTED (counted and printed), the job
-# ends SUCCEEDED with no worker declared dead and no restart, and the
-# largest heartbeat age seen in the coordinator's status is printed. Before
-# the fix the coordinator ran 8,000 threads contending for one lock and
-# declared both workers dead within seconds.
+# A flood of blocking calls must not starve heartbeats, nor keep a forming
+# job's workers from joining. A client holds 8,000 concurrent KvWait calls
+# at the coordinator (over 16 connections, each call sent again as soon as
+# it ends: 16 x 32 per connection is more than the coordinator's total of
+# 264) while a 2-worker job with 500 ms heartbeats forms and trains for
+# about 10 s. The excess calls are refused at once with RESOURCE_EXHAUSTED
+# (counted and printed; some at the total), the workers join (the total
+# keeps a share for them), the job ends SUCCEEDED with no worker declared
+# dead and no restart, and the largest heartbeat age seen in the
+# coordinator's status is printed. Without the bound the coordinator ran
+# 8,000 threads contending for one lock and declared both workers dead
+# within seconds; without the share, once the flood filled the total, a
+# worker's Join was refused and the worker gave up.
 #
 # usage: blocking_flood_test.sh COHORT BLOCKING_FLOOD_PY
 set -uo pipefail
@@ -37,7 +41,7 @@ pids+=("$coordinator")
 wait_for 20 "$cohort" status --coordinator="$addr" \
   || fail "the coordinator did not start: $(tail -3 "$tmp/coordinator.log")"
 
-/usr/bin/python3 "$flood" "$addr" --calls 8000 --channels 4 --seconds 50 \
+/usr/bin/python3 "$flood" "$addr" --calls 8000 --channels 16 --seconds 50 \
   --until-done > "$tmp/flood.out" 2>&1 &
 flood_pid=$!
 pids+=("$flood_pid")
@@ -81,13 +85,19 @@ else
   fail "$dead workers declared dead or restarts: $(grep -m3 -E 'missed heartbeats|restart' "$tmp/coordinator.log")"
 fi
 summary=$(grep -m1 "^flood:" "$tmp/flood.out")
-refused=$(sed -n 's/.*refused RESOURCE_EXHAUSTED \([0-9]*\);.*/\1/p' <<< "$summary")
+refused=$(sed -n 's/.*refused RESOURCE_EXHAUSTED \([0-9]*\) .*/\1/p' <<< "$summary")
+at_total=$(sed -n 's/.*(at the total \([0-9]*\));.*/\1/p' <<< "$summary")
 sent=$(sed -n 's/.*, sent \([0-9]*\);.*/\1/p' <<< "$summary")
 age=$(sed -n 's/.*heartbeat age max \([0-9.]*\)s.*/\1/p' <<< "$summary")
 if [[ -n "$refused" && $refused -gt 0 && -n "$sent" && $sent -ge 8000 ]]; then
   ok "the flood sent $sent KvWait calls; $refused refused with RESOURCE_EXHAUSTED: $(grep -m1 'first refusal' "$tmp/flood.out" | cut -c8-)"
 else
   fail "the flood: ${summary:-no summary}"
+fi
+if [[ -n "$at_total" && $at_total -gt 0 ]]; then
+  ok "the flood reached the coordinator's total: $at_total calls refused there, and still the workers joined"
+else
+  fail "the flood never reached the coordinator's total (over 16 connections): ${summary:-no summary}"
 fi
 if [[ "$summary" != *"no workers"* && -n "$age" ]] &&
    awk -v a="$age" 'BEGIN { exit !(a < 1.5) }'; then

@@ -201,6 +201,10 @@ absl::Status ShardServer::Serve(
   builder.AddListeningPort(listen, std::move(credentials), &port_);
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  // As the coordinator: without BDP probing, what a caller refused before
+  // its request is read gets to send stays 64 KiB per call (with it, 48
+  // refused 64 MiB Pulls kept 58 MB of the shard's memory, more each time).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // As the coordinator: no silent port sharing with a second shard.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server_ = builder.BuildAndStart();
