@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/keepalive.h"
 #include "client/ps_limits.h"
 #include "common/listen.h"
 #include "common/logging.h"
@@ -203,6 +204,7 @@ absl::Status ShardServer::Serve(
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   // As the coordinator: no silent port sharing with a second shard.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  AcceptKeepalivePings(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
