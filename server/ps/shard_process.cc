@@ -84,6 +84,9 @@ absl::Status HeartbeatLoop(CoordinatorClient& coordinator, ShardServer& server,
       continue;
     }
     last_ok = absl::Now();
+    // The workers' progress since the dead shard's last heartbeat, which
+    // its checkpoint may lack, reaches a replacement here.
+    server.RaiseSyncClocks(r->workers_clock());
     if (!r->stop()) continue;
     if (r->state() == FAILED) {
       return absl::AbortedError(absl::StrCat("the job failed: ", r->reason()));

@@ -266,6 +266,10 @@ absl::StatusOr<std::string> ShardServer::Assign(
   return line;
 }
 
+void ShardServer::RaiseSyncClocks(int64_t clock) {
+  state_->RaiseSyncClocks(clock);
+}
+
 ShardStats ShardServer::TakeStats() { return state_->TakeStats(); }
 
 ShardStats ShardServer::Stats() const { return state_->Stats(); }
