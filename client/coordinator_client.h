@@ -111,7 +111,9 @@ class CoordinatorClient : public KvClient {
   std::shared_ptr<Coordinator::Stub> HeartbeatStub();
 
   const std::string address_;
-  const SecurityOptions security_;  // file names only, for error hints
+  // File names: for error hints, and read again for the heartbeats'
+  // connection.
+  const SecurityOptions security_;
   std::shared_ptr<grpc::Channel> channel_;
   std::shared_ptr<Coordinator::Stub> stub_;
   absl::Mutex heartbeat_mu_;
