@@ -343,6 +343,8 @@ class JobTracker {
   // The answer to shard `index`'s registration.
   RegisterShardResponse ShardAssignment(int index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: ShardHeartbeatResponse.workers_clock (0 in other modes).
+  int64_t WorkersClock() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The shard branch of CheckHeartbeats; false when the job ended.
   bool CheckShardHeartbeats(Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

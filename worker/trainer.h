@@ -54,7 +54,8 @@ struct DistributedContext {
   int64_t bucket_bytes = 25 << 20;
   // The sampler seed of `epoch` (the coordinator's).
   std::function<absl::StatusOr<uint64_t>(int64_t epoch)> epoch_seed;
-  // With this worker's progress, at most every 100 ms between steps; an
+  // With this worker's progress, at most every 100 ms between steps, and
+  // always before an evaluation (which waits for the other workers); an
   // error stops training (the job failed or was stopped elsewhere).
   std::function<absl::Status(const WorkerProgress&)> on_step;
 

@@ -298,6 +298,7 @@ double TrainingLoop::AccountStep(int64_t epoch,
     result_.samples += r.seen;
     window_samples_ += r.seen;
   }
+  ++window_steps_;
   epoch_loss_sum_ += loss;
   ++epoch_loss_steps_;
   recent_losses_.push_back(loss);
@@ -397,6 +398,12 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
     cur_position_ = std::min(data_.train->size(),
                              segment_start_ + (er.steps - first) * per_step);
     ++steps_this_run_;
+    // An evaluation across workers waits for the others: the coordinator
+    // hears of this step first (a replacement PS shard learns from it that
+    // every worker pushed the steps below: server/ps/shard_state.h).
+    if (EvaluationDue(er.steps >= batches)) {
+      RETURN_IF_ERROR(ReportStep(epoch, loss, /*now=*/true));
+    }
     RETURN_IF_ERROR(EvaluateIfDue(er.steps >= batches, progress));
     RETURN_IF_ERROR(MaybeCheckpoint(epoch, er.steps, batches));
     RETURN_IF_ERROR(ReportStep(epoch, loss));
@@ -464,18 +471,19 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
 
 // Tells the worker process (and through it the coordinator) how training
 // goes; its answer may stop training.
-absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
-  ++window_steps_;
-  if (log_ != nullptr) {
+absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss, bool now) {
+  // The early report before an evaluation is followed by the step's own.
+  if (log_ != nullptr && !now) {
     logged_.grad_norm = grad_norm_;
     log_->Step(logged_);
   }
   if (dist_ == nullptr || !dist_->on_step) return absl::OkStatus();
   // Heartbeats go out every interval (>= 100 ms), so fresher progress is
   // never seen; small models take microseconds a step.
-  const absl::Time now = absl::Now();
-  if (now - last_report_ < absl::Milliseconds(100)) return absl::OkStatus();
-  last_report_ = now;
+  if (!now && absl::Now() - last_report_ < absl::Milliseconds(100)) {
+    return absl::OkStatus();
+  }
+  last_report_ = absl::Now();
   WorkerProgress p;
   const double dt = Seconds(window_start_);
   FillProgress(step_, epoch, loss, dt > 0 ? window_samples_ / dt : 0, result_,
@@ -483,10 +491,12 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
   p.set_lr(PlanStep(std::max<int64_t>(0, step_ - 1), 0, false).lr);
   if (grad_norm_ >= 0) p.set_grad_norm(grad_norm_);
   StepTimes* t = p.mutable_times();
-  t->set_data_s(times_.data_s() / window_steps_);
-  t->set_compute_s(times_.compute_s() / window_steps_);
-  t->set_comm_wait_s(times_.comm_wait_s() / window_steps_);
-  t->set_optimizer_s(times_.optimizer_s() / window_steps_);
+  // A report before an evaluation may have just started a fresh window.
+  const double steps = std::max<int64_t>(1, window_steps_);
+  t->set_data_s(times_.data_s() / steps);
+  t->set_compute_s(times_.compute_s() / steps);
+  t->set_comm_wait_s(times_.comm_wait_s() / steps);
+  t->set_optimizer_s(times_.optimizer_s() / steps);
   p.set_bytes_allreduced(bytes_reduced_);
   p.set_restored_step(restored_step_);
   if (control_ && control_->state().has_best) {

@@ -85,7 +85,8 @@ class TrainingLoop : public Trainer {
   void SlowDown(double compute_s);
   double AccountStep(int64_t epoch, absl::Span<const ReplicaResult> results,
                      EpochResult& er, Progress& progress);
-  absl::Status ReportStep(int64_t epoch, double loss);
+  // At most every 100 ms unless `now`.
+  absl::Status ReportStep(int64_t epoch, double loss, bool now = false);
   absl::Status MaybeEvaluate(EpochResult& er, bool epoch_complete);
 
   // --- training_control.cc: evaluations and what they decide ---
