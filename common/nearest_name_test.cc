@@ -15,7 +15,7 @@ TEST(EditDistance, CountsEdits) {
 
 TEST(NearestName, FindsSlips) {
   const std::vector<std::string> conv = {"out_channels", "kernel", "stride",
-                                         "padding", "groups", "dilation"};
+                                         "padding",      "groups", "dilation"};
   EXPECT_EQ(NearestName("kernel_size", conv), "kernel");
   EXPECT_EQ(NearestName("strides", conv), "stride");
   EXPECT_EQ(NearestName("out_channel", conv), "out_channels");
