@@ -4,8 +4,8 @@
 # serve a coordinator list the worker counts; every command answers
 # --version. Then what those flags do in one process: --max-steps=0 trains
 # nothing and still exports, a finished checkpoint says so instead of
-# printing zeros, a spec field's typo names the field meant, and predict's
-# CSV names an image folder's classes.
+# printing zeros, train serves --metrics-listen, a spec field's typo names
+# the field meant, and predict's CSV names an image folder's classes.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
@@ -88,6 +88,21 @@ if [[ $? -eq 0 && "$out" == *"resuming from step 8"* \
 else
   fail "global batch on resume: $out"
 fi
+# --metrics-listen on train, as on a worker: the run's progress at /metrics.
+sed 's/^epochs: 1/epochs: 100000/' "$job" > "$tmp/long.textproto"
+mport=$(free_port)
+"$cohort" train --job="$tmp/long.textproto" --metrics-listen="127.0.0.1:$mport" --quiet \
+  > /dev/null 2>&1 & trainer=$!; pids+=($trainer)
+scrape() {
+  /usr/bin/python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$mport/metrics', timeout=2).read().decode())"
+}
+stepping() { scrape | grep -qE '^cohort_worker_step [1-9]'; }
+if wait_for 30 stepping; then
+  ok "train --metrics-listen: $(scrape | grep '^cohort_worker_step ')"
+else
+  fail "train --metrics-listen serves no progress: $(scrape 2>&1 | head -5)"
+fi
+kill $trainer 2>/dev/null; wait $trainer 2>/dev/null
 sed 's/^batch_size: 32/batch_sizee: 32/' "$job" > "$tmp/typo.textproto"
 expect_refused_text "a spec field's typo" 'has no field named "batch_sizee"; did you mean "batch_size"?' \
   "$cohort" train --job="$tmp/typo.textproto"
