@@ -15,7 +15,7 @@
 #include "cli/train_command.h"
 #include "cli/training_flags.h"
 #include "cli/worker_count_flags.h"
-#include "common/prometheus.h"
+#include "common/http_server.h"
 #include "common/spec.h"
 #include "common/spec_workers.h"
 #include "common/status_macros.h"
