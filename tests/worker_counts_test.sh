@@ -20,12 +20,17 @@ optimizer { lr: 0.05 momentum: 0.9 }
 SPEC
 running() { "$cohort" status --coordinator="$addr" | grep -q 'RUNNING'; }
 
-# 1. coordinator --workers=2 and two workers, as the README starts them.
+# 1. coordinator --workers=2 and two workers, as the README starts them
+# (with the training flags a worker takes: rank 0 alone exports).
 port=$(free_port); addr="127.0.0.1:$port"
 "$cohort" coordinator --job="$job" --workers=2 --listen="$addr" --report="$tmp/report.json" \
   2>"$tmp/coord.err" & coord=$!; pids+=($coord)
-"$cohort" worker --coordinator="$addr" --max-steps=300 --quiet 2>"$tmp/w0.err" & w0=$!; pids+=($w0)
-"$cohort" worker --coordinator="$addr" --max-steps=300 --quiet 2>"$tmp/w1.err" & w1=$!; pids+=($w1)
+for i in 0 1; do
+  "$cohort" worker --coordinator="$addr" --max-steps=300 --export="$tmp/two.onnx" --quiet \
+    >"$tmp/w$i.out" 2>"$tmp/w$i.err" &
+  pids+=($!)
+  [[ $i == 0 ]] && w0=$! || w1=$!
+done
 if wait_for 30 running; then
   st=$("$cohort" status --coordinator="$addr")
   [[ "$st" == *"world size 2"* ]] && ok "status: world size 2" || fail "status: $st"
@@ -34,8 +39,9 @@ else
 fi
 wait $w0; rc0=$?; wait $w1; rc1=$?; wait $coord; rcc=$?
 if [[ $rc0 -eq 0 && $rc1 -eq 0 && $rcc -eq 0 ]] && grep -q '"world_size": 2' "$tmp/report.json" \
-    && grep -q 'for 2 workers (from the flags)' "$tmp/coord.err"; then
-  ok "coordinator --workers=2: the report's world size is 2"
+    && grep -q 'for 2 workers (from the flags)' "$tmp/coord.err" && [[ -s "$tmp/two.onnx" ]] \
+    && [[ $(grep -l '^wrote .*two.onnx' "$tmp/w0.out" "$tmp/w1.out" | wc -l) == 1 ]]; then
+  ok "coordinator --workers=2: the report's world size is 2; rank 0 alone exported the model"
 else
   fail "coordinator --workers=2: exits $rcc/$rc0/$rc1: $(cat "$tmp/coord.err" "$tmp/w0.err" "$tmp/w1.err")"
 fi
