@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "cli/flags.h"
 #include "cli/generate.h"
 #include "cli/output_paths.h"
@@ -21,6 +23,7 @@
 #include "common/safetensors.h"
 #include "common/status_macros.h"
 #include "worker/data/dataset.h"
+#include "worker/data/image_folder_dataset.h"
 #include "worker/data/npy.h"
 #include "worker/model_eval.h"
 #include "worker/onnx_export.h"
@@ -146,9 +149,10 @@ absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
   FlagSet flags("export");
   flags.String("checkpoint", &checkpoint,
                "a checkpoint file (ckpt-*.cohort), or a directory: its newest "
-               "(DIR/best: the best of keep_best)");
-  flags.String("format", &format, "onnx or safetensors");
-  flags.String("out", &out, kOutHelp);
+               "(DIR/best: the best of keep_best)",
+               "PATH");
+  flags.String("format", &format, "the output format", "onnx|safetensors");
+  flags.String("out", &out, kOutHelp, "FILE");
   flags.Bool("skip-damaged", &skip_damaged, kSkipDamagedHelp);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
@@ -172,23 +176,66 @@ absl::Status RunExport(const std::vector<std::string>& args, bool* help) {
 
 namespace {
 
+// A split of the checkpoint's data set, and its classes' names where the
+// data set has them.
+struct Split {
+  std::unique_ptr<Dataset> data;
+  // By label: an image folder's class folders. Empty: only numbers.
+  std::vector<std::string> class_names;
+};
+
+// An image folder's class names: the folder of each label's files (every
+// class folder of the training folder holds some, so the train split
+// names them all).
+std::vector<std::string> ClassNames(const Dataset& train) {
+  const auto* folder = dynamic_cast<const ImageFolderDataset*>(&train);
+  if (folder == nullptr) return {};
+  std::vector<std::string> names(folder->num_classes());
+  for (const ImageFile& f : folder->files()) {
+    if (f.label < 0 || f.label >= static_cast<int>(names.size())) continue;
+    std::string& name = names[f.label];
+    if (name.empty()) {
+      name = std::filesystem::path(f.path).parent_path().filename().string();
+    }
+  }
+  return names;
+}
+
 // The split of the checkpoint's data set named by --split.
-absl::StatusOr<std::unique_ptr<Dataset>> LoadSplit(const TrainedModel& t,
-                                                   const std::string& data_dir,
-                                                   const std::string& split) {
+absl::StatusOr<Split> LoadSplit(const TrainedModel& t,
+                                const std::string& data_dir,
+                                const std::string& split) {
   if (split != "test" && split != "train") {
     return absl::InvalidArgumentError(
         absl::StrCat("--split must be test or train, got \"", split, "\""));
   }
   ASSIGN_OR_RETURN(DataSplits splits,
                    LoadDataset(t.spec.data(), data_dir, t.spec.seed()));
-  return split == "test" ? std::move(splits.test) : std::move(splits.train);
+  Split out;
+  out.class_names = ClassNames(*splits.train);
+  out.data = split == "test" ? std::move(splits.test) : std::move(splits.train);
+  return out;
 }
 
-// "index,label,class_1,prob_1,...": each sample's top `k` classes with
-// their softmax probabilities.
+// `field` as one CSV field: quoted when it holds a comma, a quote or a line
+// break (RFC 4180), its quotes doubled.
+std::string CsvField(const std::string& field) {
+  if (field.find_first_of(",\"\r\n") == std::string::npos) return field;
+  return absl::StrCat("\"", absl::StrReplaceAll(field, {{"\"", "\"\""}}), "\"");
+}
+
+// ",NAME" of class `c` when there are names, else nothing.
+std::string NameColumn(const std::vector<std::string>& names, int64_t c) {
+  if (names.empty()) return "";
+  return absl::StrCat(",", c >= 0 && c < static_cast<int64_t>(names.size())
+                               ? CsvField(names[c])
+                               : "");
+}
+
+// "index,label[,label_name],class_1[,name_1],prob_1,...": each sample's
+// top `k` classes with their softmax probabilities (and names).
 std::string TopKRows(int64_t first, const Tensor& out, const Batch& b,
-                     int64_t k) {
+                     int64_t k, const std::vector<std::string>& names) {
   const int64_t n = b.size(), classes = out.size() / n;
   std::string rows;
   std::vector<int64_t> order(classes);
@@ -204,9 +251,10 @@ std::string TopKRows(int64_t first, const Tensor& out, const Batch& b,
                       [&](int64_t a, int64_t c) {
                         return p[a] > p[c] || (p[a] == p[c] && a < c);
                       });
-    absl::StrAppend(&rows, first + i, ",", b.labels.empty() ? -1 : b.labels[i]);
+    const int64_t label = b.labels.empty() ? -1 : b.labels[i];
+    absl::StrAppend(&rows, first + i, ",", label, NameColumn(names, label));
     for (int64_t j = 0; j < top; ++j) {
-      absl::StrAppend(&rows, ",", order[j], ",",
+      absl::StrAppend(&rows, ",", order[j], NameColumn(names, order[j]), ",",
                       absl::StrFormat("%.6g", p[order[j]] / sum));
     }
     rows += "\n";
@@ -232,18 +280,22 @@ absl::Status PredictArray(TrainedModel& trained, const std::string& input,
 }
 
 // Every sample of a split: a CSV of top-k classes, or (.npy) raw outputs.
-absl::Status PredictSplit(TrainedModel& trained, const Dataset& data,
+absl::Status PredictSplit(TrainedModel& trained, const Split& split,
                           const std::string& out, int64_t batch,
                           int64_t top_k) {
+  const Dataset& data = *split.data;
+  const std::vector<std::string>& names = split.class_names;
   const bool npy = absl::EndsWith(out, ".npy");
   if (!npy && data.float_targets()) {
     return absl::InvalidArgumentError(
         "--out: a model with float targets writes raw outputs: name a .npy "
         "file");
   }
-  std::string csv = "index,label";
+  std::string csv = names.empty() ? "index,label" : "index,label,label_name";
   for (int64_t j = 1; j <= top_k; ++j) {
-    absl::StrAppend(&csv, ",class_", j, ",prob_", j);
+    absl::StrAppend(&csv, ",class_", j,
+                    names.empty() ? "" : absl::StrCat(",name_", j), ",prob_",
+                    j);
   }
   csv += "\n";
   std::vector<float> all;
@@ -254,7 +306,7 @@ absl::Status PredictSplit(TrainedModel& trained, const Dataset& data,
           all.insert(all.end(), outputs.data(),
                      outputs.data() + outputs.size());
         } else {
-          csv += TopKRows(first, outputs, b, top_k);
+          csv += TopKRows(first, outputs, b, top_k, names);
         }
       }));
   if (npy) {
@@ -283,19 +335,23 @@ struct PredictFlags {
 void AddPredictFlags(FlagSet& flags, PredictFlags* f) {
   flags.String("checkpoint", &f->checkpoint,
                "a checkpoint file (ckpt-*.cohort), or a directory: its newest "
-               "(DIR/best: the best of keep_best)");
+               "(DIR/best: the best of keep_best)",
+               "PATH");
   flags.Bool("skip-damaged", &f->skip_damaged, kSkipDamagedHelp);
   flags.String("input", &f->input,
                ".npy file of inputs [N, *sample shape] (float32, float16, "
                "or uint8 divided by 255); without it, a split of the "
-               "checkpoint's data set");
+               "checkpoint's data set",
+               "FILE");
   flags.String("data-dir", &f->data_dir,
-               "the data set's directory (overrides the spec's)");
-  flags.String("split", &f->split, "test or train (without --input)");
+               "the data set's directory (overrides the spec's)", "DIR");
+  flags.String("split", &f->split, "the data split (without --input)",
+               "test|train");
   flags.String("out", &f->out,
                absl::StrCat(".npy for raw outputs, or .csv for each sample's "
                             "top-k classes with probabilities; ",
-                            kOutHelp));
+                            kOutHelp),
+               "FILE");
   flags.Int("batch", &f->batch, "samples per forward pass", 1, 1 << 20);
   flags.Int("top-k", &f->top_k,
             "classes per sample in a .csv (default 5); with --prompt, sample "
@@ -303,13 +359,14 @@ void AddPredictFlags(FlagSet& flags, PredictFlags* f) {
             0, INT32_MAX);
   flags.String("prompt", &f->prompt,
                "text to continue: its bytes are the token ids (a TOKENS "
-               "checkpoint in format BYTES); prints it and --generate bytes");
+               "checkpoint in format BYTES); prints it and --generate bytes",
+               "TEXT");
   // Parsed by ParseGenerateFlag, whose message tells an integer out of
   // range from one that is not an integer.
   flags.String("generate", &f->generate_flag,
-               "with --prompt: N, the bytes to generate");
+               "with --prompt: N, the bytes to generate", "N");
   flags.String("temperature", &f->temperature,
-               "with --prompt: softmax temperature (0: greedy)");
+               "with --prompt: softmax temperature (0: greedy)", "NUMBER");
   flags.Int("seed", &f->seed, "with --prompt: the sampler's seed");
 }
 
@@ -399,9 +456,8 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
   // The data set is known once the checkpoint's spec is.
   inputs.AddDataSet(trained.spec.data(), f.data_dir);
   RETURN_IF_ERROR(CheckOutputFlag("--out", f.out, inputs));
-  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> data,
-                   LoadSplit(trained, f.data_dir, f.split));
-  return PredictSplit(trained, *data, f.out, f.batch, f.top_k);
+  ASSIGN_OR_RETURN(const Split data, LoadSplit(trained, f.data_dir, f.split));
+  return PredictSplit(trained, data, f.out, f.batch, f.top_k);
 }
 
 absl::Status RunEvaluate(const std::vector<std::string>& args, bool* help) {
@@ -411,16 +467,18 @@ absl::Status RunEvaluate(const std::vector<std::string>& args, bool* help) {
   FlagSet flags("evaluate");
   flags.String("checkpoint", &checkpoint,
                "a checkpoint file (ckpt-*.cohort), or a directory: its newest "
-               "(DIR/best: the best of keep_best)");
+               "(DIR/best: the best of keep_best)",
+               "PATH");
   flags.Bool("skip-damaged", &skip_damaged, kSkipDamagedHelp);
   flags.String("data-dir", &data_dir,
-               "the data set's directory (overrides the spec's)");
-  flags.String("split", &split, "test or train");
+               "the data set's directory (overrides the spec's)", "DIR");
+  flags.String("split", &split, "the data split", "test|train");
   flags.String("confusion", &confusion,
                absl::StrCat("write the confusion matrix (rows: true class, "
                             "columns: predicted) to this CSV file, up to 100 "
                             "classes; ",
-                            kOutHelp));
+                            kOutHelp),
+               "FILE");
   flags.Int("batch", &batch, "samples per forward pass", 1, 1 << 20);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
@@ -440,8 +498,8 @@ absl::Status RunEvaluate(const std::vector<std::string>& args, bool* help) {
     inputs.AddDataSet(trained.spec.data(), data_dir);
     RETURN_IF_ERROR(CheckOutputFlag("--confusion", confusion, inputs));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Dataset> data,
-                   LoadSplit(trained, data_dir, split));
+  ASSIGN_OR_RETURN(const Split loaded, LoadSplit(trained, data_dir, split));
+  const std::unique_ptr<Dataset>& data = loaded.data;
   ASSIGN_OR_RETURN(const SplitEvaluation e,
                    EvaluateSplit(trained, *data, batch));
   std::string line;

@@ -26,13 +26,27 @@ TEST(ParseJobSpec, ReportsSyntaxErrorWithLocation) {
 TEST(ParseJobSpec, ReportsUnknownFieldWithLocation) {
   EXPECT_EQ(ErrorOf(Valid("data {\n  kind: MNIST\n  dirr: \"/d\"\n}\n")),
             "jobs/x.textproto:8:3: Message type \"cohort.DatasetSpec\" has no "
-            "field named \"dirr\".");
+            "field named \"dirr\"; did you mean \"dir\"?");
+}
+
+TEST(ParseJobSpec, SuggestsTheNearestFieldName) {
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { conv2d { out_channels: 4 "
+                               "kernel_size: 3 } }\n")),
+            "jobs/x.textproto:4:37: Message type \"cohort.ConvSpec\" has no "
+            "field named \"kernel_size\"; did you mean \"kernel\"?");
+  EXPECT_EQ(ErrorOf(Valid("bacth_size: 4\n")),
+            "jobs/x.textproto:6:1: Message type \"cohort.JobSpec\" has no "
+            "field named \"bacth_size\"; did you mean \"batch_size\"?");
+  // Nothing near: the parser's message as it is.
+  EXPECT_EQ(ErrorOf(Valid("zzzzzzzz: 4\n")),
+            "jobs/x.textproto:6:1: Message type \"cohort.JobSpec\" has no "
+            "field named \"zzzzzzzz\".");
 }
 
 TEST(ParseJobSpec, CountsTabsAsProtobufDoes) {
   EXPECT_EQ(ErrorOf("\tbatch_sizee: 3\n"),
             "jobs/x.textproto:1:9: Message type \"cohort.JobSpec\" has no "
-            "field named \"batch_sizee\".");
+            "field named \"batch_sizee\"; did you mean \"batch_size\"?");
   EXPECT_EQ(ErrorOf("batch_size: 3\n\tepochs:\t-1\n"),
             "jobs/x.textproto:2:9: epochs must be >= 0, got -1");
 }

@@ -144,10 +144,13 @@ absl::Status TrainingLoop::ReadLimits() {
   steps_per_epoch_ = std::max<int64_t>(
       1, StepsOf(spec_.drop_last() ? n / b : (n + b - 1) / b));
   epochs_ = options_.epochs >= 0 ? options_.epochs : spec_.epochs();
-  max_steps_ = options_.max_steps >= 0 ? options_.max_steps : spec_.max_steps();
-  if (epochs_ <= 0 && max_steps_ <= 0) {
+  // The spec's max_steps 0 means no limit; an option of 0 means no step.
+  max_steps_ = options_.max_steps >= 0 ? options_.max_steps
+               : spec_.max_steps() > 0 ? spec_.max_steps()
+                                       : -1;
+  if (epochs_ <= 0 && max_steps_ < 0) {
     return absl::InvalidArgumentError(
-        "nothing to train: epochs and max_steps are both 0");
+        "nothing to train: epochs is 0 and there is no max_steps");
   }
   if (epochs_ <= 0) {
     epochs_ = (max_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
@@ -177,7 +180,7 @@ int64_t TrainingLoop::StepsOf(int64_t batches) const {
 
 int64_t TrainingLoop::TotalSteps() const {
   const int64_t by_epochs = epochs_ * steps_per_epoch_;
-  return max_steps_ > 0 ? std::min(max_steps_, by_epochs) : by_epochs;
+  return max_steps_ >= 0 ? std::min(max_steps_, by_epochs) : by_epochs;
 }
 
 void TrainingLoop::Trace(absl::string_view name, int lane, absl::Time start,
@@ -389,7 +392,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
     engine_->SeedStep(step_);
     StepPlan plan = PlanStep(
         step_, engine_->replicas(),
-        er.steps + 1 < batches && (max_steps_ <= 0 || step_ + 1 < max_steps_));
+        er.steps + 1 < batches && (max_steps_ < 0 || step_ + 1 < max_steps_));
     plan.micro_batches = static_cast<int>(std::min(
         accumulation_, micro_batches - (er.steps - first) * accumulation_));
     ASSIGN_OR_RETURN(const double loss, Step(plan, ForExchange(plan, 0), source,
@@ -450,7 +453,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
     // The run-wide number of the first chunk, and how many are real.
     const int64_t global = epoch * chunks + first;
     int64_t count = std::min<int64_t>(R, chunks - first);
-    if (max_steps_ > 0) count = std::min(count, max_steps_ * TR - global);
+    if (max_steps_ >= 0) count = std::min(count, max_steps_ * TR - global);
     if (count <= 0) break;
     const int64_t round = global / TR;
     next_round_ = (global + count - 1) / TR + 1;
@@ -477,7 +480,8 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss, bool now) {
     logged_.grad_norm = grad_norm_;
     log_->Step(logged_);
   }
-  if (dist_ == nullptr || !dist_->on_step) return absl::OkStatus();
+  const bool to_coordinator = dist_ != nullptr && dist_->on_step;
+  if (!to_coordinator && !options_.on_progress) return absl::OkStatus();
   // Heartbeats go out every interval (>= 100 ms), so fresher progress is
   // never seen; small models take microseconds a step.
   if (!now && absl::Now() - last_report_ < absl::Milliseconds(100)) {
@@ -506,7 +510,7 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss, bool now) {
   }
   if (window_comm_s_ > 0) {
     // nccl-tests' bus bandwidth: what each link carried in a ring.
-    const double w = dist_->world_size;
+    const double w = dist_ != nullptr ? dist_->world_size : 1;
     p.set_busbw_gbps(window_bytes_ / window_comm_s_ * 2 * (w - 1) / w / 1e9);
   }
   if (dt >= 1.0) {  // a fresh window every second
@@ -517,7 +521,8 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss, bool now) {
     window_samples_ = 0;
     window_start_ = absl::Now();
   }
-  return dist_->on_step(p);
+  if (options_.on_progress) options_.on_progress(p);
+  return to_coordinator ? dist_->on_step(p) : absl::OkStatus();
 }
 
 absl::Status TrainingLoop::MaybeEvaluate(EpochResult& er, bool epoch_complete) {
@@ -602,7 +607,11 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
   RETURN_IF_ERROR(FinalCheckpoint());
   AddCarried();
   FinishResult(step_, recent_losses_, &result_);
-  if (step_ > 0) result_.final_lr = PlanStep(step_ - 1, 0, false).lr;
+  if (step_ > 0 && TotalSteps() > 0) {
+    result_.final_lr = PlanStep(step_ - 1, 0, false).lr;
+  }
+  result_.steps_this_run = steps_this_run_;
+  result_.restored_step = restored_ ? restored_step_ : -1;
   FillControlResult();
   if (log_ != nullptr) log_->Close();
   if (options_.final_parameters != nullptr) {

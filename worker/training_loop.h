@@ -141,6 +141,11 @@ class TrainingLoop : public Trainer {
   // tells its candidate's step, and the rank with the newest one gives its
   // state to all (AgreeOnState).
   absl::Status Resume();
+  // Samples of one optimizer step over the job (batch x accumulation x
+  // replicas), recorded in checkpoints; NoteGlobalBatch says so when a
+  // resumed state was trained with another.
+  int64_t GlobalBatch() const;
+  void NoteGlobalBatch(int64_t written);
   absl::Status InitWeights();
   // The chief's logs (log.dir), continued after the step training starts
   // from; nothing elsewhere.
@@ -187,7 +192,7 @@ class TrainingLoop : public Trainer {
   // or with shared data by rounds claimed), or early stopping decided.
   bool StepLimitReached() const {
     return StoppedEarly() ||
-           (max_steps_ > 0 &&
+           (max_steps_ >= 0 &&
             (SharedData() ? next_round_ >= max_steps_ : step_ >= max_steps_));
   }
 
@@ -206,7 +211,7 @@ class TrainingLoop : public Trainer {
   int64_t steps_per_epoch_ = 1;
   int64_t accumulation_ = 1;  // batches per replica per optimizer step
   int64_t epochs_ = 0;
-  int64_t max_steps_ = 0;
+  int64_t max_steps_ = -1;  // -1: no limit; 0: no step at all
   // Checkpointing and where a resumed run starts.
   std::string checkpoint_dir_;
   absl::Time last_checkpoint_;
@@ -215,6 +220,7 @@ class TrainingLoop : public Trainer {
   int64_t start_position_ = 0;     // samples of start_epoch_'s order done
   int64_t start_epoch_steps_ = 0;  // and its steps done
   int64_t restored_step_ = 0;      // the step the state was restored from
+  bool restored_ = false;          // a checkpoint or peer's state, not fresh
   int64_t steps_this_run_ = 0;
   // Where training stands after the last completed step: epoch, sampler
   // position and steps of the epoch; and the position the current epoch's
