@@ -24,6 +24,7 @@
 #include "cli/flags.h"
 #include "common/checkpoint.h"
 #include "common/status_macros.h"
+#include "worker/trained_model.h"
 
 namespace cohort {
 namespace {
@@ -32,15 +33,18 @@ constexpr char kUsage[] =
     "usage: cohort checkpoint verify DIR\n"
     "  Reads and verifies every ckpt-*.cohort file in DIR (checksums, "
     "lengths,\n"
-    "  the step in the name against the header) and prints one line per "
-    "file.\n"
+    "  the step in the name against the header, the model its job spec "
+    "describes\n"
+    "  against its tensors) and prints one line per file. A FIFO, device or "
+    "socket\n"
+    "  under a checkpoint's name fails at once, never waited on.\n"
     "  Exit status 0 only when every file verifies.\n"
     "usage: cohort checkpoint show FILE\n"
-    "  Verifies one checkpoint file and prints what it holds: its step, the "
-    "job spec\n"
-    "  that wrote it, and its tensors (each parameter's PyTorch-style name, "
-    "shape\n"
-    "  and offset, as JSON on the line after \"state_names:\").\n";
+    "  Verifies one checkpoint file as verify does and prints what it holds: "
+    "its\n"
+    "  step, the job spec that wrote it, and its tensors (each parameter's\n"
+    "  PyTorch-style name, shape and offset, as JSON on the line after\n"
+    "  \"state_names:\").\n";
 
 constexpr absl::string_view kPrefix = "ckpt-";
 constexpr absl::string_view kSuffix = ".cohort";
@@ -97,6 +101,23 @@ int64_t StepOfName(absl::string_view name) {
   return step;
 }
 
+// "CODE: reason" for a failed `s` whose message starts with `path`, which
+// the verify line already names.
+std::string Failure(const absl::Status& s, const std::string& path) {
+  absl::string_view reason = s.message();
+  absl::ConsumePrefix(&reason, absl::StrCat(path, ": "));
+  return absl::StrCat(absl::StatusCodeToString(s.code()), ": ", reason);
+}
+
+// Why the model `c` records could not be rebuilt from it ("" when it can,
+// or when `c` records no job spec, as older checkpoints do not): the checks
+// export and predict make before they build it.
+std::string RecordedModelFailure(const Checkpoint& c, const std::string& path) {
+  if (c.metadata.count("job_spec") == 0) return "";
+  const absl::Status s = CheckRecordedModel(c, path).status();
+  return s.ok() ? "" : Failure(s, path);
+}
+
 // Verifies one file and prints its line; returns the failure reason ("" when
 // the file verifies).
 std::string VerifyOne(const std::string& dir, const std::string& name) {
@@ -104,18 +125,16 @@ std::string VerifyOne(const std::string& dir, const std::string& name) {
       absl::StrCat(dir, dir.back() == '/' ? "" : "/", name);
   struct stat st;
   const std::string bytes =
-      stat(path.c_str(), &st) == 0 ? absl::StrCat(st.st_size) : "-";
+      lstat(path.c_str(), &st) == 0 ? absl::StrCat(st.st_size) : "-";
   std::string failure;
   absl::StatusOr<Checkpoint> c = ReadCheckpointFile(path);
   if (!c.ok()) {
-    // The message starts with the path, which the line already names.
-    absl::string_view reason = c.status().message();
-    absl::ConsumePrefix(&reason, absl::StrCat(path, ": "));
-    failure =
-        absl::StrCat(absl::StatusCodeToString(c.status().code()), ": ", reason);
+    failure = Failure(c.status(), path);
   } else if (StepOfName(name) != c->step) {
     failure = absl::StrCat("DATA_LOSS: the header says step ", c->step,
                            " but the file name does not");
+  } else {
+    failure = RecordedModelFailure(*c, path);
   }
   if (!c.ok()) {
     std::printf("%-26s %8s %6s %9s %7s %10s  %s\n", name.c_str(), "-", "-", "-",
@@ -152,6 +171,9 @@ absl::Status Verify(const std::string& dir) {
 // Prints what one checkpoint file holds.
 absl::Status Show(const std::string& path) {
   ASSIGN_OR_RETURN(const Checkpoint c, ReadCheckpointFile(path));
+  if (c.metadata.count("job_spec") != 0) {
+    RETURN_IF_ERROR(CheckRecordedModel(c, path).status());
+  }
   std::printf("%s: step %lld, epoch %lld, sample %lld, generation %llu\n",
               path.c_str(), static_cast<long long>(c.step),
               static_cast<long long>(c.epoch),

@@ -2,8 +2,11 @@
 //
 // Exit status: 0 on success, 2 when the user's input was wrong (flags, job
 // spec, data files), 1 for anything else. Errors are one line on stderr.
+#include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -13,6 +16,7 @@
 #include "cli/launch_command.h"
 #include "cli/model_commands.h"
 #include "cli/train_command.h"
+#include "cli/version.h"
 #include "common/malloc_tuning.h"
 
 namespace {
@@ -34,13 +38,47 @@ constexpr char kUsage[] =
     "  export       a checkpoint's model as ONNX or safetensors\n"
     "  predict      a checkpoint's model's outputs (a .npy, or a data split)\n"
     "  evaluate     a checkpoint's model's metrics on a data split\n"
+    "  version      cohort's version, build commit and GPU plugin\n"
     "  help         this text\n"
     "Run 'cohort COMMAND --help' for a command's flags.\n";
 
-constexpr char kCommands[] =
-    "train, local, coordinator, worker, launch, ps, status, metrics, stop, "
-    "checkpoint, "
-    "export, predict, evaluate, help";
+// Runs `command` with `args`; false for a command cohort does not have.
+// *exit_code is the command's own exit status when it returns OK.
+bool Dispatch(const std::string& command, const std::vector<std::string>& args,
+              absl::Status* status, int* exit_code) {
+  bool help = false;
+  using Run = std::function<absl::Status()>;
+  const std::vector<std::pair<const char*, Run>> commands = {
+      {"train", [&] { return cohort::RunTrain(args, &help); }},
+      {"local",
+       [&] {
+         return cohort::RunLocal(args, &help, exit_code, "/proc/self/exe");
+       }},
+      {"coordinator",
+       [&] { return cohort::RunCoordinator(args, &help, exit_code); }},
+      {"worker", [&] { return cohort::RunWorkerCommand(args, &help); }},
+      {"launch", [&] { return cohort::RunLaunch(args, &help, exit_code); }},
+      {"ps", [&] { return cohort::RunPsCommand(args, &help); }},
+      {"status", [&] { return cohort::RunStatus(args, &help); }},
+      {"metrics", [&] { return cohort::RunMetrics(args, &help); }},
+      {"stop", [&] { return cohort::RunStop(args, &help); }},
+      {"checkpoint", [&] { return cohort::RunCheckpoint(args, &help); }},
+      {"export", [&] { return cohort::RunExport(args, &help); }},
+      {"predict", [&] { return cohort::RunPredict(args, &help); }},
+      {"evaluate", [&] { return cohort::RunEvaluate(args, &help); }},
+  };
+  for (const auto& [name, run] : commands) {
+    if (command != name) continue;
+    // Every command answers --version the same way, whatever else it got.
+    if (std::find(args.begin(), args.end(), "--version") != args.end()) {
+      std::fputs(cohort::VersionText().c_str(), stdout);
+      return true;
+    }
+    *status = run();
+    return true;
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -56,38 +94,18 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
+  if (command == "version" || command == "--version") {
+    std::fputs(cohort::VersionText().c_str(), stdout);
+    return 0;
+  }
   absl::Status status;
-  bool help = false;
   int exit_code = 0;
-  if (command == "train") {
-    status = cohort::RunTrain(args, &help);
-  } else if (command == "local") {
-    status = cohort::RunLocal(args, &help, &exit_code, "/proc/self/exe");
-  } else if (command == "coordinator") {
-    status = cohort::RunCoordinator(args, &help, &exit_code);
-  } else if (command == "worker") {
-    status = cohort::RunWorkerCommand(args, &help);
-  } else if (command == "launch") {
-    status = cohort::RunLaunch(args, &help, &exit_code);
-  } else if (command == "ps") {
-    status = cohort::RunPsCommand(args, &help);
-  } else if (command == "status") {
-    status = cohort::RunStatus(args, &help);
-  } else if (command == "metrics") {
-    status = cohort::RunMetrics(args, &help);
-  } else if (command == "stop") {
-    status = cohort::RunStop(args, &help);
-  } else if (command == "checkpoint") {
-    status = cohort::RunCheckpoint(args, &help);
-  } else if (command == "export") {
-    status = cohort::RunExport(args, &help);
-  } else if (command == "predict") {
-    status = cohort::RunPredict(args, &help);
-  } else if (command == "evaluate") {
-    status = cohort::RunEvaluate(args, &help);
-  } else {
-    std::fprintf(stderr, "cohort: unknown command \"%s\" (commands: %s)\n",
-                 command.c_str(), kCommands);
+  if (!Dispatch(command, args, &status, &exit_code)) {
+    std::fprintf(stderr,
+                 "cohort: unknown command \"%s\" (commands: train, local, "
+                 "coordinator, worker, launch, ps, status, metrics, stop, "
+                 "checkpoint, export, predict, evaluate, version, help)\n",
+                 command.c_str());
     return 2;
   }
   if (status.ok()) return exit_code;

@@ -4,22 +4,26 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/nearest_name.h"
 
 namespace cohort {
 
 void FlagSet::String(const std::string& name, std::string* target,
-                     const std::string& help) {
-  flags_.push_back({name, Kind::kString, target, help});
+                     const std::string& help, const std::string& type) {
+  flags_.push_back({name, Kind::kString, target, help, 0, 0, type,
+                    target->empty() ? "none" : *target});
 }
 
 void FlagSet::Int(const std::string& name, int64_t* target,
                   const std::string& help, int64_t min, int64_t max) {
-  flags_.push_back({name, Kind::kInt, target, help, min, max});
+  flags_.push_back(
+      {name, Kind::kInt, target, help, min, max, "INT", absl::StrCat(*target)});
 }
 
 void FlagSet::Bool(const std::string& name, bool* target,
                    const std::string& help) {
-  flags_.push_back({name, Kind::kBool, target, help});
+  flags_.push_back(
+      {name, Kind::kBool, target, help, 0, 0, "", *target ? "true" : "false"});
 }
 
 const FlagSet::Flag* FlagSet::Find(const std::string& name) const {
@@ -66,6 +70,16 @@ absl::Status FlagSet::Set(const Flag& flag, const std::string& value) {
   return absl::OkStatus();
 }
 
+absl::Status FlagSet::Unknown(const std::string& name) const {
+  std::vector<std::string> names;
+  for (const Flag& f : flags_) names.push_back(f.name);
+  const std::string nearest = NearestName(name, names);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown flag --", name, " for \"cohort ", command_, "\"",
+      nearest.empty() ? "" : absl::StrCat(": did you mean --", nearest, "?"),
+      " (see cohort ", command_, " --help)"));
+}
+
 absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -93,11 +107,7 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
         continue;
       }
     }
-    if (flag == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", name, " for \"cohort ", command_,
-                       "\" (see cohort ", command_, " --help)"));
-    }
+    if (flag == nullptr) return Unknown(name);
     if (!has_value) {
       if (flag->kind == Kind::kBool) {
         value = "true";
@@ -113,15 +123,39 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// "  --name=TYPE   help", the help on the next line when the name is long.
+void AppendLine(std::string* s, const std::string& flag,
+                const std::string& help) {
+  constexpr int kWidth = 30;
+  if (static_cast<int>(flag.size()) <= kWidth) {
+    absl::StrAppendFormat(s, "  %-*s %s\n", kWidth, flag, help);
+  } else {
+    absl::StrAppendFormat(s, "  %s\n  %-*s %s\n", flag, kWidth, "", help);
+  }
+}
+
+}  // namespace
+
 std::string FlagSet::Usage() const {
   std::string s = absl::StrCat("usage: cohort ", command_, " [flags]\n");
   for (const Flag& f : flags_) {
-    const char* arg = f.kind == Kind::kString ? "=VALUE"
-                      : f.kind == Kind::kInt  ? "=N"
-                                              : "";
-    absl::StrAppendFormat(&s, "  --%-22s %s\n", absl::StrCat(f.name, arg),
-                          f.help);
+    std::string help = f.help;
+    // A help that says its default, or that the flag is required, says
+    // more than the registered value would.
+    if (!absl::StrContains(help, "(default") &&
+        !absl::StrContains(help, "required")) {
+      absl::StrAppend(&help, " (default: ", f.default_value, ")");
+    }
+    AppendLine(&s,
+               absl::StrCat("--", f.name, f.type.empty() ? "" : "=", f.type),
+               help);
   }
+  AppendLine(&s, "--help", "this text");
+  AppendLine(&s, "--version",
+             "cohort's version, the git commit it was built from, and "
+             "whether the GPU plugin is installed");
   return s;
 }
 

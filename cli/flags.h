@@ -22,18 +22,24 @@ class FlagSet {
   explicit FlagSet(std::string command) : command_(std::move(command)) {}
 
   // Registers a flag; `target` keeps its value unless the flag is given.
+  // `type` names what the value is in Usage (FILE, DIR, HOST:PORT...).
+  // Usage shows the default: the help's own "(default ...)", else the
+  // target's value when registered ("none" for an empty string).
   void String(const std::string& name, std::string* target,
-              const std::string& help);
+              const std::string& help, const std::string& type = "TEXT");
   // Accepts integers in [min, max].
   void Int(const std::string& name, int64_t* target, const std::string& help,
            int64_t min = 0, int64_t max = INT64_MAX);
   void Bool(const std::string& name, bool* target, const std::string& help);
 
   // Parses `args` (the words after the subcommand). Forms: --name=value,
-  // --name value, --bool, --nobool. "--help" sets help_requested().
+  // --name value, --bool, --nobool. "--help" sets help_requested(). An
+  // unknown flag's error names the nearest known one.
   absl::Status Parse(const std::vector<std::string>& args);
 
   bool help_requested() const { return help_; }
+  // One line per flag: "--name=TYPE  help (default: ...)", then --help and
+  // --version (which cohort_main answers for every command).
   std::string Usage() const;
 
  private:
@@ -44,8 +50,11 @@ class FlagSet {
     void* target;
     std::string help;
     int64_t min = 0, max = 0;
+    std::string type;           // shown after "=" (none for a bool)
+    std::string default_value;  // the target's value when registered
   };
   const Flag* Find(const std::string& name) const;
+  absl::Status Unknown(const std::string& name) const;
   absl::Status Set(const Flag& flag, const std::string& value);
 
   std::string command_;

@@ -57,7 +57,41 @@ TEST(Flags, HelpIsRecognizedAndUsageListsFlags) {
   Fixture f;
   ASSERT_TRUE(f.flags.Parse({"--help"}).ok());
   EXPECT_TRUE(f.flags.help_requested());
-  EXPECT_NE(f.flags.Usage().find("--epochs=N"), std::string::npos);
+  const std::string usage = f.flags.Usage();
+  EXPECT_NE(usage.find("--epochs=INT"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("--version"), std::string::npos) << usage;
+}
+
+TEST(Flags, UsageNamesTypesAndDefaults) {
+  std::string file, dir = "/tmp/x";
+  int64_t steps = 7;
+  bool on = false;
+  FlagSet flags("train");
+  flags.String("out", &file, "where to write", "FILE");
+  flags.String("dir", &dir, "where to read", "DIR");
+  flags.String("job", &file, "the spec; required", "FILE");
+  flags.Int("steps", &steps, "how many");
+  flags.Int("epochs", &steps, "how many (default: the spec's)");
+  flags.Bool("on", &on, "switch");
+  const std::string usage = flags.Usage();
+  for (const char* line :
+       {"--out=FILE", "where to write (default: none)", "--dir=DIR",
+        "where to read (default: /tmp/x)", "the spec; required\n",
+        "--steps=INT", "how many (default: 7)",
+        "how many (default: the spec's)\n", "switch (default: false)"}) {
+    EXPECT_NE(usage.find(line), std::string::npos) << line << "\n" << usage;
+  }
+}
+
+TEST(Flags, UnknownFlagNamesTheNearest) {
+  Fixture f;
+  const absl::Status s = f.flags.Parse({"--epoch=3"});
+  EXPECT_NE(s.message().find("unknown flag --epoch for \"cohort train\": did "
+                             "you mean --epochs?"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(f.flags.Parse({"--zzzzzz"}).message().find("did you mean"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -5,11 +5,35 @@
 #include <cstdio>
 #include <numeric>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "proto/job.pb.h"
 
 namespace cohort {
+
+absl::StatusOr<int64_t> ParseGenerateFlag(const std::string& value) {
+  const std::string range = absl::StrCat("[1, ", kMaxGenerateTokens, "]");
+  const absl::string_view digits =
+      absl::string_view(value).substr(!value.empty() && value[0] == '-');
+  const bool integer = !digits.empty() &&
+                       std::all_of(digits.begin(), digits.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
+  int64_t v = 0;
+  if (integer && absl::SimpleAtoi(value, &v) && v >= 1 &&
+      v <= kMaxGenerateTokens) {
+    return v;
+  }
+  if (integer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--generate=", EscapeText(value, 40),
+        " is out of range: the tokens to generate must lie in ", range));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--generate must be an integer in ", range,
+      " (tokens to generate), got \"", EscapeText(value, 40), "\""));
+}
 
 absl::Status CheckGenerateOptions(const GenerateOptions& o, int64_t vocab) {
   if (o.tokens < 1) {

@@ -19,6 +19,7 @@
 #ifndef COHORT_CLI_GENERATE_H_
 #define COHORT_CLI_GENERATE_H_
 
+#include <climits>
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -38,6 +39,16 @@ struct GenerateOptions {
   int64_t top_k = 0;       // 0: every token of the vocabulary
   uint64_t seed = 0;
 };
+
+// The most tokens one --generate may ask for: beyond 2^31 the text alone
+// would take gigabytes, and the hours of generating are no use.
+inline constexpr int64_t kMaxGenerateTokens = INT32_MAX;
+
+// The value of --generate: an integer in [1, kMaxGenerateTokens].
+// InvalidArgument naming the flag and that range otherwise, saying "out of
+// range" for an integer outside it (99999999999999999999 included) and
+// "must be an integer" for anything else.
+absl::StatusOr<int64_t> ParseGenerateFlag(const std::string& value);
 
 // InvalidArgument naming the flag when `o` does not fit a vocabulary of
 // `vocab` tokens: --generate below 1, --temperature negative or not a

@@ -181,6 +181,35 @@ TEST(Generate, RefusesBadOptionsAndPrompts) {
             absl::string_view::npos);
 }
 
+// The flag's value: an integer too large for 64 bits is "out of range"
+// (not "must be an integer >= -9223372036854775808"), one line naming the
+// flag and the range.
+TEST(Generate, FlagOutOfRangeSaysSo) {
+  EXPECT_EQ(*ParseGenerateFlag("200"), 200);
+  EXPECT_EQ(*ParseGenerateFlag("2147483647"), 2147483647);
+  for (const char* v : {"99999999999999999999", "-99999999999999999999",
+                        "2147483648", "0", "-3"}) {
+    const absl::StatusOr<int64_t> n = ParseGenerateFlag(v);
+    ASSERT_FALSE(n.ok()) << v;
+    EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(n.status().message(),
+              std::string("--generate=") + v +
+                  " is out of range: the tokens to generate must lie in [1, "
+                  "2147483647]");
+  }
+  for (const char* v : {"", "12abc", "1e3", "-", "+5", " 5"}) {
+    const absl::StatusOr<int64_t> n = ParseGenerateFlag(v);
+    ASSERT_FALSE(n.ok()) << v;
+    EXPECT_EQ(n.status().message(),
+              std::string("--generate must be an integer in [1, 2147483647] "
+                          "(tokens to generate), got \"") +
+                  v + "\"");
+  }
+  EXPECT_EQ(ParseGenerateFlag("1\n2").status().message(),
+            "--generate must be an integer in [1, 2147483647] (tokens to "
+            "generate), got \"1\\n2\"");
+}
+
 TEST(Generate, RefusesAModelThatIsNoLanguageModel) {
   Model<float>::LayerList l;
   l.push_back(std::make_unique<PositionalEmbedding<float>>());

@@ -22,9 +22,13 @@
 #include "cli/devices.h"
 #include "cli/flags.h"
 #include "cli/launch_env.h"
+#include "cli/output_paths.h"
 #include "cli/stop_signal.h"
+#include "cli/training_flags.h"
+#include "cli/worker_count_flags.h"
 #include "client/coordinator_client.h"
 #include "common/spec.h"
+#include "common/spec_workers.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
 
@@ -38,37 +42,49 @@ namespace {
 constexpr absl::Duration kStopWait = absl::Seconds(10);
 
 struct LaunchFlags {
-  std::string job, report, state_dir, metrics_listen;
+  std::string job, state_dir, metrics_listen;
   int64_t port = 0;
+  WorkerCountFlags counts;
+  // Launch keeps --report (the coordinator's, on rank 0); the rest go to
+  // this task's worker, which parses them.
+  TrainingFlags training;
   SecurityOptions security;
 };
 
 void AddLaunchFlags(FlagSet& flags, LaunchFlags* f) {
   flags.String("job", &f->job,
                "job spec (.textproto); required (read by launch rank 0, "
-               "which runs the coordinator)");
+               "which runs the coordinator)",
+               "FILE");
   flags.Int("coordinator-port", &f->port,
             "the coordinator's port (default: COHORT_COORDINATOR_PORT, else "
             "MASTER_PORT, else 29400)",
             1, 65535);
-  flags.String("report", &f->report,
-               "launch rank 0 writes the job's JSON report here at the end");
+  AddWorkerCountFlags(flags, &f->counts,
+                      "the launched tasks, WORLD_SIZE or SLURM_NTASKS; the "
+                      "job may start before all have joined, or take more, "
+                      "not fewer");
   flags.String("state-dir", &f->state_dir,
                "launch rank 0 keeps the coordinator's state here (cohort "
-               "coordinator --state-dir)");
+               "coordinator --state-dir)",
+               "DIR");
   flags.String("coordinator-metrics-listen", &f->metrics_listen,
                "HOST:PORT of launch rank 0's coordinator dashboard and "
-               "Prometheus metrics (cohort coordinator --metrics-listen)");
+               "Prometheus metrics (cohort coordinator --metrics-listen)",
+               "HOST:PORT");
+  f->training.Register(flags, TrainingCommand::kLaunch);
   AddSecurityFlags(flags, &f->security);
 }
 
 // Flags with a value that launch keeps; the security flags also go to the
-// worker (re-emitted from the parsed options). Everything else is the
-// worker's, passed on unchanged.
+// worker (re-emitted from the parsed options). Everything else, the
+// training flags but --report among it, is the worker's, passed on
+// unchanged.
 bool IsLaunchFlag(const std::string& name, bool* takes_value) {
-  for (const char* f : {"job", "coordinator-port", "report", "state-dir",
-                        "coordinator-metrics-listen", "token-file", "tls-cert",
-                        "tls-key", "tls-ca"}) {
+  for (const char* f :
+       {"job", "coordinator-port", "report", "state-dir",
+        "coordinator-metrics-listen", "workers", "min-workers", "max-workers",
+        "token-file", "tls-cert", "tls-key", "tls-ca"}) {
     if (name == f) {
       *takes_value = true;
       return true;
@@ -134,18 +150,57 @@ absl::StatusOr<std::vector<std::string>> WorkerArgs(
   return args;
 }
 
+// The flags may let a launched job start before all its tasks have joined
+// (--min-workers) or take more later (--max-workers), but a minimum above
+// the tasks never forms and a maximum below them refuses some. Checked on
+// every rank, so that each task says it rather than wait for rank 0.
+absl::Status CheckLaunchWorkerCounts(const WorkerCountFlags& counts,
+                                     const LaunchEnv& env) {
+  const std::string tasks = absl::StrCat(
+      "the ", env.world_size, " launched tasks (",
+      env.source == LaunchSource::kSlurm ? "SLURM_NTASKS" : "WORLD_SIZE", ")");
+  if (counts.workers > 0 && counts.workers != env.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workers=", counts.workers, " is not ", tasks,
+                     ": the job would never start, or refuse some of them"));
+  }
+  if (counts.min_workers > env.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--min-workers=", counts.min_workers, " is more than ",
+                     tasks, ": the job would never start"));
+  }
+  if (counts.max_workers > 0 && counts.max_workers < env.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-workers=", counts.max_workers, " is less than ",
+                     tasks, ": the coordinator would refuse the others"));
+  }
+  return absl::OkStatus();
+}
+
+// The launched tasks are the world: the job forms once every one of them
+// has joined, whatever the spec's cluster section says, unless the flags
+// say otherwise (CheckLaunchWorkerCounts).
+absl::Status LaunchWorkerCounts(const WorkerCountFlags& counts,
+                                const LaunchEnv& env, ClusterSpec* cluster) {
+  cluster->set_min_workers(env.world_size);
+  cluster->set_max_workers(env.world_size);
+  return ApplyWorkerCounts(counts, cluster);
+}
+
 absl::StatusOr<CoordinatorOptions> CoordinatorOptionsFor(const LaunchFlags& f,
                                                          const LaunchEnv& env) {
   CoordinatorOptions o;
   ASSIGN_OR_RETURN(o.job, LoadJobSpec(f.job));
+  if (!f.training.report.empty()) {
+    CommandInputs inputs;
+    inputs.files.emplace_back("the --job file", f.job);
+    RETURN_IF_ERROR(CheckOutputFlag("--report", f.training.report, inputs));
+  }
   o.job.set_name(LaunchJobName(env, o.job.name()));
-  // The launched tasks are the world: the job forms once every one of them
-  // has joined, whatever the spec's cluster section says.
-  o.job.mutable_cluster()->set_min_workers(env.world_size);
-  o.job.mutable_cluster()->set_max_workers(env.world_size);
+  RETURN_IF_ERROR(LaunchWorkerCounts(f.counts, env, o.job.mutable_cluster()));
   const bool v6 = absl::StrContains(env.coordinator_host, ':');
   o.listen = absl::StrCat(v6 ? "[::]" : "0.0.0.0", ":", env.coordinator_port);
-  o.report_path = f.report;
+  o.report_path = f.training.report;
   o.state_dir = f.state_dir;
   o.security = f.security;
   o.metrics_listen = f.metrics_listen;
@@ -193,8 +248,9 @@ absl::Status RunCoordinatorAndWorker(const LaunchFlags& f, const LaunchEnv& env,
                    CoordinatorServer::Start(o));
   std::fprintf(stderr,
                "cohort launch: coordinator of job \"%s\" serving on %s, "
-               "waiting for %d workers%s\n",
-               o.job.name().c_str(), c->address().c_str(), env.world_size,
+               "waiting for %s%s\n",
+               o.job.name().c_str(), c->address().c_str(),
+               DescribeWorkerCounts(o.job.cluster()).c_str(),
                o.job.mode() == PS ? " and the spec's cohort ps shards" : "");
   bool help = false;
   const absl::Status w = RunWorkerCommand(worker, &help);
@@ -236,8 +292,8 @@ absl::Status RunLaunch(const std::vector<std::string>& args, bool* help,
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     std::fputs(
-        "Every other flag is cohort worker's (see cohort worker --help), "
-        "given to this task's worker.\n",
+        "The training flags but --report, and every other flag, are cohort "
+        "worker's (see cohort worker --help), given to this task's worker.\n",
         stdout);
     *help = true;
     return absl::OkStatus();
@@ -255,6 +311,7 @@ absl::Status RunLaunch(const std::vector<std::string>& args, bool* help,
         "cohort coordinator and cohort worker");
   }
   RETURN_IF_ERROR(CheckOneProcessPerTask(env));
+  RETURN_IF_ERROR(CheckLaunchWorkerCounts(f.counts, env));
   ASSIGN_OR_RETURN(const std::vector<std::string> w,
                    WorkerArgs(std::move(worker), env, f));
   std::fprintf(stderr, "cohort launch: %s\n", env.Describe().c_str());

@@ -24,12 +24,16 @@
 #include "cli/cluster_commands.h"
 #include "cli/devices.h"
 #include "cli/flags.h"
+#include "cli/output_paths.h"
 #include "cli/train_command.h"
+#include "cli/training_flags.h"
+#include "cli/worker_count_flags.h"
 #include "common/files.h"
 #include "common/machine_memory.h"
 #include "common/memory_estimate.h"
 #include "common/model_sizes.h"
 #include "common/spec.h"
+#include "common/spec_workers.h"
 #include "common/status_macros.h"
 #include "server/coordinator.h"
 
@@ -181,32 +185,46 @@ std::string LocalTimelinePath(const std::string& file, int64_t worker) {
 
 // The flags of `cohort local`.
 struct LocalFlags {
-  std::string job, devices, replicas, listen = "127.0.0.1:0", data_dir, report;
+  std::string job, devices, replicas, listen = "127.0.0.1:0", data_dir;
   std::string straggler, timeline;
-  int64_t workers = 2, threads = 0, shards = 0, min_step_ms = 0;
+  int64_t threads = 0, shards = 0, min_step_ms = 0;
+  WorkerCountFlags counts;
+  TrainingFlags training;
   SecurityOptions security;
+  // Worker processes to start: the job's maximum, once the counts are
+  // resolved (LocalCoordinatorOptions).
+  int64_t workers = 0;
+  std::string log_dir;
 };
 
+// `cohort local` starts this many workers when neither a flag nor the
+// spec's cluster section says.
+constexpr int kLocalWorkers = 2;
+
 void AddLocalFlags(FlagSet& flags, LocalFlags* f) {
-  flags.String("job", &f->job, "job spec (.textproto); required");
-  flags.Int("workers", &f->workers, "worker processes (default 2)", 1, 64);
+  flags.String("job", &f->job, "job spec (.textproto); required", "FILE");
+  AddWorkerCountFlags(
+      flags, &f->counts,
+      "the spec's cluster section if it asks for more than 1, else 2; local "
+      "starts the job's maximum of worker processes");
   flags.String("devices", &f->devices,
                "cpu:N (per worker), gpu:all or gpu:I,J,... (dealt out to the "
-               "workers; default: every GPU if there is one, else cpu:1)");
-  flags.String("replicas", &f->replicas, "older name of --devices");
-  flags.Int("threads", &f->threads, "compute threads per worker", 1, 1024);
+               "workers; default: every GPU if there is one, else cpu:1)",
+               "DEVICES");
+  flags.String("replicas", &f->replicas, "older name of --devices", "DEVICES");
+  flags.Int("threads", &f->threads,
+            "compute threads per worker (default: one per replica)", 1, 1024);
   flags.String("listen", &f->listen,
-               "coordinator HOST:PORT (default 127.0.0.1:0)");
+               "coordinator HOST:PORT (default 127.0.0.1:0)", "HOST:PORT");
   flags.String("data-dir", &f->data_dir,
-               "data set directory (overrides the spec)");
-  flags.String("report", &f->report, "write the job's JSON report here");
+               "data set directory (default: the spec's data.dir)", "DIR");
   flags.Int("shards", &f->shards,
             "parameter-server shard processes (jobs with mode: PS; default "
             "the spec's ps.shards)",
             1, 64);
   flags.String("straggler", &f->straggler,
-               "RANK:FACTOR makes worker RANK FACTOR times slower (to study "
-               "stragglers)");
+               "makes worker RANK FACTOR times slower (to study stragglers)",
+               "RANK:FACTOR");
   flags.Int("min-step-ms", &f->min_step_ms,
             "every worker's forward and backward take at least this long "
             "(sleeping the rest): models workers on machines of their own "
@@ -214,13 +232,31 @@ void AddLocalFlags(FlagSet& flags, LocalFlags* f) {
             0, 3600000);
   flags.String("timeline", &f->timeline,
                "write each worker's Chrome trace of its steps' phases to "
-               "FILE.w<i>.json (FILE without a .json ending)");
+               "FILE.w<i>.json (FILE without a .json ending)",
+               "FILE");
+  f->training.Register(flags, TrainingCommand::kLocal);
   AddSecurityFlags(flags, &f->security);
+  flags.String("log-dir", &f->log_dir,
+               "the chief writes train.csv, eval.csv and a TensorBoard event "
+               "file here (overrides the spec's log.dir)",
+               "DIR");
 }
 
-// The coordinator's options for the job `f` names, sized to exactly
-// f->workers workers. In PS mode f->shards becomes the spec's shard count
-// (after --shards overrode it).
+// The job's worker counts: the flags, else the spec's cluster section when
+// it asks for more than one worker, else kLocalWorkers. Sets f->workers.
+absl::Status LocalWorkerCounts(LocalFlags* f, ClusterSpec* cluster) {
+  WorkerCountFlags counts = f->counts;
+  if (!counts.any() && HasDefaultWorkerCounts(*cluster)) {
+    counts.workers = kLocalWorkers;
+  }
+  RETURN_IF_ERROR(ApplyWorkerCounts(counts, cluster));
+  f->workers = cluster->max_workers();
+  return absl::OkStatus();
+}
+
+// The coordinator's options for the job `f` names, with its worker counts
+// (f->workers: the processes to start). In PS mode f->shards becomes the
+// spec's shard count (after --shards overrode it).
 absl::StatusOr<CoordinatorOptions> LocalCoordinatorOptions(LocalFlags* f) {
   CoordinatorOptions o;
   ASSIGN_OR_RETURN(o.job, LoadJobSpec(f->job));
@@ -238,14 +274,40 @@ absl::StatusOr<CoordinatorOptions> LocalCoordinatorOptions(LocalFlags* f) {
     }
     f->shards = o.job.ps().shards();
   }
-  o.job.mutable_cluster()->set_min_workers(static_cast<int>(f->workers));
-  o.job.mutable_cluster()->set_max_workers(static_cast<int>(f->workers));
+  RETURN_IF_ERROR(LocalWorkerCounts(f, o.job.mutable_cluster()));
   o.listen = f->listen;
   o.security = f->security;
-  o.report_path = !f->report.empty()
-                      ? f->report
+  if (!f->log_dir.empty()) o.job.mutable_log()->set_dir(f->log_dir);
+  o.metrics_listen = f->training.metrics_listen;
+  o.report_path = !f->training.report.empty()
+                      ? f->training.report
                       : absl::StrCat("/tmp/cohort-local-", getpid(), ".json");
   return o;
+}
+
+// --report, --export and each worker's --timeline file, before anything
+// starts: writable, and neither the job's spec, its data, --init-from, a
+// checkpoint's name nor each other.
+absl::Status CheckLocalOutputs(const LocalFlags& f, const JobSpec& job) {
+  CommandInputs inputs;
+  inputs.files.emplace_back("the --job file", f.job);
+  if (!f.training.init_from.empty()) {
+    inputs.files.emplace_back("the --init-from file", f.training.init_from);
+  }
+  inputs.AddDataSet(job.data(), f.data_dir);
+  const std::string& dir = !f.training.checkpoint_dir.empty()
+                               ? f.training.checkpoint_dir
+                               : job.checkpoint().dir();
+  if (!dir.empty()) inputs.checkpoint_dirs.push_back(dir);
+  std::vector<std::pair<std::string, std::string>> outputs =
+      f.training.Outputs();
+  for (int64_t i = 0; !f.timeline.empty() && i < f.workers; ++i) {
+    outputs.emplace_back("--timeline", LocalTimelinePath(f.timeline, i));
+  }
+  for (const auto& [flag, path] : outputs) {
+    RETURN_IF_ERROR(CheckOutputFlag(flag, path, inputs));
+  }
+  return CheckDistinctOutputs(outputs);
 }
 
 // Every worker (and, in PS mode, every shard) of the job runs on this
@@ -324,6 +386,7 @@ std::vector<std::string> WorkerArgs(const std::string& coordinator,
   if (!f.timeline.empty()) {
     a.push_back(absl::StrCat("--timeline=", LocalTimelinePath(f.timeline, i)));
   }
+  for (std::string& s : f.training.WorkerArgs()) a.push_back(std::move(s));
   for (std::string& s : SecurityArgs(f.security)) a.push_back(std::move(s));
   return a;
 }
@@ -348,7 +411,7 @@ absl::Status StartWorkers(const char* self, const std::string& coordinator,
 // failed and none is left; returns the first failure seen ("" if none).
 std::string WatchJob(CoordinatorServer& coordinator,
                      const std::atomic<bool>& done,
-                     std::vector<Child>& children, bool live) {
+                     std::vector<Child>& children, bool live, bool quiet) {
   std::string failure;
   absl::Time last_shown = absl::InfinitePast();
   while (!done.load()) {
@@ -358,8 +421,8 @@ std::string WatchJob(CoordinatorServer& coordinator,
     }
     Reap(children, &failure);
     if (!failure.empty() && !AnyRunning(children)) break;
-    if (absl::Now() - last_shown >
-        (live ? absl::Milliseconds(200) : absl::Seconds(5))) {
+    if (!quiet && absl::Now() - last_shown >
+                      (live ? absl::Milliseconds(200) : absl::Seconds(5))) {
       ShowProgress(coordinator.Status(), live);
       last_shown = absl::Now();
     }
@@ -371,14 +434,14 @@ std::string WatchJob(CoordinatorServer& coordinator,
 // Runs the job to its end, then stops every child and the coordinator;
 // returns the first failure seen ("" if none).
 std::string Supervise(CoordinatorServer& coordinator,
-                      std::vector<Child>& children) {
+                      std::vector<Child>& children, bool quiet) {
   std::atomic<bool> done{false};
   std::thread waiter([&] {
     coordinator.Wait();
     done.store(true);
   });
-  const bool live = isatty(STDERR_FILENO);
-  std::string failure = WatchJob(coordinator, done, children, live);
+  const bool live = isatty(STDERR_FILENO) && !quiet;
+  std::string failure = WatchJob(coordinator, done, children, live, quiet);
   if (live) std::fprintf(stderr, "\r\033[K");
   if (!done.load()) {
     // A signal, or every worker gone before the job ended.
@@ -429,28 +492,36 @@ absl::Status RunLocal(const std::vector<std::string>& args, bool* help,
   }
   if (f.job.empty())
     return absl::InvalidArgumentError("--job=FILE is required");
+  RETURN_IF_ERROR(f.training.Check());
   ASSIGN_OR_RETURN(const Devices all_devices,
                    ResolveDevices(f.devices, f.replicas));
+  ASSIGN_OR_RETURN(const CoordinatorOptions o, LocalCoordinatorOptions(&f));
   ASSIGN_OR_RETURN(const std::vector<Devices> worker_devices,
                    SplitDevices(all_devices, static_cast<int>(f.workers)));
-  ASSIGN_OR_RETURN(const CoordinatorOptions o, LocalCoordinatorOptions(&f));
+  RETURN_IF_ERROR(CheckLocalOutputs(f, o.job));
   RETURN_IF_ERROR(CheckLocalMemory(o.job, worker_devices, f.shards));
   ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
                    CoordinatorServer::Start(o));
   const std::string address = coordinator->address();
   std::fprintf(
-      stderr, "cohort local: coordinator on %s, starting %lld workers%s\n",
+      stderr, "cohort local: coordinator on %s, starting %lld workers%s%s\n",
       address.c_str(), static_cast<long long>(f.workers),
-      f.shards > 0 ? absl::StrCat(" and ", f.shards, " shards").c_str() : "");
+      f.shards > 0 ? absl::StrCat(" and ", f.shards, " shards").c_str() : "",
+      o.job.cluster().min_workers() < f.workers
+          ? absl::StrCat(" (the job starts with ",
+                         o.job.cluster().min_workers(), " or more)")
+                .c_str()
+          : "");
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   std::vector<Child> children;
   RETURN_IF_ERROR(StartShards(self_path, address, f, &children));
   RETURN_IF_ERROR(
       StartWorkers(self_path, address, f, worker_devices, &children));
-  const std::string failure = Supervise(*coordinator, children);
-  return Conclude(*coordinator, o.report_path, !f.report.empty(), failure,
-                  exit_code);
+  const std::string failure =
+      Supervise(*coordinator, children, f.training.quiet);
+  return Conclude(*coordinator, o.report_path, !f.training.report.empty(),
+                  failure, exit_code);
 }
 
 }  // namespace cohort

@@ -11,13 +11,18 @@
 
 namespace cohort {
 
-// Writes the model of `checkpoint` to `out` as `format` ("onnx" or
-// "safetensors"); prints one line saying what it wrote.
+// Writes the model of `checkpoint` (a file, or a directory whose newest
+// checkpoint verifies; one with damaged newer ones is refused) to `out` as
+// `format` ("onnx" or "safetensors"); prints one line saying what it wrote.
 absl::Status ExportCheckpoint(const std::string& checkpoint,
                               const std::string& format,
                               const std::string& out);
 
 // `cohort export --checkpoint=FILE --format=onnx|safetensors --out=FILE`.
+// With --checkpoint=DIR whose newest checkpoints do not verify, refused
+// unless --skip-damaged (then stderr names each one skipped and the one
+// used); predict and evaluate take the same flag. Every output flag is
+// checked first (cli/output_paths.h).
 absl::Status RunExport(const std::vector<std::string>& args, bool* help);
 
 // `cohort predict --checkpoint=FILE --input=X.npy --out=Y.npy`, or over a

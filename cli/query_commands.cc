@@ -31,10 +31,11 @@ absl::StatusOr<bool> ParseQuery(const std::string& command,
                                 QueryFlags* f, bool* help) {
   FlagSet flags(command);
   flags.String("coordinator", &f->coordinator,
-               "the coordinator's HOST:PORT; required");
+               "the coordinator's HOST:PORT; required", "HOST:PORT");
   flags.Int("timeout", &f->timeout_s, "seconds to wait for an answer", 1, 3600);
   if (command == "stop") {
-    flags.String("reason", &f->reason, "why (shown in status and the report)");
+    flags.String("reason", &f->reason, "why (shown in status and the report)",
+                 "TEXT");
   } else {
     flags.Bool("json", &f->json, "print JSON instead of a table");
   }
@@ -183,6 +184,11 @@ void PrintStatus(const StatusResponse& s) {
   PrintLastEvaluation(s.workers());
   for (const std::string& line : s.stragglers()) {
     std::printf("straggler: %s\n", line.c_str());
+  }
+  if (s.refused_workers() > 0) {
+    std::printf("refused workers: %lld (the last: %s)\n",
+                static_cast<long long>(s.refused_workers()),
+                s.last_refusal().c_str());
   }
   PrintShards(s.shards());
   PrintGenerations(s);

@@ -3,31 +3,25 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "cli/devices.h"
 #include "cli/flags.h"
-#include "cli/model_commands.h"
+#include "cli/output_paths.h"
 #include "cli/stop_signal.h"
-#include "common/files.h"
+#include "cli/training_flags.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "worker/progress.h"
 #include "worker/timeline.h"
 #include "worker/trainer.h"
+#include "worker/worker_metrics.h"
 
 namespace cohort {
 namespace {
@@ -35,46 +29,34 @@ namespace {
 struct TrainFlags {
   std::string job;
   std::string data_dir;
-  int64_t epochs = -1;
-  int64_t max_steps = -1;
   std::string devices;
   std::string replicas;  // the older name of --devices
   int64_t threads = 0;
-  std::string report;
-  std::string checkpoint_dir;
-  std::string init_from;
-  std::string export_to;
   std::string timeline;
-  bool quiet = false;
+  std::string log_dir;
+  TrainingFlags training;
 };
 
 void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
-  flags.String("job", &f->job, "job spec (.textproto); required");
+  flags.String("job", &f->job, "job spec (.textproto); required", "FILE");
   flags.String("data-dir", &f->data_dir,
-               "data set directory (overrides the spec)");
-  flags.Int("epochs", &f->epochs, "epochs (overrides the spec)");
-  flags.Int("max-steps", &f->max_steps,
-            "stop after N steps (overrides the spec)");
+               "data set directory (default: the spec's data.dir)", "DIR");
   flags.String("devices", &f->devices,
                "cpu:N, gpu:all or gpu:I,J,... (default: every GPU if there "
-               "is one, else cpu:1)");
-  flags.String("replicas", &f->replicas, "older name of --devices");
+               "is one, else cpu:1)",
+               "DEVICES");
+  flags.String("replicas", &f->replicas, "older name of --devices", "DEVICES");
   flags.Int("threads", &f->threads,
             "compute threads in all (default: one per replica)", 1, 1024);
-  flags.String("report", &f->report, "write a JSON report to this file");
-  flags.String("export", &f->export_to,
-               "after training, write the final model here: FILE.onnx or "
-               "FILE.safetensors (as cohort export does)");
-  flags.String("init-from", &f->init_from,
-               "start from the weights in this safetensors file (PyTorch "
-               "state_dict names; cohort export writes one), unless a "
-               "checkpoint is resumed");
-  flags.String("checkpoint-dir", &f->checkpoint_dir,
-               "write checkpoints here and resume from the newest (overrides "
-               "the spec's checkpoint.dir)");
   flags.String("timeline", &f->timeline,
-               "write a Chrome trace of every step's phases to this file");
-  flags.Bool("quiet", &f->quiet, "no progress output");
+               "write a Chrome trace of every step's phases to this file (the "
+               "same rules as --report)",
+               "FILE");
+  flags.String("log-dir", &f->log_dir,
+               "write train.csv, eval.csv and a TensorBoard event file here "
+               "(overrides the spec's log.dir)",
+               "DIR");
+  f->training.Register(flags, TrainingCommand::kTrain);
 }
 
 // `s`, a failure to use the file flag `flag` names, saying so.
@@ -87,15 +69,11 @@ absl::Status FlagError(absl::string_view flag, const absl::Status& s) {
 TrainOptions MakeTrainOptions(const TrainFlags& f, const Devices& devices) {
   const int replicas = devices.replicas();
   TrainOptions options;
+  f.training.ApplyTo(&options);
   options.data_dir = f.data_dir;
-  options.epochs = f.epochs;
-  options.max_steps = f.max_steps;
   options.replicas = replicas;
   options.gpus = devices.gpus;
   options.threads = f.threads > 0 ? static_cast<int>(f.threads) : replicas;
-  options.quiet = f.quiet;
-  options.checkpoint_dir = f.checkpoint_dir;
-  options.init_from = f.init_from;
   options.live_progress = isatty(STDERR_FILENO);
   options.stop_signal = InstallStopSignal();
   return options;
@@ -113,7 +91,30 @@ absl::StatusOr<std::unique_ptr<Timeline>> OpenTimeline(
   return timeline;
 }
 
-void PrintTrainResult(const TrainResult& r) {
+// A run that resumed a finished job (or was told --max-steps=0) trained
+// nothing, and its rate and loss would be zeros that read as a failure.
+bool PrintNothingTrained(const TrainResult& r, int64_t max_steps_flag) {
+  if (r.steps_this_run > 0) return false;
+  if (max_steps_flag == 0) {
+    std::printf(
+        "result: no step trained (--max-steps=0); the model is %s\n",
+        r.restored_step >= 0
+            ? absl::StrCat("the checkpoint's at step ", r.restored_step).c_str()
+            : "the starting one (the seed's, or --init-from)");
+  } else if (r.restored_step >= 0) {
+    std::printf(
+        "nothing left to train: the checkpoint at step %lld already finished "
+        "the job (raise --epochs or --max-steps to train on)\n",
+        static_cast<long long>(r.restored_step));
+  } else {
+    return false;
+  }
+  std::fflush(stdout);
+  return true;
+}
+
+void PrintTrainResult(const TrainResult& r, int64_t max_steps_flag) {
+  if (PrintNothingTrained(r, max_steps_flag)) return;
   std::printf(
       "result: steps %lld | epochs %lld | %.0f samples/s | train %.2fs | "
       "final loss %.4f",
@@ -128,36 +129,53 @@ void PrintTrainResult(const TrainResult& r) {
   std::fflush(stdout);
 }
 
-}  // namespace
-
-namespace {
-
-// "onnx" or "safetensors", from --export's file name.
-absl::StatusOr<std::string> ExportFormat(const std::string& path) {
-  if (absl::EndsWith(path, ".onnx")) return std::string("onnx");
-  if (absl::EndsWith(path, ".safetensors")) return std::string("safetensors");
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--export must name a .onnx or .safetensors file, got ", path));
+// Every output flag checked before the work: writable, and none of the
+// files the run reads (its spec, --init-from, its data set, names in its
+// checkpoint directory) nor each other.
+absl::Status CheckTrainOutputs(const TrainFlags& f, const JobSpec& spec) {
+  CommandInputs inputs;
+  inputs.files.emplace_back("the --job file", f.job);
+  if (!f.training.init_from.empty()) {
+    inputs.files.emplace_back("the --init-from file", f.training.init_from);
+  }
+  inputs.AddDataSet(spec.data(), f.data_dir);
+  const std::string& dir = !f.training.checkpoint_dir.empty()
+                               ? f.training.checkpoint_dir
+                               : spec.checkpoint().dir();
+  if (!dir.empty()) inputs.checkpoint_dirs.push_back(dir);
+  std::vector<std::pair<std::string, std::string>> outputs =
+      f.training.Outputs();
+  if (!f.timeline.empty()) outputs.emplace_back("--timeline", f.timeline);
+  for (const auto& [flag, path] : outputs) {
+    RETURN_IF_ERROR(CheckOutputFlag(flag, path, inputs));
+  }
+  return CheckDistinctOutputs(outputs);
 }
 
-// The newest checkpoint of `dir` (the run's final one) exported.
-absl::Status ExportNewest(const std::string& dir, const std::string& format,
-                          const std::string& out) {
-  std::string newest;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (absl::StartsWith(name, "ckpt-") && absl::EndsWith(name, ".cohort") &&
-        name > newest) {
-      newest = name;
-    }
+// Trains with `options` (and --timeline), then writes the run's outputs.
+absl::Status TrainAndWrite(const TrainFlags& f, const JobSpec& spec,
+                           TrainOptions options, const Devices& devices) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Timeline> timeline,
+                   OpenTimeline(f.timeline));
+  options.timeline = timeline.get();
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                   Trainer::Create(spec, options));
+  if (!options.quiet) {
+    std::fprintf(stderr, "cohort train: %s | devices %s | threads %d\n",
+                 DescribeJobSpec(spec).c_str(), devices.ToString().c_str(),
+                 options.threads);
   }
-  if (newest.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("--export: the run left no checkpoint in ", dir,
-                     " (parameter-server jobs write none yet)"));
+  absl::StatusOr<TrainResult> run = trainer->Run();
+  if (timeline != nullptr) {
+    absl::Status s = timeline->Write(f.timeline);
+    if (!s.ok() && run.ok()) return FlagError("--timeline", s);
   }
-  return ExportCheckpoint(absl::StrCat(dir, "/", newest), format, out);
+  if (!run.ok()) return run.status();
+  PrintTrainResult(*run, f.training.max_steps);
+  const std::string dir = !options.checkpoint_dir.empty()
+                              ? options.checkpoint_dir
+                              : spec.checkpoint().dir();
+  return WriteRunOutputs(f.training, *run, dir);
 }
 
 }  // namespace
@@ -175,64 +193,31 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   if (f.job.empty()) {
     return absl::InvalidArgumentError("--job=FILE is required");
   }
+  RETURN_IF_ERROR(f.training.Check());
   ASSIGN_OR_RETURN(const Devices devices,
                    ResolveDevices(f.devices, f.replicas));
   ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
+  if (!f.log_dir.empty()) spec.mutable_log()->set_dir(f.log_dir);
   // Output paths are checked before the work, not after it.
-  if (!f.report.empty()) {
-    if (absl::Status s = CheckCanWriteFile(f.report); !s.ok()) {
-      return FlagError("--report", s);
-    }
-  }
-  std::string export_format;
-  if (!f.export_to.empty()) {
-    ASSIGN_OR_RETURN(export_format, ExportFormat(f.export_to));
-    if (absl::Status s = CheckCanWriteFile(f.export_to); !s.ok()) {
-      return FlagError("--export", s);
-    }
-  }
+  RETURN_IF_ERROR(CheckTrainOutputs(f, spec));
   TrainOptions options = MakeTrainOptions(f, devices);
+  WorkerMetrics metrics;
+  ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> metrics_server,
+                   ServeTrainingMetrics(f.training, &metrics));
+  if (metrics_server != nullptr) {
+    options.on_progress = [&metrics](const WorkerProgress& p) {
+      metrics.Update(p);
+    };
+  }
   // The export is made from the run's final checkpoint; without a
   // checkpoint directory, one in a temporary directory.
-  std::string scratch;
-  if (!f.export_to.empty() && options.checkpoint_dir.empty() &&
+  ScratchDir scratch;
+  if (!f.training.export_to.empty() && options.checkpoint_dir.empty() &&
       spec.checkpoint().dir().empty()) {
-    char dir[] = "/tmp/cohort-export-XXXXXX";
-    if (mkdtemp(dir) == nullptr) {
-      return absl::InternalError(
-          absl::StrCat("--export: cannot make a temporary directory: ",
-                       std::strerror(errno)));
-    }
-    scratch = options.checkpoint_dir = dir;
+    RETURN_IF_ERROR(scratch.Make());
+    options.checkpoint_dir = scratch.path();
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Timeline> timeline,
-                   OpenTimeline(f.timeline));
-  options.timeline = timeline.get();
-  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
-                   Trainer::Create(spec, options));
-  if (!options.quiet) {
-    std::fprintf(stderr, "cohort train: %s | devices %s | threads %d\n",
-                 DescribeJobSpec(spec).c_str(), devices.ToString().c_str(),
-                 options.threads);
-  }
-  absl::StatusOr<TrainResult> run = trainer->Run();
-  if (timeline != nullptr) {
-    absl::Status s = timeline->Write(f.timeline);
-    if (!s.ok() && run.ok()) return FlagError("--timeline", s);
-  }
-  if (!run.ok()) return run.status();
-  PrintTrainResult(*run);
-  if (!f.report.empty()) {
-    absl::Status s = WriteReport(f.report, *run);
-    if (!s.ok()) return FlagError("--report", s);
-  }
-  if (f.export_to.empty()) return absl::OkStatus();
-  const std::string dir = !options.checkpoint_dir.empty()
-                              ? options.checkpoint_dir
-                              : spec.checkpoint().dir();
-  absl::Status exported = ExportNewest(dir, export_format, f.export_to);
-  if (!scratch.empty()) std::filesystem::remove_all(scratch);
-  return exported;
+  return TrainAndWrite(f, spec, std::move(options), devices);
 }
 
 }  // namespace cohort

@@ -10,6 +10,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "client/busy_refusal.h"
+#include "client/keepalive.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 
 namespace cohort {
@@ -60,6 +62,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
   // two minutes.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 128 << 20);
+  AddDataKeepalive(args);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       CreateChannel(address, security, args);
   if (!channel.ok()) return channel.status();
@@ -212,14 +215,15 @@ absl::StatusOr<ShardHeartbeatResponse> CoordinatorClient::ShardHeartbeat(
     const ShardStats& stats, const std::string& failure) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, heartbeat_deadline_);
+  ctx.set_wait_for_ready(true);
   ShardHeartbeatRequest req;
   req.set_shard_id(shard_id_);
   req.set_shard_index(shard_index_);
   *req.mutable_stats() = stats;
   req.set_failure(failure);
   ShardHeartbeatResponse resp;
-  absl::Status s =
-      FromGrpc(stub_->ShardHeartbeat(&ctx, req, &resp), "shard heartbeat");
+  absl::Status s = FromGrpc(HeartbeatStub()->ShardHeartbeat(&ctx, req, &resp),
+                            "shard heartbeat");
   if (!s.ok()) return s;
   return resp;
 }
@@ -242,25 +246,46 @@ absl::StatusOr<PlanPartitionsResponse> CoordinatorClient::PlanPartitions(
 void CoordinatorClient::FollowHeartbeats(const ClusterSpec& cluster) {
   const absl::Duration interval =
       absl::Milliseconds(std::max<int64_t>(1, cluster.heartbeat_interval_ms()));
-  heartbeat_deadline_ =
-      std::clamp(interval, absl::Milliseconds(200), absl::Seconds(10));
+  heartbeat_deadline_ = HeartbeatDeadline(interval);
   // Two bounds, and at least 2 s: a call answered late by a loaded
   // coordinator must not fail the worker (KV calls are tried once).
   call_deadline_ = std::clamp(interval * cluster.heartbeat_misses() * 2,
                               absl::Seconds(2), absl::Seconds(10));
+  absl::MutexLock lock(&heartbeat_mu_);
+  if (heartbeat_stub_ != nullptr && heartbeat_interval_ == interval) return;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      CreateChannel(address_, security_, HeartbeatChannelArguments(interval));
+  if (!channel.ok()) {
+    // Create read the same files moments ago; heartbeats then share the
+    // main connection.
+    LOG(WARNING) << "heartbeats share the coordinator connection: "
+                 << channel.status().message();
+    return;
+  }
+  // Connected now, not at the first heartbeat.
+  (*channel)->GetState(/*try_to_connect=*/true);
+  heartbeat_interval_ = interval;
+  heartbeat_stub_ = Coordinator::NewStub(*channel);
+}
+
+std::shared_ptr<Coordinator::Stub> CoordinatorClient::HeartbeatStub() {
+  absl::MutexLock lock(&heartbeat_mu_);
+  return heartbeat_stub_ != nullptr ? heartbeat_stub_ : stub_;
 }
 
 absl::StatusOr<HeartbeatResponse> CoordinatorClient::Heartbeat(
     const WorkerProgress& progress) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx, heartbeat_deadline_);
+  ctx.set_wait_for_ready(true);
   HeartbeatRequest req;
   req.set_generation(generation_);
   req.set_worker_id(worker_id_);
   req.set_rank(rank_);
   *req.mutable_progress() = progress;
   HeartbeatResponse resp;
-  absl::Status s = FromGrpc(stub_->Heartbeat(&ctx, req, &resp), "heartbeat");
+  absl::Status s =
+      FromGrpc(HeartbeatStub()->Heartbeat(&ctx, req, &resp), "heartbeat");
   if (!s.ok()) return s;
   return resp;
 }

@@ -6,9 +6,12 @@
 // fails naming the address. Every other
 // call has a deadline. After Join, the client also serves as the KvClient
 // that bootstraps Gloo (keys are scoped by the coordinator per generation).
+// Heartbeats have a connection of their own (client/keepalive.h), opened by
+// FollowHeartbeats.
 //
-// Thread safety: all methods may be called from any thread (the gRPC stub is
-// thread-safe; the joined state is set once by Join before other calls).
+// Thread safety: all methods may be called from any thread (the gRPC stubs
+// are thread-safe; the joined state is set once by Join, and the deadlines
+// by FollowHeartbeats, before other calls).
 #ifndef COHORT_CLIENT_COORDINATOR_CLIENT_H_
 #define COHORT_CLIENT_COORDINATOR_CLIENT_H_
 
@@ -18,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/kv_client.h"
 #include "common/security.h"
@@ -52,9 +57,14 @@ class CoordinatorClient : public KvClient {
   // each): a heartbeat gets its interval (200 ms to 10 s), and the other
   // short calls (BeginEpoch, Finish, PlanPartitions, KV) two heartbeat
   // bounds (2 to 10 s), so that a cut link is noticed within the heartbeat
-  // bound rather than after a fixed 10 s.
+  // bound rather than after a fixed 10 s. Also opens the heartbeats'
+  // connection, made for their interval (kept when the interval is the
+  // same as before).
   void FollowHeartbeats(const ClusterSpec& cluster);
 
+  // Heartbeat and ShardHeartbeat wait for their connection, up to their
+  // deadline, rather than failing while it is down: the first heartbeat
+  // after a partition heals goes out as soon as it reconnects.
   absl::StatusOr<HeartbeatResponse> Heartbeat(const WorkerProgress& progress);
   // `retry`: retry an unreachable coordinator for the retry window; false:
   // one attempt, no longer than a heartbeat.
@@ -106,11 +116,20 @@ class CoordinatorClient : public KvClient {
   // Waits until the channel stops connecting (ready, or failed with a
   // reason a call reports); false if it is still connecting at `deadline`.
   bool ConnectingEndsBy(absl::Time deadline);
+  // The heartbeats' stub: their own connection once FollowHeartbeats made
+  // it, else the main one.
+  std::shared_ptr<Coordinator::Stub> HeartbeatStub();
 
   const std::string address_;
-  const SecurityOptions security_;  // file names only, for error hints
+  // File names: for error hints, and read again for the heartbeats'
+  // connection.
+  const SecurityOptions security_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<Coordinator::Stub> stub_;
+  std::shared_ptr<Coordinator::Stub> stub_;
+  absl::Mutex heartbeat_mu_;
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(heartbeat_mu_);
+  std::shared_ptr<Coordinator::Stub> heartbeat_stub_
+      ABSL_GUARDED_BY(heartbeat_mu_);
   absl::Duration retry_window_ = absl::ZeroDuration();
   absl::Duration heartbeat_deadline_ = absl::Seconds(10);
   absl::Duration call_deadline_ = absl::Seconds(10);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "client/keepalive.h"
 #include "client/ps_limits.h"
 #include "common/logging.h"
 #include "proto/ps.grpc.pb.h"
@@ -70,6 +71,7 @@ grpc::ChannelArguments ShardChannelArgs(int index) {
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   // Reconnect promptly to a restarted shard; gRPC's backoff grows to 2 min.
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  AddDataKeepalive(args);
   // A channel per shard, and a distinct one per client, so that each
   // shard's stream has its own connection.
   args.SetInt("cohort.ps_shard", index);

@@ -50,25 +50,11 @@ std::string JoinPath(const std::string& dir, absl::string_view name) {
   return absl::StrCat(dir, "/", name);
 }
 
-// Step of a committed file name "ckpt-<digits>.cohort", or -1.
-int64_t StepOfFileName(absl::string_view name) {
-  if (!absl::ConsumePrefix(&name, kNamePrefix) ||
-      !absl::ConsumeSuffix(&name, kNameSuffix) || name.empty() ||
-      name.size() > 18) {
-    return -1;
-  }
-  for (char ch : name) {
-    if (ch < '0' || ch > '9') return -1;
-  }
-  int64_t step = -1;
-  return absl::SimpleAtoi(name, &step) ? step : -1;
-}
-
 // Writer pid of a temp name "ckpt-<digits>.cohort.tmp-<pid>", or -1.
 pid_t PidOfTempName(absl::string_view name) {
   const size_t infix = name.rfind(kTempInfix);
   if (infix == absl::string_view::npos ||
-      StepOfFileName(name.substr(0, infix)) < 0) {
+      CheckpointStepOfFileName(name.substr(0, infix)) < 0) {
     return -1;
   }
   int pid = -1;
@@ -100,7 +86,7 @@ std::vector<std::pair<int64_t, std::string>> CommittedNewestFirst(
     const std::vector<std::string>& names) {
   std::vector<std::pair<int64_t, std::string>> out;
   for (const std::string& name : names) {
-    const int64_t step = StepOfFileName(name);
+    const int64_t step = CheckpointStepOfFileName(name);
     if (step >= 0) out.emplace_back(step, name);
   }
   std::sort(out.begin(), out.end(),
@@ -111,8 +97,10 @@ std::vector<std::pair<int64_t, std::string>> CommittedNewestFirst(
 // Writes and fsyncs `tmp`; removes it again on any failure.
 absl::Status WriteTempFile(const std::string& tmp, const Checkpoint& c,
                            const CheckpointWriteOptions& o) {
-  ScopedFd fd(
-      open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  // O_NOFOLLOW: a link planted under the temp name is not written through.
+  ScopedFd fd(open(tmp.c_str(),
+                   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                   0644));
   if (fd.get() < 0) return ErrnoError("create", tmp, errno);
   absl::Status s = WriteContents(fd.get(), tmp, c);
   if (s.ok()) {
@@ -205,6 +193,19 @@ std::string CheckpointFileName(int64_t step) {
   std::snprintf(buf, sizeof(buf), "ckpt-%012lld.cohort",
                 static_cast<long long>(step));
   return buf;
+}
+
+int64_t CheckpointStepOfFileName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kNamePrefix) ||
+      !absl::ConsumeSuffix(&name, kNameSuffix) || name.empty() ||
+      name.size() > 18) {
+    return -1;
+  }
+  for (char ch : name) {
+    if (ch < '0' || ch > '9') return -1;
+  }
+  int64_t step = -1;
+  return absl::SimpleAtoi(name, &step) ? step : -1;
 }
 
 absl::Status WriteCheckpoint(const std::string& dir, const Checkpoint& c,

@@ -49,6 +49,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace cohort {
 
@@ -93,6 +94,11 @@ struct CheckpointWriteOptions {
 
 // "ckpt-000000000042.cohort" for step 42.
 std::string CheckpointFileName(int64_t step);
+
+// The step a committed checkpoint's file name carries (42 for
+// "ckpt-000000000042.cohort"), or -1 for any other name, a writer's temp
+// file included.
+int64_t CheckpointStepOfFileName(absl::string_view name);
 
 // Writes `c` as `dir`/CheckpointFileName(c.step), creating `dir` if needed,
 // then keeps the newest `o.keep` checkpoints (never deleting one at or after

@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/crc32c.h"
+#include "common/files.h"
 #include "common/status_macros.h"
 
 // Tensor bytes are copied to and from the file as they lie in memory.
@@ -352,7 +353,10 @@ absl::StatusOr<uint64_t> CheckedFileSize(int fd) {
     return absl::UnavailableError(
         absl::StrCat("cannot stat: ", std::strerror(errno)));
   }
-  if (!S_ISREG(st.st_mode)) return DataLoss("not a regular file");
+  if (!S_ISREG(st.st_mode)) {
+    return DataLoss(
+        absl::StrCat(FileTypeName(st.st_mode), ", not a regular file"));
+  }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < kMinFileBytes) {
     return DataLoss(absl::StrCat("file is ", size,
@@ -500,7 +504,10 @@ absl::Status WriteContents(int fd, const std::string& path,
 }
 
 absl::StatusOr<Checkpoint> ReadVerified(const std::string& path) {
-  ScopedFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // Without O_NONBLOCK a FIFO under a checkpoint's name would block the
+  // open until a writer came; CheckedFileSize then refuses it. Regular
+  // files ignore the flag.
+  ScopedFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return absl::NotFoundError("no such file");
     return absl::UnavailableError(

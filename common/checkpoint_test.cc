@@ -693,5 +693,42 @@ TEST(Checkpoint, FileWhoseNameDisagreesWithItsStepIsRejected) {
   EXPECT_TRUE(Contains(rejected[0], "header says step 1")) << rejected[0];
 }
 
+TEST(Checkpoint, StepOfFileNameReadsOnlyCommittedNames) {
+  EXPECT_EQ(CheckpointStepOfFileName(CheckpointFileName(42)), 42);
+  EXPECT_EQ(CheckpointStepOfFileName("ckpt-000000000042.cohort.tmp-7"), -1);
+  EXPECT_EQ(CheckpointStepOfFileName("ckpt-best.cohort"), -1);
+  EXPECT_EQ(CheckpointStepOfFileName("model.onnx"), -1);
+}
+
+// A FIFO under a checkpoint's name would block an open until a writer came:
+// it is a damaged checkpoint, reported at once, and the load falls back.
+TEST(Checkpoint, FifoUnderACheckpointNameIsRejectedWithoutBlocking) {
+  alarm(30);  // a blocking open fails the test instead of hanging it
+  const std::string dir = FreshDir("fifo");
+  ASSERT_TRUE(WriteCheckpoint(dir, MakeCheckpoint(1)).ok());
+  ASSERT_EQ(mkfifo(PathOf(dir, 99).c_str(), 0600), 0);
+  absl::StatusOr<Checkpoint> r = ReadCheckpointFile(PathOf(dir, 99));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(r.status().message(),
+            PathOf(dir, 99) + ": a FIFO, not a regular file");
+  std::vector<std::string> rejected;
+  r = LoadLatestCheckpoint(dir, &rejected);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->step, 1);
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0], PathOf(dir, 99) + ": a FIFO, not a regular file");
+  alarm(0);
+}
+
+// The directory's checkpoint names are the writer's own: committing a step
+// replaces what its name held, so a run that skipped a bad entry goes on.
+TEST(Checkpoint, CommitReplacesAFifoUnderItsName) {
+  const std::string dir = FreshDir("fifo_commit");
+  fs::create_directories(dir);
+  ASSERT_EQ(mkfifo(PathOf(dir, 5).c_str(), 0600), 0);
+  ASSERT_TRUE(WriteCheckpoint(dir, MakeCheckpoint(5)).ok());
+  EXPECT_EQ(LoadLatestCheckpoint(dir)->step, 5);
+}
+
 }  // namespace
 }  // namespace cohort

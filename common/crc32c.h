@@ -1,6 +1,6 @@
 // CRC32C (Castagnoli polynomial 0x1EDC6F41, reflected 0x82F63B78), the
 // checksum iSCSI, ext4 and LevelDB use; cohort uses it to detect corrupted
-// checkpoint files.
+// checkpoint files, and masked (below) in TensorBoard's event files.
 //
 // Crc32c uses the SSE4.2 crc32 instruction when the CPU has it (checked once
 // at run time) and a slicing-by-8 table otherwise; both give identical
@@ -17,6 +17,17 @@ namespace cohort {
 // it: Crc32c(b, nb, Crc32c(a, na)) == CRC32C of a followed by b. An empty
 // input returns `crc` unchanged (0 for the default).
 uint32_t Crc32c(const void* data, size_t n, uint32_t crc = 0);
+
+// A CRC as TFRecord files (TensorBoard's event files) and LevelDB store it:
+// rotated right by 15 bits plus a constant, because the CRC of data that
+// itself holds CRCs is weak. UnmaskCrc32c undoes it.
+inline uint32_t MaskCrc32c(uint32_t crc) {
+  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+inline uint32_t UnmaskCrc32c(uint32_t masked) {
+  const uint32_t rotated = masked - 0xa282ead8u;
+  return (rotated >> 17) | (rotated << 15);
+}
 
 namespace crc32c_internal {
 

@@ -34,6 +34,28 @@ TEST(Crc32c, KnownVectorsFromRfc3720) {
   EXPECT_EQ(Crc32c(ascending.data(), ascending.size()), 0x46DD794Eu);
 }
 
+TEST(Crc32c, MaskedAsTfRecordStoresIt) {
+  // TFRecord's empty record stores the masked CRCs of eight zero bytes
+  // (its length) and of nothing: 0x07980329 and 0xa282ead8.
+  const std::vector<uint8_t> length(8, 0x00);
+  EXPECT_EQ(MaskCrc32c(Crc32c(length.data(), length.size())), 0x07980329u);
+  EXPECT_EQ(MaskCrc32c(Crc32c(nullptr, 0)), 0xa282ead8u);
+  const std::string s = "123456789";
+  EXPECT_EQ(MaskCrc32c(Crc32c(s.data(), s.size())), 0xc78ab0e5u);
+  EXPECT_EQ(MaskCrc32c(0x8A9136AAu), 0x0fd7fffau);
+}
+
+TEST(Crc32c, UnmaskUndoesMask) {
+  std::mt19937 rng(11);
+  for (uint32_t crc : {0u, 1u, 0xffffffffu, 0xE3069283u}) {
+    EXPECT_EQ(UnmaskCrc32c(MaskCrc32c(crc)), crc);
+  }
+  for (int i = 0; i < 1000; ++i) {
+    const uint32_t crc = static_cast<uint32_t>(rng());
+    EXPECT_EQ(UnmaskCrc32c(MaskCrc32c(crc)), crc);
+  }
+}
+
 TEST(Crc32c, EmptyInputLeavesCrcUnchanged) {
   EXPECT_EQ(Crc32c(nullptr, 0), 0u);
   EXPECT_EQ(Crc32c("", 0, 0x12345678u), 0x12345678u);

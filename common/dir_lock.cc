@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,10 +32,28 @@ std::string ReadAll(int fd) {
 absl::StatusOr<std::unique_ptr<DirectoryLock>> DirectoryLock::Acquire(
     const std::string& dir, const std::string& holder) {
   const std::string path = dir + "/.lock";
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // The holder is written into the file: never through a symbolic link
+  // (as root, into whatever it names), and never into a FIFO or a device,
+  // which O_NONBLOCK keeps the open from waiting on.
+  const int fd =
+      open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+           0644);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        " is a symbolic link; remove it (cohort makes its own lock file)"));
+  }
   if (fd < 0) {
     return absl::InternalError(
         absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        " is not a regular file; remove it (cohort makes its own lock "
+        "file)"));
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;

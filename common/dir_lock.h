@@ -20,7 +20,9 @@ class DirectoryLock {
  public:
   // Locks `dir` (which must exist) for this process, recording `holder`
   // (e.g. "pid 12, coordinator on host:29400"). FAILED_PRECONDITION naming
-  // the holder when another process has it; INTERNAL for a file error.
+  // the holder when another process has it, or when the lock file's name
+  // holds a symbolic link, a FIFO or anything else not a regular file
+  // (never followed, written or waited on); INTERNAL for a file error.
   static absl::StatusOr<std::unique_ptr<DirectoryLock>> Acquire(
       const std::string& dir, const std::string& holder);
   ~DirectoryLock();

@@ -1,9 +1,13 @@
 #include "common/dir_lock.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -51,6 +55,32 @@ TEST(DirectoryLock, OneHolderAtATimeNamedInTheRefusal) {
 TEST(DirectoryLock, AMissingDirectoryIsAnError) {
   auto lock = DirectoryLock::Acquire(TempDir() + "/no/such/dir", "x");
   EXPECT_FALSE(lock.ok());
+}
+
+// The holder is written into the lock file: a symbolic link there must not
+// lead it into another file, nor a FIFO make it wait.
+TEST(DirectoryLock, ALockFileThatIsNotARegularFileIsRefused) {
+  const std::string dir = TempDir() + "/odd_lock";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string target = dir + "/precious";
+  std::ofstream(target) << "keep me";
+  ASSERT_EQ(symlink(target.c_str(), (dir + "/.lock").c_str()), 0);
+  auto lock = DirectoryLock::Acquire(dir, "pid 1");
+  EXPECT_EQ(lock.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(lock.status().message().find("is a symbolic link"),
+            std::string::npos)
+      << lock.status();
+  std::stringstream kept;
+  kept << std::ifstream(target).rdbuf();
+  EXPECT_EQ(kept.str(), "keep me");
+  ASSERT_EQ(unlink((dir + "/.lock").c_str()), 0);
+  ASSERT_EQ(mkfifo((dir + "/.lock").c_str(), 0600), 0);
+  lock = DirectoryLock::Acquire(dir, "pid 1");
+  EXPECT_EQ(lock.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(lock.status().message().find("is not a regular file"),
+            std::string::npos)
+      << lock.status();
 }
 
 }  // namespace

@@ -5,14 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace {
@@ -42,32 +43,18 @@ absl::Status ProbeDir(const std::string& dir, const std::string& what) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    }
-    return Errno("read", path);
+// Creates a new, empty temporary file beside `path` for writing (never
+// one that exists: a link planted under the name is not followed).
+absl::StatusOr<int> CreateTemp(const std::string& path, std::string* tmp) {
+  static std::atomic<uint64_t> counter{0};
+  while (true) {
+    *tmp = absl::StrCat(path, ".tmp.", getpid(), ".", counter++);
+    const int fd =
+        open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+             0644);
+    if (fd >= 0) return fd;
+    if (errno != EEXIST) return Errno("create", *tmp);
   }
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) return Errno("read", path);
-  return s.str();
-}
-
-namespace {
-
-// "a FIFO", "a character device"...: what a path that is not a regular
-// file is, for the message that refuses it.
-std::string FileKind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
 }
 
 // "16 MiB" or "1000 bytes".
@@ -144,8 +131,9 @@ absl::StatusOr<std::string> ReadBounded(int fd, const std::string& path,
   }
   if (S_ISFIFO(st.st_mode)) return ReadPipe(fd, path, max_bytes, what);
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " ", path, " is ", FileKind(st.st_mode), ", not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is ",
+                                                   FileTypeName(st.st_mode),
+                                                   ", not a regular file"));
   }
   if (st.st_size > max_bytes) return TooLarge(path, max_bytes, what);
   std::string text;
@@ -168,6 +156,31 @@ absl::StatusOr<std::string> ReadBounded(int fd, const std::string& path,
 
 }  // namespace
 
+std::string FileTypeName(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  return "a file of an unknown type";
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    }
+    return Errno("read", path);
+  }
+  absl::StatusOr<std::string> text =
+      ReadBounded(fd, path, std::numeric_limits<int64_t>::max(), "file");
+  close(fd);
+  return text;
+}
+
 absl::StatusOr<std::string> ReadRegularFile(const std::string& path,
                                             int64_t max_bytes,
                                             absl::string_view what) {
@@ -182,11 +195,38 @@ absl::StatusOr<std::string> ReadRegularFile(const std::string& path,
   return text;
 }
 
+absl::Status CheckOutputTarget(const std::string& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  if (S_ISREG(st.st_mode)) return absl::OkStatus();
+  if (S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", path, ": it is a directory"));
+  }
+  if (S_ISLNK(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", path,
+                     ": it is a symbolic link, which cohort neither follows "
+                     "nor replaces; name the file it points to"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("cannot write ", path, ": it is ", FileTypeName(st.st_mode),
+                   ", not a regular file, and cohort replaces only regular "
+                   "files"));
+}
+
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Errno("create", tmp);
+  // A rename replaces whatever the name holds: check first. (A file put
+  // there between this check and the rename is replaced; only a caller
+  // racing itself can do that.)
+  RETURN_IF_ERROR(CheckOutputTarget(path));
+  std::string tmp;
+  ASSIGN_OR_RETURN(const int fd, CreateTemp(path, &tmp));
   size_t done = 0;
   while (done < contents.size()) {
     const ssize_t n = write(fd, contents.data() + done, contents.size() - done);
@@ -218,12 +258,14 @@ absl::Status WriteFileAtomically(const std::string& path,
 }
 
 absl::Status CheckCanWriteFile(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot write ", path, ": it is a directory"));
-  }
+  RETURN_IF_ERROR(CheckOutputTarget(path));
   return ProbeDir(DirName(path), path);
+}
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa, sb;
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 &&
+         sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 absl::Status CheckCanWriteDir(const std::string& dir) {

@@ -56,9 +56,11 @@ Copies WorkerCopies(const JobSpec& spec, const WorkerMemoryOptions& o) {
   c.count += grads;
   absl::StrAppend(&c.what, ", gradients",
                   grads > 1 ? absl::StrCat(" x", grads, " replicas") : "");
-  // GPUs keep the optimizer on the device; in PS mode the shards have it.
-  const int slots =
-      o.gpus || spec.mode() == PS ? 0 : OptimizerSlots(spec.optimizer());
+  // GPUs keep the optimizer on the device; in PS mode the shards have it;
+  // a model run forward has none.
+  const int slots = o.gpus || spec.mode() == PS || o.forward_only
+                        ? 0
+                        : OptimizerSlots(spec.optimizer());
   if (slots > 0) {
     c.count += slots;
     absl::StrAppend(&c.what, ", ", OptimizerState(spec.optimizer()));
@@ -223,7 +225,7 @@ MemoryEstimate EstimateWorkerMemory(const JobSpec& spec,
   MemoryEstimate e;
   AddParameters(spec, sizes, o, &e);
   AddActivations(spec, sizes, o, &e);
-  AddData(spec, sizes, o, &e);
+  if (!o.forward_only) AddData(spec, sizes, o, &e);
   return e;
 }
 

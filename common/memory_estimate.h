@@ -74,6 +74,11 @@ struct WorkerMemoryOptions {
   // The process writes checkpoints: each capture copies the parameters and
   // the optimizer state.
   bool checkpoints = false;
+  // The process runs a trained model forward instead of training it
+  // (`cohort export`, `predict`, `evaluate`): no optimizer state and no
+  // data set counted (the one split predict or evaluate reads is not);
+  // `checkpoints` then counts the copy of the parameters it was read from.
+  bool forward_only = false;
 };
 
 // A worker (or `cohort train`) of `spec` whose model has `sizes`.

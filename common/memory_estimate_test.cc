@@ -149,5 +149,26 @@ TEST(MemoryEstimate, TimesScalesEveryPart) {
   EXPECT_NE(three.parts[0].what.find(" x 3 workers"), std::string::npos);
 }
 
+// A model run forward (export, predict, evaluate) holds its values,
+// gradients and the checkpoint's copy, but no optimizer state or data set.
+TEST(MemoryEstimate, ForwardOnlyCountsNoOptimizerStateOrData) {
+  JobSpec spec = Spec("zoo: \"lenet5\"");
+  spec.mutable_optimizer()->set_kind(OptimizerSpec::ADAM);
+  WorkerMemoryOptions forward;
+  forward.forward_only = true;
+  forward.checkpoints = true;
+  const MemoryEstimate e = Estimate(spec, forward);
+  ASSERT_FALSE(e.parts.empty());
+  for (const MemoryPart& p : e.parts) {
+    EXPECT_EQ(p.what.find("moments"), std::string::npos) << p.what;
+    EXPECT_EQ(p.what.find("data"), std::string::npos) << p.what;
+    EXPECT_EQ(p.what.find("loader"), std::string::npos) << p.what;
+  }
+  EXPECT_NE(e.parts[0].what.find("values, gradients, checkpoint copies"),
+            std::string::npos)
+      << e.parts[0].what;
+  EXPECT_LT(e.total.value(), Estimate(spec).total.value());
+}
+
 }  // namespace
 }  // namespace cohort

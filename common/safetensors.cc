@@ -1,13 +1,15 @@
 #include "common/safetensors.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/half.h"
 #include "common/json.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
+#include "common/quote.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 
@@ -47,7 +49,12 @@ namespace {
 
 absl::Status Bad(const std::string& path, absl::string_view why) {
   return absl::DataLossError(
-      absl::StrCat(path, ": not a valid safetensors file: ", why));
+      absl::StrCat(QuoteName(path), ": not a valid safetensors file: ", why));
+}
+
+// A tensor's name as a message shows it: quoted, escaped, cut if long.
+std::string Named(absl::string_view name) {
+  return absl::StrCat("\"", EscapeText(name, 200), "\"");
 }
 
 int ItemBytes(const std::string& dtype) {
@@ -60,83 +67,154 @@ int ItemBytes(const std::string& dtype) {
   return 0;
 }
 
-// One tensor entry of the header.
-absl::StatusOr<SafeTensor> Entry(const std::string& name,
-                                 const google::protobuf::Value& v,
+// The product of the item size and the dimensions, or false for a shape
+// that is not a list of non-negative integers or whose size overflows.
+bool ShapeBytes(const JsonValue& shape, int item, SafeTensor* t,
+                uint64_t* bytes) {
+  if (shape.type != JsonValue::Type::kArray) return false;
+  *bytes = item;
+  for (const JsonValue& d : shape.array) {
+    uint64_t x = 0;
+    if (!d.AsUint64(&x) || x > uint64_t{1000000000000000} ||
+        __builtin_mul_overflow(*bytes, x, bytes)) {
+      return false;
+    }
+    t->shape.push_back(static_cast<int64_t>(x));
+  }
+  return true;
+}
+
+// A data offset as written: a JSON number's text is only digits, signs, '.'
+// and exponents, safe to show.
+std::string OffsetText(const JsonValue& v) {
+  return v.type == JsonValue::Type::kNumber ? v.text.substr(0, 40) : "?";
+}
+
+// Where a tensor's bytes lie in the data: [begin, end).
+struct Span {
+  uint64_t begin = 0, end = 0;
+};
+
+// One tensor entry of the header; *span is where its bytes lie.
+absl::StatusOr<SafeTensor> Entry(const std::string& name, const JsonValue& v,
                                  absl::string_view data,
-                                 const std::string& path) {
-  const auto& f = v.struct_value().fields();
-  auto dtype = f.find("dtype"), shape = f.find("shape"),
-       offsets = f.find("data_offsets");
-  if (dtype == f.end() || shape == f.end() || offsets == f.end() ||
-      offsets->second.list_value().values_size() != 2) {
-    return Bad(path, absl::StrCat("tensor ", name,
+                                 const std::string& path, Span* span) {
+  const JsonValue* dtype = v.Find("dtype");
+  const JsonValue* shape = v.Find("shape");
+  const JsonValue* offsets = v.Find("data_offsets");
+  if (dtype == nullptr || shape == nullptr || offsets == nullptr ||
+      dtype->type != JsonValue::Type::kString ||
+      offsets->type != JsonValue::Type::kArray || offsets->array.size() != 2) {
+    return Bad(path, absl::StrCat("tensor ", Named(name),
                                   " lacks dtype, shape or data_offsets"));
   }
   SafeTensor t;
   t.name = name;
-  t.dtype = dtype->second.string_value();
+  t.dtype = dtype->text;
   const int item = ItemBytes(t.dtype);
   if (item == 0) {
-    return Bad(path,
-               absl::StrCat("tensor ", name, " has unknown dtype ", t.dtype));
+    return Bad(path, absl::StrCat("tensor ", Named(name), " has unknown dtype ",
+                                  Named(t.dtype)));
   }
-  uint64_t want = item;
-  for (const auto& d : shape->second.list_value().values()) {
-    const double x = d.number_value();
-    if (x < 0 || x > 1e15 ||
-        x != static_cast<double>(static_cast<int64_t>(x)) ||
-        __builtin_mul_overflow(want, static_cast<uint64_t>(x), &want)) {
-      return Bad(path, absl::StrCat("tensor ", name, " has a bad shape"));
-    }
-    t.shape.push_back(static_cast<int64_t>(x));
+  uint64_t want = 0;
+  if (!ShapeBytes(*shape, item, &t, &want)) {
+    return Bad(path, absl::StrCat("tensor ", Named(name), " has a bad shape"));
   }
-  const double begin = offsets->second.list_value().values(0).number_value();
-  const double end = offsets->second.list_value().values(1).number_value();
-  if (begin < 0 || end < begin || end > static_cast<double>(data.size()) ||
-      static_cast<uint64_t>(end - begin) != want) {
-    return Bad(path, absl::StrCat("tensor ", name, "'s data_offsets [", begin,
-                                  ", ", end, "] do not hold its ", want,
-                                  " bytes inside the ", data.size(),
-                                  " bytes of data"));
+  if (!offsets->array[0].AsUint64(&span->begin) ||
+      !offsets->array[1].AsUint64(&span->end) || span->end < span->begin ||
+      span->end > data.size() || span->end - span->begin != want) {
+    return Bad(
+        path,
+        absl::StrCat("tensor ", Named(name), "'s data_offsets [",
+                     OffsetText(offsets->array[0]), ", ",
+                     OffsetText(offsets->array[1]), "] do not hold its ", want,
+                     " bytes inside the ", data.size(), " bytes of data"));
   }
-  t.bytes = std::string(data.substr(static_cast<size_t>(begin), want));
+  t.bytes = std::string(data.substr(span->begin, want));
   return t;
+}
+
+// Every value of "__metadata__" must be a string, as the format says.
+absl::Status ReadMetadata(const JsonValue& v, const std::string& path,
+                          std::map<std::string, std::string>* out) {
+  if (v.type != JsonValue::Type::kObject) {
+    return Bad(path, "__metadata__ is not an object");
+  }
+  for (const auto& [k, value] : v.object) {
+    if (value.type != JsonValue::Type::kString) {
+      return Bad(path, absl::StrCat("__metadata__ value ", Named(k),
+                                    " is not a string"));
+    }
+    (*out)[k] = value.text;
+  }
+  return absl::OkStatus();
+}
+
+// Two tensors sharing bytes would alias each other's weights: refused.
+absl::Status CheckNoOverlap(std::vector<std::pair<Span, std::string>> spans,
+                            const std::string& path) {
+  std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+    return a.first.begin < b.first.begin;
+  });
+  const std::pair<Span, std::string>* last = nullptr;
+  for (const auto& s : spans) {
+    if (s.first.begin == s.first.end) continue;  // empty: shares no byte
+    if (last != nullptr && s.first.begin < last->first.end) {
+      return Bad(
+          path, absl::StrCat("tensors ", Named(last->second), " [",
+                             last->first.begin, ", ", last->first.end, ") and ",
+                             Named(s.second), " [", s.first.begin, ", ",
+                             s.first.end, ") overlap in the data"));
+    }
+    if (last == nullptr || s.first.end > last->first.end) last = &s;
+  }
+  return absl::OkStatus();
+}
+
+// The header's JSON; `n` bytes after the length field.
+absl::StatusOr<JsonValue> ReadHeader(const std::string& bytes,
+                                     const std::string& path, uint64_t* n) {
+  if (bytes.size() < 8) return Bad(path, "shorter than its 8-byte length");
+  *n = 0;
+  for (int i = 7; i >= 0; --i) {
+    *n = *n << 8 | static_cast<unsigned char>(bytes[i]);
+  }
+  if (*n > bytes.size() - 8 || *n > (uint64_t{100} << 20)) {
+    return Bad(path, absl::StrCat("a header of ", *n, " bytes in a file of ",
+                                  bytes.size()));
+  }
+  absl::StatusOr<JsonValue> header =
+      ParseJson(absl::string_view(bytes).substr(8, *n));
+  if (!header.ok()) {
+    return Bad(path, absl::StrCat("its JSON header is malformed ",
+                                  header.status().message()));
+  }
+  if (header->type != JsonValue::Type::kObject) {
+    return Bad(path, "its header is not a JSON object");
+  }
+  return header;
 }
 
 }  // namespace
 
 absl::StatusOr<SafetensorsFile> ParseSafetensors(const std::string& bytes,
                                                  const std::string& path) {
-  if (bytes.size() < 8) return Bad(path, "shorter than its 8-byte length");
   uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) {
-    n = n << 8 | static_cast<unsigned char>(bytes[i]);
-  }
-  if (n > bytes.size() - 8 || n > (uint64_t{100} << 20)) {
-    return Bad(path, absl::StrCat("a header of ", n, " bytes in a file of ",
-                                  bytes.size()));
-  }
-  google::protobuf::Struct header;
-  const auto parsed =
-      google::protobuf::util::JsonStringToMessage(bytes.substr(8, n), &header);
-  if (!parsed.ok()) {
-    return Bad(path, absl::StrCat("its header is not a JSON object: ",
-                                  parsed.message().as_string()));
-  }
+  ASSIGN_OR_RETURN(const JsonValue header, ReadHeader(bytes, path, &n));
   const absl::string_view data = absl::string_view(bytes).substr(8 + n);
   SafetensorsFile file;
-  for (const auto& [name, value] : header.fields()) {
+  std::vector<std::pair<Span, std::string>> spans;
+  for (const auto& [name, value] : header.object) {
     if (name == "__metadata__") {
-      for (const auto& [k, v] : value.struct_value().fields()) {
-        file.metadata[k] = v.string_value();
-      }
+      RETURN_IF_ERROR(ReadMetadata(value, path, &file.metadata));
       continue;
     }
-    absl::StatusOr<SafeTensor> t = Entry(name, value, data, path);
-    if (!t.ok()) return t.status();
-    file.tensors[name] = *std::move(t);
+    Span span;
+    ASSIGN_OR_RETURN(SafeTensor t, Entry(name, value, data, path, &span));
+    spans.emplace_back(span, name);
+    file.tensors[name] = std::move(t);
   }
+  RETURN_IF_ERROR(CheckNoOverlap(std::move(spans), path));
   return file;
 }
 
@@ -145,7 +223,9 @@ absl::StatusOr<std::vector<float>> SafeTensorFloats(const SafeTensor& t) {
   const char* p = t.bytes.data();
   if (t.dtype == "F32") {
     out.resize(t.bytes.size() / 4);
-    std::memcpy(out.data(), p, t.bytes.size());
+    // A zero-element tensor leaves out.data() null, which memcpy must not
+    // be given even for zero bytes.
+    if (!out.empty()) std::memcpy(out.data(), p, t.bytes.size());
     return out;
   }
   if (t.dtype == "F16" || t.dtype == "BF16") {
@@ -163,7 +243,7 @@ absl::StatusOr<std::vector<float>> SafeTensorFloats(const SafeTensor& t) {
     return out;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("tensor ", t.name, " is ", t.dtype,
+      absl::StrCat("tensor ", Named(t.name), " is ", Named(t.dtype),
                    "; weights must be F32, F16 or BF16"));
 }
 

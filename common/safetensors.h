@@ -41,9 +41,13 @@ struct SafetensorsFile {
 };
 
 // Parses a whole file (`bytes`, named `path` in messages). DataLoss naming
-// the file for a malformed header, offsets outside the data, or a byte
-// count that disagrees with the dtype and shape. Every dtype is accepted
-// here (F32, F16, BF16, I64 ...): the caller decides what it can use.
+// the file for a malformed header (JSON that does not parse, nests deeper
+// than ParseJson allows, repeats a tensor name, or has metadata that are
+// not strings), offsets outside the data, a byte count that disagrees with
+// the dtype and shape, or two tensors whose bytes overlap. Messages are one
+// line; names from the file appear escaped, the header's bytes never. Every
+// dtype is accepted here (F32, F16, BF16, I64 ...): the caller decides what
+// it can use.
 absl::StatusOr<SafetensorsFile> ParseSafetensors(const std::string& bytes,
                                                  const std::string& path);
 

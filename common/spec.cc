@@ -39,6 +39,7 @@ using spec_internal::Prefix;
 using spec_internal::Require;
 using spec_internal::Scope;
 using spec_internal::UnitInterval;
+using spec_internal::WithFieldSuggestion;
 
 // Column of byte `b` of `line` as protobuf counts columns (0-based, a tab
 // advances to the next multiple of 8), so ours match the parser's.
@@ -79,7 +80,7 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
                 const std::string& message) override {
     if (!error_.empty()) return;
     column = BackUpToName(text_, line, column, message);
-    error_ = Prefix(file_, Loc(line, column)) + message;
+    error_ = Prefix(file_, Loc(line, column)) + WithFieldSuggestion(message);
   }
   const std::string& error() const { return error_; }
 
@@ -613,6 +614,8 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
       NonNegative(e, j.eval(), "every_steps", j.eval().every_steps()));
   RETURN_IF_ERROR(
       NonNegative(e, j.eval(), "batch_size", j.eval().batch_size()));
+  RETURN_IF_ERROR(NonNegative(s.Nested(j, "log", -1), j.log(), "every_steps",
+                              j.log().every_steps()));
   return CheckControl(j, s);
 }
 

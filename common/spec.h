@@ -36,8 +36,8 @@ namespace cohort {
 // A fingerprint of everything that decides a run's mathematics: model,
 // data set, batch size, optimizer, schedule kind, loss, seed, drop_last
 // and training mode. Not the stopping point (epochs, max_steps), the
-// cluster, evaluation or checkpoint settings, or paths: a checkpoint may be
-// resumed with more epochs or from another directory.
+// cluster, evaluation, checkpoint or log settings, or paths: a checkpoint may
+// be resumed with more epochs or from another directory.
 uint64_t TrainingHash(const JobSpec& spec);
 
 // Parses `text` (the contents of `filename`, used only in messages),

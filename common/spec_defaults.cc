@@ -99,6 +99,7 @@ bool HasFloatTargets(const DatasetSpec& d) {
 void FillJobDefaults(JobSpec* j) {
   FillClusterDefaults(j->mutable_cluster());
   if (j->checkpoint().keep() == 0) j->mutable_checkpoint()->set_keep(3);
+  if (j->log().every_steps() == 0) j->mutable_log()->set_every_steps(1);
   FillPsDefaults(j->mutable_ps());
   if (j->name().empty()) j->set_name("job");
   for (LayerSpec& l : *j->mutable_model()->mutable_layers()) {

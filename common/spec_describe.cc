@@ -88,6 +88,7 @@ uint64_t TrainingHash(const JobSpec& spec) {
   math.clear_eval();
   math.clear_cluster();
   math.clear_checkpoint();
+  math.clear_log();
   math.mutable_data()->clear_dir();
   math.mutable_data()->clear_loader_threads();
   math.mutable_data()->clear_prefetch();

@@ -140,6 +140,12 @@ absl::Status CheckData(const DatasetSpec& d, const Scope& s);
 // vocabulary fits its table (`j`'s defaults filled).
 absl::Status CheckTokenModel(const JobSpec& j, const Scope& s);
 
+// The text-format parser's `message`, with the nearest field name added
+// when it reports an unknown field (spec_suggest.cc): `Message type
+// "cohort.ConvSpec" has no field named "kernel_size"; did you mean
+// "kernel"?`. Other messages come back unchanged.
+std::string WithFieldSuggestion(const std::string& message);
+
 }  // namespace spec_internal
 }  // namespace cohort
 

@@ -26,13 +26,27 @@ TEST(ParseJobSpec, ReportsSyntaxErrorWithLocation) {
 TEST(ParseJobSpec, ReportsUnknownFieldWithLocation) {
   EXPECT_EQ(ErrorOf(Valid("data {\n  kind: MNIST\n  dirr: \"/d\"\n}\n")),
             "jobs/x.textproto:8:3: Message type \"cohort.DatasetSpec\" has no "
-            "field named \"dirr\".");
+            "field named \"dirr\"; did you mean \"dir\"?");
+}
+
+TEST(ParseJobSpec, SuggestsTheNearestFieldName) {
+  EXPECT_EQ(ErrorOf(WithLayers("  layers { conv2d { out_channels: 4 "
+                               "kernel_size: 3 } }\n")),
+            "jobs/x.textproto:4:37: Message type \"cohort.ConvSpec\" has no "
+            "field named \"kernel_size\"; did you mean \"kernel\"?");
+  EXPECT_EQ(ErrorOf(Valid("bacth_size: 4\n")),
+            "jobs/x.textproto:6:1: Message type \"cohort.JobSpec\" has no "
+            "field named \"bacth_size\"; did you mean \"batch_size\"?");
+  // Nothing near: the parser's message as it is.
+  EXPECT_EQ(ErrorOf(Valid("zzzzzzzz: 4\n")),
+            "jobs/x.textproto:6:1: Message type \"cohort.JobSpec\" has no "
+            "field named \"zzzzzzzz\".");
 }
 
 TEST(ParseJobSpec, CountsTabsAsProtobufDoes) {
   EXPECT_EQ(ErrorOf("\tbatch_sizee: 3\n"),
             "jobs/x.textproto:1:9: Message type \"cohort.JobSpec\" has no "
-            "field named \"batch_sizee\".");
+            "field named \"batch_sizee\"; did you mean \"batch_size\"?");
   EXPECT_EQ(ErrorOf("batch_size: 3\n\tepochs:\t-1\n"),
             "jobs/x.textproto:2:9: epochs must be >= 0, got -1");
 }
@@ -613,6 +627,21 @@ TEST(DescribeJobSpec, NamesAccumulation) {
   off.clear_gradient_accumulation_steps();
   EXPECT_EQ(TrainingHash(one), TrainingHash(off));
   EXPECT_NE(TrainingHash(*spec), TrainingHash(off));
+}
+
+TEST(ParseJobSpec, LogDefaultsAndChecks) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpec(Valid("log { dir: \"/tmp/logs\" }\n"), kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->log().every_steps(), 1);
+  EXPECT_EQ(ErrorOf(Valid("log { every_steps: -2 }\n")),
+            "jobs/x.textproto:6:7: log.every_steps must be >= 0, got -2");
+  // Where and how often logs are written leaves the mathematics alone: a
+  // checkpoint resumes with other log settings.
+  JobSpec other = *spec;
+  other.mutable_log()->set_dir("/elsewhere");
+  other.mutable_log()->set_every_steps(10);
+  EXPECT_EQ(TrainingHash(other), TrainingHash(*spec));
 }
 
 }  // namespace

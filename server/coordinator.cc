@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/busy_refusal.h"
+#include "client/keepalive.h"
 #include "common/dir_lock.h"
 #include "common/files.h"
 #include "common/http_server.h"
@@ -400,6 +401,7 @@ absl::Status CoordinatorServer::Serve(
   // gRPC sets SO_REUSEPORT by default, which would let a second
   // coordinator silently share the port instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  AcceptKeepalivePings(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(

@@ -247,6 +247,9 @@ class JobTracker {
   // --- job_tracker_rendezvous.cc: Join and the forming round.
   absl::Status CheckCanJoin(const JoinRequest& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts and logs a worker refused because the job is full (`why`).
+  void NoteRefused(const JoinRequest& r, const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AwaitRoomForReplacement(const std::function<bool()>& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Rate limit for Join (a token bucket); UNAVAILABLE when empty.
@@ -343,6 +346,8 @@ class JobTracker {
   // The answer to shard `index`'s registration.
   RegisterShardResponse ShardAssignment(int index) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SYNC: ShardHeartbeatResponse.workers_clock (0 in other modes).
+  int64_t WorkersClock() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // The shard branch of CheckHeartbeats; false when the job ended.
   bool CheckShardHeartbeats(Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -403,6 +408,9 @@ class JobTracker {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   // The all-silent wait (AllSilentWithinGrace) has been logged.
   bool all_silent_logged_ ABSL_GUARDED_BY(mu_) = false;
+  // Workers refused because the job had its maximum, and the last reason.
+  int64_t refused_workers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_refusal_ ABSL_GUARDED_BY(mu_);
   // The last outage in which every worker fell silent: the newest heartbeat
   // before it, and the end of its grace. Workers silent since then are not
   // declared dead before that end, even once others are heard again.

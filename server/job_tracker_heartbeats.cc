@@ -132,8 +132,8 @@ bool JobTracker::AllSilentWithinGrace(Clock::time_point now,
   }
   const Clock::duration grace = Millis(job_.cluster().coordinator_grace_ms());
   if (now - newest > grace) return false;
-  // Heartbeats come back one by one when the network returns (each TCP
-  // connection retransmits on its own back-off): the workers silent in this
+  // Heartbeats come back one by one when the network returns (each
+  // worker's connection is remade on its own): the workers silent in this
   // outage keep their grace after the first one is heard again.
   outage_newest_ = newest;
   outage_until_ = newest + grace;

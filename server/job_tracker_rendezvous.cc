@@ -46,7 +46,10 @@ absl::StatusOr<JoinResponse> JobTracker::Join(
     RETURN_IF_ERROR(Rejoin(m));
   }
   AwaitRoomForReplacement(cancelled);
-  RETURN_IF_ERROR(CheckCanJoin(request));
+  if (absl::Status s = CheckCanJoin(request); !s.ok()) {
+    if (absl::IsResourceExhausted(s)) NoteRefused(request, s);
+    return s;
+  }
   if (state_ == RUNNING && !regroup_) {
     StartRegroup(
         false,
@@ -107,10 +110,11 @@ absl::Status JobTracker::CheckCanJoin(const JoinRequest& r) const {
                              })
           : static_cast<int>(members_.size()) >= MaxWorkers();
   if (round_full) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the job already has its maximum of ", MaxWorkers(),
-                     " workers (cluster.max_workers); worker ", r.host(), ":",
-                     r.pid(), " cannot join"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the job already has its maximum of ", MaxWorkers(),
+        " workers; worker ", r.host(), ":", r.pid(),
+        " cannot join (for more, start the coordinator with --workers=N or "
+        "--max-workers=N, or raise cluster.max_workers in the job spec)"));
   }
   if (state_ == RUNNING && !regroup_ && !CanGrow()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -121,6 +125,18 @@ absl::Status JobTracker::CheckCanJoin(const JoinRequest& r) const {
                  : "elastic recovery (cluster.max_restarts > 0; it is 0)"));
   }
   return absl::OkStatus();
+}
+
+// A worker turned away for want of room is the operator's business (too
+// few workers allowed, or one started twice): the coordinator's log and
+// status say so, not only the refused worker's.
+void JobTracker::NoteRefused(const JoinRequest& r, const absl::Status& why) {
+  ++refused_workers_;
+  last_refusal_ = std::string(why.message());
+  LOG(WARNING) << "refused worker " << r.host() << ":" << r.pid()
+               << ": the job already has its maximum of " << MaxWorkers()
+               << " workers (raise it with the coordinator's --workers or "
+                  "--max-workers, or cluster.max_workers)";
 }
 
 void JobTracker::AddJoiner(const JoinRequest& r) {

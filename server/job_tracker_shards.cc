@@ -1,5 +1,6 @@
 // Parameter-server shards: registration (first, retried, a replacement of
 // a dead one), their heartbeats and deaths, and the partition plan.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,7 +66,8 @@ absl::StatusOr<RegisterShardResponse> JobTracker::ReplaceShard(
                  << shard.request.address() << ", dead for "
                  << absl::StrFormat("%.1fs",
                                     Seconds(Clock::now() - shard.died));
-    const int64_t dead_min_clock = shard.stats.min_clock();
+    const int64_t dead_min_clock =
+        std::max(shard.stats.min_clock(), WorkersClock());
     shard.request = request;
     shard.last_seen = Clock::now();
     shard.stats = ShardStats();
@@ -169,8 +171,25 @@ absl::StatusOr<ShardHeartbeatResponse> JobTracker::ShardHeartbeat(
   response.set_state(state_);
   response.set_stop(IsTerminal(state_));
   response.set_reason(reason_);
+  response.set_workers_clock(WorkersClock());
   if (IsTerminal(state_)) shard.knows_end = true;
   return response;
+}
+
+// A SYNC worker that reports S steps done pulled the parameters for step S
+// from every shard, and a shard answers that pull only once every worker
+// pushed every step below S: the most steps any worker reports, whatever
+// the others' pace, is a clock below which every worker pushed every step.
+// Workers report progress at most every 100 ms, but always before an
+// evaluation, which waits for the others (worker/training_loop.cc).
+int64_t JobTracker::WorkersClock() const {
+  if (job_.ps().consistency() != SYNC) return 0;
+  int64_t clock = 0;
+  for (const Member& m : members_) {
+    clock = std::max(clock, m.progress.step());
+    if (m.result) clock = std::max(clock, m.result->steps());
+  }
+  return clock;
 }
 
 absl::StatusOr<PlanPartitionsResponse> JobTracker::PlanPartitions(

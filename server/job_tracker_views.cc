@@ -93,6 +93,8 @@ StatusResponse JobTracker::Status() const {
   s.set_regrouping(regroup_.has_value());
   if (regroup_) s.set_regroup_reason(regroup_->Cause());
   for (const GenerationRecord& r : generations_) *s.add_generations() = r;
+  s.set_refused_workers(refused_workers_);
+  s.set_last_refusal(last_refusal_);
   return s;
 }
 

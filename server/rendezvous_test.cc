@@ -186,6 +186,17 @@ TEST(Rendezvous, ExtraWorkerIsRefusedClearly) {
                 "the job already has its maximum of 1 workers"),
             std::string::npos)
       << extra.status.error_message();
+  // The refused worker learns which setting to raise, and so does whoever
+  // asks the coordinator.
+  EXPECT_NE(extra.status.error_message().find("--max-workers"),
+            std::string::npos)
+      << extra.status.error_message();
+  const StatusResponse s = testing::GetStatus(*stub);
+  EXPECT_EQ(s.refused_workers(), 1);
+  EXPECT_NE(s.last_refusal().find("host-w1"), std::string::npos)
+      << s.last_refusal();
+  EXPECT_NE(s.last_refusal().find("cluster.max_workers"), std::string::npos)
+      << s.last_refusal();
 }
 
 TEST(Rendezvous, OtherProtocolVersionIsRefused) {

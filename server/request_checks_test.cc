@@ -240,6 +240,9 @@ class RequestChecks : public ::testing::Test {
   void Check(const std::vector<Case>& cases) {
     ClusterSpec cluster;
     cluster.set_min_workers(2);
+    // Nobody sends heartbeats here, and the 64 MiB requests can take
+    // seconds on a loaded machine: the default 3 s would fail the job.
+    cluster.set_heartbeat_interval_ms(60000);
     auto server = testing::StartCoordinator(cluster);
     auto stub = testing::NewStub(server->address());
     const std::vector<JoinResponse> joined = testing::JoinAll(*stub, 2);

@@ -59,6 +59,19 @@ Reply<RegisterShardResponse> Register(Coordinator::Stub& stub,
   return reply;
 }
 
+Reply<ShardHeartbeatResponse> ShardBeatWith(Coordinator::Stub& stub,
+                                            const std::string& id, int index,
+                                            const ShardStats& stats) {
+  grpc::ClientContext ctx;
+  ShardHeartbeatRequest r;
+  r.set_shard_id(id);
+  r.set_shard_index(index);
+  *r.mutable_stats() = stats;
+  Reply<ShardHeartbeatResponse> reply;
+  reply.status = stub.ShardHeartbeat(&ctx, r, &reply.response);
+  return reply;
+}
+
 grpc::Status ShardBeat(Coordinator::Stub& stub, const std::string& id,
                        int index, const std::string& failure = "") {
   grpc::ClientContext ctx;
@@ -68,6 +81,19 @@ grpc::Status ShardBeat(Coordinator::Stub& stub, const std::string& id,
   r.set_failure(failure);
   ShardHeartbeatResponse response;
   return stub.ShardHeartbeat(&ctx, r, &response);
+}
+
+// Worker "w0"'s heartbeat with `steps` done.
+grpc::Status WorkerBeat(Coordinator::Stub& stub, const JoinResponse& joined,
+                        int64_t steps) {
+  grpc::ClientContext ctx;
+  HeartbeatRequest r;
+  r.set_generation(joined.generation());
+  r.set_worker_id("w0");
+  r.set_rank(joined.rank());
+  r.mutable_progress()->set_step(steps);
+  HeartbeatResponse response;
+  return stub.Heartbeat(&ctx, r, &response);
 }
 
 // A running job: shards "s0", "s1"... on ports 5000, 5001..., worker "w0",
@@ -163,6 +189,52 @@ TEST(ShardRestart, DeadShardWaitsForAReplacementThatTakesItsIndex) {
   // A worker joining now would be told the new address.
   EXPECT_EQ(testing::GetStatus(*job.stub).shards(0).address(),
             "127.0.0.1:5001");
+}
+
+// SYNC: the dead shard's last heartbeat said min_clock 5, but it applied
+// two more steps before it died (the worker has done 7); its checkpoint
+// may lack them. The replacement learns that every worker pushed every
+// step below 7 at once, and of the worker's later progress with each
+// heartbeat: a worker that moved on to an evaluation (which waits for the
+// others) never pulls again to tell it.
+TEST(ShardRestart, ReplacementLearnsTheWorkersProgress) {
+  Running job(/*join_timeout_ms=*/10000);
+  ShardStats stats;
+  stats.set_min_clock(5);
+  ASSERT_TRUE(ShardBeatWith(*job.stub, "s0", 0, stats).status.ok());
+  ASSERT_TRUE(WorkerBeat(*job.stub, job.joined, 7).ok());
+  bool dead = false;
+  for (int i = 0; i < 100 && !dead; ++i) {
+    ASSERT_TRUE(WorkerBeat(*job.stub, job.joined, 7).ok());
+    dead = Dead(testing::GetStatus(*job.stub));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  ASSERT_TRUE(dead);
+  const auto reg = Register(*job.stub, Shard("s1", 5001));
+  ASSERT_TRUE(reg.status.ok()) << reg.status.error_message();
+  ASSERT_TRUE(reg.response.restore());
+  EXPECT_EQ(reg.response.dead_min_clock(), 7);
+
+  ASSERT_TRUE(WorkerBeat(*job.stub, job.joined, 9).ok());
+  auto beat = ShardBeatWith(*job.stub, "s1", 0, ShardStats());
+  ASSERT_TRUE(beat.status.ok()) << beat.status.error_message();
+  EXPECT_EQ(beat.response.workers_clock(), 9);
+  // A worker's result counts too: it may have finished between two
+  // heartbeats.
+  grpc::ClientContext ctx;
+  FinishRequest finish;
+  finish.set_generation(job.joined.generation());
+  finish.set_worker_id("w0");
+  finish.set_rank(job.joined.rank());
+  finish.set_ok(true);
+  finish.mutable_result()->set_steps(12);
+  finish.mutable_result()->set_test_accuracy(-1);
+  finish.mutable_result()->set_test_loss(-1);
+  FinishResponse finished;
+  ASSERT_TRUE(job.stub->Finish(&ctx, finish, &finished).ok());
+  beat = ShardBeatWith(*job.stub, "s1", 0, ShardStats());
+  ASSERT_TRUE(beat.status.ok()) << beat.status.error_message();
+  EXPECT_EQ(beat.response.workers_clock(), 12);
 }
 
 TEST(ShardRestart, ShardWithoutPartitionsIsReplacedWithoutARestore) {

@@ -82,7 +82,11 @@ fi
 # 3. kill -9 of a worker of a job without restarts (max_restarts: 0; see
 # tests/elastic_test.sh for recovery): the job fails naming it, the
 # survivor exits. Heartbeats every 300 ms, dead after 3 misses: detection
-# is due within 0.9 s + 1 s.
+# is due within 0.9 s + 1 s. The bound is checked on the silence the
+# coordinator reports ("missed heartbeats for 0.9s"), which the time from
+# the kill to the verdict cannot exceed: timed here instead, by polling
+# `cohort status`, it would include how long each poll takes to start on a
+# busy machine.
 long="$tmp/long.textproto"
 sed 's/^epochs: 2/epochs: 1000/' "$synthetic" > "$long"
 printf 'cluster { min_workers: 2 heartbeat_interval_ms: 300 heartbeat_misses: 3 collective_timeout_ms: 5000 max_restarts: 0 }\n' >> "$long"
@@ -104,11 +108,13 @@ if wait_for 30 running; then
   wait $kc; rck=$?
   wait $k0; rc=$?
   exit_after=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')
-  if [[ $rck -ne 0 ]] && grep -q "FAILED.*pid $k1" "$tmp/kc.err" \
-      && awk -v d="$detect" 'BEGIN { exit !(d <= 2.2) }'; then
-    ok "killed worker: FAILED within ${detect}s (bound 1.9s + polling): $(tail -1 "$tmp/kc.err")"
+  silent=$(grep "FAILED.*pid $k1" "$tmp/kc.err" |
+    sed -n 's/.*missed heartbeats for \([0-9.]*\)s.*/\1/p' | head -1)
+  if [[ $rck -ne 0 && -n "$silent" ]] \
+      && awk -v s="$silent" 'BEGIN { exit !(s <= 1.9) }'; then
+    ok "killed worker: FAILED after ${silent}s of silence (bound 1.9s; seen by polling after ${detect}s): $(tail -1 "$tmp/kc.err")"
   else
-    fail "killed worker: coordinator exit $rck, detected after ${detect}s: $(cat "$tmp/kc.err")"
+    fail "killed worker: coordinator exit $rck, silence '${silent}' s (bound 1.9 s), seen after ${detect}s: $(cat "$tmp/kc.err")"
   fi
   if [[ $rc -ne 0 ]] && awk -v d="$exit_after" 'BEGIN { exit !(d <= 10) }' \
       && grep -q "pid $k1" "$tmp/k0.err"; then

@@ -12,7 +12,8 @@
 #   2. greedy is the same every run and for every seed, and --top-k 1 at
 #      temperature 1 equals it;
 #   3. a seed reproduces its sampled text, another seed gives another one;
-#   4. a --top-k above the vocabulary is one line, exit 2.
+#   4. a --top-k above the vocabulary, or a --generate past 64 bits, is one
+#      line, exit 2.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 cohort=$(readlink -f "$1")
@@ -78,5 +79,9 @@ fi
 expect_refused_text "predict --prompt: top-k above the vocabulary" \
   "--top-k must lie in [0, 256]" \
   "$cohort" predict --checkpoint="$tmp/ck" --prompt=abc --generate=3 --top-k=300
+# Past 64 bits is out of range, not "not an integer".
+expect_refused_text "predict --generate: an integer out of range" \
+  "--generate=99999999999999999999 is out of range: the tokens to generate must lie in [1, 2147483647]" \
+  "$cohort" predict --checkpoint="$tmp/ck" --prompt=abc --generate=99999999999999999999
 
 finish

@@ -6,8 +6,15 @@ messages encoded by hand, so nothing of cohort's own code is involved).
   grpc_probe.py services ADDR          -> prints the services reflection lists
   grpc_probe.py join ADDR VERSION REPLICAS
                                        -> prints the status code and details
+  grpc_probe.py heartbeats ADDR SECONDS
+                                       -> prints "polling" once it polls, then
+                                          "RANK TIME" for each heartbeat that
+                                          reaches the coordinator in the next
+                                          SECONDS
 """
+import struct
 import sys
+import time
 
 import grpc
 
@@ -50,6 +57,38 @@ def join(addr, version, replicas):
             print(e.code().name, e.details())
 
 
+def heartbeats(addr, seconds):
+    """Polls GetStatus every 20 ms for `seconds` and prints "RANK TIME" for
+    every heartbeat it sees arrive (unix seconds). A heartbeat arrived
+    `heartbeat_age_s` before the answer was made, which is no later than the
+    call's end: each time is an upper bound, within one call (a few ms) of
+    the truth. Polls closer than the heartbeat interval see every one."""
+    last = {}
+    end = time.time() + seconds
+    with grpc.insecure_channel(addr) as ch:
+        status = raw(ch, "/cohort.Coordinator/GetStatus")
+        print("polling", flush=True)
+        while time.time() < end:
+            try:
+                resp = status(b"", timeout=2)
+            except grpc.RpcError:
+                time.sleep(0.02)
+                continue
+            answered = time.time()
+            for num, _, worker in parse(resp):
+                if num != 8:  # StatusResponse.workers
+                    continue
+                w = dict((n, v) for n, _, v in parse(worker))
+                rank = w.get(4, 0)
+                age = struct.unpack("<d", w[6])[0] if 6 in w else 0.0
+                arrived = answered - age
+                # The same heartbeat seen again, give or take a call.
+                if arrived - last.get(rank, 0) > 0.02:
+                    print("%d %.3f" % (rank, arrived), flush=True)
+                last[rank] = arrived
+            time.sleep(0.02)
+
+
 def main():
     cmd, addr = sys.argv[1], sys.argv[2]
     if cmd == "health":
@@ -58,6 +97,8 @@ def main():
         services(addr)
     elif cmd == "join":
         join(addr, sys.argv[3], sys.argv[4])
+    elif cmd == "heartbeats":
+        heartbeats(addr, float(sys.argv[3]))
     else:
         sys.exit("unknown command " + cmd)
 

@@ -12,6 +12,14 @@
 #   netns_cut HOST       silently drops everything to and from HOST (its
 #                        port on the bridge is disabled; the link stays up)
 #   netns_heal HOST      undoes netns_cut
+#   netns_firewall HOST  drops HOST's IP packets (v4 and v6) in the switch, as
+#                        a firewall between two networks would; ARP still
+#                        passes. netns_cut also stops ARP, and after it
+#                        heals a host re-resolves its peer only at the
+#                        neighbour table's next probe (up to 1 s,
+#                        retrans_time_ms), which would hide cohort's own
+#                        recovery time. Returns 1 without ebtables.
+#   netns_unfirewall HOST  undoes netns_firewall
 # A test calls netns_require first: without the privilege to make
 # namespaces it prints why and exits 0 (the test is skipped, not failed).
 netns_prefix="coh$$"
@@ -73,3 +81,17 @@ netns_setup() {
 
 netns_cut() { bridge -n "${netns_prefix}sw" link set dev "p${1#h}" state 0; }
 netns_heal() { bridge -n "${netns_prefix}sw" link set dev "p${1#h}" state 3; }
+
+# One chain per host, so that the heal is one atomic flush.
+netns_firewall() {
+  command -v ebtables >/dev/null || return 1
+  local sw="${netns_prefix}sw" chain="CUT_p${1#h}" port="p${1#h}"
+  if ! ip netns exec "$sw" ebtables -L "$chain" >/dev/null 2>&1; then
+    ip netns exec "$sw" ebtables -N "$chain" -P RETURN || return 1
+    ip netns exec "$sw" ebtables -A FORWARD -i "$port" -j "$chain"
+    ip netns exec "$sw" ebtables -A FORWARD -o "$port" -j "$chain"
+  fi
+  ip netns exec "$sw" ebtables -A "$chain" -p IPv4 -j DROP &&
+    ip netns exec "$sw" ebtables -A "$chain" -p IPv6 -j DROP
+}
+netns_unfirewall() { ip netns exec "${netns_prefix}sw" ebtables -F "CUT_p${1#h}"; }

@@ -31,7 +31,7 @@ epochs: $2
 optimizer { lr: 0.05 momentum: 0.9 }
 mode: PS
 ps { consistency: $1 shards: 2 partition_bytes: 40000 rpc_timeout_ms: 3000 }
-cluster { heartbeat_interval_ms: 300 heartbeat_misses: 5 min_workers: 2
+cluster { heartbeat_interval_ms: 300 heartbeat_misses: 10 min_workers: 2
           join_timeout_ms: 20000 }
 checkpoint { dir: "$3" every_steps: $every keep: 3 }
 SPEC
@@ -60,17 +60,35 @@ running() { [[ "$(status 's["state"]')" == RUNNING ]]; }
 version_above() { [[ "$(shard0 "['stats'].get('version', '0')")" -gt "$1" ]]; }
 restored() { [[ "$(shard0 "['stats'].get('restored', False)")" == True ]]; }
 
-# Stops the workers, lets shard 0 report its final version, kills it with
-# SIGKILL and resumes the workers. Sets killed_version and t_kill.
+# Whether status shows a heartbeat of shard 0 sent more than 0.1 s (time
+# for the pushes in flight) after the Unix time $1.
+heartbeat_after() {
+  local asked age
+  asked=$(now)
+  age=$(shard0 ".get('heartbeatAgeS', 0)")
+  [[ -n "$age" ]] &&
+    awk -v a="$asked" -v g="$age" -v t="$1" 'BEGIN { exit !(a - g > t + 0.1) }'
+}
+
+# Stops the workers for 1 s, in which shard 0 heartbeats its final version
+# (every 0.3 s), kills the shard with SIGKILL and resumes the workers; then
+# reads that version from status, which keeps a dead shard's last
+# heartbeat. Reading it while the workers are stopped would stretch their
+# pause by the status calls, which a busy machine makes seconds long, past
+# the heartbeat bound (3 s). Sets killed_version and t_kill.
 kill_shard0() {
-  local pid
+  local pid stopped
   pid=$(shard0 "['pid']")
   kill -STOP "$w0" "$w1"
-  sleep 0.7  # > a heartbeat interval: status holds the shard's last version
-  killed_version=$(shard0 "['stats'].get('version', '0')")
+  stopped=$EPOCHREALTIME
+  sleep 1
   kill -9 "$pid"
-  t_kill=$(now)
   kill -CONT "$w0" "$w1"
+  t_kill=$(now)
+  heartbeat_after "$stopped" ||
+    fail "shard 0 did not heartbeat while the workers were stopped (1 s):" \
+      "the version it was killed at is not known"
+  killed_version=$(shard0 "['stats'].get('version', '0')")
 }
 
 # "answered again after 1.52s" (absl durations: 950ms, 1.5s, 1m2s) from

@@ -19,10 +19,13 @@ optimizer { lr: 0.05 momentum: 0.9 }
 checkpoint { dir: "$tmp/ckpt" every_steps: 1000000 }
 SPEC
 
-# 1. cohort train.
-"$cohort" train --job="$tmp/long.textproto" --quiet > "$tmp/t1.out" 2> "$tmp/t1.err" &
+# 1. cohort train. The signal goes once an epoch is done (its progress
+# line is out), not after a fixed pause: on a busy machine the start alone
+# may take longer than any pause chosen on an idle one.
+"$cohort" train --job="$tmp/long.textproto" > "$tmp/t1.out" 2> "$tmp/t1.err" &
 p=$!; pids+=($p)
-sleep 1.5
+wait_for 60 grep -q "^epoch 1 done" "$tmp/t1.err" ||
+  fail "cohort train did not finish an epoch within 60 s: $(head -3 "$tmp/t1.err")"
 kill -TERM $p
 wait $p; rc=$?
 step=$(sed -n 's/.*stopped by a termination signal after step \([0-9]*\); final checkpoint in .*/\1/p' "$tmp/t1.err")

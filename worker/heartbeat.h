@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -65,6 +66,10 @@ class HeartbeatSender {
 
  private:
   void Loop();
+  // What the answer `r`, after `silence` since the last one, asks of the
+  // worker (an OK `why`: nothing).
+  Verdict Judge(const absl::StatusOr<HeartbeatResponse>& r,
+                absl::Duration silence) const;
 
   CoordinatorClient* const client_;
   const absl::Duration interval_;

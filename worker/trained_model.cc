@@ -8,6 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint.h"
+#include "common/machine_memory.h"
+#include "common/memory_estimate.h"
 #include "common/model_sizes.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
@@ -56,15 +58,46 @@ absl::Status Restore(const Checkpoint& c, const std::string& path,
   return absl::OkStatus();
 }
 
+// The memory check `cohort train` makes before it allocates a model, for
+// one replica that runs it forward: refused here rather than aborting in
+// an allocation that cannot succeed.
+absl::Status CheckModelMemory(const RecordedModel& r, const std::string& path,
+                              int64_t available_memory) {
+  WorkerMemoryOptions w;
+  w.forward_only = true;
+  w.checkpoints = true;  // the checkpoint's copy, held while restoring
+  AvailableMemory available{available_memory, "the caller's limit"};
+  if (available_memory < 0) {
+    absl::StatusOr<AvailableMemory> detected = DetectAvailableMemory();
+    if (!detected.ok()) return absl::OkStatus();  // nothing to compare with
+    available = *detected;
+  }
+  absl::Status fits = CheckMemoryFits(EstimateWorkerMemory(r.spec, r.sizes, w),
+                                      available, "its model");
+  if (fits.ok()) return fits;
+  return absl::Status(fits.code(), absl::StrCat(path, ": ", fits.message()));
+}
+
 }  // namespace
 
-absl::StatusOr<TrainedModel> LoadTrainedModel(const std::string& path) {
-  // A directory: its newest checkpoint that verifies (DIR/best holds the
-  // best one of checkpoint.keep_best).
+absl::StatusOr<FoundCheckpoint> FindCheckpoint(const std::string& path) {
+  FoundCheckpoint found;
   std::error_code ec;
-  ASSIGN_OR_RETURN(const Checkpoint c, std::filesystem::is_directory(path, ec)
-                                           ? LoadLatestCheckpoint(path)
-                                           : ReadCheckpointFile(path));
+  if (!std::filesystem::is_directory(path, ec)) {
+    ASSIGN_OR_RETURN(found.checkpoint, ReadCheckpointFile(path));
+    found.path = path;
+    return found;
+  }
+  // DIR/best holds the best checkpoint of checkpoint.keep_best.
+  ASSIGN_OR_RETURN(found.checkpoint,
+                   LoadLatestCheckpoint(path, &found.skipped));
+  found.path = absl::StrCat(path, absl::EndsWith(path, "/") ? "" : "/",
+                            CheckpointFileName(found.checkpoint.step));
+  return found;
+}
+
+absl::StatusOr<RecordedModel> CheckRecordedModel(const Checkpoint& c,
+                                                 const std::string& path) {
   const auto spec = c.metadata.find("job_spec");
   if (spec == c.metadata.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -73,17 +106,33 @@ absl::StatusOr<TrainedModel> LoadTrainedModel(const std::string& path) {
         "checkpoints described themselves): resume it with this cohort and "
         "let it write a new checkpoint"));
   }
-  TrainedModel t;
-  t.spec_text = spec->second;
-  ASSIGN_OR_RETURN(t.spec, ParseJobSpec(t.spec_text, path + " (job_spec)"));
-  t.step = c.step;
-  if (!t.spec.model().zoo().empty()) {
-    ASSIGN_OR_RETURN(
-        t.input_shape,
-        ZooInputShape(t.spec.model().zoo(), DataSampleShape(t.spec.data())));
-  } else {
-    t.input_shape = DataSampleShape(t.spec.data());
+  RecordedModel r;
+  r.spec_text = spec->second;
+  ASSIGN_OR_RETURN(r.spec, ParseJobSpec(r.spec_text, path + " (job_spec)"));
+  absl::StatusOr<ModelSizes> sizes = InferJobModelSizes(r.spec);
+  if (!sizes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": the model its job spec describes: ", sizes.status().message()));
   }
+  r.sizes = *std::move(sizes);
+  // Before the model is built: a spec edited to a larger model would
+  // otherwise allocate that model first and find out afterwards.
+  RETURN_IF_ERROR(Find(c, "params", r.sizes.padded_parameters, path).status());
+  return r;
+}
+
+absl::StatusOr<TrainedModel> RebuildTrainedModel(const Checkpoint& c,
+                                                 const std::string& path,
+                                                 int64_t available_memory) {
+  ASSIGN_OR_RETURN(RecordedModel r, CheckRecordedModel(c, path));
+  RETURN_IF_ERROR(CheckModelMemory(r, path, available_memory));
+  TrainedModel t;
+  t.spec = std::move(r.spec);
+  t.spec_text = std::move(r.spec_text);
+  t.input_shape = r.sizes.input;
+  t.step = c.step;
+  t.source = path;
   ASSIGN_OR_RETURN(
       t.model, BuildModel<float>(t.spec.model(), t.input_shape, t.spec.seed()));
   RETURN_IF_ERROR(Restore(c, path, *t.model));

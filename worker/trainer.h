@@ -54,7 +54,8 @@ struct DistributedContext {
   int64_t bucket_bytes = 25 << 20;
   // The sampler seed of `epoch` (the coordinator's).
   std::function<absl::StatusOr<uint64_t>(int64_t epoch)> epoch_seed;
-  // With this worker's progress, at most every 100 ms between steps; an
+  // With this worker's progress, at most every 100 ms between steps, and
+  // always before an evaluation (which waits for the other workers); an
   // error stops training (the job failed or was stopped elsewhere).
   std::function<absl::Status(const WorkerProgress&)> on_step;
 
@@ -78,10 +79,12 @@ struct DistributedContext {
 struct ElasticState;
 
 struct TrainOptions {
-  std::string data_dir;    // overrides the spec's data directory
-  int64_t epochs = -1;     // >= 0 overrides the spec
-  int64_t max_steps = -1;  // >= 0 overrides the spec
-  int replicas = 1;        // local CPU replicas
+  std::string data_dir;  // overrides the spec's data directory
+  int64_t epochs = -1;   // >= 0 overrides the spec
+  // >= 0 overrides the spec: at most this many steps in all, 0 none at all
+  // (load, resume, and write the final checkpoint); -1: the spec's.
+  int64_t max_steps = -1;
+  int replicas = 1;  // local CPU replicas
   // CUDA devices to train on, one replica each (worker/gpu/gpu_engine.h);
   // empty: CPU replicas.
   std::vector<int> gpus;
@@ -131,6 +134,9 @@ struct TrainOptions {
   // final one of that step, and Run() returns CANCELLED saying so.
   // Borrowed; null: never.
   const std::atomic<bool>* stop_signal = nullptr;
+  // Receives the progress a worker sends its coordinator, at most every
+  // 100 ms (a single process's --metrics-listen). Empty: none.
+  std::function<void(const WorkerProgress&)> on_progress;
 };
 
 struct EpochResult {
@@ -155,6 +161,10 @@ struct TrainResult {
   int replicas = 1;
   int threads = 1;
   int64_t steps = 0;
+  // Of them, the steps this run took; the rest came with the state it
+  // resumed from, at restored_step (-1: a fresh start).
+  int64_t steps_this_run = 0;
+  int64_t restored_step = -1;
   int64_t epochs = 0;        // epochs begun (a max_steps stop may cut one)
   int64_t samples = 0;       // training samples processed
   double train_seconds = 0;  // training steps only (no evaluation)

@@ -1,5 +1,6 @@
 #include "worker/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -7,6 +8,8 @@
 #include "common/spec.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "proto/coordinator.pb.h"
+#include "worker/comm/test_ranks.h"
 
 namespace cohort {
 namespace {
@@ -49,6 +52,39 @@ TEST(Trainer, MaxStepsStopsEarly) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->steps, 10);
   EXPECT_EQ(r->samples, 320);
+}
+
+// Progress reaches the coordinator at most every 100 ms, but always before
+// an evaluation, which waits for the other workers: a replacement PS shard
+// learns from it that every worker pushed the steps before
+// (server/ps/shard_state.h). Small models take far less than 100 ms an
+// epoch.
+TEST(Trainer, ReportsTheStepBeforeEachEvaluation) {
+  absl::StatusOr<std::unique_ptr<LocalGroup>> group =
+      LocalGroup::Connect(1, GlooOptions());
+  ASSERT_TRUE(group.ok()) << group.status();
+  JobSpec spec = Spec(kSyntheticMlp);
+  spec.set_epochs(3);
+  spec.mutable_data()->mutable_synthetic()->set_train_samples(256);
+  spec.mutable_data()->mutable_synthetic()->set_test_samples(64);
+  std::vector<int64_t> reported;
+  DistributedContext d;
+  d.comm = &(*group)->comm(0);
+  d.epoch_seed = [&spec](int64_t) -> absl::StatusOr<uint64_t> {
+    return spec.seed();
+  };
+  d.on_step = [&reported](const WorkerProgress& p) {
+    reported.push_back(p.step());
+    return absl::OkStatus();
+  };
+  TrainOptions o;
+  o.quiet = true;
+  o.distributed = &d;
+  ASSERT_TRUE(Train(spec, o).ok());
+  for (int64_t step : {8, 16, 24}) {
+    EXPECT_NE(std::find(reported.begin(), reported.end(), step), reported.end())
+        << "step " << step;
+  }
 }
 
 // R replicas with batch b must follow the same trajectory as one replica

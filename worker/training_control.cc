@@ -60,6 +60,7 @@ absl::Status TrainingLoop::Evaluate(bool epoch_done) {
   ASSIGN_OR_RETURN(const EvalSums sums,
                    engine_->Evaluate(*data_.test, EvaluateAcrossWorkers()));
   last_metrics_ = objective_->Finish(sums);
+  if (log_ != nullptr) log_->Evaluated(step_, logged_.epoch, last_metrics_);
   Trace("evaluate", Timeline::kStepLane, t, absl::Now(),
         absl::StrCat("\"step\": ", step_));
   result_.eval_seconds += SecondsSince(t);

@@ -118,6 +118,7 @@ absl::Status TrainingLoop::Setup(const EngineFactory& make_engine) {
   ASSIGN_OR_RETURN(exchange_, engine_->CreateExchange());
   RETURN_IF_ERROR(ReadLimits());
   RETURN_IF_ERROR(Resume());
+  RETURN_IF_ERROR(OpenLog());
   cur_epoch_ = start_epoch_;
   cur_position_ = start_position_;
   cur_epoch_steps_ = start_epoch_steps_;
@@ -143,10 +144,13 @@ absl::Status TrainingLoop::ReadLimits() {
   steps_per_epoch_ = std::max<int64_t>(
       1, StepsOf(spec_.drop_last() ? n / b : (n + b - 1) / b));
   epochs_ = options_.epochs >= 0 ? options_.epochs : spec_.epochs();
-  max_steps_ = options_.max_steps >= 0 ? options_.max_steps : spec_.max_steps();
-  if (epochs_ <= 0 && max_steps_ <= 0) {
+  // The spec's max_steps 0 means no limit; an option of 0 means no step.
+  max_steps_ = options_.max_steps >= 0 ? options_.max_steps
+               : spec_.max_steps() > 0 ? spec_.max_steps()
+                                       : -1;
+  if (epochs_ <= 0 && max_steps_ < 0) {
     return absl::InvalidArgumentError(
-        "nothing to train: epochs and max_steps are both 0");
+        "nothing to train: epochs is 0 and there is no max_steps");
   }
   if (epochs_ <= 0) {
     epochs_ = (max_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
@@ -176,7 +180,7 @@ int64_t TrainingLoop::StepsOf(int64_t batches) const {
 
 int64_t TrainingLoop::TotalSteps() const {
   const int64_t by_epochs = epochs_ * steps_per_epoch_;
-  return max_steps_ > 0 ? std::min(max_steps_, by_epochs) : by_epochs;
+  return max_steps_ >= 0 ? std::min(max_steps_, by_epochs) : by_epochs;
 }
 
 void TrainingLoop::Trace(absl::string_view name, int lane, absl::Time start,
@@ -261,6 +265,8 @@ absl::StatusOr<double> TrainingLoop::Step(const StepPlan& plan,
                                           const ExchangeStep& ex,
                                           BatchSource& source, int64_t epoch,
                                           EpochResult& er, Progress& progress) {
+  const absl::Time begin = absl::Now();
+  logged_.lr = plan.lr;
   exchange_->BeginStep(ex);
   RETURN_IF_ERROR(engine_->ForwardBackward(plan, source, *exchange_));
   const StepTiming timing = engine_->timing();
@@ -275,27 +281,38 @@ absl::StatusOr<double> TrainingLoop::Step(const StepPlan& plan,
       RETURN_IF_ERROR(Pull(step_ + 1));
     }
   }
-  return AccountStep(epoch, engine_->Results(plan), er, progress);
+  const double loss = AccountStep(epoch, engine_->Results(plan), er, progress);
+  logged_.seconds = Seconds(begin);
+  return loss;
 }
 
 double TrainingLoop::AccountStep(int64_t epoch,
                                  absl::Span<const ReplicaResult> results,
                                  EpochResult& er, Progress& progress) {
   double loss = 0;
+  int64_t seen = 0;
   const int count = static_cast<int>(results.size());
   for (const ReplicaResult& r : results) {
     loss += r.loss / count;
+    seen += r.seen;
     epoch_correct_ += r.correct;
     epoch_seen_ += r.seen;
     result_.skipped_samples += r.skipped;
     result_.samples += r.seen;
     window_samples_ += r.seen;
   }
+  ++window_steps_;
   epoch_loss_sum_ += loss;
   ++epoch_loss_steps_;
   recent_losses_.push_back(loss);
   ++step_;
   ++er.steps;
+  logged_.step = step_;
+  logged_.epoch = epoch;
+  logged_.loss = loss;
+  // Every replica of a synchronous step takes as many samples (the
+  // sampler pads); with shared data this is an estimate.
+  logged_.samples = seen * TotalReplicas() / count;
   progress.Step(epoch, er.steps, steps_per_epoch_, step_, TotalSteps(),
                 result_.samples, loss);
   return loss;
@@ -375,7 +392,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
     engine_->SeedStep(step_);
     StepPlan plan = PlanStep(
         step_, engine_->replicas(),
-        er.steps + 1 < batches && (max_steps_ <= 0 || step_ + 1 < max_steps_));
+        er.steps + 1 < batches && (max_steps_ < 0 || step_ + 1 < max_steps_));
     plan.micro_batches = static_cast<int>(std::min(
         accumulation_, micro_batches - (er.steps - first) * accumulation_));
     ASSIGN_OR_RETURN(const double loss, Step(plan, ForExchange(plan, 0), source,
@@ -384,6 +401,12 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
     cur_position_ = std::min(data_.train->size(),
                              segment_start_ + (er.steps - first) * per_step);
     ++steps_this_run_;
+    // An evaluation across workers waits for the others: the coordinator
+    // hears of this step first (a replacement PS shard learns from it that
+    // every worker pushed the steps below: server/ps/shard_state.h).
+    if (EvaluationDue(er.steps >= batches)) {
+      RETURN_IF_ERROR(ReportStep(epoch, loss, /*now=*/true));
+    }
     RETURN_IF_ERROR(EvaluateIfDue(er.steps >= batches, progress));
     RETURN_IF_ERROR(MaybeCheckpoint(epoch, er.steps, batches));
     RETURN_IF_ERROR(ReportStep(epoch, loss));
@@ -430,7 +453,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
     // The run-wide number of the first chunk, and how many are real.
     const int64_t global = epoch * chunks + first;
     int64_t count = std::min<int64_t>(R, chunks - first);
-    if (max_steps_ > 0) count = std::min(count, max_steps_ * TR - global);
+    if (max_steps_ >= 0) count = std::min(count, max_steps_ * TR - global);
     if (count <= 0) break;
     const int64_t round = global / TR;
     next_round_ = (global + count - 1) / TR + 1;
@@ -451,14 +474,20 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainSharedEpoch(int64_t epoch,
 
 // Tells the worker process (and through it the coordinator) how training
 // goes; its answer may stop training.
-absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
-  ++window_steps_;
-  if (dist_ == nullptr || !dist_->on_step) return absl::OkStatus();
+absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss, bool now) {
+  // The early report before an evaluation is followed by the step's own.
+  if (log_ != nullptr && !now) {
+    logged_.grad_norm = grad_norm_;
+    log_->Step(logged_);
+  }
+  const bool to_coordinator = dist_ != nullptr && dist_->on_step;
+  if (!to_coordinator && !options_.on_progress) return absl::OkStatus();
   // Heartbeats go out every interval (>= 100 ms), so fresher progress is
   // never seen; small models take microseconds a step.
-  const absl::Time now = absl::Now();
-  if (now - last_report_ < absl::Milliseconds(100)) return absl::OkStatus();
-  last_report_ = now;
+  if (!now && absl::Now() - last_report_ < absl::Milliseconds(100)) {
+    return absl::OkStatus();
+  }
+  last_report_ = absl::Now();
   WorkerProgress p;
   const double dt = Seconds(window_start_);
   FillProgress(step_, epoch, loss, dt > 0 ? window_samples_ / dt : 0, result_,
@@ -466,10 +495,12 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
   p.set_lr(PlanStep(std::max<int64_t>(0, step_ - 1), 0, false).lr);
   if (grad_norm_ >= 0) p.set_grad_norm(grad_norm_);
   StepTimes* t = p.mutable_times();
-  t->set_data_s(times_.data_s() / window_steps_);
-  t->set_compute_s(times_.compute_s() / window_steps_);
-  t->set_comm_wait_s(times_.comm_wait_s() / window_steps_);
-  t->set_optimizer_s(times_.optimizer_s() / window_steps_);
+  // A report before an evaluation may have just started a fresh window.
+  const double steps = std::max<int64_t>(1, window_steps_);
+  t->set_data_s(times_.data_s() / steps);
+  t->set_compute_s(times_.compute_s() / steps);
+  t->set_comm_wait_s(times_.comm_wait_s() / steps);
+  t->set_optimizer_s(times_.optimizer_s() / steps);
   p.set_bytes_allreduced(bytes_reduced_);
   p.set_restored_step(restored_step_);
   if (control_ && control_->state().has_best) {
@@ -479,7 +510,7 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
   }
   if (window_comm_s_ > 0) {
     // nccl-tests' bus bandwidth: what each link carried in a ring.
-    const double w = dist_->world_size;
+    const double w = dist_ != nullptr ? dist_->world_size : 1;
     p.set_busbw_gbps(window_bytes_ / window_comm_s_ * 2 * (w - 1) / w / 1e9);
   }
   if (dt >= 1.0) {  // a fresh window every second
@@ -490,7 +521,8 @@ absl::Status TrainingLoop::ReportStep(int64_t epoch, double loss) {
     window_samples_ = 0;
     window_start_ = absl::Now();
   }
-  return dist_->on_step(p);
+  if (options_.on_progress) options_.on_progress(p);
+  return to_coordinator ? dist_->on_step(p) : absl::OkStatus();
 }
 
 absl::Status TrainingLoop::MaybeEvaluate(EpochResult& er, bool epoch_complete) {
@@ -575,8 +607,13 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
   RETURN_IF_ERROR(FinalCheckpoint());
   AddCarried();
   FinishResult(step_, recent_losses_, &result_);
-  if (step_ > 0) result_.final_lr = PlanStep(step_ - 1, 0, false).lr;
+  if (step_ > 0 && TotalSteps() > 0) {
+    result_.final_lr = PlanStep(step_ - 1, 0, false).lr;
+  }
+  result_.steps_this_run = steps_this_run_;
+  result_.restored_step = restored_ ? restored_step_ : -1;
   FillControlResult();
+  if (log_ != nullptr) log_->Close();
   if (options_.final_parameters != nullptr) {
     ASSIGN_OR_RETURN(*options_.final_parameters, engine_->Parameters());
   }

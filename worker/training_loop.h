@@ -2,7 +2,8 @@
 // steps, the distributed sampler or a shared epoch's chunks, the learning
 // rate schedule, the gradient exchange, the optimizer or the shards'
 // parameters, the non-finite gradient policy, evaluation cadence,
-// progress and reports to the coordinator, checkpoints and exact resume,
+// progress and reports to the coordinator, the chief's training logs
+// (worker/loop/training_log.h), checkpoints and exact resume,
 // the final checkpoint on a termination signal, the elastic state handed
 // from one generation to the next, and the timeline. What differs between
 // devices is a DeviceEngine (worker/engine/device_engine.h); what differs
@@ -34,6 +35,7 @@
 #include "worker/early_stopping.h"
 #include "worker/engine/device_engine.h"
 #include "worker/exchange/gradient_exchange.h"
+#include "worker/loop/training_log.h"
 #include "worker/objective.h"
 #include "worker/progress.h"
 #include "worker/trainer.h"
@@ -83,7 +85,8 @@ class TrainingLoop : public Trainer {
   void SlowDown(double compute_s);
   double AccountStep(int64_t epoch, absl::Span<const ReplicaResult> results,
                      EpochResult& er, Progress& progress);
-  absl::Status ReportStep(int64_t epoch, double loss);
+  // At most every 100 ms unless `now`.
+  absl::Status ReportStep(int64_t epoch, double loss, bool now = false);
   absl::Status MaybeEvaluate(EpochResult& er, bool epoch_complete);
 
   // --- training_control.cc: evaluations and what they decide ---
@@ -138,7 +141,15 @@ class TrainingLoop : public Trainer {
   // tells its candidate's step, and the rank with the newest one gives its
   // state to all (AgreeOnState).
   absl::Status Resume();
+  // Samples of one optimizer step over the job (batch x accumulation x
+  // replicas), recorded in checkpoints; NoteGlobalBatch says so when a
+  // resumed state was trained with another.
+  int64_t GlobalBatch() const;
+  void NoteGlobalBatch(int64_t written);
   absl::Status InitWeights();
+  // The chief's logs (log.dir), continued after the step training starts
+  // from; nothing elsewhere.
+  absl::Status OpenLog();
   absl::Status AgreeOnState(const std::optional<Checkpoint>& mine);
   absl::Status FinalCheckpoint();
   absl::Status MaybeCheckpoint(int64_t epoch, int64_t steps_in_epoch,
@@ -181,7 +192,7 @@ class TrainingLoop : public Trainer {
   // or with shared data by rounds claimed), or early stopping decided.
   bool StepLimitReached() const {
     return StoppedEarly() ||
-           (max_steps_ > 0 &&
+           (max_steps_ >= 0 &&
             (SharedData() ? next_round_ >= max_steps_ : step_ >= max_steps_));
   }
 
@@ -200,7 +211,7 @@ class TrainingLoop : public Trainer {
   int64_t steps_per_epoch_ = 1;
   int64_t accumulation_ = 1;  // batches per replica per optimizer step
   int64_t epochs_ = 0;
-  int64_t max_steps_ = 0;
+  int64_t max_steps_ = -1;  // -1: no limit; 0: no step at all
   // Checkpointing and where a resumed run starts.
   std::string checkpoint_dir_;
   absl::Time last_checkpoint_;
@@ -209,6 +220,7 @@ class TrainingLoop : public Trainer {
   int64_t start_position_ = 0;     // samples of start_epoch_'s order done
   int64_t start_epoch_steps_ = 0;  // and its steps done
   int64_t restored_step_ = 0;      // the step the state was restored from
+  bool restored_ = false;          // a checkpoint or peer's state, not fresh
   int64_t steps_this_run_ = 0;
   // Where training stands after the last completed step: epoch, sampler
   // position and steps of the epoch; and the position the current epoch's
@@ -237,6 +249,10 @@ class TrainingLoop : public Trainer {
   int64_t bytes_reduced_ = 0;
   // The last step's gradient norm before clipping (-1: not known).
   double grad_norm_ = -1;
+  // The chief's training logs (null elsewhere, or without log.dir), and
+  // what the newest step tells them, gathered as the step goes.
+  std::unique_ptr<TrainingLog> log_;
+  StepScalars logged_;
   absl::Time last_report_ = absl::InfinitePast();
   int64_t window_bytes_ = 0;  // all-reduced in the window, and the time
   double window_comm_s_ = 0;  // the collectives took

@@ -81,11 +81,16 @@ std::string GetControl(const float* in) {
   return s.Encode();
 }
 
+// A non-negative integer of `c`'s metadata; 0 when absent or malformed.
+int64_t MetadataInt(const Checkpoint& c, const std::string& key) {
+  int64_t v = 0;
+  auto it = c.metadata.find(key);
+  if (it != c.metadata.end()) (void)absl::SimpleAtoi(it->second, &v);
+  return std::max<int64_t>(0, v);
+}
+
 int64_t EpochSteps(const Checkpoint& c) {
-  int64_t epoch_steps = 0;
-  auto it = c.metadata.find("epoch_steps");
-  if (it != c.metadata.end()) (void)absl::SimpleAtoi(it->second, &epoch_steps);
-  return std::max<int64_t>(0, epoch_steps);
+  return MetadataInt(c, "epoch_steps");
 }
 
 // A checkpoint that cannot be written is the job's failure, never a peer's:
@@ -113,6 +118,7 @@ absl::StatusOr<Checkpoint> TrainingLoop::Capture(int64_t epoch,
   c.spec_hash = TrainingHash(spec_);
   c.metadata["job"] = spec_.name();
   c.metadata["epoch_steps"] = absl::StrCat(epoch_steps);
+  c.metadata["global_batch"] = absl::StrCat(GlobalBatch());
   // Self-describing: the spec that made it and what its tensors are, so
   // export and inference need nothing else. A metadata value is at most
   // 1 MiB; a larger spec (thousands of layers) is left out rather than
@@ -170,6 +176,7 @@ absl::Status TrainingLoop::Restore(const Checkpoint& c) {
   RETURN_IF_ERROR(engine_->RestoreState(flat));
   step_ = c.step;
   restored_step_ = c.step;
+  restored_ = true;
   start_epoch_ = c.epoch;
   start_position_ = c.epoch_offset;
   start_epoch_steps_ = epoch_steps;
@@ -239,6 +246,23 @@ absl::Status TrainingLoop::InitWeights() {
   return absl::OkStatus();
 }
 
+absl::Status TrainingLoop::OpenLog() {
+  if (spec_.log().dir().empty() || (dist_ != nullptr && dist_->rank != 0)) {
+    return absl::OkStatus();
+  }
+  TrainingLogOptions o;
+  o.dir = spec_.log().dir();
+  o.every_steps = spec_.log().every_steps();
+  o.start_step = step_;
+  ASSIGN_OR_RETURN(log_, TrainingLog::Open(o));
+  // The epoch of the step training starts from, for an evaluation before
+  // the next step: a state at an epoch's start ended the epoch before.
+  const bool epoch_start = start_epoch_steps_ == 0 && start_position_ == 0;
+  logged_.epoch =
+      epoch_start ? std::max<int64_t>(0, start_epoch_ - 1) : start_epoch_;
+  return absl::OkStatus();
+}
+
 absl::Status TrainingLoop::Resume() {
   ASSIGN_OR_RETURN(std::optional<Checkpoint> mine, ResumeCandidate());
   // A checkpoint to resume wins over starting weights.
@@ -248,15 +272,48 @@ absl::Status TrainingLoop::Resume() {
   }
   if (!mine) return absl::OkStatus();  // a fresh run
   RETURN_IF_ERROR(Restore(*mine));
-  if (!options_.quiet) {
-    std::fprintf(
-        stderr,
-        "cohort: resuming from step %lld (epoch %lld, sample %lld) "
-        "of %s\n",
-        static_cast<long long>(step_), static_cast<long long>(start_epoch_ + 1),
-        static_cast<long long>(start_position_), checkpoint_dir_.c_str());
-  }
+  // Not progress but what the run does, so --quiet keeps it.
+  std::fprintf(
+      stderr,
+      "cohort: resuming from step %lld (epoch %lld, sample %lld) "
+      "of %s\n",
+      static_cast<long long>(step_), static_cast<long long>(start_epoch_ + 1),
+      static_cast<long long>(start_position_), checkpoint_dir_.c_str());
+  NoteGlobalBatch(MetadataInt(*mine, "global_batch"));
   return absl::OkStatus();
+}
+
+int64_t TrainingLoop::GlobalBatch() const {
+  return spec_.batch_size() * accumulation_ * TotalReplicas();
+}
+
+// The learning rate suits the global batch it was tuned for; a checkpoint
+// from a world of another size resumes with another one, which the user
+// may not expect. Said once, by whoever logs for the job.
+void TrainingLoop::NoteGlobalBatch(int64_t written) {
+  const int64_t now = GlobalBatch();
+  if (written <= 0 || written == now) return;
+  if (dist_ != nullptr && dist_->rank != 0) return;
+  const std::string fix =
+      spec_.optimizer().scale_lr_with_world()
+          ? std::string(
+                "optimizer.scale_lr_with_world scales the learning "
+                "rate with it")
+          : absl::StrCat(
+                "by the linear scaling rule, multiply optimizer.lr "
+                "by ",
+                static_cast<double>(now) / written,
+                " (or set optimizer.scale_lr_with_world: true)");
+  std::fprintf(stderr,
+               "cohort: the global batch changes on resume: step %lld was "
+               "trained with %lld samples a step, this run takes %lld (%d "
+               "replicas x batch %d%s); %s\n",
+               static_cast<long long>(step_), static_cast<long long>(written),
+               static_cast<long long>(now), TotalReplicas(), spec_.batch_size(),
+               accumulation_ > 1
+                   ? absl::StrCat(" x ", accumulation_, " accumulated").c_str()
+                   : "",
+               fix.c_str());
 }
 
 // Every rank holds the same state after the same step in a synchronous
@@ -280,7 +337,7 @@ absl::Status TrainingLoop::AgreeOnState(const std::optional<Checkpoint>& mine) {
   }
   if (source < 0) return absl::OkStatus();  // nobody has trained yet
   Trace("agree on state", Timeline::kStepLane, start);
-  constexpr int kHeader = (4 + kControlInts) * kIntFloats;
+  constexpr int kHeader = (5 + kControlInts) * kIntFloats;
   const std::vector<std::pair<std::string, int64_t>> layout =
       engine_->StateLayout();
   std::vector<float> flat;
@@ -291,7 +348,8 @@ absl::Status TrainingLoop::AgreeOnState(const std::optional<Checkpoint>& mine) {
     PutInt(mine->epoch, &flat[kIntFloats]);
     PutInt(mine->epoch_offset, &flat[2 * kIntFloats]);
     PutInt(EpochSteps(*mine), &flat[3 * kIntFloats]);
-    PutControl(*mine, &flat[4 * kIntFloats]);
+    PutInt(MetadataInt(*mine, "global_batch"), &flat[4 * kIntFloats]);
+    PutControl(*mine, &flat[5 * kIntFloats]);
   } else {
     int64_t n = kHeader;
     for (const auto& entry : layout) n += entry.second;
@@ -303,21 +361,22 @@ absl::Status TrainingLoop::AgreeOnState(const std::optional<Checkpoint>& mine) {
   c.epoch = GetInt(&flat[kIntFloats]);
   c.epoch_offset = GetInt(&flat[2 * kIntFloats]);
   c.metadata["epoch_steps"] = absl::StrCat(GetInt(&flat[3 * kIntFloats]));
-  c.metadata["early_stopping"] = GetControl(&flat[4 * kIntFloats]);
+  const int64_t written_batch = GetInt(&flat[4 * kIntFloats]);
+  c.metadata["early_stopping"] = GetControl(&flat[5 * kIntFloats]);
   const float* from = flat.data() + kHeader;
   for (const auto& [name, size] : layout) {
     c.tensors.push_back({name, {size}, {from, from + size}});
     from += size;
   }
   RETURN_IF_ERROR(Restore(c));
-  if (!options_.quiet) {
-    std::fprintf(stderr,
-                 "cohort: starting from step %lld (epoch %lld, sample %lld), "
-                 "the newest state in the job, held by rank %d\n",
-                 static_cast<long long>(step_),
-                 static_cast<long long>(start_epoch_ + 1),
-                 static_cast<long long>(start_position_), source);
-  }
+  // Every rank says it (cohort local shows each worker's line), quiet or not.
+  std::fprintf(stderr,
+               "cohort: rank %d resuming from step %lld (epoch %lld, sample "
+               "%lld), the newest state in the job, held by rank %d\n",
+               dist_->rank, static_cast<long long>(step_),
+               static_cast<long long>(start_epoch_ + 1),
+               static_cast<long long>(start_position_), source);
+  NoteGlobalBatch(written_batch);
   return absl::OkStatus();
 }
 
@@ -389,7 +448,7 @@ void TrainingLoop::AddCarried() {
 // run always leaves its final state behind.
 absl::Status TrainingLoop::FinalCheckpoint() {
   if (!Checkpoints() || last_checkpoint_step_ == step_ ||
-      steps_this_run_ == 0) {
+      (steps_this_run_ == 0 && restored_)) {
     return absl::OkStatus();
   }
   CheckpointWriteOptions o;

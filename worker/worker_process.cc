@@ -237,6 +237,13 @@ DistributedContext JobContext(const JoinResponse& join,
   return dist;
 }
 
+// --checkpoint-dir, else the job's, else the fallback (for --export).
+std::string CheckpointDir(const WorkerOptions& o, const JobSpec& job) {
+  if (!o.checkpoint_dir.empty()) return o.checkpoint_dir;
+  if (!job.checkpoint().dir().empty()) return "";  // the loop reads the job's
+  return o.fallback_checkpoint_dir;
+}
+
 TrainOptions WorkerTrainOptions(const WorkerOptions& o,
                                 const JoinResponse& join,
                                 const DistributedContext* dist,
@@ -254,7 +261,45 @@ TrainOptions WorkerTrainOptions(const WorkerOptions& o,
       o.slowdown_rank < 0 || o.slowdown_rank == join.rank() ? o.slowdown : 1.0;
   t.min_step_seconds = o.min_step_seconds;
   t.distributed = dist;
+  t.epochs = o.epochs;
+  t.max_steps = o.max_steps;
+  t.init_from = o.init_from;
+  t.checkpoint_dir = CheckpointDir(o, join.job());
   return t;
+}
+
+// The training flags that decide how far and from where every worker
+// trains, as one line to compare (init_from by presence: the path may
+// differ from machine to machine).
+std::string TrainingFlagsText(const WorkerOptions& o) {
+  auto value = [](int64_t v) {
+    return v < 0 ? std::string("unset") : absl::StrCat(v);
+  };
+  return absl::StrCat("--epochs=", value(o.epochs),
+                      " --max-steps=", value(o.max_steps),
+                      " --init-from=", o.init_from.empty() ? "unset" : "given");
+}
+
+// Workers that train different numbers of steps leave one waiting in a
+// collective for a peer that has stopped, and different starting weights
+// drift apart: rank 0 publishes its training flags (per generation, like
+// every key) and every other rank compares its own.
+absl::Status AgreeOnTrainingFlags(const WorkerOptions& o,
+                                  CoordinatorClient& client,
+                                  const JoinResponse& join) {
+  if (join.world_size() <= 1) return absl::OkStatus();
+  const std::string key = absl::StrCat(join.kv_prefix(), "training_flags");
+  const std::string mine = TrainingFlagsText(o);
+  if (join.rank() == 0) return client.Set(key, mine);
+  RETURN_IF_ERROR(client.Wait(
+      {key}, absl::Milliseconds(join.job().cluster().collective_timeout_ms())));
+  ASSIGN_OR_RETURN(const std::optional<std::string> theirs, client.Get(key));
+  if (!theirs || *theirs == mine) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "this worker's training flags (", mine, ") differ from rank 0's (",
+      *theirs,
+      "): give every worker of the job the same --epochs, --max-steps and "
+      "--init-from"));
 }
 
 // GPU workers: NCCL over every GPU of the job for the gradients (Gloo
@@ -311,6 +356,11 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
                    StopSignalWatch* watch, ElasticState* elastic,
                    Timeline* timeline, TrainResult* result) {
   const ClusterSpec& cluster = join.job().cluster();
+  {
+    StopSignalWatch::Waiting waiting(watch,
+                                     "comparing its flags with rank 0's");
+    RETURN_IF_ERROR(AgreeOnTrainingFlags(o, client, join));
+  }
   KvGlooStore store(&client, join.kv_prefix(),
                     absl::Milliseconds(cluster.collective_timeout_ms()));
   GlooOptions gloo;
@@ -456,7 +506,17 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
     TrainResult result;
     absl::Status s = Train(o, client, join, request.worker_id(), heartbeat,
                            &interrupt, &watch, &elastic, timeline, &result);
-    if (s.ok()) return client.Finish(true, "", ToWorkerResult(result));
+    if (s.ok()) {
+      if (o.outcome != nullptr) {
+        o.outcome->rank = join.rank();
+        o.outcome->world_size = join.world_size();
+        o.outcome->result = result;
+        const std::string dir = CheckpointDir(o, join.job());
+        o.outcome->checkpoint_dir =
+            !dir.empty() ? dir : join.job().checkpoint().dir();
+      }
+      return client.Finish(true, "", ToWorkerResult(result));
+    }
     if (o.stop_signal != nullptr && o.stop_signal->load()) {
       // Told to stop (a pod being deleted): leave without reporting a
       // failure. Peers see this worker go; an elastic job goes on without

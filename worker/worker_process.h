@@ -11,10 +11,22 @@
 #include "absl/time/time.h"
 #include "common/security.h"
 #include "worker/comm/port_range.h"
+#include "worker/trainer.h"
 
 namespace cohort {
 
 class WorkerMetrics;
+
+// How a worker's training ended, for the outputs its caller writes (rank
+// 0's report and export).
+struct WorkerOutcome {
+  int rank = 0;
+  int world_size = 0;
+  TrainResult result;
+  // Where rank 0 wrote its checkpoints (the final one is of step
+  // result.steps); empty: none.
+  std::string checkpoint_dir;
+};
 
 struct WorkerOptions {
   std::string coordinator;  // HOST:PORT
@@ -53,6 +65,21 @@ struct WorkerOptions {
   // flight, rank 0 writes a final checkpoint, and the worker leaves without
   // failing the job (an elastic job regroups without it). Borrowed.
   const std::atomic<bool>* stop_signal = nullptr;
+  // Override the job's, as TrainOptions' fields of the same names do. Every
+  // worker of a job must be given the same epochs, max_steps and (whether
+  // there is an) init_from: a worker whose differ from rank 0's is refused
+  // when the generation forms, rather than wait in a collective for a peer
+  // that stopped.
+  int64_t epochs = -1;
+  int64_t max_steps = -1;
+  std::string init_from;
+  std::string checkpoint_dir;  // rank 0 writes checkpoints here
+  // The checkpoint directory when neither checkpoint_dir nor the job names
+  // one (so that rank 0 leaves a final checkpoint to export). Empty: none.
+  std::string fallback_checkpoint_dir;
+  // Receives how the last generation ended, when the worker finished its
+  // training. Borrowed; null: not wanted.
+  WorkerOutcome* outcome = nullptr;
 };
 
 // Runs until the job ends. OK when this worker finished its training; an

@@ -61,8 +61,12 @@ absl::Status HeartbeatLoop(CoordinatorClient& coordinator, ShardServer& server,
   const absl::Duration give_up = interval * misses + absl::Seconds(5);
   absl::Time last_ok = absl::Now();
   absl::Status last_error;
+  // On a fixed schedule, as a worker's: each beat waits up to an interval
+  // for the connection, so one is waiting whenever the coordinator is away.
+  absl::Time next = absl::Now();
   while (true) {
-    absl::SleepFor(interval);
+    next = std::max(next + interval, absl::Now());
+    absl::SleepFor(next - absl::Now());
     absl::StatusOr<ShardHeartbeatResponse> r =
         coordinator.ShardHeartbeat(server.TakeStats());
     if (!r.ok()) {
@@ -80,6 +84,9 @@ absl::Status HeartbeatLoop(CoordinatorClient& coordinator, ShardServer& server,
       continue;
     }
     last_ok = absl::Now();
+    // The workers' progress since the dead shard's last heartbeat, which
+    // its checkpoint may lack, reaches a replacement here.
+    server.RaiseSyncClocks(r->workers_clock());
     if (!r->stop()) continue;
     if (r->state() == FAILED) {
       return absl::AbortedError(absl::StrCat("the job failed: ", r->reason()));

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/keepalive.h"
 #include "client/ps_limits.h"
 #include "common/listen.h"
 #include "common/logging.h"
@@ -207,6 +208,7 @@ absl::Status ShardServer::Serve(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // As the coordinator: no silent port sharing with a second shard.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  AcceptKeepalivePings(builder);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
@@ -266,6 +268,10 @@ absl::StatusOr<std::string> ShardServer::Assign(
       state_.get(), dir, cs.keep() > 0 ? cs.keep() : 3, job, a.run_id(),
       a.shard_index());
   return line;
+}
+
+void ShardServer::RaiseSyncClocks(int64_t clock) {
+  state_->RaiseSyncClocks(clock);
 }
 
 ShardStats ShardServer::TakeStats() { return state_->TakeStats(); }

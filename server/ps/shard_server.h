@@ -68,6 +68,10 @@ class ShardServer {
   // directory and why; the shard must not serve then.
   absl::StatusOr<std::string> Assign(const RegisterShardResponse& assignment);
 
+  // A replacement in SYNC: every worker has pushed every step below `clock`
+  // (ShardHeartbeatResponse.workers_clock); ShardState::RaiseSyncClocks.
+  void RaiseSyncClocks(int64_t clock);
+
   // Statistics since start; rates over the window since the last call.
   ShardStats TakeStats();
   // The same without starting a new window (for /metrics).

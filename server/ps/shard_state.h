@@ -30,6 +30,13 @@
 //     step nobody pushes again (all of it lost) is skipped. So the steps
 //     in flight at the crash complete with the pushes retried or made
 //     after the restore, and the clock fast-forwards to the workers'.
+//     The coordinator also tells a clock below which every rank pushed
+//     every step (RaiseSyncClocks): at the restore, the dead shard's last
+//     reported min_clock, and with every heartbeat the most steps any
+//     worker reported. A worker that moved on to an evaluation, which
+//     waits for the others, pulls no more, but it reported its step
+//     first: the steps the dead shard applied after its last heartbeat are
+//     not waited for either.
 //   - SSP and ASYNC: chunks acknowledged after the checkpoint are lost and
 //     nobody pushes them again. Until some rank makes its second push
 //     since the restore (necessarily of chunks claimed after the crash,
@@ -233,10 +240,10 @@ class ShardState {
   // naming the field when `c` is inconsistent (sizes, ranges, shard index,
   // consistency model).
   absl::Status Restore(const Capture& c);
-  // SYNC, after Restore: every rank had pushed every step below `clock` to
-  // the dead shard (its last reported min_clock), so steps below it that
-  // the checkpoint lacks are skipped now, and late pushes of them are
-  // acknowledged as duplicates. Anything else: no effect.
+  // SYNC, after Restore: every rank had pushed every step below `clock`
+  // (the header comment), so steps below it that the checkpoint lacks are
+  // skipped now, and late pushes of them are acknowledged as duplicates.
+  // Anything else: no effect.
   void RaiseSyncClocks(int64_t clock);
 
   // Job settings with defaults filled.

@@ -350,9 +350,10 @@ TEST(GlooCommunicator, AbortFromAnotherThreadEndsABlockedCollective) {
         seconds[rank] = SecondsSince(start);
       });
       verdict.join();
+      // "At once" against the 30 s timeout, with room for a busy machine.
       for (int rank = 0; rank < 2; ++rank) {
         EXPECT_FALSE(results[rank].ok());
-        EXPECT_LT(seconds[rank], 2.0)
+        EXPECT_LT(seconds[rank], 10.0)
             << "rank " << rank << ": " << results[rank];
       }
       // Rank 2 is still healthy here; aborting it lets the group's

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "worker/data/byte_image_dataset.h"
 #include "worker/data/file_reader.h"
@@ -42,8 +43,8 @@ absl::StatusOr<std::string> FindCifarDir(const std::string& dir) {
   }
   return absl::NotFoundError(absl::StrCat(
       "no CIFAR-10 files found: looked for data_batch_1.bin..data_batch_",
-      kMaxTrainBatches, ".bin and ", kTestFile, " in ", candidates[0], " and ",
-      candidates[1], "."));
+      kMaxTrainBatches, ".bin and ", kTestFile, " in ",
+      QuoteName(candidates[0]), " and ", QuoteName(candidates[1]), "."));
 }
 
 // Appends the records of `path` to `pixels` and `labels`.
@@ -53,18 +54,20 @@ absl::Status AppendRecords(const std::string& path,
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadFileBytes(path));
   const int64_t size = static_cast<int64_t>(bytes.size());
   if (size == 0 || size % kRecordBytes != 0) {
-    return absl::DataLossError(absl::StrCat(
-        path, " is ", size, " bytes long, expected a non-zero multiple of ",
-        kRecordBytes, " (the CIFAR-10 record size)."));
+    return absl::DataLossError(
+        absl::StrCat(QuoteName(path), " is ", size,
+                     " bytes long, expected a non-zero multiple of ",
+                     kRecordBytes, " (the CIFAR-10 record size)."));
   }
   const int64_t records = size / kRecordBytes;
   pixels->reserve(pixels->size() + records * kImageBytes);
   for (int64_t r = 0; r < records; ++r) {
     const uint8_t* record = bytes.data() + r * kRecordBytes;
     if (record[0] >= kClasses) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": label ", static_cast<int>(record[0]), " of record ", r,
-          " is out of range, expected 0..", kClasses - 1, "."));
+      return absl::DataLossError(
+          absl::StrCat(QuoteName(path), ": label ", static_cast<int>(record[0]),
+                       " of record ", r, " is out of range, expected 0..",
+                       kClasses - 1, "."));
     }
     labels->push_back(record[0]);
     pixels->insert(pixels->end(), record + 1, record + kRecordBytes);
@@ -99,12 +102,13 @@ absl::StatusOr<DataSplits> LoadCifar10(const std::string& dir, bool normalize,
   if (train_paths.empty()) {
     return absl::NotFoundError(absl::StrCat(
         "no CIFAR-10 training files found: looked for data_batch_1.bin..",
-        "data_batch_", kMaxTrainBatches, ".bin in ", found, "."));
+        "data_batch_", kMaxTrainBatches, ".bin in ", QuoteName(found), "."));
   }
   const std::string test_path = found + "/" + kTestFile;
   if (!FileExists(test_path)) {
-    return absl::NotFoundError(absl::StrCat(
-        "CIFAR-10 test file not found: looked for ", test_path, "."));
+    return absl::NotFoundError(
+        absl::StrCat("CIFAR-10 test file not found: looked for ",
+                     QuoteName(test_path), "."));
   }
   ASSIGN_OR_RETURN(std::unique_ptr<ByteImageDataset> train,
                    LoadFiles(train_paths, normalize));

@@ -1,15 +1,18 @@
 #include "worker/data/csv_dataset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/files.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 
 namespace cohort {
@@ -58,22 +61,48 @@ std::vector<absl::string_view> Cells(absl::string_view line) {
   return cells;
 }
 
+// A cell or column name as a message shows it: escaped, cut if long.
+std::string CellText(absl::string_view cell) { return EscapeText(cell, 100); }
+
+// Every column name once: with two of one name, which is the target (or
+// which a reader by name would take) is a guess.
+absl::Status CheckUniqueNames(const std::vector<absl::string_view>& header,
+                              const std::string& path) {
+  absl::flat_hash_map<absl::string_view, size_t> seen;
+  for (size_t i = 0; i < header.size(); ++i) {
+    const auto [it, fresh] = seen.emplace(header[i], i);
+    if (!fresh) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(QuoteName(path), ":1: columns ", it->second + 1, " and ",
+                       i + 1, " are both named '", CellText(header[i]), "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The target's position among the header's cells.
 absl::StatusOr<size_t> TargetColumn(
     const std::vector<absl::string_view>& header, const std::string& path,
     const CsvSpec& spec) {
+  RETURN_IF_ERROR(CheckUniqueNames(header, path));
   size_t target = header.size();
   for (size_t i = 0; i < header.size(); ++i) {
     if (header[i] == spec.target()) target = i;
   }
   if (target == header.size()) {
+    const size_t shown = std::min<size_t>(header.size(), 20);
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ":1: no column named '", spec.target(),
-        "' (data.csv.target); the header has ", absl::StrJoin(header, ", ")));
+        QuoteName(path), ":1: no column named '", CellText(spec.target()),
+        "' (data.csv.target); the header has ",
+        absl::StrJoin(header.begin(), header.begin() + shown, ", ",
+                      [](std::string* out, absl::string_view name) {
+                        out->append(CellText(name));
+                      }),
+        header.size() > shown ? ", ..." : ""));
   }
   if (static_cast<int>(header.size()) - 1 != spec.features()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ":1: ", header.size() - 1,
+        QuoteName(path), ":1: ", header.size() - 1,
         " feature columns besides the target, where data.csv.features says ",
         spec.features()));
   }
@@ -83,9 +112,9 @@ absl::StatusOr<size_t> TargetColumn(
 absl::Status BadCell(const std::string& path, int64_t line, size_t column,
                      absl::string_view name, absl::string_view cell,
                      absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ":", line, ": column ",
-                                                 column + 1, " ('", name,
-                                                 "'): '", cell, "' ", why));
+  return absl::InvalidArgumentError(
+      absl::StrCat(QuoteName(path), ":", line, ": column ", column + 1, " ('",
+                   CellText(name), "'): '", CellText(cell), "' ", why));
 }
 
 absl::Status AddRow(const std::vector<absl::string_view>& header, size_t target,
@@ -95,7 +124,7 @@ absl::Status AddRow(const std::vector<absl::string_view>& header, size_t target,
   const std::vector<absl::string_view> cells = Cells(line);
   if (cells.size() != header.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ":", number, ": ", cells.size(),
+        absl::StrCat(QuoteName(path), ":", number, ": ", cells.size(),
                      " cells where the header has ", header.size()));
   }
   for (size_t i = 0; i < cells.size(); ++i) {
@@ -197,8 +226,8 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
     RETURN_IF_ERROR(AddRow(header, target, line, number, path, spec, &table));
   }
   if (header.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is empty: a CSV file needs a header line"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        QuoteName(path), " is empty: a CSV file needs a header line"));
   }
   return table;
 }

@@ -30,10 +30,11 @@ struct CsvTable {
 };
 
 // Parses `text` (the contents of `path`) against `spec`: the header must
-// have the target column and spec.features others; every cell a finite
-// number, every class an integer in [0, spec.classes) (any finite number
-// with spec.regression). InvalidArgument
-// naming the file, line and column of the first bad cell.
+// name each column once and have the target column and spec.features
+// others; every cell a finite number, every class an integer in [0,
+// spec.classes) (any finite number with spec.regression). InvalidArgument
+// naming the file, line and column of the first bad cell, in one line
+// (cells and names escaped).
 absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
                                   const std::string& path, const CsvSpec& spec);
 

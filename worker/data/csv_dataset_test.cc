@@ -52,6 +52,32 @@ TEST(Csv, NamesTheFileLineAndColumnOfABadCell) {
   EXPECT_EQ(ErrorOf("\n\n"), "t.csv is empty: a CSV file needs a header line");
 }
 
+// Two columns of one name: which is the target (or which a reader by name
+// takes) would be a guess.
+TEST(Csv, DuplicateColumnNamesAreRefusedByName) {
+  EXPECT_EQ(ErrorOf("a,b,a,label\n1,2,3,0\n", Spec(3)),
+            "t.csv:1: columns 1 and 3 are both named 'a'");
+  EXPECT_EQ(ErrorOf("label,a,label\n1,2,0\n"),
+            "t.csv:1: columns 1 and 3 are both named 'label'");
+}
+
+// A cell's bytes are escaped: a NUL no longer cuts the message before its
+// reason, a line break no longer splits it.
+TEST(Csv, CellsAndNamesAreEscapedInOneLine) {
+  const std::string nul = ErrorOf(std::string("a,b,label\n1,2\0x,0\n", 18));
+  EXPECT_EQ(nul, "t.csv:2: column 2 ('b'): '2\\x00x' is not a finite number");
+  EXPECT_EQ(nul.find('\0'), std::string::npos);
+  EXPECT_EQ(ErrorOf("a,b\x1b[2J,label\n1,x,0\n"),
+            "t.csv:2: column 2 ('b\\x1b[2J'): 'x' is not a finite number");
+  EXPECT_EQ(ErrorOf("a,'b',y\n1,2,0\n"),
+            "t.csv:1: no column named 'label' (data.csv.target); the header "
+            "has a, \\'b\\', y");
+  absl::StatusOr<CsvTable> t =
+      ParseCsv("a,b,label\n1,x,0\n", "dir\n/t.csv", Spec());
+  EXPECT_EQ(t.status().message(),
+            "\"dir\\n/t.csv\":2: column 2 ('b'): 'x' is not a finite number");
+}
+
 TEST(Csv, StandardizesWithTheTrainingSplitsStatistics) {
   const std::string dir = MakeTempDir();
   WriteFile(dir + "/train.csv",

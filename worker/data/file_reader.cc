@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 
 namespace cohort {
 namespace {
@@ -73,7 +74,7 @@ absl::Status CheckDirReadable(const std::string& dir) {
   }
   if (access(dir.c_str(), R_OK | X_OK) == 0) return absl::OkStatus();
   return absl::PermissionDeniedError(
-      absl::StrCat("cannot read the data directory ", dir, ": ",
+      absl::StrCat("cannot read the data directory ", QuoteName(dir), ": ",
                    std::strerror(errno), " (check its permissions)."));
 }
 
@@ -81,20 +82,20 @@ absl::StatusOr<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
   std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
   if (f == nullptr) {
     const int err = errno;
-    const std::string why =
-        absl::StrCat("cannot open ", path, ": ", std::strerror(err), ".");
+    const std::string why = absl::StrCat("cannot open ", QuoteName(path), ": ",
+                                         std::strerror(err), ".");
     return err == ENOENT ? absl::NotFoundError(why)
                          : absl::PermissionDeniedError(why);
   }
   struct stat st;
   if (fstat(fileno(f.get()), &st) != 0 || !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a regular file."));
+        absl::StrCat(QuoteName(path), " is not a regular file."));
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
   const size_t got = std::fread(bytes.data(), 1, bytes.size(), f.get());
   if (got != bytes.size()) {
-    return absl::DataLossError(absl::StrCat("error reading ", path,
+    return absl::DataLossError(absl::StrCat("error reading ", QuoteName(path),
                                             ": expected ", bytes.size(),
                                             " bytes, got ", got, "."));
   }
@@ -106,25 +107,30 @@ absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
                                             const ExpectedSize& expected_size) {
   if (!HasGzipMagic(gz.data(), gz.size())) {
     return absl::DataLossError(absl::StrCat(
-        path, " is not a gzip file (expected magic bytes 1f 8b)."));
+        QuoteName(path), " is not a gzip file (expected magic bytes 1f 8b)."));
   }
   Inflater inflater;
   if (!inflater.Init()) {
     return absl::ResourceExhaustedError("zlib could not initialise inflate.");
   }
   z_stream* s = inflater.strm();
-  std::vector<uint8_t> out(SizeHint(gz));
+  // With a header to read, start small: a file whose header already
+  // disagrees with its size is refused before a large buffer is filled.
+  std::vector<uint8_t> out(expected_size ? size_t{64} * 1024 : SizeHint(gz));
   size_t in_pos = 0, out_pos = 0;
   size_t limit = 0;  // the header's size plus one byte, once known
   while (true) {
     if (limit == 0 && expected_size) {
       const size_t want = expected_size(out.data(), out_pos);
-      if (want > 0) limit = want + 1;
+      if (want > 0) {
+        limit = want + 1;
+        if (out.size() < limit) out.resize(std::min(limit, SizeHint(gz)));
+      }
     }
     if (limit > 0 && out_pos >= limit) {
       return absl::DataLossError(
-          absl::StrCat(path, " decompresses to more than the ", limit - 1,
-                       " bytes its header implies; stopped there."));
+          absl::StrCat(QuoteName(path), " decompresses to more than the ",
+                       limit - 1, " bytes its header implies; stopped there."));
     }
     if (out_pos == out.size()) {
       out.resize(limit > 0 ? std::min(limit, out.size() * 2) : out.size() * 2);
@@ -143,7 +149,7 @@ absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
       if (in_pos == gz.size()) break;
       if (!HasGzipMagic(gz.data() + in_pos, gz.size() - in_pos)) {
         return absl::DataLossError(
-            absl::StrCat(path, " has ", gz.size() - in_pos,
+            absl::StrCat(QuoteName(path), " has ", gz.size() - in_pos,
                          " bytes of trailing garbage after its gzip data."));
       }
       inflateReset(s);
@@ -151,18 +157,18 @@ absl::StatusOr<std::vector<uint8_t>> Gunzip(const std::vector<uint8_t>& gz,
     }
     if (ret == Z_DATA_ERROR || ret == Z_NEED_DICT || ret == Z_STREAM_ERROR) {
       return absl::DataLossError(
-          absl::StrCat(path, " has corrupt gzip data (zlib: ",
+          absl::StrCat(QuoteName(path), " has corrupt gzip data (zlib: ",
                        s->msg != nullptr ? s->msg : "invalid data", ")."));
     }
     if (ret == Z_MEM_ERROR) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("out of memory decompressing ", path, "."));
+          absl::StrCat("out of memory decompressing ", QuoteName(path), "."));
     }
     // Z_OK or Z_BUF_ERROR: no more input before the end of the stream.
     if (in_pos == gz.size() && s->avail_out > 0) {
       return absl::DataLossError(absl::StrCat(
-          path, " is a truncated gzip file (the stream ends after ", out_pos,
-          " decompressed bytes without its end marker)."));
+          QuoteName(path), " is a truncated gzip file (the stream ends after ",
+          out_pos, " decompressed bytes without its end marker)."));
     }
   }
   out.resize(out_pos);

@@ -19,7 +19,7 @@
 namespace cohort {
 namespace image_internal {
 
-// DataLoss "NAME: WHAT".
+// DataLoss "NAME: WHAT", the name quoted if it must be (common/quote.h).
 absl::Status Bad(const std::string& name, absl::string_view what);
 
 // OK when a stored width x height is within the bounds (and the request's

@@ -4,13 +4,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "worker/data/image_codecs.h"
 
 namespace cohort {
 namespace image_internal {
 
 absl::Status Bad(const std::string& name, absl::string_view what) {
-  return absl::DataLossError(absl::StrCat(name, ": ", what));
+  return absl::DataLossError(absl::StrCat(QuoteName(name), ": ", what));
 }
 
 absl::Status CheckImageSize(int64_t width, int64_t height,

@@ -65,11 +65,13 @@ struct DecodedImage {
 };
 
 // Decodes `bytes` (the contents of `name`, used in messages). Every file
-// that cannot be decoded is DataLoss with a message starting "NAME: ": a
-// corrupt or truncated file, a file of another format (named: GIF, BMP,
-// WebP, TIFF, HEIF/AVIF), a JPEG or PNG this decoder does not support
-// (12-bit JPEG), an image larger than the bounds. InvalidArgument only for
-// a request with channels other than 1 or 3.
+// that cannot be decoded is DataLoss with a one-line message starting
+// "NAME: " (the name quoted and escaped if it holds a line break or other
+// control byte): a corrupt or truncated file, a file of another format
+// (named: GIF, BMP, WebP, TIFF, HEIF/AVIF), a JPEG or PNG this decoder does
+// not support (12-bit JPEG; a progressive JPEG of more than 100 scans,
+// which would take seconds), an image larger than the bounds.
+// InvalidArgument only for a request with channels other than 1 or 3.
 //
 // A JPEG decoded over a region only is checked only there: a truncated
 // file is caught up front (no end-of-image marker near its end), but

@@ -1,9 +1,18 @@
 #include "worker/data/image_decode.h"
 
+// jpeglib.h uses FILE and size_t without including their headers.
+// clang-format off
+#include <cstddef>
+#include <cstdio>
+#include <jpeglib.h>
+// clang-format on
+
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/image_files.h"
@@ -45,6 +54,46 @@ std::string ErrorOf(const std::string& bytes, const std::string& name) {
 const Pixels& Image() {
   static const Pixels* p = new Pixels(SyntheticImage(3, 5, 61, 47));
   return *p;
+}
+
+// A grey progressive JPEG with a scan script of 1 + 2 x `bands` scans: the
+// DC coefficients, then each band of AC coefficients in two scans (the high
+// bits, then the last bit), the last band reaching coefficient 63. Every
+// scan is valid; there are just many of them.
+std::string ManyScanJpeg(int width, int height, int bands) {
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&c, &buffer, &size);
+  c.image_width = width;
+  c.image_height = height;
+  c.input_components = 1;
+  c.in_color_space = JCS_GRAYSCALE;
+  jpeg_set_defaults(&c);
+  std::vector<jpeg_scan_info> scans = {{1, {0}, 0, 0, 0, 0}};
+  for (int k = 1; k <= bands; ++k) {
+    const int last = k == bands ? 63 : k;
+    scans.push_back({1, {0}, k, last, 0, 1});
+    scans.push_back({1, {0}, k, last, 1, 0});
+  }
+  c.scan_info = scans.data();
+  c.num_scans = static_cast<int>(scans.size());
+  jpeg_start_compress(&c, TRUE);
+  std::vector<uint8_t> row(width);
+  while (c.next_scanline < c.image_height) {
+    for (int x = 0; x < width; ++x)
+      row[x] = (x * 7 + c.next_scanline * 3) & 255;
+    JSAMPROW p = row.data();
+    jpeg_write_scanlines(&c, &p, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  std::string out(reinterpret_cast<char*>(buffer), size);
+  std::free(buffer);
+  return out;
 }
 
 TEST(DecodeImage, JpegRgbProgressiveAndGray) {
@@ -133,6 +182,33 @@ TEST(DecodeImage, TruncatedAndCorruptFilesAreDataLoss) {
   std::string bad_crc = png;
   bad_crc[png.find("IDAT") + 10] ^= 0x55;
   EXPECT_THAT(ErrorOf(bad_crc, "c.png"), HasSubstr("c.png: corrupt"));
+}
+
+// Each scan of a progressive JPEG is a pass over the whole image, so a
+// file of hundreds of valid scans decoded for seconds, every epoch: more
+// than 100 are refused, naming the file, at the 101st.
+TEST(DecodeImage, ProgressiveScansAreBounded) {
+  EXPECT_EQ(ErrorOf(ManyScanJpeg(64, 48, 49), "ok.jpg"), "OK");  // 99 scans
+  const std::string many = ManyScanJpeg(64, 48, 50);             // 101
+  EXPECT_EQ(ErrorOf(many, "many.jpg"),
+            "many.jpg: a progressive JPEG of more than 100 scans (each is a "
+            "pass over the whole image); re-encode it with fewer");
+  DecodeRequest corner;
+  corner.plan = [](int, int) { return ImageRegion{0, 0, 8, 8, 8}; };
+  EXPECT_FALSE(DecodeImage(many, "many.jpg", corner).ok());
+  EXPECT_EQ(ErrorOf(ManyScanJpeg(64, 48, 63), "x.jpg"),  // 127
+            ErrorOf(many, "x.jpg"));
+}
+
+// A file name is one piece of the message whatever its bytes: a line break
+// in it cannot start a line of its own.
+TEST(DecodeImage, NamesWithLineBreaksAreQuotedAndEscaped) {
+  const std::string m =
+      ErrorOf("hello", "cats\ncohort train: finished/x\x01.jpg");
+  EXPECT_EQ(m,
+            "\"cats\\ncohort train: finished/x\\x01.jpg\": not a JPEG or PNG "
+            "file");
+  EXPECT_FALSE(absl::StrContains(m, "\n"));
 }
 
 // A small file cannot claim a huge image.

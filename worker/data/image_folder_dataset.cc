@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "worker/data/file_reader.h"
@@ -52,7 +53,7 @@ absl::StatusOr<std::vector<std::string>> List(const std::string& dir,
   }
   if (ec) {
     return absl::PermissionDeniedError(
-        absl::StrCat("cannot list ", dir, ": ", ec.message()));
+        absl::StrCat("cannot list ", QuoteName(dir), ": ", ec.message()));
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -69,22 +70,23 @@ absl::StatusOr<std::vector<ImageFile>> IndexSplit(
     const std::string& split, const std::vector<std::string>& classes) {
   ASSIGN_OR_RETURN(const std::vector<std::string> folders, List(split, true));
   if (folders.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        split, " holds no class folders (want ", split, "/CLASS/*.jpg)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(QuoteName(split), " holds no class folders (want ",
+                     QuoteName(split + "/CLASS/*.jpg"), ")"));
   }
   std::vector<ImageFile> files;
   for (const std::string& folder : folders) {
     auto it = std::lower_bound(classes.begin(), classes.end(), folder);
     if (it == classes.end() || *it != folder) {
       return absl::InvalidArgumentError(
-          absl::StrCat(split, "/", folder,
+          absl::StrCat(QuoteName(absl::StrCat(split, "/", folder)),
                        ": a class folder the training folder does not have"));
     }
     const std::string path = absl::StrCat(split, "/", folder);
     ASSIGN_OR_RETURN(const std::vector<std::string> names, List(path, false));
     if (names.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path,
+          absl::StrCat(QuoteName(path),
                        ": an empty class folder (no .jpg, .jpeg or "
                        ".png file)"));
     }
@@ -114,17 +116,20 @@ void HoldOut(float fraction, std::vector<ImageFile>* train,
 absl::StatusOr<std::vector<std::string>> TrainClasses(
     const std::string& train, const ImageFolderSpec& f) {
   if (!IsDir(train)) {
-    return absl::NotFoundError(
-        absl::StrCat(train, ": no such folder (data.image_folder.train; want ",
-                     train, "/CLASS/*.jpg)"));
+    return absl::NotFoundError(absl::StrCat(
+        QuoteName(train), ": no such folder (data.image_folder.train; want ",
+        QuoteName(train + "/CLASS/*.jpg"), ")"));
   }
   ASSIGN_OR_RETURN(std::vector<std::string> classes, List(train, true));
   if (!classes.empty() && static_cast<int>(classes.size()) != f.classes()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        train, " has ", classes.size(), " class folders (",
+        QuoteName(train), " has ", classes.size(), " class folders (",
         absl::StrJoin(classes.begin(),
                       classes.begin() + std::min<size_t>(classes.size(), 5),
-                      ", "),
+                      ", ",
+                      [](std::string* out, const std::string& c) {
+                        out->append(QuoteName(c));
+                      }),
         classes.size() > 5 ? ", ..." : "",
         ") but data.image_folder.classes is ", f.classes()));
   }
@@ -138,16 +143,16 @@ absl::StatusOr<std::string> ReadImageFile(const std::string& path) {
   struct stat st;
   if (f == nullptr || fstat(fileno(f.get()), &st) != 0) {
     return absl::DataLossError(
-        absl::StrCat(path, ": cannot read: ", std::strerror(errno)));
+        absl::StrCat(QuoteName(path), ": cannot read: ", std::strerror(errno)));
   }
   if (st.st_size > kMaxImageFileBytes) {
     return absl::DataLossError(absl::StrCat(
-        path, ": ", st.st_size, " bytes, larger than an image file may be (",
-        kMaxImageFileBytes, ")"));
+        QuoteName(path), ": ", st.st_size,
+        " bytes, larger than an image file may be (", kMaxImageFileBytes, ")"));
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   if (std::fread(bytes.data(), 1, bytes.size(), f.get()) != bytes.size()) {
-    return absl::DataLossError(absl::StrCat(path, ": short read"));
+    return absl::DataLossError(absl::StrCat(QuoteName(path), ": short read"));
   }
   return bytes;
 }
@@ -173,14 +178,14 @@ absl::StatusOr<DataSplits> LoadImageFolder(const DatasetSpec& spec,
       return absl::InvalidArgumentError(
           absl::StrCat("data.image_folder.val_fraction ", f.val_fraction(),
                        " leaves ", train.size(), " training and ", val.size(),
-                       " validation images in ", train_dir));
+                       " validation images in ", QuoteName(train_dir)));
     }
   } else {
     return absl::NotFoundError(
-        absl::StrCat(val_dir,
+        absl::StrCat(QuoteName(val_dir),
                      ": no such folder; add one or set "
                      "data.image_folder.val_fraction to hold out part of ",
-                     train_dir));
+                     QuoteName(train_dir)));
   }
   if (spec.train_limit() > 0 &&
       spec.train_limit() < static_cast<int64_t>(train.size())) {

@@ -103,6 +103,36 @@ TEST(ImageFolder, LayoutErrorsNameTheFolder) {
               HasSubstr(empty + "/train holds no class folders"));
 }
 
+// A line break in a folder or file name stays inside the one line of the
+// message (quoted, escaped), so a name cannot forge a line of output.
+TEST(ImageFolder, NamesWithLineBreaksStayInOneLine) {
+  const std::string dir = Folder(2, 4, 1);
+  const std::string forged = "zebra\ncohort train: finished";
+  std::filesystem::create_directories(dir + "/val/" + forged);
+  const std::string m(ErrorOf(Spec(2), dir).message());
+  EXPECT_EQ(m, "\"" + dir +
+                   "/val/zebra\\ncohort train: finished\": a class folder "
+                   "the training folder does not have");
+  EXPECT_EQ(m.find('\n'), std::string::npos);
+  std::filesystem::remove_all(dir + "/val/" + forged);
+  const std::string bad = dir + "/train/class_01/x\ncohort train: done.jpg";
+  WriteBytes(bad, "GIF89a....");
+  absl::StatusOr<DataSplits> splits = LoadDataset(Spec(2), dir, 1);
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  const auto& files =
+      static_cast<const ImageFolderDataset&>(*splits->train).files();
+  int64_t index = 0;
+  while (files[index].path != bad) ++index;
+  std::vector<float> x(3 * 16 * 16);
+  SampleOut out;
+  out.features = x.data();
+  const absl::Status st = splits->train->Read(index, 1, out);
+  EXPECT_EQ(st.message(), "\"" + dir +
+                              "/train/class_01/x\\ncohort train: done.jpg\": "
+                              "not a JPEG or PNG file (a GIF image)");
+  EXPECT_EQ(st.message().find('\n'), absl::string_view::npos);
+}
+
 // A class folder this process may not list is PermissionDenied naming it,
 // not an empty class. Root lists anything, so as root the check runs in a
 // child that has become "nobody" (uid 65534), as file_reader_test does.

@@ -8,6 +8,10 @@
 // iMCU columns of the region asked for are decoded (jpeg_skip_scanlines,
 // jpeg_crop_scanline; decoding stops after its last row), at 1/2, 1/4 or
 // 1/8 size (DCT scaling) when the caller allows it.
+//
+// A progressive file's scans are bounded (kMaxJpegScans): each scan is a
+// pass over the whole image's coefficients, so a small file of hundreds of
+// valid scans would cost seconds to decode, every epoch.
 #include <setjmp.h>
 
 // jpeglib.h uses FILE and size_t without including their headers.
@@ -24,11 +28,21 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "worker/data/image_codecs.h"
 
 namespace cohort {
 namespace image_internal {
 namespace {
+
+// libjpeg writes 6 scans for a grey progressive file and 10 for a color
+// one (jpeg_simple_progression); encoders tuned for size write a few dozen
+// at most. libjpeg-turbo's tools suggest a limit of this order (djpeg
+// -maxscans).
+constexpr int kMaxJpegScans = 100;
+
+// Marks a JpegError::code that is no libjpeg message code.
+constexpr int kTooManyScans = -1;
 
 // libjpeg's error manager with a way back: error_exit (and every warning
 // that means corrupt data) longjmps to `jump` with the message kept.
@@ -38,6 +52,17 @@ struct JpegError {
   int code;
   char message[JMSG_LENGTH_MAX];
 };
+
+// Called by libjpeg as it reads each scan (and row of it): past
+// kMaxJpegScans it stops the decode the way an error does.
+void OnJpegProgress(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) return;
+  const int scan = reinterpret_cast<j_decompress_ptr>(cinfo)->input_scan_number;
+  if (scan <= kMaxJpegScans) return;
+  JpegError* e = reinterpret_cast<JpegError*>(cinfo->err);
+  e->code = kTooManyScans;
+  longjmp(e->jump, 1);
+}
 
 void OnJpegError(j_common_ptr cinfo) {
   JpegError* e = reinterpret_cast<JpegError*>(cinfo->err);
@@ -67,6 +92,7 @@ void OnJpegMessage(j_common_ptr cinfo, int level) {
 struct JpegRun {
   jpeg_decompress_struct cinfo;
   JpegError err;
+  jpeg_progress_mgr progress;
   bool created;
   // Set by the caller before StartJpeg.
   int shrink;
@@ -97,6 +123,8 @@ bool ReadJpegHeader(JpegRun* run, const uint8_t* data, size_t size) {
   // libjpeg's own buffers (a progressive file's coefficients) stay bounded
   // too: past this it fails instead of allocating.
   run->cinfo.mem->max_memory_to_use = 1L << 30;
+  run->progress.progress_monitor = OnJpegProgress;
+  run->cinfo.progress = &run->progress;
   jpeg_mem_src(&run->cinfo, data, size);
   jpeg_read_header(&run->cinfo, TRUE);
   return true;
@@ -191,12 +219,18 @@ bool HasEndMarker(absl::string_view b) {
 }
 
 absl::Status JpegFailure(const JpegRun& run, const std::string& name) {
+  if (run.err.code == kTooManyScans) {
+    return Bad(name,
+               absl::StrCat("a progressive JPEG of more than ", kMaxJpegScans,
+                            " scans (each is a pass over the whole "
+                            "image); re-encode it with fewer"));
+  }
   if (run.err.code == JERR_BAD_PRECISION) {
     return Bad(name, absl::StrCat("a ", run.cinfo.data_precision,
                                   "-bit JPEG; only 8-bit JPEGs are supported"));
   }
-  return Bad(name,
-             absl::StrCat("corrupt or unsupported JPEG: ", run.err.message));
+  return Bad(name, absl::StrCat("corrupt or unsupported JPEG: ",
+                                EscapeText(run.err.message)));
 }
 
 // The decoder's output colors for the file's: RGB or luma straight from

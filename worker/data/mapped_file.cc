@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 
 namespace cohort {
 
@@ -18,20 +19,23 @@ MappedFile::~MappedFile() {
 absl::Status MappedFile::Map(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
+    const int err = errno;
+    return absl::ErrnoToStatus(err,
+                               absl::StrCat("cannot open ", QuoteName(path)));
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a regular file"));
+        absl::StrCat(QuoteName(path), " is not a regular file"));
   }
   if (st.st_size > 0) {
     void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
       const int err = errno;
       close(fd);
-      return absl::ErrnoToStatus(err, absl::StrCat("cannot map ", path));
+      return absl::ErrnoToStatus(err,
+                                 absl::StrCat("cannot map ", QuoteName(path)));
     }
     map_ = map;
     bytes_ = st.st_size;

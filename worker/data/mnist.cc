@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "worker/data/byte_image_dataset.h"
 #include "worker/data/file_reader.h"
@@ -34,8 +35,9 @@ absl::StatusOr<std::string> FindIdxFile(const std::string& dir,
   RETURN_IF_ERROR(CheckDirReadable(dir));
   if (FileExists(gz)) return gz;
   if (FileExists(raw)) return raw;
-  return absl::NotFoundError(absl::StrCat(
-      "MNIST file ", name, " not found: looked for ", gz, " and ", raw, "."));
+  return absl::NotFoundError(
+      absl::StrCat("MNIST file ", name, " not found: looked for ",
+                   QuoteName(gz), " and ", QuoteName(raw), "."));
 }
 
 // Checks the magic number and that the file is exactly as long as its
@@ -45,25 +47,25 @@ absl::StatusOr<int64_t> CheckIdx(const std::string& path,
                                  uint32_t magic, int64_t header_bytes,
                                  int64_t record_bytes) {
   if (static_cast<int64_t>(bytes.size()) < header_bytes) {
-    return absl::DataLossError(
-        absl::StrCat(path, " is truncated: expected at least ", header_bytes,
-                     " bytes of IDX header, got ", bytes.size(), "."));
+    return absl::DataLossError(absl::StrCat(
+        QuoteName(path), " is truncated: expected at least ", header_bytes,
+        " bytes of IDX header, got ", bytes.size(), "."));
   }
   const uint32_t got_magic = BigEndian32(bytes.data());
   if (got_magic != magic) {
-    return absl::DataLossError(absl::StrCat(path, " has IDX magic number ",
-                                            Hex(got_magic), ", expected ",
-                                            Hex(magic), "."));
+    return absl::DataLossError(
+        absl::StrCat(QuoteName(path), " has IDX magic number ", Hex(got_magic),
+                     ", expected ", Hex(magic), "."));
   }
   const int64_t count = BigEndian32(bytes.data() + 4);
   if (count == 0) {
-    return absl::DataLossError(
-        absl::StrCat(path, " holds no records (its header says 0)."));
+    return absl::DataLossError(absl::StrCat(
+        QuoteName(path), " holds no records (its header says 0)."));
   }
   const int64_t expected = header_bytes + count * record_bytes;
   if (static_cast<int64_t>(bytes.size()) != expected) {
     return absl::DataLossError(absl::StrCat(
-        path,
+        QuoteName(path),
         static_cast<int64_t>(bytes.size()) < expected ? " is truncated"
                                                       : " is too long",
         ": expected ", expected, " bytes for ", count, " records, got ",
@@ -95,9 +97,9 @@ absl::StatusOr<std::vector<uint8_t>> ReadImages(const std::string& path) {
     const uint32_t cols = BigEndian32(bytes.data() + 12);
     if (BigEndian32(bytes.data()) == kImagesMagic &&
         (rows != kSide || cols != kSide)) {
-      return absl::DataLossError(absl::StrCat(path, " holds ", rows, "x", cols,
-                                              " images, expected ", kSide, "x",
-                                              kSide, "."));
+      return absl::DataLossError(absl::StrCat(QuoteName(path), " holds ", rows,
+                                              "x", cols, " images, expected ",
+                                              kSide, "x", kSide, "."));
     }
   }
   RETURN_IF_ERROR(
@@ -113,9 +115,10 @@ absl::StatusOr<std::vector<uint8_t>> ReadLabels(const std::string& path) {
   bytes.erase(bytes.begin(), bytes.begin() + 8);
   for (size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] >= kClasses) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": label ", static_cast<int>(bytes[i]), " of record ", i,
-          " is out of range, expected 0..", kClasses - 1, "."));
+      return absl::DataLossError(
+          absl::StrCat(QuoteName(path), ": label ", static_cast<int>(bytes[i]),
+                       " of record ", i, " is out of range, expected 0..",
+                       kClasses - 1, "."));
     }
   }
   return bytes;
@@ -131,9 +134,10 @@ absl::StatusOr<std::unique_ptr<ByteImageDataset>> LoadSplit(
   ASSIGN_OR_RETURN(std::vector<uint8_t> labels, ReadLabels(labels_path));
   const size_t images = pixels.size() / (kSide * kSide);
   if (images != labels.size()) {
-    return absl::DataLossError(absl::StrCat(
-        images_path, " holds ", images, " images but ", labels_path, " holds ",
-        labels.size(), " labels; they must match."));
+    return absl::DataLossError(
+        absl::StrCat(QuoteName(images_path), " holds ", images, " images but ",
+                     QuoteName(labels_path), " holds ", labels.size(),
+                     " labels; they must match."));
   }
   const float mean[] = {kMnistMean};
   const float stdev[] = {kMnistStd};

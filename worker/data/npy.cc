@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 #include "worker/data/mapped_file.h"
 #include "worker/data/zip_index.h"
@@ -22,29 +24,119 @@ namespace cohort {
 namespace {
 
 constexpr absl::string_view kMagic = "\x93NUMPY";
-// No real header is near this; a larger one is a corrupt length field.
+// NumPy writes a few hundred bytes of header for a plain dtype (its own
+// reader refuses more than 10,000 unless told otherwise); a header of
+// megabytes would only be parsed for nothing.
 constexpr int64_t kMaxHeaderBytes = 64 << 10;
 
 absl::Status Malformed(const std::string& path, absl::string_view why) {
   return absl::DataLossError(
-      absl::StrCat(path, ": not a valid .npy file: ", why));
+      absl::StrCat(QuoteName(path), ": not a valid .npy file: ", why));
 }
 
-// The text after `'key':` in the header dict, up to the end of the dict.
-absl::StatusOr<absl::string_view> ValueOf(absl::string_view dict,
-                                          absl::string_view key,
+// The three entries of the header dict, as the text of each value.
+struct HeaderDict {
+  absl::string_view descr, fortran_order, shape;
+};
+
+// The length of the Python literal at the start of `r` (a quoted string,
+// a tuple or list, True or False), or 0 when there is none or it does not
+// end.
+size_t LiteralLength(absl::string_view r) {
+  int depth = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    const char c = r[i];
+    if (c == '\'' || c == '"') {
+      i = r.find(c, i + 1);
+      if (i == absl::string_view::npos) return 0;
+      if (depth == 0) return i + 1;
+    } else if (c == '(' || c == '[') {
+      ++depth;
+    } else if (c == ')' || c == ']') {
+      if (--depth < 0) return 0;
+      if (depth == 0) return i + 1;
+    } else if (depth == 0 && (c == ',' || c == '}' || absl::ascii_isspace(c))) {
+      return i;
+    }
+  }
+  return depth == 0 ? r.size() : 0;
+}
+
+// A header key: a quoted name, as Python writes it.
+absl::StatusOr<absl::string_view> DictKey(absl::string_view* rest,
                                           const std::string& path) {
-  const std::string quoted = absl::StrCat("'", key, "'");
-  size_t at = dict.find(quoted);
-  if (at == absl::string_view::npos) {
-    return Malformed(path, absl::StrCat("its header has no ", quoted));
+  const absl::string_view r = *rest;
+  const size_t end = r.empty() || (r[0] != '\'' && r[0] != '"')
+                         ? absl::string_view::npos
+                         : r.find(r[0], 1);
+  if (end == absl::string_view::npos) {
+    return Malformed(path, "its header dict has a key that is not a string");
   }
-  absl::string_view rest = dict.substr(at + quoted.size());
-  rest = absl::StripLeadingAsciiWhitespace(rest);
-  if (rest.empty() || rest[0] != ':') {
-    return Malformed(path, absl::StrCat("no ':' after ", quoted));
+  rest->remove_prefix(end + 1);
+  return r.substr(1, end - 1);
+}
+
+// Where a key's value goes; nullptr for a key NumPy does not write (it
+// refuses such headers too).
+absl::string_view* Slot(HeaderDict* d, absl::string_view key) {
+  if (key == "descr") return &d->descr;
+  if (key == "fortran_order") return &d->fortran_order;
+  if (key == "shape") return &d->shape;
+  return nullptr;
+}
+
+// The header dict, "{'descr': '<f4', 'fortran_order': False, 'shape':
+// (3,), }", read entry by entry: every key once (NumPy's reader keeps the
+// last of two, which would make the two readers see different arrays).
+absl::StatusOr<HeaderDict> ParseDict(absl::string_view text,
+                                     const std::string& path) {
+  absl::string_view rest = absl::StripLeadingAsciiWhitespace(text);
+  if (rest.empty() || rest[0] != '{') {
+    return Malformed(path, "its header is not a dict");
   }
-  return absl::StripLeadingAsciiWhitespace(rest.substr(1));
+  rest = absl::StripLeadingAsciiWhitespace(rest.substr(1));
+  HeaderDict d;
+  while (!rest.empty() && rest[0] != '}') {
+    ASSIGN_OR_RETURN(const absl::string_view key, DictKey(&rest, path));
+    absl::string_view* slot = Slot(&d, key);
+    if (slot == nullptr) {
+      return Malformed(path, absl::StrCat("its header has an unknown key '",
+                                          EscapeText(key, 100), "'"));
+    }
+    if (!slot->empty()) {
+      return Malformed(
+          path, absl::StrCat("its header has the key '", key, "' twice"));
+    }
+    rest = absl::StripLeadingAsciiWhitespace(rest);
+    if (rest.empty() || rest[0] != ':') {
+      return Malformed(path, absl::StrCat("no ':' after '", key, "'"));
+    }
+    rest = absl::StripLeadingAsciiWhitespace(rest.substr(1));
+    const size_t length = LiteralLength(rest);
+    if (length == 0) {
+      return Malformed(path, absl::StrCat("the value of '", key,
+                                          "' in its header is missing or not "
+                                          "terminated"));
+    }
+    *slot = rest.substr(0, length);
+    rest.remove_prefix(length);
+    rest = absl::StripLeadingAsciiWhitespace(rest);
+    if (!rest.empty() && rest[0] == ',') {
+      rest = absl::StripLeadingAsciiWhitespace(rest.substr(1));
+    } else if (rest.empty() || rest[0] != '}') {
+      return Malformed(path, absl::StrCat("no ',' after the value of '", key,
+                                          "' in its header"));
+    }
+  }
+  if (rest.empty() || !absl::StripAsciiWhitespace(rest.substr(1)).empty()) {
+    return Malformed(path, "its header dict is not closed by '}'");
+  }
+  for (const char* key : {"descr", "fortran_order", "shape"}) {
+    if (Slot(&d, key)->empty()) {
+      return Malformed(path, absl::StrCat("its header has no '", key, "'"));
+    }
+  }
+  return d;
 }
 
 absl::StatusOr<NpyType> ParseDescr(absl::string_view value,
@@ -58,8 +150,9 @@ absl::StatusOr<NpyType> ParseDescr(absl::string_view value,
   }
   const absl::string_view descr = value.substr(1, end - 1);
   if (descr.size() < 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": dtype '", descr, "' is not supported (structured or odd)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(QuoteName(path), ": dtype '", EscapeText(descr, 100),
+                     "' is not supported (structured or odd)"));
   }
   const char order = descr[0];
   const absl::string_view code = descr.substr(1);
@@ -77,7 +170,7 @@ absl::StatusOr<NpyType> ParseDescr(absl::string_view value,
     const bool single_byte = k.type == NpyType::kUint8;
     if (order == '>' && !single_byte) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": dtype '", descr,
+          absl::StrCat(QuoteName(path), ": dtype '", descr,
                        "' is big-endian; save it little-endian "
                        "(array.astype('<",
                        code, "'))"));
@@ -87,7 +180,7 @@ absl::StatusOr<NpyType> ParseDescr(absl::string_view value,
     }
   }
   return absl::InvalidArgumentError(
-      absl::StrCat(path, ": dtype '", descr,
+      absl::StrCat(QuoteName(path), ": dtype '", EscapeText(descr, 100),
                    "' is not supported (float32, float16, uint8, uint16, "
                    "uint32, int32 or int64)"));
 }
@@ -106,9 +199,10 @@ absl::StatusOr<std::vector<int64_t>> ParseShape(absl::string_view value,
        absl::StrSplit(value.substr(1, end - 1), ',', absl::SkipWhitespace())) {
     int64_t d = 0;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &d) || d < 0) {
-      return Malformed(path,
-                       absl::StrCat("'shape' has a bad dimension '",
-                                    absl::StripAsciiWhitespace(part), "'"));
+      return Malformed(
+          path,
+          absl::StrCat("'shape' has a bad dimension '",
+                       EscapeText(absl::StripAsciiWhitespace(part), 100), "'"));
     }
     shape.push_back(d);
   }
@@ -134,12 +228,15 @@ absl::Status ParsePreamble(absl::string_view bytes, const std::string& path,
     *dict_bytes = byte(8) | byte(9) << 8 | byte(10) << 16 | byte(11) << 24;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": .npy format version ", major,
+        absl::StrCat(QuoteName(path), ": .npy format version ", major,
                      " is not supported (1, 2 or 3)"));
   }
   if (*dict_bytes > kMaxHeaderBytes) {
-    return Malformed(path, absl::StrCat("a header of ", *dict_bytes,
-                                        " bytes (corrupt length field)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        QuoteName(path), ": its header is ", *dict_bytes,
+        " bytes, larger than the ", kMaxHeaderBytes,
+        " this reader accepts (NumPy writes a few hundred for the dtypes "
+        "cohort reads)"));
   }
   if (*dict_start + *dict_bytes > static_cast<int64_t>(bytes.size())) {
     return Malformed(path, "its header is truncated");
@@ -191,22 +288,19 @@ absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes,
   int64_t dict_start = 0, dict_bytes = 0;
   RETURN_IF_ERROR(ParsePreamble(bytes, path, &dict_start, &dict_bytes));
   const absl::string_view dict = bytes.substr(dict_start, dict_bytes);
+  ASSIGN_OR_RETURN(const HeaderDict entries, ParseDict(dict, path));
   NpyHeader h;
-  ASSIGN_OR_RETURN(absl::string_view descr, ValueOf(dict, "descr", path));
-  ASSIGN_OR_RETURN(h.type, ParseDescr(descr, path));
-  ASSIGN_OR_RETURN(absl::string_view order,
-                   ValueOf(dict, "fortran_order", path));
-  if (absl::StartsWith(order, "True")) {
+  ASSIGN_OR_RETURN(h.type, ParseDescr(entries.descr, path));
+  if (entries.fortran_order == "True") {
     return absl::InvalidArgumentError(
-        absl::StrCat(path,
+        absl::StrCat(QuoteName(path),
                      ": the array is in Fortran order; save it in C order "
                      "(numpy.ascontiguousarray)"));
   }
-  if (!absl::StartsWith(order, "False")) {
+  if (entries.fortran_order != "False") {
     return Malformed(path, "'fortran_order' is neither True nor False");
   }
-  ASSIGN_OR_RETURN(absl::string_view shape, ValueOf(dict, "shape", path));
-  ASSIGN_OR_RETURN(h.shape, ParseShape(shape, path));
+  ASSIGN_OR_RETURN(h.shape, ParseShape(entries.shape, path));
   h.data_offset = dict_start + dict_bytes;
   int64_t n = NpyItemBytes(h.type);
   for (int64_t d : h.shape) {
@@ -231,10 +325,11 @@ absl::StatusOr<NpyHeader> WholeArrayHeader(absl::string_view bytes,
   const int64_t want = header.data_offset + header.data_bytes;
   const int64_t size = static_cast<int64_t>(bytes.size());
   if (size != want) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": ", size, " bytes where its header (", NpyTypeName(header.type),
-        ", shape (", absl::StrJoin(header.shape, ", "), ")) implies ", want,
-        size < want ? " (truncated)" : " (trailing bytes)"));
+    return absl::DataLossError(
+        absl::StrCat(QuoteName(path), ": ", size, " bytes where its header (",
+                     NpyTypeName(header.type), ", shape (",
+                     absl::StrJoin(header.shape, ", "), ")) implies ", want,
+                     size < want ? " (truncated)" : " (trailing bytes)"));
   }
   return header;
 }
@@ -266,12 +361,12 @@ absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::OpenInArchive(
     if (m.name != name) continue;
     const std::string where = absl::StrCat(path, ":", name);
     if (m.encrypted) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, " is encrypted; cohort reads plain archives"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          QuoteName(where), " is encrypted; cohort reads plain archives"));
     }
     if (!m.stored) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where,
+          absl::StrCat(QuoteName(where),
                        " is compressed (np.savez_compressed), which cannot be "
                        "memory-mapped: save with np.savez, or as .npy files"));
     }
@@ -284,9 +379,16 @@ absl::StatusOr<std::unique_ptr<NpyArray>> NpyArray::OpenInArchive(
     file.Release();
     return array;
   }
+  // The first few members are enough to see what was meant.
+  const size_t shown = std::min<size_t>(names.size(), 10);
   return absl::NotFoundError(absl::StrCat(
-      path, " has no array \"", name, "\" (it holds: ",
-      names.empty() ? "nothing" : absl::StrJoin(names, ", "), ")"));
+      QuoteName(path), " has no array \"", EscapeText(name), "\" (it holds: ",
+      names.empty() ? "nothing"
+                    : absl::StrJoin(names.begin(), names.begin() + shown, ", ",
+                                    [](std::string* out, const std::string& n) {
+                                      out->append(QuoteName(n));
+                                    }),
+      names.size() > shown ? ", ..." : "", ")"));
 }
 
 NpyArray::NpyArray(std::string path, NpyHeader header, void* map,

@@ -50,8 +50,9 @@ struct NpyHeader {
 
 // Parses the header at the start of `bytes` (the file's first bytes; at
 // most 64 KiB of header are read). DataLoss naming `path` for anything
-// malformed, InvalidArgument for a well-formed header of a kind not
-// supported.
+// malformed (a key given twice, or one NumPy does not write, included),
+// InvalidArgument for a well-formed header of a kind not supported or
+// larger than 64 KiB.
 absl::StatusOr<NpyHeader> ParseNpyHeader(absl::string_view bytes,
                                          const std::string& path);
 
@@ -63,7 +64,8 @@ class NpyArray {
   // Maps the array `member` (a name as np.savez gives it: "x", or "x.npy")
   // of the .npz archive `path` in place. The member must be stored, as
   // np.savez stores it: a compressed one (np.savez_compressed) is refused
-  // by name, since it cannot be mapped. path() is then "PATH:MEMBER".
+  // by name, since it cannot be mapped, and so is an archive holding two
+  // members of one name. path() is then "PATH:MEMBER".
   static absl::StatusOr<std::unique_ptr<NpyArray>> OpenInArchive(
       const std::string& path, const std::string& member);
   ~NpyArray();

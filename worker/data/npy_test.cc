@@ -1,13 +1,17 @@
 #include "worker/data/npy.h"
 
+#include <zlib.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/data/numpy_dataset.h"
@@ -98,6 +102,143 @@ TEST(Npy, RefusesWhatItCannotReadByName) {
     EXPECT_THAT(std::string(a.status().message()), HasSubstr(c.want));
     EXPECT_THAT(std::string(a.status().message()), HasSubstr(path));
   }
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  WriteFile(path, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+}
+
+// A .npy file whose header dict is `dict` exactly (format 1.0, or 2.0 for
+// a header past 64 KiB), then `data`.
+std::string NpyWithDict(const std::string& dict, const std::string& data) {
+  const bool v2 = dict.size() > 0xffff;
+  std::string out("\x93NUMPY", 6);
+  out += v2 ? '\x02' : '\x01';
+  out += '\0';
+  for (int i = 0; i < (v2 ? 4 : 2); ++i) {
+    out += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
+  }
+  return out + dict + data;
+}
+
+// The message of a refused .npy file, checked to be one line naming it.
+std::string NpyRefusal(const std::string& path) {
+  auto a = NpyArray::Open(path);
+  if (a.ok()) return "OK";
+  const std::string m(a.status().message());
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  EXPECT_NE(m.find(QuoteName(path)), std::string::npos) << m;
+  return m;
+}
+
+// NumPy keeps the last of two equal keys, cohort took the first: the same
+// file would be two different arrays.
+TEST(Npy, DuplicateHeaderKeysAreRefusedByName) {
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/dup.npy";
+  WriteBytes(path, NpyWithDict("{'descr': '<f4', 'fortran_order': False, "
+                               "'shape': (4,), 'descr': '<i4', }\n",
+                               std::string(16, '\0')));
+  EXPECT_EQ(NpyRefusal(path), path +
+                                  ": not a valid .npy file: its header has the "
+                                  "key 'descr' twice");
+  WriteBytes(path, NpyWithDict("{'descr': '<f4', 'fortran_order': False, "
+                               "'shape': (4,), 'strides': (4,)}",
+                               std::string(16, '\0')));
+  EXPECT_EQ(NpyRefusal(path), path +
+                                  ": not a valid .npy file: its header has an "
+                                  "unknown key 'strides'");
+  // A key inside a value is no key: the dict is read entry by entry.
+  WriteBytes(path, NpyWithDict("{\"descr\": \"<f4\", \"shape\": (4,), "
+                               "\"fortran_order\": False}   \n",
+                               std::string(16, '\0')));
+  EXPECT_EQ(NpyRefusal(path), "OK");
+}
+
+// A header of 100 MB is called what it is, with its size and the limit,
+// not a corrupt length field.
+TEST(Npy, LargeHeaderIsTooLargeNotCorrupt) {
+  std::string dict =
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
+  dict.resize(100 << 20, ' ');
+  dict.back() = '\n';
+  const absl::StatusOr<NpyHeader> h =
+      ParseNpyHeader(NpyWithDict(dict, std::string(4, '\0')), "big.npy");
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(h.status().message(),
+            "big.npy: its header is 104857600 bytes, larger than the 65536 "
+            "this reader accepts (NumPy writes a few hundred for the dtypes "
+            "cohort reads)");
+}
+
+TEST(Npy, FileNamesAndDtypesAreEscapedInOneLine) {
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/x\ncohort train: done.npy";
+  const std::vector<float> f(4, 1.0f);
+  WriteFile(path, Npy("<f4", {5}, f.data(), 16));
+  EXPECT_EQ(NpyRefusal(path),
+            "\"" + dir +
+                "/x\\ncohort train: done.npy\": 144 bytes where its header "
+                "(float32, shape (5)) implies 148 (truncated)");
+  WriteFile(path, Npy("<\x01\n", {4}, f.data(), 16));
+  EXPECT_THAT(NpyRefusal(path), HasSubstr(": dtype '<\\x01\\n' is not"));
+}
+
+// A .npz archive of stored members `members` (name, bytes), as np.savez
+// writes one.
+std::string StoredZip(
+    const std::vector<std::pair<std::string, std::string>>& members) {
+  const auto le = [](uint64_t v, int bytes) {
+    std::string s;
+    for (int i = 0; i < bytes; ++i)
+      s += static_cast<char>((v >> (8 * i)) & 0xff);
+    return s;
+  };
+  std::string out, directory;
+  for (const auto& [name, bytes] : members) {
+    const uint32_t crc =
+        crc32(0, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
+    const std::string common = absl::StrCat(
+        le(0, 2), le(0, 2), le(0, 4), le(crc, 4), le(bytes.size(), 4),
+        le(bytes.size(), 4), le(name.size(), 2), le(0, 2));
+    directory +=
+        absl::StrCat(le(0x02014b50, 4), le(20, 2), le(20, 2), common, le(0, 2),
+                     le(0, 2), le(0, 2), le(0, 4), le(out.size(), 4), name);
+    out += absl::StrCat(le(0x04034b50, 4), le(20, 2), common, name, bytes);
+  }
+  return absl::StrCat(out, directory, le(0x06054b50, 4), le(0, 4),
+                      le(members.size(), 2), le(members.size(), 2),
+                      le(directory.size(), 4), le(out.size(), 4), le(0, 2));
+}
+
+std::string NpyString(const std::vector<float>& v) {
+  return NpyFloat32Bytes({static_cast<int64_t>(v.size())}, v.data());
+}
+
+// Two members "x.npy": cohort trained on the first, NumPy's np.load reads
+// the last. Neither is guessed.
+TEST(Npz, DuplicateMembersAreRefusedByName) {
+  const std::string dir = MakeTempDir();
+  const std::string path = dir + "/d.npz";
+  WriteBytes(path, StoredZip({{"x.npy", NpyString({1, 2})},
+                              {"y.npy", NpyString({3, 4})}}));
+  auto ok = NpyArray::OpenInArchive(path, "x");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ((*ok)->path(), path + ":x.npy");
+  WriteBytes(path, StoredZip({{"x.npy", NpyString({1, 2})},
+                              {"y.npy", NpyString({3, 4})},
+                              {"x.npy", NpyString({5, 6})}}));
+  auto a = NpyArray::OpenInArchive(path, "x");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(a.status().message(),
+            path +
+                ": not a valid .npz (ZIP) archive: two members are named "
+                "x.npy");
+  WriteBytes(path, StoredZip({{"a\nb.npy", NpyString({1, 2})}}));
+  EXPECT_EQ(NpyArray::OpenInArchive(path, "x").status().message(),
+            path + " has no array \"x.npy\" (it holds: \"a\\nb.npy\")");
 }
 
 // A two-shard split with uint8 and float16 inputs: samples come back in

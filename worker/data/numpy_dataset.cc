@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "common/status_macros.h"
 
 namespace cohort {
@@ -44,14 +45,14 @@ absl::Status CheckInputs(const NpyArray& x, const Shape& shape) {
   if (x.type() == NpyType::kInt32 || x.type() == NpyType::kInt64 ||
       x.type() == NpyType::kUint16 || x.type() == NpyType::kUint32) {
     return absl::InvalidArgumentError(
-        absl::StrCat(x.path(), ": inputs are ", NpyTypeName(x.type()),
-                     "; use float32, float16 or uint8"));
+        absl::StrCat(QuoteName(x.path()), ": inputs are ",
+                     NpyTypeName(x.type()), "; use float32, float16 or uint8"));
   }
   const std::vector<int64_t>& s = x.shape();
   if (s.size() != shape.size() + 1 ||
       !std::equal(shape.begin(), shape.end(), s.begin() + 1)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(x.path(), ": inputs of shape ", ShapeText(s),
+        absl::StrCat(QuoteName(x.path()), ": inputs of shape ", ShapeText(s),
                      " where data.numpy.shape asks for (N, ",
                      absl::StrJoin(shape, ", "), ")"));
   }
@@ -62,19 +63,19 @@ absl::Status CheckLabels(const NpyArray& y, int64_t count, int classes) {
   if (y.type() != NpyType::kUint8 && y.type() != NpyType::kInt32 &&
       y.type() != NpyType::kInt64) {
     return absl::InvalidArgumentError(absl::StrCat(
-        y.path(), ": labels are ", NpyTypeName(y.type()),
+        QuoteName(y.path()), ": labels are ", NpyTypeName(y.type()),
         "; class labels must be integers (int64, int32 or uint8)"));
   }
   if (y.shape().size() != 1 || y.shape()[0] != count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(y.path(), ": labels of shape ", ShapeText(y.shape()),
-                     " for ", count, " inputs; want (", count, ",)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        QuoteName(y.path()), ": labels of shape ", ShapeText(y.shape()),
+        " for ", count, " inputs; want (", count, ",)"));
   }
   for (int64_t i = 0; i < count; ++i) {
     const int64_t label = LabelAt(y, i);
     if (label < 0 || label >= classes) {
       return absl::InvalidArgumentError(
-          absl::StrCat(y.path(), ": label ", label, " at index ", i,
+          absl::StrCat(QuoteName(y.path()), ": label ", label, " at index ", i,
                        " is outside [0, data.numpy.classes = ", classes, ")"));
     }
   }
@@ -85,18 +86,18 @@ absl::Status CheckLabels(const NpyArray& y, int64_t count, int classes) {
 absl::Status CheckTargets(const NpyArray& y, int64_t count,
                           const Shape& target_shape) {
   if (y.type() != NpyType::kFloat32 && y.type() != NpyType::kFloat16) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(y.path(), ": targets are ", NpyTypeName(y.type()),
-                     "; with data.numpy.target_shape the targets are float32 "
-                     "or float16 (integer class labels need classes instead)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        QuoteName(y.path()), ": targets are ", NpyTypeName(y.type()),
+        "; with data.numpy.target_shape the targets are float32 "
+        "or float16 (integer class labels need classes instead)"));
   }
   const std::vector<int64_t>& s = y.shape();
   if (s.size() != target_shape.size() + 1 || s[0] != count ||
       !std::equal(target_shape.begin(), target_shape.end(), s.begin() + 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(y.path(), ": targets of shape ", ShapeText(s), " for ",
-                     count, " inputs; data.numpy.target_shape asks for (",
-                     count, ", ", absl::StrJoin(target_shape, ", "), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        QuoteName(y.path()), ": targets of shape ", ShapeText(s), " for ",
+        count, " inputs; data.numpy.target_shape asks for (", count, ", ",
+        absl::StrJoin(target_shape, ", "), ")"));
   }
   return absl::OkStatus();
 }

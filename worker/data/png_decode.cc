@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 #include "worker/data/image_codecs.h"
 
 namespace cohort {
@@ -120,10 +121,10 @@ absl::StatusOr<DecodedImage> DecodePng(absl::string_view bytes,
     }
   } destroy{&run};
   auto failure = [&] {
-    return Bad(name,
-               run.truncated
-                   ? std::string("a truncated PNG (the file ends early)")
-                   : absl::StrCat("corrupt or unsupported PNG: ", run.message));
+    return Bad(name, run.truncated
+                         ? std::string("a truncated PNG (the file ends early)")
+                         : absl::StrCat("corrupt or unsupported PNG: ",
+                                        EscapeText(run.message)));
   };
   if (!ReadPngHeader(&run)) return failure();
   absl::Status s = CheckImageSize(run.width, run.height, request, name);

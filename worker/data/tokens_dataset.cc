@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/quote.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
 #include "worker/data/mapped_file.h"
@@ -75,8 +76,9 @@ absl::Status TokenFile::OpenRaw(TokensSpec::Format format) {
                                           : 1;
   if (raw_.bytes() % width_ != 0) {
     return absl::DataLossError(absl::StrCat(
-        path_, ": ", raw_.bytes(), " bytes is not a whole number of ",
-        TokensSpec::Format_Name(format), " ids (", width_, " bytes each)"));
+        QuoteName(path_), ": ", raw_.bytes(),
+        " bytes is not a whole number of ", TokensSpec::Format_Name(format),
+        " ids (", width_, " bytes each)"));
   }
   data_ = static_cast<const uint8_t*>(raw_.map());
   count_ = static_cast<int64_t>(raw_.bytes()) / width_;
@@ -93,13 +95,13 @@ absl::Status TokenFile::OpenNpy() {
     case NpyType::kInt64:
       break;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat(path_, ": token ids are ", NpyTypeName(npy_->type()),
-                       "; use uint8, uint16, uint32, int32 or int64"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          QuoteName(path_), ": token ids are ", NpyTypeName(npy_->type()),
+          "; use uint8, uint16, uint32, int32 or int64"));
   }
   if (npy_->shape().size() != 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path_, ": token ids must be a 1-D array, got ",
+        absl::StrCat(QuoteName(path_), ": token ids must be a 1-D array, got ",
                      npy_->shape().size(), " dimensions"));
   }
   width_ = NpyItemBytes(npy_->type());
@@ -115,9 +117,10 @@ absl::Status TokenFile::CheckIds(int vocab) const {
   for (int64_t i = 0; i < count_; ++i) {
     const int64_t id = At(i);
     if (id < 0 || id >= vocab) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_, ": token ", i, " is ", id, ", outside the vocabulary [0, ",
-          vocab, ") (data.tokens.vocab_size)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(QuoteName(path_), ": token ", i, " is ", id,
+                       ", outside the vocabulary [0, ", vocab,
+                       ") (data.tokens.vocab_size)"));
     }
   }
   return absl::OkStatus();
@@ -189,22 +192,23 @@ absl::StatusOr<DataSplits> LoadTokens(const DatasetSpec& spec,
     const int64_t held = static_cast<int64_t>(
         static_cast<double>(train->count()) * t.val_fraction());
     train_count -= held;
-    RETURN_IF_ERROR(
-        CheckSplit(held, t,
-                   absl::StrCat("the last data.tokens.val_fraction (",
-                                t.val_fraction(), ") of ", train->path())));
+    RETURN_IF_ERROR(CheckSplit(
+        held, t,
+        absl::StrCat("the last data.tokens.val_fraction (", t.val_fraction(),
+                     ") of ", QuoteName(train->path()))));
     splits.test = std::make_unique<TokensDataset>(
         train, train_count, held, t.context(), t.stride(), t.vocab_size(), 0);
   } else {
     ASSIGN_OR_RETURN(
         std::shared_ptr<const TokenFile> test,
         TokenFile::Open(Resolve(dir, t.test()), t.format(), t.vocab_size()));
-    RETURN_IF_ERROR(CheckSplit(test->count(), t, test->path()));
+    RETURN_IF_ERROR(CheckSplit(test->count(), t, QuoteName(test->path())));
     splits.test = std::make_unique<TokensDataset>(
         test, 0, test->count(), t.context(), t.stride(), t.vocab_size(), 0);
   }
   RETURN_IF_ERROR(CheckSplit(
-      train_count, t, absl::StrCat("the training split of ", train->path())));
+      train_count, t,
+      absl::StrCat("the training split of ", QuoteName(train->path()))));
   splits.train = std::make_unique<TokensDataset>(
       train, 0, train_count, t.context(), t.stride(), t.vocab_size(),
       spec.train_limit());

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/quote.h"
 
 namespace cohort {
 namespace {
@@ -16,7 +18,7 @@ constexpr uint32_t kLocalHeader = 0x04034b50;
 
 absl::Status Malformed(const std::string& path, absl::string_view why) {
   return absl::DataLossError(
-      absl::StrCat(path, ": not a valid .npz (ZIP) archive: ", why));
+      absl::StrCat(QuoteName(path), ": not a valid .npz (ZIP) archive: ", why));
 }
 
 // Little-endian fields at `at`; the caller has checked the bounds.
@@ -118,20 +120,20 @@ absl::StatusOr<ZipMember> ReadEntry(absl::string_view b, uint64_t* at,
   }
   *at = e + 46 + name_len + extra_len + comment_len;
   if (!Fits(b, local, 30) || Read(b, local, 4) != kLocalHeader) {
-    return Malformed(path,
-                     absl::StrCat("member ", m.name, " has no local header"));
+    return Malformed(path, absl::StrCat("member ", QuoteName(m.name),
+                                        " has no local header"));
   }
   const uint64_t data =
       local + 30 + Read(b, local + 26, 2) + Read(b, local + 28, 2);
   if (!Fits(b, data, compressed)) {
-    return Malformed(path, absl::StrCat("member ", m.name,
+    return Malformed(path, absl::StrCat("member ", QuoteName(m.name),
                                         " runs past the end of the file"));
   }
   m.offset = static_cast<int64_t>(data);
   m.size = static_cast<int64_t>(size);
   m.compressed_size = static_cast<int64_t>(compressed);
   if (m.stored && m.size != m.compressed_size) {
-    return Malformed(path, absl::StrCat("stored member ", m.name,
+    return Malformed(path, absl::StrCat("stored member ", QuoteName(m.name),
                                         " has two different sizes"));
   }
   return m;
@@ -151,10 +153,17 @@ absl::StatusOr<std::vector<ZipMember>> ReadZipIndex(absl::string_view b,
     return Malformed(path, "more entries than the directory can hold");
   }
   std::vector<ZipMember> members;
+  absl::flat_hash_set<std::string> names;
   uint64_t at = d->offset;
   for (uint64_t i = 0; i < d->entries; ++i) {
     absl::StatusOr<ZipMember> m = ReadEntry(b, &at, d->offset + d->size, path);
     if (!m.ok()) return m.status();
+    // Readers disagree on which of two members of one name is meant
+    // (NumPy's np.load takes the last): neither is guessed.
+    if (!names.insert(m->name).second) {
+      return Malformed(
+          path, absl::StrCat("two members are named ", QuoteName(m->name)));
+    }
     members.push_back(*std::move(m));
   }
   return members;

@@ -28,7 +28,7 @@ struct ZipMember {
 // The members of the archive `bytes` (the whole file, named `path` in
 // messages). DataLoss naming `path` for anything malformed: no end record,
 // a directory or member outside the file, a member whose local header
-// disagrees.
+// disagrees, two members of one name.
 absl::StatusOr<std::vector<ZipMember>> ReadZipIndex(absl::string_view bytes,
                                                     const std::string& path);
 

@@ -113,6 +113,19 @@ absl::StatusOr<const GpuPluginApi*> Open() {
 
 }  // namespace
 
+std::string DescribeGpuPlugin() {
+  if (dlsym(RTLD_DEFAULT, kGpuPluginEntry) != nullptr) {
+    return "linked into this binary";
+  }
+  if (!kBuiltWithCuda) return "none: this cohort was built without CUDA";
+  const std::vector<std::string> candidates = Candidates();
+  for (const std::string& c : candidates) {
+    if (Exists(c)) return absl::StrCat("found at ", c);
+  }
+  return absl::StrCat("not installed (looked in ", candidates[0], " and ",
+                      candidates[1], ")");
+}
+
 bool NvidiaDriverPresent() {
   return Exists("/dev/nvidiactl") || Exists("/proc/driver/nvidia/version");
 }

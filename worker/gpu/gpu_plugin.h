@@ -25,6 +25,11 @@ inline constexpr char kGpuPluginFile[] = "libcohort_gpu.so";
 // /proc entry). Loads nothing; a yes does not promise a usable GPU.
 bool NvidiaDriverPresent();
 
+// Where the plugin is, without opening it (which loads CUDA): "linked into
+// this binary", "found at PATH", "not installed (looked in ...)" or "none:
+// this cohort was built without CUDA". For --version.
+std::string DescribeGpuPlugin();
+
 // Opens the plugin (once) and returns its entry points. Errors:
 // FAILED_PRECONDITION when this cohort was built without CUDA, when the
 // plugin is not installed, or when a library it needs (libcudart, cuBLAS,
