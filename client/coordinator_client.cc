@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "client/busy_refusal.h"
 #include "client/keepalive.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -95,7 +96,7 @@ bool CoordinatorClient::ConnectingEndsBy(absl::Time deadline) {
 template <typename Call>
 absl::Status CoordinatorClient::RetryWhileUnavailable(
     absl::Duration connect_timeout, const char* what, const Call& call,
-    bool retry_busy) {
+    const std::function<bool()>& busy_refusal) {
   const absl::Time give_up = absl::Now() + connect_timeout;
   absl::Duration backoff = absl::Milliseconds(100);
   absl::BitGen random;
@@ -125,8 +126,8 @@ absl::Status CoordinatorClient::RetryWhileUnavailable(
           "cannot reach the coordinator at ", address_, ": ", s.error_message(),
           TlsHint(security_, s.error_message())));
     }
-    const bool busy =
-        retry_busy && s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    const bool busy = s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+                      busy_refusal && busy_refusal();
     const absl::Duration left = give_up - absl::Now();
     if ((!unavailable && !busy) || left <= absl::ZeroDuration()) {
       return GaveUp(s, what, attempts, connect_timeout, busy);
@@ -164,7 +165,9 @@ absl::StatusOr<JoinResponse> CoordinatorClient::Join(
     const JoinRequest& request, absl::Duration connect_timeout) {
   JoinResponse response;
   // A coordinator busy with other clients' blocking calls refuses a Join
-  // with RESOURCE_EXHAUSTED before it looks at it: retried like UNAVAILABLE.
+  // before it looks at it, marked so (client/busy_refusal.h): retried like
+  // UNAVAILABLE. A full job's RESOURCE_EXHAUSTED is not.
+  bool busy = false;
   absl::Status s = RetryWhileUnavailable(
       connect_timeout, "join refused",
       [&] {
@@ -173,9 +176,11 @@ absl::StatusOr<JoinResponse> CoordinatorClient::Join(
         // its own join timeout bounds that, so the deadline here only has
         // to outlast it.
         SetDeadline(&ctx, absl::Hours(1));
-        return stub_->Join(&ctx, request, &response);
+        const grpc::Status status = stub_->Join(&ctx, request, &response);
+        busy = ctx.GetServerTrailingMetadata().count(kBusyRefusalKey) > 0;
+        return status;
       },
-      /*retry_busy=*/true);
+      [&] { return busy; });
   if (absl::IsCancelled(s)) {
     // This client never cancels a Join; a coordinator that shuts down
     // (its job over) cancels the calls still waiting.

@@ -15,6 +15,7 @@
 #ifndef COHORT_CLIENT_COORDINATOR_CLIENT_H_
 #define COHORT_CLIENT_COORDINATOR_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,10 +41,10 @@ class CoordinatorClient : public KvClient {
 
   const std::string& address() const { return address_; }
 
-  // Joins the job; retries UNAVAILABLE, and RESOURCE_EXHAUSTED (a
-  // coordinator busy with other clients' blocking calls), for up to
-  // `connect_timeout`. Other refusals (job full, wrong protocol, bad fields)
-  // come back at once.
+  // Joins the job; retries UNAVAILABLE, and a coordinator's refusal for
+  // being busy with other clients' blocking calls (RESOURCE_EXHAUSTED,
+  // client/busy_refusal.h), for up to `connect_timeout`. Other refusals (job
+  // full, wrong protocol, bad fields) come back at once.
   absl::StatusOr<JoinResponse> Join(const JoinRequest& request,
                                     absl::Duration connect_timeout);
 
@@ -101,13 +102,14 @@ class CoordinatorClient : public KvClient {
                     std::shared_ptr<grpc::Channel> channel);
   absl::Status FromGrpc(const grpc::Status& s, const char* what) const;
   // Runs `call` (returning grpc::Status) until it succeeds, fails with
-  // anything but UNAVAILABLE or DEADLINE_EXCEEDED (or, with `retry_busy`,
-  // RESOURCE_EXHAUSTED), or `connect_timeout` has passed; with jittered
-  // exponential backoff between attempts.
+  // anything but UNAVAILABLE or DEADLINE_EXCEEDED (or RESOURCE_EXHAUSTED
+  // that `busy_refusal`, if given, says is the server being busy), or
+  // `connect_timeout` has passed; with jittered exponential backoff between
+  // attempts.
   template <typename Call>
-  absl::Status RetryWhileUnavailable(absl::Duration connect_timeout,
-                                     const char* what, const Call& call,
-                                     bool retry_busy = false);
+  absl::Status RetryWhileUnavailable(
+      absl::Duration connect_timeout, const char* what, const Call& call,
+      const std::function<bool()>& busy_refusal = nullptr);
   // The error for the last failed attempt `s` of a retried call.
   absl::Status GaveUp(const grpc::Status& s, const char* what, int attempts,
                       absl::Duration connect_timeout, bool busy) const;

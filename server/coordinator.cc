@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/busy_refusal.h"
 #include "client/keepalive.h"
 #include "common/dir_lock.h"
 #include "common/files.h"
@@ -260,14 +261,18 @@ class CoordinatorServer::Service final : public GatedService<Coordinator> {
  private:
   // The token, then a place in the limiter; Join's places may come from
   // the share kept for workers (`priority`), as may those of the calls of a
-  // connection that has joined.
+  // connection that has joined. A refusal is marked as one to retry later
+  // (client/busy_refusal.h).
   Admission Limited(bool priority) {
     return [this, priority](grpc::ServerContext* context,
                             const std::function<grpc::Status()>& serve) {
       if (grpc::Status a = token_check_.Check(context); !a.ok()) return a;
       absl::StatusOr<CallLimiter::Slot> slot =
           blocking_.Acquire(context->peer(), priority);
-      if (!slot.ok()) return ToGrpc(slot.status());
+      if (!slot.ok()) {
+        context->AddTrailingMetadata(kBusyRefusalKey, "1");
+        return ToGrpc(slot.status());
+      }
       return serve();
     };
   }

@@ -127,5 +127,28 @@ TEST_F(JoinRetry, GivesUpAtTheConnectTimeoutSayingWhy) {
   EXPECT_LT(took, 4.0);
 }
 
+// A full job's refusal is RESOURCE_EXHAUSTED too, but retrying cannot
+// change it: it comes back at once.
+TEST(JoinRefusal, AFullJobIsNotRetried) {
+  ClusterSpec cluster;
+  cluster.set_min_workers(1);
+  cluster.set_max_workers(1);
+  cluster.set_heartbeat_interval_ms(10000);
+  std::unique_ptr<CoordinatorServer> server =
+      testing::StartCoordinator(cluster);
+  ASSERT_TRUE(
+      testing::Join(*Connect(server->address()), testing::MakeJoin("w0"))
+          .status.ok());
+  absl::StatusOr<std::unique_ptr<CoordinatorClient>> client =
+      CoordinatorClient::Create(server->address());
+  ASSERT_TRUE(client.ok()) << client.status();
+  const Clock::time_point start = Clock::now();
+  absl::StatusOr<JoinResponse> w1 =
+      (*client)->Join(testing::MakeJoin("w1"), absl::Seconds(10));
+  EXPECT_EQ(w1.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(w1.status().message(), HasSubstr("maximum of 1 workers"));
+  EXPECT_LT(SecondsSince(start), 1.0);
+}
+
 }  // namespace
 }  // namespace cohort
