@@ -460,7 +460,7 @@ def by_command(daemons, command):
 
 
 class HelpCache:
-    """`cohort COMMAND --help`, parsed: {flag: "VALUE" | "N" | None}."""
+    """`cohort COMMAND --help`, parsed: {flag: "TYPE" | "N" | None}."""
 
     def __init__(self, binary):
         self.binary = binary
@@ -471,9 +471,12 @@ class HelpCache:
             out = run([self.binary, command, "--help"])
             flags = {}
             for line in out.stdout.splitlines():
-                m = re.match(r"\s+--([a-z0-9][a-z0-9-]*)(=(\w+))?(\s|$)", line)
+                m = re.match(r"\s+--([a-z0-9][a-z0-9-]*)(=(\S+))?(\s|$)", line)
                 if m:
-                    flags[m.group(1)] = m.group(3)
+                    # `--NAME=TYPE`: INT takes a number, any other TYPE
+                    # (FILE, HOST:PORT, ...) some text; a bare --NAME none.
+                    kind = m.group(3)
+                    flags[m.group(1)] = "N" if kind == "INT" else kind
             if out.returncode != 0 or not flags:
                 fail(f"cohort {command} --help: exit {out.returncode}, "
                      f"{len(flags)} flags: {out.stderr.strip()}")
@@ -1273,7 +1276,7 @@ MUTANTS = [
                        "--health-port=0.0.0.0:29401")),
     ("a switch given a value", "cpu", "is a switch",
      lambda d: set_arg(d, *CO, "--tls-client-auth", "--tls-client-auth=yes")),
-    ("a flag without its value", "cpu", "needs =VALUE",
+    ("a flag without its value", "cpu", "--token-file needs =",
      lambda d: set_arg(d, *WK, "--token-file", "--token-file")),
     ("a number flag given text", "cpu", "is not a number",
      lambda d: set_arg(d, *WK, "--connect-timeout", "--connect-timeout=5m")),

@@ -177,7 +177,7 @@ def mutants(docs):
         edit("--coordinator", lambda d: container(d)["args"].append(
             "--coordinator=cohort-master-0:29400")),
         edit("unknown flag", lambda d: container(d)["args"].append(
-            "--workers=2")),
+            "--nodes=2")),
         edit("job not mounted", lambda d: container(d)["volumeMounts"].pop(0)),
         edit("2 masters", lambda d: master(d).update(replicas=2)),
         edit("spec does not train", lambda d: next(
