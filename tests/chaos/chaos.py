@@ -156,7 +156,7 @@ class Cluster:
         deadline = time.time() + 30
         while time.time() < deadline:
             with open(path, "r", errors="replace") as r:
-                m = re.search(r"serving on (\S+)", r.read())
+                m = re.search(r"serving on ([^\s,]+)", r.read())
             if m:
                 self.address = m.group(1)
                 return self.address
