@@ -32,6 +32,8 @@ class Buffer {
     EXPECT_EQ(cudaMemcpy(ptr_, host.data(), n_ * sizeof(float),
                          cudaMemcpyHostToDevice),
               cudaSuccess);
+    // A pageable copy may still be landing when cudaMemcpy returns.
+    cudaDeviceSynchronize();
   }
   // NaN-filled, so that an element the kernels forget shows.
   explicit Buffer(size_t n) : n_(n) {

@@ -35,6 +35,8 @@ std::vector<float> OnDevice(const std::vector<float>& host, Op op) {
   EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&g), bytes), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(g, host.data(), bytes, cudaMemcpyHostToDevice),
             cudaSuccess);
+  // A pageable copy may still be landing when cudaMemcpy returns.
+  cudaDeviceSynchronize();
   op(g);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<float> out(host.size());

@@ -31,6 +31,8 @@ class DeviceFloats {
     EXPECT_EQ(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(float),
                          cudaMemcpyHostToDevice),
               cudaSuccess);
+    // A pageable copy may still be landing when cudaMemcpy returns.
+    cudaDeviceSynchronize();
   }
   ~DeviceFloats() { cudaFree(ptr_); }
   DeviceFloats(const DeviceFloats&) = delete;

@@ -30,6 +30,8 @@ class Buffer {
     EXPECT_EQ(
         cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice),
         cudaSuccess);
+    // A pageable copy may still be landing when cudaMemcpy returns.
+    cudaDeviceSynchronize();
   }
   ~Buffer() { cudaFree(ptr_); }
   Buffer(const Buffer&) = delete;

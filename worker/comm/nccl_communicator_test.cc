@@ -41,6 +41,8 @@ struct Buffers {
       std::vector<float> host(n);
       for (int64_t k = 0; k < n; ++k) host[k] = (first_rank + i + 1) * (k + 1);
       cudaMemcpy(p, host.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+      // A pageable copy may still be landing when cudaMemcpy returns.
+      cudaDeviceSynchronize();
       cudaStream_t s;
       cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
       device.push_back(p);

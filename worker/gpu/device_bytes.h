@@ -25,6 +25,8 @@ class DeviceBytes {
     EXPECT_EQ(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T),
                          cudaMemcpyHostToDevice),
               cudaSuccess);
+    // A pageable copy may still be landing when cudaMemcpy returns.
+    cudaDeviceSynchronize();
   }
   ~DeviceBytes() { cudaFree(ptr_); }
   DeviceBytes(const DeviceBytes&) = delete;

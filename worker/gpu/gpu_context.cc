@@ -29,6 +29,14 @@ absl::Status CudnnStatus(cudnnStatus_t s, absl::string_view what) {
   return absl::InternalError(message);
 }
 
+absl::Status CopyToDevice(void* device, const void* host, size_t bytes,
+                          absl::string_view what) {
+  if (bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice), what));
+  return CudaStatus(cudaDeviceSynchronize(), what);
+}
+
 DeviceFloats::~DeviceFloats() {
   if (data_ != nullptr) cudaFree(data_);
 }
@@ -134,10 +142,8 @@ absl::StatusOr<const float*> GpuContext::Ones(int64_t n) {
   RETURN_IF_ERROR(Synchronize());
   RETURN_IF_ERROR(ones_.Reserve(n));
   const std::vector<float> host(n, 1.0f);
-  RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpy(ones_.data(), host.data(), n * sizeof(float),
-                            cudaMemcpyHostToDevice),
-                 "copying ones to the device"));
+  RETURN_IF_ERROR(CopyToDevice(ones_.data(), host.data(), n * sizeof(float),
+                               "copying ones to the device"));
   ones_count_ = n;
   return ones_.data();
 }

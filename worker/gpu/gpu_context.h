@@ -26,6 +26,13 @@ namespace cohort {
 absl::Status CublasStatus(cublasStatus_t s, absl::string_view what);
 absl::Status CudnnStatus(cudnnStatus_t s, absl::string_view what);
 
+// Copies `bytes` from host memory to the device and waits until they have
+// landed. cudaMemcpy from pageable memory returns once the bytes are staged,
+// before the DMA completes, and the contexts' non-blocking streams do not
+// wait for it: without the wait their next kernel can read stale values.
+absl::Status CopyToDevice(void* device, const void* host, size_t bytes,
+                          absl::string_view what);
+
 // Device memory of `count` floats, freed on destruction.
 class DeviceFloats {
  public:

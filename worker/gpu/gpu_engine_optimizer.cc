@@ -61,10 +61,8 @@ absl::Status GpuEngine::SetupOptimizerState(Device& d) {
                    const std::vector<int64_t>& v) -> absl::Status {
     RETURN_IF_ERROR(buffer.Reserve(
         2 * std::max<int64_t>(1, static_cast<int64_t>(v.size()))));
-    return CudaStatus(
-        cudaMemcpy(buffer.data(), v.data(), v.size() * sizeof(int64_t),
-                   cudaMemcpyHostToDevice),
-        "uploading the parameter tensors' pieces");
+    return CopyToDevice(buffer.data(), v.data(), v.size() * sizeof(int64_t),
+                        "uploading the parameter tensors' pieces");
   };
   RETURN_IF_ERROR(upload(d.pieces, pieces));
   RETURN_IF_ERROR(upload(d.tensor_pieces, tensor_pieces));

@@ -183,9 +183,8 @@ absl::Status GpuEngine::RestoreState(const std::vector<float>& flat) {
     RETURN_IF_ERROR(d.model->CopyFromCpu(*host_model_));
     const float* src = optimizer;
     for (const auto& [device, n] : OptimizerState(d)) {
-      RETURN_IF_ERROR(CudaStatus(
-          cudaMemcpy(device, src, n * sizeof(float), cudaMemcpyHostToDevice),
-          "restoring optimizer state"));
+      RETURN_IF_ERROR(CopyToDevice(device, src, n * sizeof(float),
+                                   "restoring optimizer state"));
       src += n;
     }
     return CudaStatus(cudaDeviceSynchronize(), "restoring the state");

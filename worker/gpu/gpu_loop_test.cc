@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -14,10 +16,16 @@
 #include "common/spec.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/require_gpus.h"
+#include "worker/gpu/compare_testing.h"
 #include "worker/trainer.h"
 
 namespace cohort {
 namespace {
+
+// The CPU engine is the reference: cuDNN's transform-based algorithms
+// (Winograd, FFT) round differently from a direct convolution, by enough to
+// part two 30-step runs, so these comparisons run without them.
+const bool kDirectConvolutions = setenv("COHORT_CUDNN_DIRECT", "1", 1) == 0;
 
 constexpr char kSpec[] = R"(
   name: "gpu-loop-test"
@@ -39,16 +47,17 @@ JobSpec Spec() {
 
 std::string FreshDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  const std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+  std::filesystem::remove_all(dir);  // a rerun in the same folder starts anew
+  return dir;
 }
 
+// ||a - b|| / ||b|| (compare_testing.h says why L2), printed with the
+// max-norm for the run's log.
 double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, scale = 1e-30;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return diff / scale;
+  std::cout << "parameters: " << gpu_testing::Errors(a, b) << "\n";
+  return gpu_testing::L2RelativeError(a, b);
 }
 
 struct Outcome {

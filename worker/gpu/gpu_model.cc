@@ -15,9 +15,7 @@ namespace cohort {
 namespace {
 
 absl::Status Upload(float* device, const float* host, int64_t n) {
-  return CudaStatus(
-      cudaMemcpy(device, host, n * sizeof(float), cudaMemcpyHostToDevice),
-      "copying to the device");
+  return CopyToDevice(device, host, n * sizeof(float), "copying to the device");
 }
 
 absl::Status Download(float* host, const float* device, int64_t n) {

@@ -31,14 +31,12 @@ absl::StatusOr<Shape> GpuBatchNorm::Configure(const Shape& in) {
   RETURN_IF_ERROR(save_invstd_.Reserve(in_.c));
   // Running mean 0, variance 1, as a fresh PyTorch layer.
   std::vector<float> zeros(in_.c, 0.0f), ones(in_.c, 1.0f);
-  RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpy(running_mean_.data(), zeros.data(),
-                            in_.c * sizeof(float), cudaMemcpyHostToDevice),
-                 "batchnorm running mean"));
-  RETURN_IF_ERROR(
-      CudaStatus(cudaMemcpy(running_var_.data(), ones.data(),
-                            in_.c * sizeof(float), cudaMemcpyHostToDevice),
-                 "batchnorm running variance"));
+  RETURN_IF_ERROR(CopyToDevice(running_mean_.data(), zeros.data(),
+                               in_.c * sizeof(float),
+                               "batchnorm running mean"));
+  RETURN_IF_ERROR(CopyToDevice(running_var_.data(), ones.data(),
+                               in_.c * sizeof(float),
+                               "batchnorm running variance"));
   return in;
 }
 

@@ -1,6 +1,9 @@
 #include "worker/gpu/layers/gpu_conv.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -18,11 +21,41 @@ namespace {
 // FMA for float32, tensor cores allowed for bf16. Gradients prefer a
 // deterministic algorithm, so that a step is reproducible run to run; bf16
 // falls back to the fastest one when none is deterministic.
+// Transform-based algorithms (FFT, Winograd) trade accuracy for speed.
+bool IsTransform(cudnnConvolutionFwdAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool IsTransform(cudnnConvolutionBwdDataAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD ||
+         a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool IsTransform(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
+// COHORT_CUDNN_DIRECT=1 leaves the transform-based algorithms out, to tell
+// their rounding from an engine's error when comparing with the CPU.
+bool DirectOnly() {
+  static const bool direct = [] {
+    const char* v = std::getenv("COHORT_CUDNN_DIRECT");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return direct;
+}
+
 template <typename Perf>
 absl::StatusOr<Perf> Pick(const Perf* perf, int count, bool deterministic,
                           bool bf16, absl::string_view what) {
   auto usable = [&](const Perf& p) {
     if (p.status != CUDNN_STATUS_SUCCESS) return false;
+    if (DirectOnly() && IsTransform(p.algo)) return false;
     if (bf16) return p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     return p.mathType == CUDNN_FMA_MATH || p.mathType == CUDNN_DEFAULT_MATH;
   };
@@ -231,6 +264,10 @@ absl::Status GpuConv::ChooseAlgorithms(GpuContext& c) {
   fwd_ = fwd.algo;
   bwd_data_ = data.algo;
   bwd_filter_ = filter.algo;
+  if (std::getenv("COHORT_CUDNN_LOG") != nullptr) {
+    std::fprintf(stderr, "%s: cuDNN forward %d, data %d, filter %d\n",
+                 Name().c_str(), fwd_, bwd_data_, bwd_filter_);
+  }
   workspace_ = std::max({fwd.memory, data.memory, filter.memory});
   return absl::OkStatus();
 }
