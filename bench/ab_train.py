@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Two cohort builds side by side on the same training work, alternating,
-for checking that a change kept the speed (issue 15: within 5%).
+for checking that a change kept the speed (within 5%).
 
 For each case it runs `cohort train` (one process) or `cohort local`
 (W workers) with build A, then build B, REPEATS times, reads samples/s

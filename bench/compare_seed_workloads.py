@@ -4,8 +4,8 @@
 For each workload the two binaries alternate REPEATS times (so that machine
 noise hits both alike); the medians and their ratio are printed as a
 markdown table, and the exit status is 1 if cohort misses a workload's
-goal: at least as fast as LibTorch, 1.5x on mobilenet (issue 20) and on
-gpt (issue 21; a gpt sample is a window of 256 tokens). The
+goal: at least as fast as LibTorch, 1.5x on mobilenet and on
+gpt (a gpt sample is a window of 256 tokens). The
 benchmark checks its own claim.
 
 usage: compare_seed_workloads.py COHORT_BIN TORCH_BIN [--threads N] [--repeats K]

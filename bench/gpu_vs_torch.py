@@ -2,7 +2,7 @@
 """Training images/s of cohort's GPU engine against PyTorch on the same GPU,
 in the same run, on synthetic data.
 
-Models (issue 5): lenet_cifar and resnet18_cifar on 3x32x32 inputs with 10
+Models: lenet_cifar and resnet18_cifar on 3x32x32 inputs with 10
 classes, in float32 and resnet18_cifar also in bf16, at --batch; and
 resnet50 on 3x224x224 inputs with 1000 classes in bf16 at --resnet50-batch
 (256). For each it runs
@@ -14,7 +14,7 @@ the forward pass and the loss, float32 weights), timing steps after a
 warm-up, and prints a markdown table with the ratio.
 
 Checks (exit status 1 on failure): cohort at least 1.0x PyTorch's images/s
-on the small models and 0.9x on resnet50 (the issue's targets); and that
+on the small models and 0.9x on resnet50 (its targets); and that
 the two runs are comparable: both report the same parameter count, cohort
 ran every step, and both losses are finite.
 

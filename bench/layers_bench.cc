@@ -1,7 +1,7 @@
-// Milliseconds per forward + backward of issue 20's layers on the CPU
-// engine, float32, one thread, next to relu and batchnorm2d on the same
-// tensor (the yardsticks they replace in a recipe), and issue 21's
-// attention and transformer block (D 256, 4 heads, L 256, batch 8):
+// Milliseconds per forward + backward of the activation, norm and 1-D
+// pooling layers on the CPU engine, float32, one thread, next to relu and
+// batchnorm2d on the same tensor (the yardsticks they replace in a recipe),
+// and the attention and transformer block (D 256, 4 heads, L 256, batch 8):
 //   bazel build //bench:layers_bench && bazel-bin/bench/layers_bench [FILTER]
 // bench/layers_torch.py prints PyTorch's times for the same cases.
 #include <cblas.h>
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
       {"groupnorm { groups: 8 }", {512}},
       {"maxpool1d { kernel: 3 stride: 2 padding: 1 }", {32, 256}},
       {"avgpool1d { kernel: 3 stride: 2 padding: 1 }", {32, 256}},
-      // Issue 21: D = 256, H = 4, L = 256, batch 8.
+      // D = 256, H = 4, L = 256, batch 8.
       {"attention { heads: 4 }", {256, 256}, 8},
       {"attention { heads: 4 bidirectional: true }", {256, 256}, 8},
       {"transformer_block { heads: 4 }", {256, 256}, 8},

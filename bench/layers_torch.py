@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch's milliseconds per forward + backward for bench/layers_bench's
-cases (batch 64, or 8 for issue 21's attention and transformer block at
+cases (batch 64, or 8 for the attention and transformer block at
 D 256, 4 heads, L 256; float32, one thread, best of 5 x 10), to print
 beside cohort's (an argument keeps only the cases whose name contains it):
   /usr/bin/python3 bench/layers_torch.py [FILTER]

@@ -37,7 +37,7 @@ TEST(MemoryEstimate, SmallModelsFitEasily) {
   EXPECT_TRUE(CheckMemoryFits(e, kMachine, "this process").ok());
 }
 
-// The reproduction: 100M outputs over 784 inputs, 78.5e9
+// A linear layer no machine holds: 100M outputs over 784 inputs, 78.5e9
 // parameters, values and gradients: arithmetic is fine, the machine is not.
 TEST(MemoryEstimate, RefusesAModelLargerThanTheMachineNamingTheLayer) {
   const MemoryEstimate e = Estimate(

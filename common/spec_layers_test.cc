@@ -15,8 +15,8 @@ using ::testing::HasSubstr;
 // Sizes (common/model_sizes.h) are the spec's business: a layer whose input
 // does not fit, an unknown zoo model or sizes past 2^63 bytes point into
 // the file.
-// Issue 20's layers, on samples of shape [6, 30] (line 4 is the first
-// layer).
+// The activation, norm and 1-D pooling layers, on samples of shape [6, 30]
+// (line 4 is the first layer).
 TEST(ParseJobSpec, ChecksTheNewLayerKinds) {
   auto with = [](const std::string& layers) {
     return "batch_size: 8\nmax_steps: 10\nmodel {\n" + layers +

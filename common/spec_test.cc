@@ -335,7 +335,7 @@ TEST(ParseJobSpec, ChecksDataAndEval) {
   EXPECT_EQ(ErrorOf(Valid("data { kind: MNIST }\n")), "OK");
 }
 
-// Issue 20 (5): validation-driven control.
+// Validation-driven control.
 TEST(ParseJobSpec, ChecksEarlyStoppingAndKeepBest) {
   struct Case {
     std::string extra;
@@ -605,7 +605,7 @@ TEST(ParseJobSpec, FillsClusterDefaults) {
   EXPECT_EQ(c.nccl_algorithm(), "flat");
 }
 
-// Issue 20: gradient accumulation.
+// Gradient accumulation.
 TEST(ParseJobSpec, ChecksGradientAccumulationSteps) {
   EXPECT_EQ(ErrorOf(Valid("gradient_accumulation_steps: 4\n")), "OK");
   EXPECT_EQ(ErrorOf(Valid("gradient_accumulation_steps: -2\n")),

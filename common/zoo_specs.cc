@@ -62,7 +62,7 @@ class Builder {
     Next().mutable_global_avgpool();
     return *this;
   }
-  // Transformers (issue 21).
+  // Transformers.
   Builder& Embedding(int64_t vocab, int64_t dim) {
     EmbeddingSpec* e = Next().mutable_embedding();
     e->set_vocab_size(vocab);

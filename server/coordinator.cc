@@ -396,7 +396,7 @@ absl::Status CoordinatorServer::Serve(
   // probing gRPC grows it to several MiB per connection, and 48
   // connections of refused 64 MiB calls held 30 MB; without, 64 KiB, and
   // a request being read still gets a window of its whole size (a 64 MiB
-  // KvSet was no slower, issue 16).
+  // KvSet was no slower).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // gRPC sets SO_REUSEPORT by default, which would let a second
   // coordinator silently share the port instead of failing.

@@ -812,7 +812,7 @@ TEST(Elastic, ParameterServerJobsStillFailWhenAWorkerDies) {
   EXPECT_EQ(s.restarts(), 0);
 }
 
-// Issue 16 (1): a worker that leaves every generation it is in (its own
+// A worker that leaves every generation it is in (its own
 // fault, e.g. a disk it cannot write, which it mistook for a broken peer)
 // while its peer stays healthy. Every generation after the first must be
 // counted against cluster.max_restarts, and the job must fail once they

@@ -111,7 +111,7 @@ std::vector<std::string> KvStore::Missing(
 // signal, not on the mutex with an absl::Condition: every unlock of the
 // mutex would evaluate each waiter's condition, and each waiter would queue
 // on the mutex again at every poll, which with thousands of waiters (a
-// flood of KvWait, issue 16) took both cores of a machine.
+// flood of KvWait) took both cores of a machine.
 absl::Status KvStore::Wait(uint64_t generation,
                            const std::vector<std::string>& keys,
                            absl::Duration timeout,

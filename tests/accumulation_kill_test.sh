@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20: gradient accumulation and clipping survive kill -9. A job that
+# Gradient accumulation and clipping survive kill -9. A job that
 # accumulates 3 batches a step (each epoch ending on a shorter step) and
 # clips by value and by norm is killed with SIGKILL after a checkpoint and
 # started again; its final model is byte for byte the model of the same job

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Gradient accumulation against PyTorch 1.13 (issue 20).
+"""Gradient accumulation against PyTorch 1.13.
 
   accumulation_torch.py COHORT WORKDIR
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20: gradient accumulation against PyTorch 1.13: batches of 4, 4 and
+# Gradient accumulation against PyTorch 1.13: batches of 4, 4 and
 # 3 samples accumulated into one step train as the full batch of 11 does
 # (tests/accumulation_torch.py; skips without python3-torch).
 set -euo pipefail

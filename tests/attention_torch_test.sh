@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21: attention (causal and bidirectional), per-position LayerNorm and
+# Attention (causal and bidirectional), per-position LayerNorm and
 # the transformer block, forward and backward in float64, against PyTorch
 # 1.13's modules (tests/attention_torch.py; skips without python3-torch).
 set -euo pipefail

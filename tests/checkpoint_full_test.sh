@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16, defect 1: a checkpoint that cannot be written in a multi-worker
+# A checkpoint that cannot be written in a multi-worker
 # job is the job's failure (FAILED, the reason naming the path and errno,
 # exit 1), never a peer failure: it used to send rank 0 into 91 rejoins
 # and end SUCCEEDED with most checkpoints missing. The full disk is a

@@ -107,7 +107,7 @@ TEST(CheckpointResume, AdamIsExact) {
   ExpectExactResume("kind: ADAM lr: 0.003", false);
 }
 
-// Issue 20: the new optimizers' state (RMSprop's averages and buffer,
+// The state of RMSprop, LAMB and LARS (RMSprop's averages and buffer,
 // LAMB's moments and step count, LARS's buffer) resumes exactly too, with
 // biases and norm parameters excluded from decay, on a model large enough
 // that its tensors cross the two replicas' slices.
@@ -151,7 +151,7 @@ TEST(CheckpointResume, AnotherJobsCheckpointsAreRefused) {
   EXPECT_THAT(other.status().message(), HasSubstr(dir));
 }
 
-// Issue 20: gradient accumulation (3 batches a step; each replica's 350
+// Gradient accumulation (3 batches a step; each replica's 350
 // samples make 22 batches, so every epoch ends on a step of one batch of
 // 14) and both kinds of clipping resume exactly: checkpoints fall between
 // optimizer steps, never between accumulated batches.
@@ -164,7 +164,7 @@ TEST(CheckpointResume, AccumulationAndClippingAreExact) {
       "test_samples: 64 } }\ngradient_accumulation_steps: 3\n");
 }
 
-// Your own data (issue 17): resume keeps the exact position in a NUMPY set
+// Your own data: resume keeps the exact position in a NUMPY set
 // of two shards and in a CSV table as well.
 TEST(CheckpointResume, NumpyDataIsExact) {
   ExpectExactResume("kind: SGD lr: 0.05 momentum: 0.9", false,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20: grouped, depthwise and dilated convolutions and branch blocks
+# Grouped, depthwise and dilated convolutions and branch blocks
 # against PyTorch 1.13 in float64, forward and backward
 # (tests/conv_branch_torch.py; skips without python3-torch).
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20 (5): validation-driven control with real processes (2 workers of
+# Validation-driven control with real processes (2 workers of
 # `cohort local`). The test loss is evaluated every 16 steps; patience 3
 # with a min_delta the loss soon stops beating makes the run stop early.
 #   1. An undisturbed run stops early, says why in one line, and its report

@@ -26,7 +26,7 @@ namespace {
 constexpr int kBatch = 16;
 constexpr int kSamples = 512;
 
-// `extra`: more top-level lines (issue 20: accumulation and clipping).
+// `extra`: more top-level lines (accumulation and clipping).
 JobSpec Spec(
     int batch = 16, const std::string& extra = "",
     const std::string& optimizer = "kind: SGD lr: 0.05 momentum: 0.9") {
@@ -44,7 +44,7 @@ JobSpec Spec(
   return *spec;
 }
 
-// The same job on your own data (issue 17): 512 samples of [20] in two
+// The same job on your own data: 512 samples of [20] in two
 // NUMPY shards (tests/own_data.h).
 // With `float_targets`, the targets are [10] floats under MSE.
 JobSpec NumpySpec(bool float_targets = false) {
@@ -154,7 +154,7 @@ TEST(ElasticResume, SameWorldResumesExactlyFromOneHolder) {
   ExpectSameWorldResumesExactly(Spec());
 }
 
-// Issue 20: a generation that ends between two optimizer steps of
+// A generation that ends between two optimizer steps of
 // accumulated batches (5 of 3 batches of 5 samples, each worker's 171
 // samples making 35 batches: the epoch's last step has 2) and clipped
 // gradients resume exactly as well.
@@ -164,7 +164,7 @@ TEST(ElasticResume, AccumulationAndClippingResumeExactly) {
            "kind: SGD lr: 0.05 momentum: 0.9 clip_grad_norm: 0.3"));
 }
 
-// Issue 20: three workers accumulating 4 batches of 4 train as three
+// Three workers accumulating 4 batches of 4 train as three
 // workers with batches of 16, to rounding: the all-reduce carries only the
 // step's summed gradient.
 TEST(ElasticResume, AccumulatedBatchesTrainAsOneLargerBatchAcrossWorkers) {
@@ -196,7 +196,7 @@ TEST(ElasticResume, AccumulatedBatchesTrainAsOneLargerBatchAcrossWorkers) {
   EXPECT_GT(apart, 1e-3) << "batches of 4 trained as batches of 16";
 }
 
-// Issue 16, defect 8: after a regroup the result covers every generation:
+// After a regroup the result covers every generation:
 // the training time of the epoch the first one ended in, and that epoch's
 // loss over all of its steps (it was divided by all steps but summed over
 // the last generation's only).
@@ -263,7 +263,7 @@ TEST(ElasticResume, OnFloatTargetsTooTheRestOfTheEpochIsExact) {
   ExpectTheRestOfTheEpoch(NumpySpec(/*float_targets=*/true));
 }
 
-// Issue 20 (5): early stopping survives a regroup. Evaluation every 3
+// Early stopping survives a regroup. Evaluation every 3
 // steps on the test loss; patience 2 with a min_delta that the loss soon
 // stops beating, so the run stops early. A generation that ends after any
 // step (between evaluations, or just after one) resumes to stop at the

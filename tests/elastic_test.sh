@@ -124,7 +124,7 @@ if wait_for 30 running_gen 1 && wait_for 10 stepping 1; then
   fi
   kill -CONT "${w[1]}"
   wait "${w[1]}"; rcf=$?
-  # Fenced out of generation 1, it joins the job anew (issue 16 (10): a
+  # Fenced out of generation 1, it joins the job anew (a
   # worker declared dead that comes back is a replacement, not a casualty).
   if [[ $rcf -eq 0 ]] && grep -q "dropped from the job\|generation 1 is over" "$tmp/stop.w1.err" \
       && grep -q "rejoined .* (generation [3-9]" "$tmp/stop.w1.err"; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21: embedding, positional_embedding and the tied output head (in a
+# embedding, positional_embedding and the tied output head (in a
 # model, where the head shares the embedding's weight), forward and backward
 # in float64, against PyTorch 1.13 (tests/embedding_torch.py; skips without
 # python3-torch).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18: `cohort evaluate` and `cohort predict` over a data split give
+# `cohort evaluate` and `cohort predict` over a data split give
 # what training reported. On MNIST's 10,000 test images (when the shared
 # data is there; the built-in synthetic set otherwise): evaluate's loss and
 # accuracy equal the training report's, its confusion matrix adds up to
@@ -66,7 +66,7 @@ expect_refused_text "evaluate: an unknown split" "--split must be test or train,
   "$cohort" evaluate --checkpoint="$ckpt" --split=val
 expect_refused_text "predict: an unknown output kind" "--out must end in .npy (raw outputs) or .csv (top-k classes)" \
   "$cohort" predict --checkpoint="$ckpt" --out="$tmp/p.txt"
-# Issue 21: text generation needs a TOKENS (BYTES) checkpoint and sane
+# Text generation needs a TOKENS (BYTES) checkpoint and sane
 # sampling flags (cli/generate_test covers the sampling itself).
 expect_refused_text "predict --prompt: not a language model's checkpoint" \
   "needs a checkpoint of a TOKENS data set in format BYTES; this one's data set is" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18: the trained model leaves cohort, checked by runtimes nobody on
+# The trained model leaves cohort, checked by runtimes nobody on
 # this project wrote. `cohort export` writes a checkpoint's model
 #  - as ONNX: python3-onnx's checker (full_check) accepts it, and ONNX
 #    Runtime (npm onnxruntime-node) gives `cohort predict`'s outputs on the
@@ -98,7 +98,7 @@ train_export cnn "9, 3, 16, 16" \
    layers { avgpool2d { kernel: 2 } } layers { flatten {} }
    layers { linear { out_features: 10 } }' \
   'data { kind: SYNTHETIC synthetic { shape: [3, 16, 16] train_samples: 512 test_samples: 64 } }'
-# Issue 20's layers: activations, LayerNorm and GroupNorm (with and
+# Activations, LayerNorm and GroupNorm (with and
 # without affine), 1-D pooling.
 train_export act_mlp "20, 24" \
   'layers { linear { out_features: 32 } } layers { layernorm {} }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18: a run that ends with a checkpoint directory always leaves a
+# A run that ends with a checkpoint directory always leaves a
 # checkpoint of its last step, which `cohort checkpoint verify` accepts:
 # max_steps not a multiple of every_steps, every_seconds longer than the
 # run, and --checkpoint-dir alone (no schedule in the spec). A run resumed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21: `cohort predict --prompt` on a real checkpoint. A tiny language
+# `cohort predict --prompt` on a real checkpoint. A tiny language
 # model (embedding -> positional embedding -> position-wise linear map ->
 # tied head: each next byte predicted from the current one and its
 # position; without the map the tied head's logits E[v] . E[c] could not

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20: gradient clipping in training (CPU replicas). A max norm far
+# Gradient clipping in training (CPU replicas). A max norm far
 # above the gradient's trains bit for bit as no clipping; a small one (and
 # clip_grad_value) changes the run, which repeats exactly; PS mode and a
 # negative value are refused at the spec line.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20: GELU, SiLU, tanh, sigmoid, LeakyReLU, LayerNorm, GroupNorm,
+# GELU, SiLU, tanh, sigmoid, LeakyReLU, LayerNorm, GroupNorm,
 # MaxPool1d and AvgPool1d, forward and backward in float64, against PyTorch
 # 1.13's modules (tests/layers_torch.py; skips without python3-torch).
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20: optimizer.scale_lr_with_world applies the linear scaling rule.
+# The spec's optimizer.scale_lr_with_world applies the linear scaling rule.
 # A run on 2 replicas with lr 0.025 scaled must train exactly as one with
 # lr 0.05 unscaled (bit for bit: the same rate reaches the same kernels),
 # and differently from 0.025 unscaled; the worker reports the effective rate

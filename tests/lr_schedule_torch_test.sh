@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20: cohort's learning-rate schedules against PyTorch 1.13's
+# cohort's learning-rate schedules against PyTorch 1.13's
 # schedulers, step by step (tests/lr_schedule_torch.py; skips without
 # python3-torch).
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16, defect 5: oversized models, data sets and spec files are refused
+# Oversized models, data sets and spec files are refused
 # up front with one line and exit 2 -- naming the layer (or field), the size
 # and what the machine has -- in every entry point that takes a spec, never
 # a SIGABRT ("Check failed ... allocating N bytes", std::bad_alloc).
@@ -43,7 +43,7 @@ spec linear_1e8_ps.textproto \
 # What the machine has, as every refusal must say.
 has='this machine has [0-9.]+ [KMGT]iB available \(.+\)$'
 
-# The issue's five reproductions, through `cohort train`.
+# Five oversized cases, through `cohort train`.
 expect_refused "train linear 2147483647" \
   "^cohort train: layer 1 \(linear\) needs [0-9.]+ TiB of parameters \(1685774662895 parameters.*$has" \
   "$cohort" train --job="$tmp/linear_max.textproto" --quiet

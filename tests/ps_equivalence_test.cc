@@ -233,7 +233,7 @@ TEST(PsEquivalence, SyncAdamTwoWorkersTimesTwoReplicas) {
   ExpectEquivalent("kind: ADAM lr: 0.001");
 }
 
-// Issue 20: RMSprop in the shards, with biases kept out of weight decay
+// RMSprop in the shards, with biases kept out of weight decay
 // (each shard finds its partitions' biases from the job's layer specs).
 // Without momentum: RMSprop's first steps are about lr * sign(g), so an
 // element whose gradient is near 0 magnifies the two runs' different

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Targets and losses end to end (issue 17): the shipped Conv1d regression example
+# Targets and losses end to end: the shipped Conv1d regression example
 # on .npy files (cohort train and a 2-worker cohort local job) and on .npz
 # archives, a CSV regression under MSE, L1 and Huber (and through a PS
 # shard), multi-label BCE, and label smoothing with top-5 accuracy;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19: deploy/slurm/train.sbatch on a real SLURM. The test makes its
+# deploy/slurm/train.sbatch on a real SLURM. The test makes its
 # own one-node cluster -- slurmctld and slurmd from Debian's slurm-wlm, with
 # a slurm.conf, state and spool in a temporary folder, free ports, and
 # auth/none (or, where the package lacks it, a munged of its own) -- and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16, defect 2: two coordinators must not share one --state-dir. A
+# Two coordinators must not share one --state-dir. A
 # second one exits 2 naming the first one's pid and address; after the
 # first is killed with kill -9 (the kernel drops its lock), a restart on the
 # same directory takes it over.

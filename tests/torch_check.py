@@ -10,7 +10,7 @@ The torch model is built from the layer list the export records
 (metadata cohort.layers) with sizes from the tensors' shapes: every layer
 kind, residual blocks as torchvision's BasicBlock and Bottleneck, branch
 blocks as a ModuleList of Sequential paths (grouped and dilated
-convolutions included), and the transformer layers (issue 21) on cohort's
+convolutions included), and the transformer layers on cohort's
 per-sample [N, D, L] layout, transposed to torch's [N, L, D] around
 nn.LayerNorm and nn.MultiheadAttention, token ids arriving as floats
 [N, 1, L], and the tied head sharing the embedding's weight. MODEL only

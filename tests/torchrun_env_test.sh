@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19: `cohort launch` in a torchrun-style environment (what torchrun
+# `cohort launch` in a torchrun-style environment (what torchrun
 # and Kubeflow's PyTorchJob set), with no cohort flags but --job:
 #   1. two ranks (MASTER_ADDR=127.0.0.1, a free MASTER_PORT, RANK 0 and 1,
 #      WORLD_SIZE=2): rank 0 runs the coordinator and a worker, rank 1 a

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 21: the transformer layers (embedding, positional_embedding,
+# The transformer layers (embedding, positional_embedding,
 # per-position layernorm, attention, transformer_block, tied_lm_head) leave
 # cohort as ONNX, checked against PyTorch without the engine:
 #  - tests/transformer_torch.py builds each model in Debian's python3-torch
@@ -13,9 +13,9 @@
 #    python3-onnx's checker (full_check) accepts it, the tied head shares
 #    the embedding's initializer, and ONNX Runtime (npm onnxruntime-node)
 #    gives torch's logits within 1e-4 of the largest.
-# One more comparison, the engine itself, runs when this cohort trains the
-# layers (--init-from the torch weights at a vanishing rate, then predict,
-# export to safetensors and ONNX); until then it prints SKIP for it.
+# One more comparison, the engine itself, on the GPT case (the engine reads
+# bytes): --init-from the torch weights at a vanishing rate, then predict,
+# export to safetensors and ONNX.
 #
 #   transformer_export_test.sh ONNX_FROM_SAFETENSORS COHORT
 set -u

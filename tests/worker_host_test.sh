@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16, defect 9: a worker whose advertised host does not resolve used
+# A worker whose advertised host does not resolve used
 # to crash inside Gloo (SIGSEGV, exit 139, no message) once its job formed,
 # and a bracketed IPv6 --host crashed it too. Now: one line naming --host,
 # exit 2, before joining; and --host=[::1] trains (where this machine has

@@ -1,4 +1,4 @@
-// The transformer layers' ONNX form (issue 21). Between these layers values
+// The transformer layers' ONNX form. Between these layers values
 // stay sequence-major, [N, L, D] (see worker/onnx_graph.h), so a stack of
 // blocks carries no Transpose; position-wise linear maps are Gemm over the
 // [N * L, D] rows, as nn.Linear on [N, L, D] computes them.

@@ -147,7 +147,7 @@ TEST(Trainer, ThreeReplicasEqualOneWithThriceTheBatchLenet) {
   ExpectReplicasMatchBigBatch("lenet_cifar", 3);
 }
 
-// Issue 20: K accumulated batches of b per replica train as one batch of
+// K accumulated batches of b per replica train as one batch of
 // K*b, here on 2 replicas over 2 epochs of 2000 samples: each replica's
 // 1000 make 63 batches of 16, the epoch's last step 3 of them (16 + 16 + 8
 // samples) against one batch of 40, so partial steps weigh by their

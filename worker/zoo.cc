@@ -131,7 +131,7 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
                     p.padding()};
       return std::make_unique<Pool1d<T>>(l.has_maxpool1d(), o);
     }
-    // Issue 21, helper emb: embeddings and the tied head (worker/model.h
+    // Embeddings and the tied head (worker/model.h
     // ties the head to the first embedding).
     case LayerSpec::kEmbedding:
       return std::make_unique<Embedding<T>>(l.embedding().vocab_size(),
@@ -140,7 +140,7 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l) {
       return std::make_unique<PositionalEmbedding<T>>();
     case LayerSpec::kTiedLmHead:
       return std::make_unique<TiedLmHead<T>>();
-    // Issue 21 (helper attn): attention and the transformer block.
+    // Attention and the transformer block.
     case LayerSpec::kAttention: {
       const AttentionSpec& s = l.attention();
       return std::make_unique<Attention<T>>(

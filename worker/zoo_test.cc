@@ -71,8 +71,8 @@ TEST(Zoo, GptTinyIsATiedFourBlockLanguageModel) {
   EXPECT_EQ(*ZooInputShape("lenet5", {1, 64}), (Shape{1, 28, 28}));
 }
 
-// Needs the transformer block (helper attn) and its shape inference (the
-// lead): GPT-2's layout at width 256, the head tied (no parameters).
+// The transformer block and its shape inference: GPT-2's layout at width
+// 256, the head tied (no parameters).
 TEST(Zoo, GptTinyParameterCount) {
   const int64_t d = 256, block = 2 * d + (3 * d * d + 3 * d) + (d * d + d) +
                                  2 * d + (4 * d * d + 4 * d) + (4 * d * d + d);

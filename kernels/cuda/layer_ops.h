@@ -1,5 +1,5 @@
 // CUDA kernels of the smooth and leaky activations, LayerNorm/GroupNorm and
-// 1-D pooling (issue 20), over float32 NCHW activations (the GPU engine's
+// 1-D pooling, over float32 NCHW activations (the GPU engine's
 // layout, worker/gpu/layers/gpu_layer.h). The mathematics is the CPU
 // engine's (kernels/activations.h, worker/layers/norm.h, kernels/pool1d.h);
 // statistics and parameter gradients are summed in double, in a fixed order

@@ -54,7 +54,7 @@ struct CudaCrossEntropyBuffers {
   size_t workspace_bytes = 0;
   // e in [0, 1); 0 is plain cross-entropy.
   float label_smoothing = 0;
-  // Sequences (the sequence cross-entropy of issue 21): with positions P >
+  // Sequences (a language model's cross-entropy): with positions P >
   // 1 the n rows are n / P samples of P positions each, the logits (and
   // grad) are {n / P, c, P} (the GPU engine's NCHW {c, L} per sample: a
   // row's classes lie P apart) and labels[sample * P + position]. The loss

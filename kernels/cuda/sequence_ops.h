@@ -1,4 +1,4 @@
-// CUDA kernels of the transformer layers other than attention (issue 21):
+// CUDA kernels of the transformer layers other than attention:
 // token and positional embeddings, the per-position LayerNorm and the
 // conversion of float token targets to class labels. Activations are the
 // GPU engine's NCHW sequences (worker/gpu/layers/gpu_layer.h): a per-sample

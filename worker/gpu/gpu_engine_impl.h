@@ -294,7 +294,7 @@ class GpuEngine : public DeviceEngine {
   // as many as a float target has.
   int64_t out_size_ = 0;
   int64_t target_size_ = 0;  // a float target's elements; 0 for labels
-  // The sequence cross-entropy (issue 21: CROSS_ENTROPY on float token
+  // The sequence cross-entropy (CROSS_ENTROPY on float token
   // targets {L} with logits {V, L}): L, else 0.
   int64_t sequence_positions_ = 0;
   int64_t adam_steps_ = 0;

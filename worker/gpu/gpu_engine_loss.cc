@@ -53,7 +53,7 @@ absl::Status GpuEngine::LossOf(Device& d, const Slot& slot, bool gradient) {
   return SoftmaxCrossEntropyAsync(b, slot.n, out_size_, s);
 }
 
-// The sequence cross-entropy (issue 21): the model's NCHW logits
+// The sequence cross-entropy: the model's NCHW logits
 // {n, V, L} against the float token targets {n, L}, a cross-entropy row
 // per position (the classes L apart), the loss the mean over the n * L
 // positions with the job's label smoothing, and d.result[2..3] the number

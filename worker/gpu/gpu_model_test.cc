@@ -1,5 +1,5 @@
 // The GPU engine against the CPU engine, its reference: every layer kind
-// alone (float32 within 1e-5 relative, bf16 within 1e-2: the issue's
+// alone (float32 within 1e-5 relative, bf16 within 1e-2: the
 // per-layer bounds) and the zoo models end to end in float32 (1e-4, as
 // rounding compounds over the layers), for the forward output, every
 // parameter gradient and the BatchNorm running statistics. Runs where a CUDA
@@ -250,9 +250,9 @@ TEST(GpuModel, EveryLayerKindMatchesTheCpuEngine) {
   }
 }
 
-// Issue 20's layers (cohort's own kernels, kernels/cuda/layer_ops.h), each
-// after a layer with parameters so that their input gradients are checked
-// through its parameter gradients.
+// The layers with cohort's own kernels (activations, norms, 1-D pooling;
+// kernels/cuda/layer_ops.h), each after a layer with parameters so that
+// their input gradients are checked through its parameter gradients.
 TEST(GpuModel, NewLayerKindsMatchTheCpuEngine) {
   REQUIRE_GPU();
   const std::vector<LayerCase> cases = {
@@ -379,7 +379,7 @@ TEST(GpuModel, DropoutDropsAboutPAndScalesTheRest) {
   cudaFree(gdy);
 }
 
-// Issue 21's transformer layers against the CPU layers: embeddings (ids
+// The transformer layers against the CPU layers: embeddings (ids
 // in), the per-position LayerNorm, attention (causal and bidirectional,
 // several heads), the block, and a small GPT with the tied head, whose
 // embedding gradient sums the head's and the lookup's parts.

@@ -84,7 +84,7 @@ TEST(GpuTrainer, Float32ConvNetFollowsTheCpuTrainer) {
   EXPECT_LT(RelativeError(gpu.parameters, cpu.parameters), 1e-3);
 }
 
-// Issue 20: clipping by value and by global norm on the GPU follows the
+// Clipping by value and by global norm on the GPU follows the
 // CPU engine's clipping (the norm's scale computed on the device), with
 // limits that bite on every step: without clipping the runs would part.
 TEST(GpuTrainer, ClippedTrainingFollowsTheCpuTrainer) {
@@ -104,7 +104,7 @@ TEST(GpuTrainer, ClippedTrainingFollowsTheCpuTrainer) {
   EXPECT_GT(RelativeError(unclipped.parameters, gpu.parameters), 1e-2);
 }
 
-// Issue 20: 4 accumulated batches of 16 on a GPU train as the CPU trainer
+// 4 accumulated batches of 16 on a GPU train as the CPU trainer
 // accumulating them does, and as one GPU batch of 64 (the epoch's 4096
 // samples divide, so every step is whole).
 TEST(GpuTrainer, AccumulationFollowsTheCpuTrainerAndTheLargerBatch) {
@@ -127,7 +127,7 @@ TEST(GpuTrainer, AccumulationFollowsTheCpuTrainerAndTheLargerBatch) {
   EXPECT_LT(RelativeError(gpu.parameters, big.parameters), 1e-3);
 }
 
-// Issue 20: RMSprop, LAMB and LARS (biases and norms out of weight decay)
+// RMSprop, LAMB and LARS (biases and norms out of weight decay)
 // on the GPU follow the CPU trainer too. Not yet run on a GPU when
 // written: the bounds are the float32 test's, RMSprop's looser (its first
 // steps are about lr * sign(g), which magnifies rounding near g = 0).

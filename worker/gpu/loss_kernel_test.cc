@@ -271,7 +271,7 @@ TEST_F(CudaLossTest, SmallWorkspaceIsRejected) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 }
 
-// Issue 21's sequence cross-entropy: logits {N, V, L} (the GPU engine's
+// The sequence cross-entropy: logits {N, V, L} (the GPU engine's
 // NCHW, a row's classes L apart) against the CPU loss over the same rows
 // made contiguous ({N * L, V}, row n * L + t), with and without smoothing.
 TEST_F(CudaLossTest, SequenceRowsMatchTheCpuLossOfTheTransposedLogits) {

@@ -1,4 +1,4 @@
-// Multi-head self-attention on the GPU (issue 21): torch
+// Multi-head self-attention on the GPU: torch
 // nn.MultiheadAttention(D, H, batch_first=True)(x, x, x, need_weights=False)
 // with a causal mask unless bidirectional, on {D, L} sequences (NCHW
 // {N, D, L} for the batch). The fused in_proj and the out_proj are

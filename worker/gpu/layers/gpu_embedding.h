@@ -1,5 +1,5 @@
 // Token embedding, positional embedding and the tied language-model head
-// on the GPU (issue 21), with the CPU layers' parameters in the same order
+// on the GPU, with the CPU layers' parameters in the same order
 // and layout (torch nn.Embedding's {V, D} and {L, D}).
 //
 // Sequences are NCHW on the GPU engine: a per-sample {D, L} is {N, D, L}

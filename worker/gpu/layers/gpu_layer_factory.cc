@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(const LayerSpec& l,
       return std::make_unique<GpuPool1d>(l.has_maxpool1d(), p.kernel(),
                                          p.stride(), p.padding());
     }
-    // Issue 21's transformer layers. GpuModel ties a tied_lm_head to the
+    // The transformer layers. GpuModel ties a tied_lm_head to the
     // model's first embedding.
     case LayerSpec::kEmbedding:
       return std::make_unique<GpuEmbedding>(l.embedding().vocab_size(),

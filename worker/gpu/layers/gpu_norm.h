@@ -2,9 +2,9 @@
 // (kernels/cuda/layer_ops.h): in the NCHW layout each (sample, group) is
 // one contiguous row, normalised by one thread block. Same parameters, in
 // the same order and layout, as the CPU layers (worker/layers/norm.h).
-// The per-position LayerNorm of sequences (issue 21, LayerNormSpec
-// per_position) normalises each position of a {C, L} sample over its C
-// features (kernels/cuda/sequence_ops.h), weight and bias {C}.
+// The per-position LayerNorm of sequences (LayerNormSpec per_position)
+// normalises each position of a {C, L} sample over its C features
+// (kernels/cuda/sequence_ops.h), weight and bias {C}.
 //
 // Ownership: weight and bias are views into the model's buffers (Bind);
 // the layer owns the per-row statistics it saves for backward and keeps a

@@ -1,4 +1,4 @@
-// The pre-norm GPT transformer block on the GPU (issue 21):
+// The pre-norm GPT transformer block on the GPU:
 //   h = x + attn(ln1(x));  y = h + mlp(ln2(h)),
 // mlp = Linear(D, rD), GELU (exact erf), Linear(rD, D) at each position,
 // over {D, L} sequences (NCHW {N, D, L} for the batch). Built from the
