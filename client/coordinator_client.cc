@@ -21,8 +21,12 @@ namespace {
 // one; KvWait carries its own, longer deadline.
 constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
 
-// The longest pause between two attempts of a retried call.
-constexpr absl::Duration kMaxBackoff = absl::Seconds(2);
+// The longest pause between two attempts of a retried call: short while
+// the coordinator cannot be reached (a refused connection costs nothing,
+// and a worker started first should join within a second of it
+// listening), longer while it answers that it is busy.
+constexpr absl::Duration kMaxBackoff = absl::Milliseconds(500);
+constexpr absl::Duration kMaxBusyBackoff = absl::Seconds(2);
 
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration d) {
   ctx->set_deadline(std::chrono::system_clock::now() +
@@ -51,23 +55,52 @@ CoordinatorClient::CoordinatorClient(std::string address,
       channel_(std::move(channel)),
       stub_(Coordinator::NewStub(channel_)) {}
 
+namespace {
+
+grpc::ChannelArguments DataChannelArguments() {
+  grpc::ChannelArguments args;
+  // Reconnect promptly while Join retries: gRPC's default backoff grows to
+  // two minutes.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500);
+  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 128 << 20);
+  // A connection of its own, not one pooled with other channels to the
+  // address: RenewFailedChannel's new channel must really connect anew.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  AddDataKeepalive(args);
+  return args;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Create(
     const std::string& address, const SecurityOptions& security) {
   if (!ValidAddress(address)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "coordinator address must be HOST:PORT, got \"", address, "\""));
   }
-  grpc::ChannelArguments args;
-  // Reconnect promptly while Join retries; gRPC's default backoff grows to
-  // two minutes.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, 128 << 20);
-  AddDataKeepalive(args);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      CreateChannel(address, security, args);
+      CreateChannel(address, security, DataChannelArguments());
   if (!channel.ok()) return channel.status();
   return std::unique_ptr<CoordinatorClient>(
       new CoordinatorClient(address, security, *std::move(channel)));
+}
+
+void CoordinatorClient::RenewFailedChannel() {
+  // After a refused connection gRPC 1.51 leaves the channel failed until
+  // the name is resolved again, seconds later, whatever its backoff says:
+  // a worker started before its coordinator joined ~5 s after it began
+  // listening. A fresh channel connects at once.
+  const bool first_contact = generation_ == 0 && shard_id_.empty();
+  if (!first_contact || channel_->GetState(/*try_to_connect=*/false) !=
+                            GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    return;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      CreateChannel(address_, security_, DataChannelArguments());
+  if (!channel.ok()) return;  // the old one still reports why it failed
+  channel_ = *std::move(channel);
+  stub_ = Coordinator::NewStub(channel_);
 }
 
 absl::Status CoordinatorClient::FromGrpc(const grpc::Status& s,
@@ -135,7 +168,7 @@ absl::Status CoordinatorClient::RetryWhileUnavailable(
     // Jittered, so that workers refused together do not come back together;
     // the last pause ends at the connect timeout, for a last attempt.
     absl::SleepFor(std::min(backoff * absl::Uniform(random, 0.5, 1.0), left));
-    backoff = std::min(backoff * 2, kMaxBackoff);
+    backoff = std::min(backoff * 2, busy ? kMaxBusyBackoff : kMaxBackoff);
   }
 }
 
@@ -171,6 +204,7 @@ absl::StatusOr<JoinResponse> CoordinatorClient::Join(
   absl::Status s = RetryWhileUnavailable(
       connect_timeout, "join refused",
       [&] {
+        RenewFailedChannel();
         grpc::ClientContext ctx;
         // The coordinator holds Join until the rendezvous round completes;
         // its own join timeout bounds that, so the deadline here only has
@@ -201,6 +235,7 @@ absl::StatusOr<RegisterShardResponse> CoordinatorClient::RegisterShard(
   RegisterShardResponse response;
   absl::Status s =
       RetryWhileUnavailable(connect_timeout, "shard registration refused", [&] {
+        RenewFailedChannel();
         grpc::ClientContext ctx;
         SetDeadline(&ctx, kRpcTimeout);
         return stub_->RegisterShard(&ctx, request, &response);

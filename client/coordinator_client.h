@@ -116,6 +116,10 @@ class CoordinatorClient : public KvClient {
   // Waits until the channel stops connecting (ready, or failed with a
   // reason a call reports); false if it is still connecting at `deadline`.
   bool ConnectingEndsBy(absl::Time deadline);
+  // Replaces a channel that failed to connect with a fresh one, until the
+  // first Join or RegisterShard succeeds: no other call runs before, and
+  // it swaps the stub.
+  void RenewFailedChannel();
   // The heartbeats' stub: their own connection once FollowHeartbeats made
   // it, else the main one.
   std::shared_ptr<Coordinator::Stub> HeartbeatStub();
