@@ -21,12 +21,13 @@ SPEC
 running() { "$cohort" status --coordinator="$addr" | grep -q 'RUNNING'; }
 
 # 1. coordinator --workers=2 and two workers, as the README starts them
-# (with the training flags a worker takes: rank 0 alone exports).
+# (with the training flags a worker takes: rank 0 alone exports), for
+# long enough that cohort status sees it running even on a loaded machine.
 port=$(free_port); addr="127.0.0.1:$port"
 "$cohort" coordinator --job="$job" --workers=2 --listen="$addr" --report="$tmp/report.json" \
   2>"$tmp/coord.err" & coord=$!; pids+=($coord)
 for i in 0 1; do
-  "$cohort" worker --coordinator="$addr" --max-steps=300 --export="$tmp/two.onnx" --quiet \
+  "$cohort" worker --coordinator="$addr" --max-steps=2000 --export="$tmp/two.onnx" --quiet \
     >"$tmp/w$i.out" 2>"$tmp/w$i.err" &
   pids+=($!)
   [[ $i == 0 ]] && w0=$! || w1=$!
