@@ -194,7 +194,6 @@ struct LocalFlags {
   // Worker processes to start: the job's maximum, once the counts are
   // resolved (LocalCoordinatorOptions).
   int64_t workers = 0;
-  std::string log_dir;
 };
 
 // `cohort local` starts this many workers when neither a flag nor the
@@ -236,10 +235,6 @@ void AddLocalFlags(FlagSet& flags, LocalFlags* f) {
                "FILE");
   f->training.Register(flags, TrainingCommand::kLocal);
   AddSecurityFlags(flags, &f->security);
-  flags.String("log-dir", &f->log_dir,
-               "the chief writes train.csv, eval.csv and a TensorBoard event "
-               "file here (overrides the spec's log.dir)",
-               "DIR");
 }
 
 // The job's worker counts: the flags, else the spec's cluster section when
@@ -277,7 +272,9 @@ absl::StatusOr<CoordinatorOptions> LocalCoordinatorOptions(LocalFlags* f) {
   RETURN_IF_ERROR(LocalWorkerCounts(f, o.job.mutable_cluster()));
   o.listen = f->listen;
   o.security = f->security;
-  if (!f->log_dir.empty()) o.job.mutable_log()->set_dir(f->log_dir);
+  if (!f->training.log_dir.empty()) {
+    o.job.mutable_log()->set_dir(f->training.log_dir);
+  }
   o.metrics_listen = f->training.metrics_listen;
   o.report_path = !f->training.report.empty()
                       ? f->training.report

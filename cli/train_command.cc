@@ -33,7 +33,6 @@ struct TrainFlags {
   std::string replicas;  // the older name of --devices
   int64_t threads = 0;
   std::string timeline;
-  std::string log_dir;
   TrainingFlags training;
 };
 
@@ -52,10 +51,6 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "write a Chrome trace of every step's phases to this file (the "
                "same rules as --report)",
                "FILE");
-  flags.String("log-dir", &f->log_dir,
-               "write train.csv, eval.csv and a TensorBoard event file here "
-               "(overrides the spec's log.dir)",
-               "DIR");
   f->training.Register(flags, TrainingCommand::kTrain);
 }
 
@@ -197,7 +192,9 @@ absl::Status RunTrain(const std::vector<std::string>& args, bool* help) {
   ASSIGN_OR_RETURN(const Devices devices,
                    ResolveDevices(f.devices, f.replicas));
   ASSIGN_OR_RETURN(JobSpec spec, LoadJobSpec(f.job));
-  if (!f.log_dir.empty()) spec.mutable_log()->set_dir(f.log_dir);
+  if (!f.training.log_dir.empty()) {
+    spec.mutable_log()->set_dir(f.training.log_dir);
+  }
   // Output paths are checked before the work, not after it.
   RETURN_IF_ERROR(CheckTrainOutputs(f, spec));
   TrainOptions options = MakeTrainOptions(f, devices);

@@ -105,6 +105,11 @@ void TrainingFlags::Register(FlagSet& flags, TrainingCommand c) {
                  ? "no progress line (the workers' resume lines stay)"
                  : "no progress output (the resume line stays)");
   flags.String("metrics-listen", &metrics_listen, MetricsHelp(c), "HOST:PORT");
+  flags.String("log-dir", &log_dir,
+               absl::StrCat("write train.csv, eval.csv and a TensorBoard "
+                            "event file here (default: the spec's log.dir)",
+                            InJob(c, "rank 0 writes them")),
+               "DIR");
 }
 
 absl::Status TrainingFlags::Check() const {
@@ -132,6 +137,7 @@ void TrainingFlags::ApplyTo(TrainOptions* o) const {
   o->max_steps = max_steps;
   o->checkpoint_dir = checkpoint_dir;
   o->init_from = init_from;
+  o->log_dir = log_dir;
   o->quiet = quiet;
 }
 
@@ -140,6 +146,7 @@ void TrainingFlags::ApplyTo(WorkerOptions* o) const {
   o->max_steps = max_steps;
   o->checkpoint_dir = checkpoint_dir;
   o->init_from = init_from;
+  o->log_dir = log_dir;
   o->quiet = quiet;
 }
 

@@ -1,10 +1,10 @@
 // The training flags that `cohort train`, `local`, `worker` and `launch`
 // share: --epochs, --max-steps, --checkpoint-dir, --init-from, --export,
-// --report, --quiet and --metrics-listen. Registered by one function, so
-// every command gets the same names, help and checks, and applied by one
-// struct. A command that cannot honour a flag as a single process does says
-// so in its help and does the sensible thing: in a job, rank 0 alone writes
-// the report and the export, and `local` and `launch` give the flags to
+// --report, --quiet, --metrics-listen and --log-dir. Registered by one
+// function, so every command gets the same names, help and checks, and applied
+// by one struct. A command that cannot honour a flag as a single process does
+// says so in its help and does the sensible thing: in a job, rank 0 alone
+// writes the report and the export, and `local` and `launch` give the flags to
 // every worker (their --report is the coordinator's job report).
 //
 // To add a flag to all four commands: a field here, a line in Register, and
@@ -35,8 +35,8 @@ enum class TrainingCommand { kTrain, kLocal, kWorker, kLaunch };
 
 // The shared flags' names, as every command spells them.
 inline constexpr const char* kTrainingFlagNames[] = {
-    "epochs", "max-steps", "checkpoint-dir", "init-from",
-    "export", "report",    "quiet",          "metrics-listen"};
+    "epochs", "max-steps", "checkpoint-dir", "init-from", "export",
+    "report", "quiet",     "metrics-listen", "log-dir"};
 
 struct TrainingFlags {
   int64_t epochs = -1;     // -1: the spec's
@@ -46,6 +46,7 @@ struct TrainingFlags {
   std::string export_to;  // FILE.onnx or FILE.safetensors
   std::string report;
   std::string metrics_listen;
+  std::string log_dir;
   bool quiet = false;
 
   // Registers the flags into `flags`, with `command`'s notes.

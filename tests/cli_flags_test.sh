@@ -12,7 +12,7 @@ cohort="$1"
 make_images="$2"
 
 # 1. --help of every command.
-shared=(epochs max-steps checkpoint-dir init-from export report quiet metrics-listen)
+shared=(epochs max-steps checkpoint-dir init-from export report quiet metrics-listen log-dir)
 for command in train local worker launch; do
   help=$("$cohort" "$command" --help 2>&1)
   missing=()

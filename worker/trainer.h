@@ -104,6 +104,9 @@ struct TrainOptions {
   double slowdown = 1.0;
   // Overrides the spec's checkpoint.dir (which then needs an interval).
   std::string checkpoint_dir;
+  // Overrides the spec's log.dir: where the chief writes train.csv,
+  // eval.csv and TensorBoard events.
+  std::string log_dir;
   // Starting weights (parameters and BatchNorm statistics) from a
   // safetensors file with PyTorch's state_dict names (cohort export writes
   // one; so can PyTorch), unless a checkpoint is resumed. Empty: the seed's

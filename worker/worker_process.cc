@@ -265,6 +265,7 @@ TrainOptions WorkerTrainOptions(const WorkerOptions& o,
   t.max_steps = o.max_steps;
   t.init_from = o.init_from;
   t.checkpoint_dir = CheckpointDir(o, join.job());
+  t.log_dir = o.log_dir;
   return t;
 }
 

@@ -73,6 +73,7 @@ struct WorkerOptions {
   int64_t epochs = -1;
   int64_t max_steps = -1;
   std::string init_from;
+  std::string log_dir;         // overrides the spec's log.dir (rank 0 writes)
   std::string checkpoint_dir;  // rank 0 writes checkpoints here
   // The checkpoint directory when neither checkpoint_dir nor the job names
   // one (so that rank 0 leaves a final checkpoint to export). Empty: none.
