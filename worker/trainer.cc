@@ -115,14 +115,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     ASSIGN_OR_RETURN(const GpuPluginApi* gpu, LoadGpuPlugin());
     make_engine = gpu->create_engine;
   }
+  JobSpec effective = spec;  // the loop keeps its own copy
   if (!options.log_dir.empty()) {
-    JobSpec with_logs = spec;
-    with_logs.mutable_log()->set_dir(options.log_dir);
-    auto loop = std::make_unique<TrainingLoop>(with_logs, options);
-    RETURN_IF_ERROR(loop->Setup(make_engine));
-    return loop;
+    effective.mutable_log()->set_dir(options.log_dir);
   }
-  auto loop = std::make_unique<TrainingLoop>(spec, options);
+  auto loop = std::make_unique<TrainingLoop>(effective, options);
   RETURN_IF_ERROR(loop->Setup(make_engine));
   return loop;
 }
