@@ -471,6 +471,52 @@ void LogJoined(const WorkerOptions& o, const JoinResponse& join, bool rejoin) {
 
 namespace {
 
+// The joined line, the metrics' rank and the timeline's process name.
+void AnnounceJoin(const WorkerOptions& o, const JoinRequest& request,
+                  const JoinResponse& join, Timeline* timeline) {
+  LogJoined(o, join, request.leaving_generation() > 0);
+  if (o.metrics != nullptr) o.metrics->Joined(join);
+  if (timeline != nullptr) {
+    timeline->SetProcess(join.rank(),
+                         absl::StrCat("worker rank ", join.rank(), " (",
+                                      request.host(), ":", request.pid(), ")"));
+  }
+}
+
+// What the caller writes after a finished job (rank 0's report and export).
+void RecordOutcome(const WorkerOptions& o, const JoinResponse& join,
+                   const TrainResult& result) {
+  if (o.outcome == nullptr) return;
+  o.outcome->rank = join.rank();
+  o.outcome->world_size = join.world_size();
+  o.outcome->result = result;
+  const std::string dir = CheckpointDir(o, join.job());
+  o.outcome->checkpoint_dir =
+      !dir.empty() ? dir : join.job().checkpoint().dir();
+}
+
+// Reports a generation that failed with `s` and returns why it failed. A
+// collective fails the moment a peer dies, before the coordinator has
+// declared that peer dead; its verdict names the root cause (the dead
+// worker's rank and host), so it is waited for as long as it can take.
+absl::Status EndFailedGeneration(absl::Status s, const ClusterSpec& cluster,
+                                 HeartbeatSender& heartbeat,
+                                 StopSignalWatch& watch,
+                                 CoordinatorClient& client) {
+  if (IsCommunicationError(s)) {
+    StopSignalWatch::Waiting waiting(&watch,
+                                     "waiting for the coordinator's verdict");
+    const absl::Time until = absl::Now() + VerdictWait(cluster);
+    while (heartbeat.StopReason().ok() && absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
+  absl::Status why = heartbeat.StopReason();
+  if (!why.ok()) s = why;
+  client.Finish(false, std::string(s.message()), WorkerResult()).IgnoreError();
+  return s;
+}
+
 // Joins, trains and reports, one generation after another.
 absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
                        Timeline* timeline) {
@@ -486,13 +532,7 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
       joined = client.Join(request, o.connect_timeout);
     }
     ASSIGN_OR_RETURN(JoinResponse join, std::move(joined));
-    LogJoined(o, join, request.leaving_generation() > 0);
-    if (o.metrics != nullptr) o.metrics->Joined(join);
-    if (timeline != nullptr) {
-      timeline->SetProcess(
-          join.rank(), absl::StrCat("worker rank ", join.rank(), " (",
-                                    request.host(), ":", request.pid(), ")"));
-    }
+    AnnounceJoin(o, request, join, timeline);
     const ClusterSpec& cluster = join.job().cluster();
     // Declared before the heartbeat sender, so destroyed after it: a stop
     // that arrives for this generation cannot outlive it (stop_watchdog.h).
@@ -508,14 +548,7 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
     absl::Status s = Train(o, client, join, request.worker_id(), heartbeat,
                            &interrupt, &watch, &elastic, timeline, &result);
     if (s.ok()) {
-      if (o.outcome != nullptr) {
-        o.outcome->rank = join.rank();
-        o.outcome->world_size = join.world_size();
-        o.outcome->result = result;
-        const std::string dir = CheckpointDir(o, join.job());
-        o.outcome->checkpoint_dir =
-            !dir.empty() ? dir : join.job().checkpoint().dir();
-      }
+      RecordOutcome(o, join, result);
       return client.Finish(true, "", ToWorkerResult(result));
     }
     if (o.stop_signal != nullptr && o.stop_signal->load()) {
@@ -539,22 +572,7 @@ absl::Status RunJoined(const WorkerOptions& o, CoordinatorClient& client,
       request.set_leaving_generation(join.generation());
       continue;
     }
-    // A collective fails the moment a peer dies, before the coordinator has
-    // declared that peer dead. Its verdict names the root cause (the dead
-    // worker's rank and host), so wait for it as long as it can take.
-    if (IsCommunicationError(s)) {
-      StopSignalWatch::Waiting waiting(&watch,
-                                       "waiting for the coordinator's verdict");
-      const absl::Time until = absl::Now() + VerdictWait(cluster);
-      while (heartbeat.StopReason().ok() && absl::Now() < until) {
-        absl::SleepFor(absl::Milliseconds(50));
-      }
-    }
-    absl::Status why = heartbeat.StopReason();
-    if (!why.ok()) s = why;
-    client.Finish(false, std::string(s.message()), WorkerResult())
-        .IgnoreError();
-    return s;
+    return EndFailedGeneration(std::move(s), cluster, heartbeat, watch, client);
   }
 }
 
