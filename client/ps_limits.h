@@ -12,8 +12,11 @@ namespace cohort {
 inline constexpr int64_t kMaxChunkBytes = 1 << 20;
 
 // The shard's and the client's gRPC receive limit: a chunk plus room for the
-// rest of the message, so gRPC itself refuses anything much bigger
-// (RESOURCE_EXHAUSTED) before it is buffered.
+// rest of the message, so gRPC refuses anything much bigger
+// (RESOURCE_EXHAUSTED) before it is parsed. gRPC 1.51 still reads such a
+// message's bytes off the connection first: the shard's Pull and Push keep
+// their memory bounded by refusing a caller without the job's token before
+// the body is read (server/gated_service.h).
 inline constexpr int kMaxMessageBytes = kMaxChunkBytes + (64 << 10);
 
 // Bounds on what a request may declare, so that no arithmetic on it can
