@@ -234,20 +234,28 @@ TEST(Admission, ReflectionChecksTheTokenBeforeTheBody) {
   EXPECT_LT(SecondsSince(start), 2.0);
 }
 
+// A coordinator of a job of `min_workers` with its blocking calls bounded
+// per peer and in all; null (and a failure) when it does not start.
+std::unique_ptr<CoordinatorServer> StartWithLimits(int min_workers,
+                                                   int per_peer, int total) {
+  ClusterSpec cluster;
+  cluster.set_min_workers(min_workers);
+  cluster.set_heartbeat_interval_ms(10000);
+  CoordinatorOptions o;
+  o.job = testing::TestJob(cluster);
+  o.max_blocking_calls_per_peer = per_peer;
+  o.max_blocking_calls = total;
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
+      CoordinatorServer::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? *std::move(s) : nullptr;
+}
+
 class BlockingLimits : public ::testing::Test {
  protected:
   void SetUp() override {
-    ClusterSpec cluster;
-    cluster.set_min_workers(1);
-    cluster.set_heartbeat_interval_ms(10000);
-    CoordinatorOptions o;
-    o.job = testing::TestJob(cluster);
-    o.max_blocking_calls_per_peer = 2;
-    o.max_blocking_calls = 3;
-    absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
-        CoordinatorServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
+    server_ = StartWithLimits(/*min_workers=*/1, /*per_peer=*/2, /*total=*/3);
+    ASSERT_NE(server_, nullptr);
   }
   void TearDown() override {
     if (server_ != nullptr) server_->Shutdown();
@@ -347,17 +355,8 @@ grpc::Status KvWaitFor(Coordinator::Stub& stub, uint64_t generation,
 class Flood : public ::testing::Test {
  protected:
   void SetUp() override {
-    ClusterSpec cluster;
-    cluster.set_min_workers(2);
-    cluster.set_heartbeat_interval_ms(10000);
-    CoordinatorOptions o;
-    o.job = testing::TestJob(cluster);
-    o.max_blocking_calls_per_peer = 2;
-    o.max_blocking_calls = 6;
-    absl::StatusOr<std::unique_ptr<CoordinatorServer>> s =
-        CoordinatorServer::Start(o);
-    ASSERT_TRUE(s.ok()) << s.status();
-    server_ = *std::move(s);
+    server_ = StartWithLimits(/*min_workers=*/2, /*per_peer=*/2, /*total=*/6);
+    ASSERT_NE(server_, nullptr);
     for (int i = 0; i < 4; ++i) flood_.push_back(NewConnection());
   }
   void TearDown() override {
