@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/zoo_specs.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda/device.h"
@@ -325,6 +326,22 @@ TEST(GpuModel, ResNetPartsAtTheirSizesMatchTheCpuEngine) {
   };
   for (const auto& [layers, input] : cases) {
     ExpectMatchesCpu(Spec(layers), input, 3, 1e-5);
+  }
+}
+
+// resnet18_cifar cut after each of its layers (the stem, then one residual
+// block more each time): where along the network the engines part, when
+// the whole model does and its parts alone do not.
+TEST(GpuModel, ResNetPrefixesMatchTheCpuEngine) {
+  REQUIRE_GPU();
+  ModelSpec zoo;
+  zoo.set_zoo("resnet18_cifar");
+  absl::StatusOr<std::vector<LayerSpec>> layers = LayerSpecs(zoo);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  for (size_t k = 3; k <= layers->size(); ++k) {
+    ModelSpec prefix;
+    for (size_t i = 0; i < k; ++i) *prefix.add_layers() = (*layers)[i];
+    ExpectMatchesCpu(prefix, {3, 32, 32}, 3, 1e-5);
   }
 }
 
