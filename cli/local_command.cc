@@ -290,6 +290,8 @@ absl::Status CheckLocalOutputs(const LocalFlags& f, const JobSpec& job) {
   inputs.files.emplace_back("the --job file", f.job);
   if (!f.training.init_from.empty()) {
     inputs.files.emplace_back("the --init-from file", f.training.init_from);
+  } else if (!job.init_from().empty()) {
+    inputs.files.emplace_back("the spec's init_from file", job.init_from());
   }
   inputs.AddDataSet(job.data(), f.data_dir);
   const std::string& dir = !f.training.checkpoint_dir.empty()

@@ -132,6 +132,8 @@ absl::Status CheckTrainOutputs(const TrainFlags& f, const JobSpec& spec) {
   inputs.files.emplace_back("the --job file", f.job);
   if (!f.training.init_from.empty()) {
     inputs.files.emplace_back("the --init-from file", f.training.init_from);
+  } else if (!spec.init_from().empty()) {
+    inputs.files.emplace_back("the spec's init_from file", spec.init_from());
   }
   inputs.AddDataSet(spec.data(), f.data_dir);
   const std::string& dir = !f.training.checkpoint_dir.empty()

@@ -7,22 +7,28 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "worker/torchvision_names.h"
 
 namespace cohort {
 namespace {
 
 // `name`'s values from the file, which must have `shape`.
-absl::StatusOr<std::vector<float>> Take(const SafetensorsFile& file,
-                                        const std::string& path,
-                                        const std::string& name,
-                                        const Shape& shape,
-                                        std::set<std::string>* used) {
+// `name`'s values from the file, or else its torchvision name's (`alias`,
+// "" for none); the tensor must have `shape`.
+absl::StatusOr<std::vector<float>> Take(
+    const SafetensorsFile& file, const std::string& path, std::string name,
+    const std::string& alias, const Shape& shape, std::set<std::string>* used) {
   auto it = file.tensors.find(name);
+  if (it == file.tensors.end() && !alias.empty()) {
+    it = file.tensors.find(alias);
+    name = alias;
+  }
   if (it == file.tensors.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": no tensor ", name, " (the model's ", ShapeString(shape),
         "); its names are PyTorch's state_dict names of an nn.Sequential of "
-        "the spec's layers"));
+        "the spec's layers",
+        alias.empty() ? "" : ", or torchvision's ResNet names"));
   }
   if (it->second.shape != std::vector<int64_t>(shape.begin(), shape.end())) {
     return absl::InvalidArgumentError(
@@ -51,13 +57,15 @@ CheckpointTensor* Find(std::vector<CheckpointTensor>* state,
 
 absl::Status ApplyWeights(const SafetensorsFile& file, const std::string& path,
                           const Model<float>& model,
+                          const std::map<std::string, std::string>& aliases,
                           std::vector<CheckpointTensor>* state) {
   std::set<std::string> used;
   CheckpointTensor* params = Find(state, "params");
   if (params == nullptr) return absl::InternalError("no params in the state");
   for (const auto& e : model.param_store().entries()) {
     ASSIGN_OR_RETURN(const std::vector<float> v,
-                     Take(file, path, e.name, e.shape, &used));
+                     Take(file, path, e.name, TorchvisionName(aliases, e.name),
+                          e.shape, &used));
     std::copy(v.begin(), v.end(), params->values.begin() + e.offset);
   }
   const std::vector<std::string> names = model.BufferNames();
@@ -65,8 +73,10 @@ absl::Status ApplyWeights(const SafetensorsFile& file, const std::string& path,
   for (size_t i = 0; i < names.size(); ++i) {
     CheckpointTensor* b = Find(state, absl::StrCat("buffer.", i));
     if (b == nullptr) return absl::InternalError("a buffer is missing");
-    ASSIGN_OR_RETURN(const std::vector<float> v,
-                     Take(file, path, names[i], buffers[i]->shape(), &used));
+    ASSIGN_OR_RETURN(
+        const std::vector<float> v,
+        Take(file, path, names[i], TorchvisionName(aliases, names[i]),
+             buffers[i]->shape(), &used));
     b->values = v;
   }
   for (const auto& [name, t] : file.tensors) {

@@ -16,10 +16,12 @@
 #include "common/safetensors.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
+#include "common/zoo_specs.h"
 #include "google/protobuf/text_format.h"
 #include "worker/comm/communicator.h"
 #include "worker/init_weights.h"
 #include "worker/timeline.h"
+#include "worker/torchvision_names.h"
 #include "worker/training_loop.h"
 #include "worker/zoo.h"
 
@@ -222,20 +224,25 @@ absl::StatusOr<std::optional<Checkpoint>> TrainingLoop::ResumeCandidate() {
   return best;
 }
 
-// The starting weights of --init-from, into the engine (its optimizer state
-// stays fresh).
+// The starting weights of --init-from (or the spec's init_from), into the
+// engine (its optimizer state stays fresh).
 absl::Status TrainingLoop::InitWeights() {
-  const std::string& path = options_.init_from;
+  const bool flag = !options_.init_from.empty();
+  const std::string& path = flag ? options_.init_from : spec_.init_from();
   ASSIGN_OR_RETURN(const std::string bytes,
-                   ReadRegularFile(path, int64_t{64} << 30, "--init-from"));
+                   ReadRegularFile(path, int64_t{64} << 30,
+                                   flag ? "--init-from" : "init_from"));
   ASSIGN_OR_RETURN(const SafetensorsFile file, ParseSafetensors(bytes, path));
   // A host model of the spec knows the names and where they go.
   ASSIGN_OR_RETURN(std::unique_ptr<Model<float>> names,
                    BuildModel<float>(spec_.model(), data_.train->sample_shape(),
                                      spec_.seed()));
+  ASSIGN_OR_RETURN(const std::vector<LayerSpec> layers,
+                   LayerSpecs(spec_.model()));
   Checkpoint c;
   ASSIGN_OR_RETURN(c.tensors, engine_->CaptureState());
-  RETURN_IF_ERROR(ApplyWeights(file, path, *names, &c.tensors));
+  RETURN_IF_ERROR(ApplyWeights(file, path, *names,
+                               TorchvisionLayerNames(layers), &c.tensors));
   std::vector<float> flat;
   RETURN_IF_ERROR(FlattenState(c, &flat));
   RETURN_IF_ERROR(engine_->RestoreState(flat));
@@ -266,7 +273,9 @@ absl::Status TrainingLoop::OpenLog() {
 absl::Status TrainingLoop::Resume() {
   ASSIGN_OR_RETURN(std::optional<Checkpoint> mine, ResumeCandidate());
   // A checkpoint to resume wins over starting weights.
-  if (!mine && !options_.init_from.empty()) RETURN_IF_ERROR(InitWeights());
+  if (!mine && (!options_.init_from.empty() || !spec_.init_from().empty())) {
+    RETURN_IF_ERROR(InitWeights());
+  }
   if (dist_ != nullptr && !PsMode() && dist_->comm != nullptr) {
     return AgreeOnState(mine);
   }
