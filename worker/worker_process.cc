@@ -495,6 +495,21 @@ void RecordOutcome(const WorkerOptions& o, const JoinResponse& join,
       !dir.empty() ? dir : join.job().checkpoint().dir();
 }
 
+// Heartbeats unanswered for the coordinator's own bound (`lost`) may mean a
+// coordinator too busy to answer in time, as on a loaded machine, rather
+// than one gone: asked once more, with a deadline of 2 s, a coordinator
+// that ended the job says how, which names the root cause.
+absl::Status AskForTheVerdict(CoordinatorClient& client, absl::Status lost) {
+  absl::StatusOr<StatusResponse> status = client.GetStatus(absl::Seconds(2));
+  if (!status.ok() ||
+      (status->state() != FAILED && status->state() != STOPPED)) {
+    return lost;
+  }
+  return absl::AbortedError(absl::StrCat("the coordinator stopped the job (",
+                                         JobState_Name(status->state()),
+                                         "): ", status->reason()));
+}
+
 // Reports a generation that failed with `s` and returns why it failed. A
 // collective fails the moment a peer dies, before the coordinator has
 // declared that peer dead; its verdict names the root cause (the dead
@@ -512,6 +527,7 @@ absl::Status EndFailedGeneration(absl::Status s, const ClusterSpec& cluster,
     }
   }
   absl::Status why = heartbeat.StopReason();
+  if (heartbeat.Lost()) why = AskForTheVerdict(client, std::move(why));
   if (!why.ok()) s = why;
   client.Finish(false, std::string(s.message()), WorkerResult()).IgnoreError();
   return s;
