@@ -14,6 +14,7 @@
 #include "cli/cluster_commands.h"
 #include "cli/flags.h"
 #include "cli/launch_command.h"
+#include "cli/layers_command.h"
 #include "cli/model_commands.h"
 #include "cli/train_command.h"
 #include "cli/version.h"
@@ -38,6 +39,7 @@ constexpr char kUsage[] =
     "  export       a checkpoint's model as ONNX or safetensors\n"
     "  predict      a checkpoint's model's outputs (a .npy, or a data split)\n"
     "  evaluate     a checkpoint's model's metrics on a data split\n"
+    "  layers       the layer kinds of a model, or one kind's fields\n"
     "  version      cohort's version, build commit and GPU plugin\n"
     "  help         this text\n"
     "Run 'cohort COMMAND --help' for a command's flags.\n";
@@ -66,6 +68,7 @@ bool Dispatch(const std::string& command, const std::vector<std::string>& args,
       {"export", [&] { return cohort::RunExport(args, &help); }},
       {"predict", [&] { return cohort::RunPredict(args, &help); }},
       {"evaluate", [&] { return cohort::RunEvaluate(args, &help); }},
+      {"layers", [&] { return cohort::RunLayers(args, &help); }},
   };
   for (const auto& [name, run] : commands) {
     if (command != name) continue;
@@ -104,7 +107,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "cohort: unknown command \"%s\" (commands: train, local, "
                  "coordinator, worker, launch, ps, status, metrics, stop, "
-                 "checkpoint, export, predict, evaluate, version, help)\n",
+                 "checkpoint, export, predict, evaluate, layers, version, "
+                 "help)\n",
                  command.c_str());
     return 2;
   }
