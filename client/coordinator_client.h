@@ -11,7 +11,9 @@
 //
 // Thread safety: all methods may be called from any thread (the gRPC stubs
 // are thread-safe; the joined state is set once by Join, and the deadlines
-// by FollowHeartbeats, before other calls).
+// by FollowHeartbeats, before other calls; until the first Join or
+// RegisterShard succeeds, which must run alone, they may replace the
+// channel).
 #ifndef COHORT_CLIENT_COORDINATOR_CLIENT_H_
 #define COHORT_CLIENT_COORDINATOR_CLIENT_H_
 
