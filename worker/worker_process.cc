@@ -497,17 +497,25 @@ void RecordOutcome(const WorkerOptions& o, const JoinResponse& join,
 
 // Heartbeats unanswered for the coordinator's own bound (`lost`) may mean a
 // coordinator too busy to answer in time, as on a loaded machine, rather
-// than one gone: asked once more, with a deadline of 2 s, a coordinator
-// that ended the job says how, which names the root cause.
-absl::Status AskForTheVerdict(CoordinatorClient& client, absl::Status lost) {
-  absl::StatusOr<StatusResponse> status = client.GetStatus(absl::Seconds(2));
-  if (!status.ok() ||
-      (status->state() != FAILED && status->state() != STOPPED)) {
-    return lost;
+// than one gone. A coordinator that still answers status queries is asked
+// until it ends the job or `wait` passes: its verdict names the root cause
+// (the dead peer), which the silence does not.
+absl::Status AskForTheVerdict(CoordinatorClient& client, absl::Status lost,
+                              absl::Duration wait) {
+  const absl::Time until = absl::Now() + wait;
+  while (true) {
+    absl::StatusOr<StatusResponse> status =
+        client.GetStatus(absl::Seconds(2));
+    if (!status.ok()) return lost;
+    if (status->state() == FAILED || status->state() == STOPPED) {
+      return absl::AbortedError(
+          absl::StrCat("the coordinator stopped the job (",
+                       JobState_Name(status->state()), "): ",
+                       status->reason()));
+    }
+    if (absl::Now() >= until) return lost;
+    absl::SleepFor(absl::Milliseconds(100));
   }
-  return absl::AbortedError(absl::StrCat("the coordinator stopped the job (",
-                                         JobState_Name(status->state()),
-                                         "): ", status->reason()));
 }
 
 // Reports a generation that failed with `s` and returns why it failed. A
@@ -527,7 +535,9 @@ absl::Status EndFailedGeneration(absl::Status s, const ClusterSpec& cluster,
     }
   }
   absl::Status why = heartbeat.StopReason();
-  if (heartbeat.Lost()) why = AskForTheVerdict(client, std::move(why));
+  if (heartbeat.Lost()) {
+    why = AskForTheVerdict(client, std::move(why), VerdictWait(cluster));
+  }
   if (!why.ok()) s = why;
   client.Finish(false, std::string(s.message()), WorkerResult()).IgnoreError();
   return s;
