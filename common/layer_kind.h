@@ -46,8 +46,8 @@ struct LayerKind {
   // Checks the kind's own fields; `s` is the scope of the kind's message
   // (errors read "FILE:L:C: model.layers[2].conv2d.kernel must be ...").
   // Null: the kind has no fields to check.
-  absl::Status (*check)(const LayerSpec& l, const spec_internal::Scope& s) =
-      nullptr;
+  absl::Status (*check)(const LayerSpec& l,
+                        const spec_internal::Scope& s) = nullptr;
   // Fills the defaults a checked spec shows (stride 1, eps 1e-5). Null:
   // none.
   void (*fill_defaults)(LayerSpec* l) = nullptr;
@@ -82,7 +82,7 @@ std::vector<int> RegisteredLayerKinds();
   COHORT_REGISTER_LAYER_KIND_AT(__LINE__, number, kind)
 #define COHORT_REGISTER_LAYER_KIND_AT(line, number, kind) \
   COHORT_REGISTER_LAYER_KIND_NAMED(line, number, kind)
-#define COHORT_REGISTER_LAYER_KIND_NAMED(line, number, kind)     \
+#define COHORT_REGISTER_LAYER_KIND_NAMED(line, number, kind)    \
   [[maybe_unused]] static const bool cohort_layer_kind_##line = \
       ::cohort::RegisterLayerKind(number, kind)
 

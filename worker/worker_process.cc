@@ -504,14 +504,12 @@ absl::Status AskForTheVerdict(CoordinatorClient& client, absl::Status lost,
                               absl::Duration wait) {
   const absl::Time until = absl::Now() + wait;
   while (true) {
-    absl::StatusOr<StatusResponse> status =
-        client.GetStatus(absl::Seconds(2));
+    absl::StatusOr<StatusResponse> status = client.GetStatus(absl::Seconds(2));
     if (!status.ok()) return lost;
     if (status->state() == FAILED || status->state() == STOPPED) {
-      return absl::AbortedError(
-          absl::StrCat("the coordinator stopped the job (",
-                       JobState_Name(status->state()), "): ",
-                       status->reason()));
+      return absl::AbortedError(absl::StrCat(
+          "the coordinator stopped the job (", JobState_Name(status->state()),
+          "): ", status->reason()));
     }
     if (absl::Now() >= until) return lost;
     absl::SleepFor(absl::Milliseconds(100));
