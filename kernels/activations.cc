@@ -98,6 +98,13 @@ inline __attribute__((always_inline)) T Sigmoid(T x) {
   return T(1) / (T(1) + Exp(-x));
 }
 
+// min(max(x, 0), 6), by value (see Clamp).
+template <typename T>
+inline __attribute__((always_inline)) T Relu6(T a) {
+  const T x = a > T(0) ? a : T(0);
+  return x < T(6) ? x : T(6);
+}
+
 }  // namespace
 
 template <typename T>
@@ -130,6 +137,17 @@ void ActivationForward(ActivationKind kind, T slope, const T* in, T* out,
       for (int64_t i = 0; i < n; ++i) {
         const T x = in[i];
         out[i] = x > T(0) ? x : slope * x;
+      }
+      return;
+    case ActivationKind::kRelu6:
+      for (int64_t i = 0; i < n; ++i) out[i] = Relu6(in[i]);
+      return;
+    case ActivationKind::kHardsigmoid:
+      for (int64_t i = 0; i < n; ++i) out[i] = Relu6(in[i] + T(3)) / T(6);
+      return;
+    case ActivationKind::kHardswish:
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = in[i] * Relu6(in[i] + T(3)) / T(6);
       }
       return;
   }
@@ -182,6 +200,27 @@ void ActivationBackward(ActivationKind kind, T slope, const T* in,
         grad_in[i] = in[i] > T(0) ? grad_out[i] : slope * grad_out[i];
       }
       return;
+    // PyTorch's subgradients: zero at the kinks of relu6 and hardsigmoid,
+    // and hardswish's middle piece closed at both ends.
+    case ActivationKind::kRelu6:
+      for (int64_t i = 0; i < n; ++i) {
+        const T x = in[i];
+        grad_in[i] = x > T(0) && x < T(6) ? grad_out[i] : T(0);
+      }
+      return;
+    case ActivationKind::kHardsigmoid:
+      for (int64_t i = 0; i < n; ++i) {
+        const T x = in[i];
+        grad_in[i] = x > T(-3) && x < T(3) ? grad_out[i] / T(6) : T(0);
+      }
+      return;
+    case ActivationKind::kHardswish:
+      for (int64_t i = 0; i < n; ++i) {
+        const T x = in[i];
+        const T d = x < T(-3) ? T(0) : x <= T(3) ? x / T(3) + T(0.5) : T(1);
+        grad_in[i] = grad_out[i] * d;
+      }
+      return;
   }
 }
 
@@ -211,6 +250,12 @@ std::string ActivationName(ActivationKind kind, double slope) {
       std::snprintf(text, sizeof(text), "leaky_relu(%g)", slope);
       return text;
     }
+    case ActivationKind::kRelu6:
+      return "relu6";
+    case ActivationKind::kHardsigmoid:
+      return "hardsigmoid";
+    case ActivationKind::kHardswish:
+      return "hardswish";
   }
   return "activation";
 }

@@ -1,5 +1,6 @@
-// Elementwise CPU kernels of the smooth and leaky activations (GELU, SiLU,
-// tanh, sigmoid, LeakyReLU), forward and backward, with PyTorch's formulas.
+// Elementwise CPU kernels of the smooth, leaky and piecewise-linear
+// activations (GELU, SiLU, tanh, sigmoid, LeakyReLU, ReLU6, hardsigmoid,
+// hardswish), forward and backward, with PyTorch's formulas.
 //
 // Backward takes the forward *input* and recomputes what it needs, so a
 // layer keeps no extra buffer. Each loop is branch-free over contiguous
@@ -22,7 +23,10 @@ enum class ActivationKind {
   kSilu,      // x * sigmoid(x)
   kTanh,
   kSigmoid,
-  kLeakyRelu,  // x > 0 ? x : slope * x
+  kLeakyRelu,    // x > 0 ? x : slope * x
+  kRelu6,        // min(max(x, 0), 6)
+  kHardsigmoid,  // relu6(x + 3) / 6
+  kHardswish,    // x * relu6(x + 3) / 6
 };
 
 // "gelu", "gelu(tanh)", ..., "leaky_relu(0.2)": one spelling for every

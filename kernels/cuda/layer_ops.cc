@@ -21,7 +21,10 @@ static_assert(static_cast<int>(ActivationKind::kGelu) == 0 &&
               static_cast<int>(ActivationKind::kSilu) == 2 &&
               static_cast<int>(ActivationKind::kTanh) == 3 &&
               static_cast<int>(ActivationKind::kSigmoid) == 4 &&
-              static_cast<int>(ActivationKind::kLeakyRelu) == 5);
+              static_cast<int>(ActivationKind::kLeakyRelu) == 5 &&
+              static_cast<int>(ActivationKind::kRelu6) == 6 &&
+              static_cast<int>(ActivationKind::kHardsigmoid) == 7 &&
+              static_cast<int>(ActivationKind::kHardswish) == 8);
 
 absl::Status Invalid(absl::string_view op, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(op, ": ", why));
@@ -38,7 +41,7 @@ absl::Status CheckPointers(
 
 absl::Status CheckKind(absl::string_view op, ActivationKind kind) {
   const int k = static_cast<int>(kind);
-  if (k < 0 || k > static_cast<int>(ActivationKind::kLeakyRelu)) {
+  if (k < 0 || k > static_cast<int>(ActivationKind::kHardswish)) {
     return Invalid(op, absl::StrCat("unknown activation ", k));
   }
   return absl::OkStatus();

@@ -20,7 +20,17 @@ constexpr int kThreads = 256;  // a power of two: the reductions halve it
 constexpr int64_t kMaxBlocks = 65535;
 
 // ActivationKind's order (kernels/activations.h).
-enum Kind { kGelu, kGeluTanh, kSilu, kTanh, kSigmoid, kLeakyRelu };
+enum Kind {
+  kGelu,
+  kGeluTanh,
+  kSilu,
+  kTanh,
+  kSigmoid,
+  kLeakyRelu,
+  kRelu6,
+  kHardsigmoid,
+  kHardswish
+};
 
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
@@ -42,6 +52,7 @@ __device__ int64_t GridStride() {
 }
 
 __device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ float Relu6(float x) { return fminf(fmaxf(x, 0.0f), 6.0f); }
 
 __device__ float Forward(int kind, float slope, float x) {
   switch (kind) {
@@ -56,6 +67,12 @@ __device__ float Forward(int kind, float slope, float x) {
       return tanhf(x);
     case kSigmoid:
       return Sigmoid(x);
+    case kRelu6:
+      return Relu6(x);
+    case kHardsigmoid:
+      return Relu6(x + 3.0f) / 6.0f;
+    case kHardswish:
+      return x * Relu6(x + 3.0f) / 6.0f;
     default:
       return x > 0.0f ? x : slope * x;
   }
@@ -83,6 +100,13 @@ __device__ float Derivative(int kind, float slope, float x) {
       const float s = Sigmoid(x);
       return s * (1.0f - s);
     }
+    // PyTorch's subgradients (kernels/activations.cc).
+    case kRelu6:
+      return x > 0.0f && x < 6.0f ? 1.0f : 0.0f;
+    case kHardsigmoid:
+      return x > -3.0f && x < 3.0f ? 1.0f / 6.0f : 0.0f;
+    case kHardswish:
+      return x < -3.0f ? 0.0f : x <= 3.0f ? x / 3.0f + 0.5f : 1.0f;
     default:
       return x > 0.0f ? 1.0f : slope;
   }

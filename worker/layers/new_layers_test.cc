@@ -1,7 +1,8 @@
-// GELU, SiLU, tanh, sigmoid, LeakyReLU, LayerNorm, GroupNorm, MaxPool1d and
-// AvgPool1d: values on hand-checked inputs, gradients against finite
-// differences on every layout, and the refusals of Configure. Their
-// agreement with PyTorch is tests/layers_torch_test.
+// GELU, SiLU, tanh, sigmoid, LeakyReLU, ReLU6, hardsigmoid, hardswish,
+// LayerNorm, GroupNorm, MaxPool1d and AvgPool1d: values on hand-checked
+// inputs, gradients against finite differences on every layout, and the
+// refusals of Configure. Their agreement with PyTorch is
+// tests/layers_torch_test.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,9 +21,11 @@ namespace cohort {
 namespace {
 
 constexpr ActivationKind kAllActivations[] = {
-    ActivationKind::kGelu,    ActivationKind::kGeluTanh,
-    ActivationKind::kSilu,    ActivationKind::kTanh,
-    ActivationKind::kSigmoid, ActivationKind::kLeakyRelu};
+    ActivationKind::kGelu,     ActivationKind::kGeluTanh,
+    ActivationKind::kSilu,     ActivationKind::kTanh,
+    ActivationKind::kSigmoid,  ActivationKind::kLeakyRelu,
+    ActivationKind::kRelu6,    ActivationKind::kHardsigmoid,
+    ActivationKind::kHardswish};
 
 TEST(ElementwiseActivation, ValuesMatchTheFormulas) {
   TensorD in({2, 3});
@@ -56,6 +59,15 @@ TEST(ElementwiseActivation, ValuesMatchTheFormulas) {
           break;
         case ActivationKind::kLeakyRelu:
           want = x > 0 ? x : 0.2 * x;
+          break;
+        case ActivationKind::kRelu6:
+          want = std::min(std::max(x, 0.0), 6.0);
+          break;
+        case ActivationKind::kHardsigmoid:
+          want = std::min(std::max(x + 3, 0.0), 6.0) / 6;
+          break;
+        case ActivationKind::kHardswish:
+          want = x * std::min(std::max(x + 3, 0.0), 6.0) / 6;
           break;
       }
       EXPECT_NEAR(out[i], want, 1e-15) << a.Name() << " at " << x;
