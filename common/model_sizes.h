@@ -12,7 +12,8 @@
 // The rules are those of the layers' Configure (worker/layers/): the same
 // input ranks, the same "does the kernel fit" checks, the same output
 // arithmetic and the same parameter tensors in the same order. Arithmetic
-// that would pass int64_t is an error naming the layer, never a wrap.
+// that would pass int64_t is an error naming the layer, never a wrap. Each
+// kind's rules sit with the kind, in common/layer_kinds/.
 //
 // Thread safety: all functions are pure and may be called concurrently.
 #ifndef COHORT_COMMON_MODEL_SIZES_H_
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/layer_sizes.h"
 #include "common/tensor.h"
 #include "proto/job.pb.h"
 
@@ -31,23 +33,6 @@ namespace cohort {
 // Parameter tensors start at multiples of this many elements in the flat
 // parameter buffer (worker/layers/param_store.h): 64 bytes of float.
 inline constexpr int64_t kParamAlignment = 16;
-
-struct LayerSizes {
-  std::string kind;  // the LayerSpec field: "linear", "conv2d", "residual"...
-  Shape input;       // per sample
-  Shape output;      // per sample
-  // Elements of each parameter tensor, in the order the layer declares
-  // them (weight, bias; a residual block's in torchvision's order).
-  std::vector<int64_t> param_tensors;
-  // Per parameter tensor: a bias or a norm layer's parameter, which
-  // optimizer.no_decay_bias_and_norm excludes from weight decay
-  // (IsBiasOrNormParam; a residual block's from its inner layers).
-  std::vector<bool> param_no_decay;
-  int64_t parameters = 0;  // their sum
-  // Per-sample elements the layer holds after a forward pass: its output,
-  // and a residual block's inner activations too.
-  int64_t activations = 0;
-};
 
 struct ModelSizes {
   Shape input;  // per sample
@@ -79,14 +64,6 @@ struct ModelSizes {
 inline double LeakyReluSlope(const LeakyReluSpec& s) {
   return s.has_negative_slope() ? s.negative_slope() : 0.01;
 }
-
-// Whether parameter `name` ("weight", "bias") of a layer of kind `kind`
-// (the LayerSpec field name) is kept out of weight decay by
-// optimizer.no_decay_bias_and_norm: every bias, and every parameter of a
-// norm layer -- any kind whose name contains "norm" (batchnorm1d,
-// batchnorm2d, layernorm, groupnorm ...), so a new norm kind needs nothing
-// here.
-bool IsBiasOrNormParam(const std::string& kind, const std::string& name);
 
 // "layer 3 (linear)": how messages name layer `index` of kind `kind`.
 std::string LayerName(int index, const std::string& kind);

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/files.h"
+#include "common/layer_spec_check.h"
 #include "common/logging.h"
 #include "common/memory_estimate.h"
 #include "common/model_sizes.h"
@@ -32,6 +33,7 @@ using google::protobuf::TextFormat;
 using Tree = TextFormat::ParseInfoTree;
 using Loc = TextFormat::ParseLocation;
 using spec_internal::CheckData;
+using spec_internal::CheckLayerSpec;
 using spec_internal::NonNegative;
 using spec_internal::OnlyFor;
 using spec_internal::Positive;
@@ -127,126 +129,6 @@ absl::Status CheckScalars(const Message& m, const Scope& s) {
   return absl::OkStatus();
 }
 
-absl::Status CheckConv(const ConvSpec& c, const Scope& s) {
-  RETURN_IF_ERROR(Positive(s, c, "out_channels", c.out_channels()));
-  RETURN_IF_ERROR(Positive(s, c, "kernel", c.kernel()));
-  RETURN_IF_ERROR(NonNegative(s, c, "stride", c.stride()));
-  RETURN_IF_ERROR(NonNegative(s, c, "padding", c.padding()));
-  RETURN_IF_ERROR(NonNegative(s, c, "groups", c.groups()));
-  RETURN_IF_ERROR(NonNegative(s, c, "dilation", c.dilation()));
-  // The input channels are known only to the shape inference, which checks
-  // that groups divides them too.
-  const int groups = std::max(c.groups(), 1);
-  return Require(
-      c.out_channels() % groups == 0, s, c, "groups",
-      absl::StrCat("a divisor of out_channels (", c.out_channels(), ")"),
-      c.groups());
-}
-
-absl::Status CheckPool(const PoolSpec& p, const Scope& s) {
-  RETURN_IF_ERROR(Positive(s, p, "kernel", p.kernel()));
-  RETURN_IF_ERROR(NonNegative(s, p, "stride", p.stride()));
-  RETURN_IF_ERROR(NonNegative(s, p, "padding", p.padding()));
-  // PyTorch's rule: otherwise a window could lie entirely in the padding.
-  return Require(p.padding() <= p.kernel() / 2, s, p, "padding",
-                 absl::StrCat("<= kernel / 2 (", p.kernel() / 2, ")"),
-                 p.padding());
-}
-
-// `l` is element `index` of the repeated field `layers` of `parent` (a
-// ModelSpec, or a branch's path), whose scope is `outer`.
-absl::Status CheckLayer(const LayerSpec& l, const Scope& outer,
-                        const Message& parent, int index) {
-  const FieldDescriptor* fd = l.GetReflection()->GetOneofFieldDescriptor(
-      l, l.GetDescriptor()->oneof_decl(0));
-  if (fd == nullptr) {
-    return outer.Error(
-        parent, "layers", index,
-        "must set a layer kind (linear, conv2d, relu, ...), got none");
-  }
-  Scope s = outer.Nested(parent, "layers", index).Nested(fd, -1);
-  switch (l.kind_case()) {
-    case LayerSpec::kLinear:
-      return Positive(s, l.linear(), "out_features", l.linear().out_features());
-    case LayerSpec::kConv1D:
-      return CheckConv(l.conv1d(), s);
-    case LayerSpec::kConv2D:
-      return CheckConv(l.conv2d(), s);
-    case LayerSpec::kBatchnorm1D:
-    case LayerSpec::kBatchnorm2D: {
-      const BatchNormSpec& b =
-          l.has_batchnorm1d() ? l.batchnorm1d() : l.batchnorm2d();
-      RETURN_IF_ERROR(NonNegative(s, b, "eps", b.eps()));
-      return Require(b.momentum() >= 0 && b.momentum() <= 1, s, b, "momentum",
-                     "in [0, 1]", b.momentum());
-    }
-    case LayerSpec::kMaxpool2D:
-      return CheckPool(l.maxpool2d(), s);
-    case LayerSpec::kAvgpool2D:
-      return CheckPool(l.avgpool2d(), s);
-    case LayerSpec::kMaxpool1D:
-      return CheckPool(l.maxpool1d(), s);
-    case LayerSpec::kAvgpool1D:
-      return CheckPool(l.avgpool1d(), s);
-    case LayerSpec::kLayernorm:
-      // 0 is the default (1e-5); a negative eps would divide by zero.
-      return NonNegative(s, l.layernorm(), "eps", l.layernorm().eps());
-    case LayerSpec::kGroupnorm: {
-      const GroupNormSpec& g = l.groupnorm();
-      RETURN_IF_ERROR(Positive(s, g, "groups", g.groups()));
-      return NonNegative(s, g, "eps", g.eps());
-    }
-    case LayerSpec::kDropout:
-      return UnitInterval(s, l.dropout(), "p", l.dropout().p());
-    case LayerSpec::kEmbedding: {
-      const EmbeddingSpec& e = l.embedding();
-      // Ids travel as float32 between the loader and the embedding.
-      RETURN_IF_ERROR(Require(e.vocab_size() >= 1 && e.vocab_size() <= 1 << 24,
-                              s, e, "vocab_size", "in [1, 16777216]",
-                              e.vocab_size()));
-      return Positive(s, e, "dim", e.dim());
-    }
-    case LayerSpec::kAttention: {
-      const AttentionSpec& a = l.attention();
-      RETURN_IF_ERROR(Positive(s, a, "heads", a.heads()));
-      return UnitInterval(s, a, "dropout", a.dropout());
-    }
-    case LayerSpec::kTransformerBlock: {
-      const TransformerBlockSpec& b = l.transformer_block();
-      RETURN_IF_ERROR(Positive(s, b, "heads", b.heads()));
-      RETURN_IF_ERROR(Require(b.mlp_ratio() >= 0 && b.mlp_ratio() <= 64, s, b,
-                              "mlp_ratio", "in [1, 64] (0: 4)", b.mlp_ratio()));
-      RETURN_IF_ERROR(UnitInterval(s, b, "dropout", b.dropout()));
-      return NonNegative(s, b, "eps", b.eps());
-    }
-    case LayerSpec::kResidual: {
-      const ResidualSpec& r = l.residual();
-      RETURN_IF_ERROR(Positive(s, r, "out_channels", r.out_channels()));
-      // The bottleneck's inner convolutions have out_channels / 4.
-      RETURN_IF_ERROR(Require(
-          !r.bottleneck() || r.out_channels() % 4 == 0, s, r, "out_channels",
-          "a multiple of 4 with bottleneck: true", r.out_channels()));
-      return NonNegative(s, r, "stride", r.stride());
-    }
-    case LayerSpec::kBranch: {
-      const BranchSpec& b = l.branch();
-      if (b.paths_size() == 0) {
-        return s.Error(b, "paths", -1, "must list at least one path, got none");
-      }
-      for (int p = 0; p < b.paths_size(); ++p) {
-        const Scope path = s.Nested(b, "paths", p);
-        for (int i = 0; i < b.paths(p).layers_size(); ++i) {
-          RETURN_IF_ERROR(
-              CheckLayer(b.paths(p).layers(i), path, b.paths(p), i));
-        }
-      }
-      return absl::OkStatus();
-    }
-    default:
-      return absl::OkStatus();  // relu, global_avgpool, flatten: no fields
-  }
-}
-
 absl::Status CheckModel(const ModelSpec& m, const Scope& s) {
   if (!m.zoo().empty() && m.layers_size() > 0) {
     return s.Error(m, "zoo", -1,
@@ -257,7 +139,7 @@ absl::Status CheckModel(const ModelSpec& m, const Scope& s) {
     return s.Error(m, "zoo", -1, "or model.layers must be given, got neither");
   }
   for (int i = 0; i < m.layers_size(); ++i) {
-    RETURN_IF_ERROR(CheckLayer(m.layers(i), s, m, i));
+    RETURN_IF_ERROR(CheckLayerSpec(m.layers(i), s, m, i));
   }
   return absl::OkStatus();
 }

@@ -6,64 +6,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/layer_spec_check.h"
 #include "common/spec.h"
 
 namespace cohort {
 namespace {
-
-void FillLayerDefaults(LayerSpec* l) {
-  switch (l->kind_case()) {
-    case LayerSpec::kConv1D:
-    case LayerSpec::kConv2D: {
-      ConvSpec* c = l->has_conv1d() ? l->mutable_conv1d() : l->mutable_conv2d();
-      if (c->stride() == 0) c->set_stride(1);
-      break;
-    }
-    case LayerSpec::kBatchnorm1D:
-    case LayerSpec::kBatchnorm2D: {
-      BatchNormSpec* b = l->has_batchnorm1d() ? l->mutable_batchnorm1d()
-                                              : l->mutable_batchnorm2d();
-      if (b->eps() == 0) b->set_eps(1e-5f);
-      if (b->momentum() == 0) b->set_momentum(0.1f);
-      break;
-    }
-    case LayerSpec::kMaxpool2D:
-    case LayerSpec::kAvgpool2D: {
-      PoolSpec* p =
-          l->has_maxpool2d() ? l->mutable_maxpool2d() : l->mutable_avgpool2d();
-      if (p->stride() == 0) p->set_stride(p->kernel());
-      break;
-    }
-    case LayerSpec::kMaxpool1D:
-    case LayerSpec::kAvgpool1D: {
-      PoolSpec* p =
-          l->has_maxpool1d() ? l->mutable_maxpool1d() : l->mutable_avgpool1d();
-      if (p->stride() == 0) p->set_stride(p->kernel());
-      break;
-    }
-    case LayerSpec::kLeakyRelu:
-      if (!l->leaky_relu().has_negative_slope()) {
-        l->mutable_leaky_relu()->set_negative_slope(0.01f);
-      }
-      break;
-    case LayerSpec::kLayernorm:
-      if (l->layernorm().eps() == 0) l->mutable_layernorm()->set_eps(1e-5f);
-      break;
-    case LayerSpec::kGroupnorm:
-      if (l->groupnorm().eps() == 0) l->mutable_groupnorm()->set_eps(1e-5f);
-      break;
-    case LayerSpec::kResidual:
-      if (l->residual().stride() == 0) l->mutable_residual()->set_stride(1);
-      break;
-    case LayerSpec::kBranch:
-      for (BranchSpec::Path& p : *l->mutable_branch()->mutable_paths()) {
-        for (LayerSpec& sub : *p.mutable_layers()) FillLayerDefaults(&sub);
-      }
-      break;
-    default:
-      break;
-  }
-}
 
 void FillSyntheticDefaults(uint64_t job_seed, SyntheticSpec* y) {
   if (y->shape_size() == 0) {
@@ -103,7 +50,7 @@ void FillJobDefaults(JobSpec* j) {
   FillPsDefaults(j->mutable_ps());
   if (j->name().empty()) j->set_name("job");
   for (LayerSpec& l : *j->mutable_model()->mutable_layers()) {
-    FillLayerDefaults(&l);
+    spec_internal::FillLayerSpecDefaults(&l);
   }
   DatasetSpec* d = j->mutable_data();
   if (d->loader_threads() == 0) d->set_loader_threads(1);

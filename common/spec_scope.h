@@ -2,8 +2,9 @@
 // field sits in the text (Scope) and the range checks that report against
 // it, plus the checks of the data block (spec_data.cc).
 //
-// Not a public API: only the spec library includes it. Thread safety: a
-// Scope borrows the file name and parse tree of one ParseJobSpec call.
+// Not a public API: only the spec library and the layer kinds' checks
+// (common/layer_kinds/) include it. Thread safety: a Scope borrows the
+// file name and parse tree of one ParseJobSpec call.
 #ifndef COHORT_COMMON_SPEC_SCOPE_H_
 #define COHORT_COMMON_SPEC_SCOPE_H_
 

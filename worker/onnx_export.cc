@@ -5,157 +5,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/layer_kind.h"
 #include "common/model_sizes.h"
 #include "common/status_macros.h"
 #include "common/zoo_specs.h"
 #include "onnx/onnx_pb.h"
 #include "worker/onnx_graph.h"
+#include "worker/onnx_layer_registry.h"
 
 namespace cohort {
 namespace {
 
-using onnx_internal::AddSequenceLayer;
+using onnx_internal::AddLayer;
 using onnx_internal::GraphBuilder;
 using onnx_internal::IsSequenceLayer;
-
-// The layer of spec `l` whose parameters are named `prefix`.NAME ("3", or
-// "3.paths.0.1" inside a branch) on value `in`; its output's name.
-// `in_shape` and `out_shape` are the layer's per-sample input and output
-// shapes.
-absl::StatusOr<std::string> AddLayer(GraphBuilder& g, const LayerSpec& l,
-                                     const std::string& prefix,
-                                     const std::string& in_value,
-                                     const Shape& in_shape,
-                                     const Shape& out_shape) {
-  if (IsSequenceLayer(l)) {
-    return AddSequenceLayer(g, l, prefix, in_value, in_shape);
-  }
-  // Every other layer takes the engine's channel-major layout.
-  const std::string in = g.ChannelMajor(in_value);
-  const std::string p = prefix + ".";
-  switch (l.kind_case()) {
-    case LayerSpec::kLinear:
-      return g.Gemm(in, p);
-    case LayerSpec::kConv1D:
-    case LayerSpec::kConv2D: {
-      const ConvSpec& c = l.has_conv1d() ? l.conv1d() : l.conv2d();
-      return g.Conv(in, prefix, c.stride() > 0 ? c.stride() : 1, c.padding(),
-                    c.groups() > 0 ? c.groups() : 1,
-                    c.dilation() > 0 ? c.dilation() : 1);
-    }
-    case LayerSpec::kBatchnorm1D:
-    case LayerSpec::kBatchnorm2D: {
-      const BatchNormSpec& b =
-          l.has_batchnorm1d() ? l.batchnorm1d() : l.batchnorm2d();
-      return g.BatchNorm(in, prefix, b.eps() > 0 ? b.eps() : 1e-5f);
-    }
-    case LayerSpec::kRelu:
-      return g.Unary("Relu", in);
-    case LayerSpec::kMaxpool2D:
-    case LayerSpec::kAvgpool2D: {
-      const bool max = l.has_maxpool2d();
-      const PoolSpec& s = max ? l.maxpool2d() : l.avgpool2d();
-      const int64_t stride = s.stride() > 0 ? s.stride() : s.kernel();
-      std::string out;
-      onnx::NodeProto* n = g.Node(max ? "MaxPool" : "AveragePool", {in}, &out);
-      GraphBuilder::Ints(n, "kernel_shape", {s.kernel(), s.kernel()});
-      GraphBuilder::Ints(n, "strides", {stride, stride});
-      GraphBuilder::Ints(n, "pads", std::vector<int64_t>(4, s.padding()));
-      // worker/layers/pool.h: padding counts in the divisor, as PyTorch.
-      if (!max) GraphBuilder::Int(n, "count_include_pad", 1);
-      return out;
-    }
-    case LayerSpec::kGlobalAvgpool: {
-      std::string pooled = g.Unary("GlobalAveragePool", in);
-      // cohort's global pool gives [C]; ONNX's keeps [C, 1, 1].
-      if (out_shape.size() == 1) {
-        std::string out;
-        GraphBuilder::Int(g.Node("Flatten", {pooled}, &out), "axis", 1);
-        return out;
-      }
-      return pooled;
-    }
-    case LayerSpec::kFlatten: {
-      std::string out;
-      GraphBuilder::Int(g.Node("Flatten", {in}, &out), "axis", 1);
-      return out;
-    }
-    case LayerSpec::kDropout:
-      return in;  // inference: the identity
-    case LayerSpec::kResidual:
-      return g.Residual(in, p, l.residual());
-    case LayerSpec::kGelu:
-      return g.Gelu(in, l.gelu().tanh_approximation());
-    case LayerSpec::kSilu:
-      return g.Binary("Mul", in, g.Unary("Sigmoid", in));
-    case LayerSpec::kTanh:
-      return g.Unary("Tanh", in);
-    case LayerSpec::kSigmoid:
-      return g.Unary("Sigmoid", in);
-    case LayerSpec::kLeakyRelu: {
-      std::string out;
-      GraphBuilder::Float(g.Node("LeakyRelu", {in}, &out), "alpha",
-                          static_cast<float>(LeakyReluSlope(l.leaky_relu())));
-      return out;
-    }
-    case LayerSpec::kLayernorm: {
-      const LayerNormSpec& s = l.layernorm();
-      // Over the whole per-sample shape: axes 1.. of [N, *shape].
-      return g.LayerNorm(in, p, out_shape, 1, s.eps() > 0 ? s.eps() : 1e-5f);
-    }
-    case LayerSpec::kGroupnorm: {
-      const GroupNormSpec& s = l.groupnorm();
-      return g.GroupNorm(in, p, out_shape, s.groups(),
-                         s.eps() > 0 ? s.eps() : 1e-5f);
-    }
-    case LayerSpec::kMaxpool1D:
-    case LayerSpec::kAvgpool1D: {
-      const bool max = l.has_maxpool1d();
-      const PoolSpec& s = max ? l.maxpool1d() : l.avgpool1d();
-      const int64_t stride = s.stride() > 0 ? s.stride() : s.kernel();
-      std::string out;
-      onnx::NodeProto* n = g.Node(max ? "MaxPool" : "AveragePool", {in}, &out);
-      GraphBuilder::Ints(n, "kernel_shape", {s.kernel()});
-      GraphBuilder::Ints(n, "strides", {stride});
-      GraphBuilder::Ints(n, "pads", {s.padding(), s.padding()});
-      if (!max) GraphBuilder::Int(n, "count_include_pad", 1);
-      return out;
-    }
-    case LayerSpec::kBranch: {
-      // Each path a chain of nodes from `in` (an empty one is `in`), then
-      // Concat along the channels (features) or a chain of Adds.
-      const BranchSpec& b = l.branch();
-      std::vector<std::string> outs;
-      for (int k = 0; k < b.paths_size(); ++k) {
-        std::string cur = in;
-        const std::vector<LayerSpec> path(b.paths(k).layers().begin(),
-                                          b.paths(k).layers().end());
-        ASSIGN_OR_RETURN(const std::vector<Shape> sizes,
-                         OnnxLayerOutputs(path, in_shape));
-        for (int j = 0; j < b.paths(k).layers_size(); ++j) {
-          const Shape& sub_in = j == 0 ? in_shape : sizes[j - 1];
-          ASSIGN_OR_RETURN(cur, AddLayer(g, b.paths(k).layers(j),
-                                         absl::StrCat(p, "paths.", k, ".", j),
-                                         cur, sub_in, sizes[j]));
-        }
-        outs.push_back(g.ChannelMajor(cur));
-      }
-      std::string out;
-      if (b.combine() == BranchSpec::CONCAT) {
-        GraphBuilder::Int(g.Node("Concat", outs, &out), "axis", 1);
-        return out;
-      }
-      out = outs[0];
-      for (size_t k = 1; k < outs.size(); ++k) {
-        out = g.Binary("Add", out, outs[k]);
-      }
-      return out;
-    }
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat("layer ", prefix, " has no ONNX form"));
-  }
-}
 
 void AddValueInfo(onnx::ValueInfoProto* v, const std::string& name,
                   const Shape& per_sample) {
@@ -168,6 +31,32 @@ void AddValueInfo(onnx::ValueInfoProto* v, const std::string& name,
 }
 
 }  // namespace
+
+namespace onnx_internal {
+
+absl::StatusOr<std::string> AddLayer(GraphBuilder& g, const LayerSpec& l,
+                                     const std::string& prefix,
+                                     const std::string& in_value,
+                                     const Shape& in_shape,
+                                     const Shape& out_shape) {
+  const OnnxLayerForms* forms = FindOnnxLayer(LayerKindNumber(l));
+  if (IsSequenceLayer(l)) {
+    if (forms == nullptr || forms->sequence == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("layer ", prefix, " is not a transformer layer"));
+    }
+    return forms->sequence(g, l, {prefix, in_value, in_shape, out_shape});
+  }
+  if (forms == nullptr || forms->channel_major == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("layer ", prefix, " has no ONNX form"));
+  }
+  // Every other layer takes the engine's channel-major layout.
+  return forms->channel_major(
+      g, l, {prefix, g.ChannelMajor(in_value), in_shape, out_shape});
+}
+
+}  // namespace onnx_internal
 
 absl::StatusOr<std::vector<Shape>> OnnxLayerOutputs(
     const std::vector<LayerSpec>& layers, const Shape& input_shape) {

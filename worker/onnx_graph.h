@@ -1,6 +1,7 @@
 // The ONNX graph builder behind worker/onnx_export.h, shared by the
-// exporter's files (onnx_export.cc: the CNN and MLP layers; onnx_sequence.cc:
-// the transformer layers). Internal to the exporter.
+// exporter's files (onnx_export.cc: the graph around the layers;
+// onnx_kinds/: one file per layer kind or family, registered in
+// onnx_layer_registry.h). Internal to the exporter.
 //
 // Values carry one of two layouts. The engine's per-sample layout is
 // channel-major ([N, C, ...]: a sequence is [N, D, L]); the transformer
@@ -117,18 +118,9 @@ class GraphBuilder {
   std::string embedding_;
 };
 
-// The transformer layers (embedding, positional_embedding, per-position
-// layernorm, attention, transformer_block, tied_lm_head) on value `in`,
-// parameters named `prefix`.NAME; `in_shape` per sample. Their output's
-// name. InvalidArgument for another kind (onnx_export.cc dispatches).
-bool IsSequenceLayer(const LayerSpec& l);
-absl::StatusOr<std::string> AddSequenceLayer(GraphBuilder& g,
-                                             const LayerSpec& l,
-                                             const std::string& prefix,
-                                             const std::string& in,
-                                             const Shape& in_shape);
-// The per-sample output shape of such a layer; `vocab` is the vocabulary
-// of the model's first embedding (0 before one).
+// The per-sample output shape of a sequence layer (IsSequenceLayer,
+// worker/onnx_layer_registry.h); `vocab` is the vocabulary of the model's
+// first embedding (0 before one).
 absl::StatusOr<Shape> SequenceLayerOutput(const LayerSpec& l,
                                           const Shape& in_shape, int64_t vocab);
 

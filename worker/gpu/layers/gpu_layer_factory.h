@@ -1,5 +1,6 @@
-// Builds the GPU engine's layer for one layer spec, as MakeLayer in
-// worker/zoo.cc does for the CPU layers.
+// Builds the GPU engine's layer for one layer spec through the makers the
+// kinds register (gpu_layer_registry.h), as MakeLayer in
+// worker/layer_registry.h does for the CPU layers.
 //
 // Ownership: the caller owns the layer returned. Thread safety: a plain
 // function over its arguments; safe to call from any thread.
@@ -15,7 +16,8 @@
 namespace cohort {
 
 // The GPU layer for one layer spec (proto/job.proto LayerSpec) in
-// `precision`, or INVALID_ARGUMENT when the spec names no layer kind.
+// `precision`, or INVALID_ARGUMENT when the spec names no layer kind (or
+// one this build registers no maker for).
 absl::StatusOr<std::unique_ptr<GpuLayer>> MakeGpuLayer(
     const LayerSpec& spec, Precision precision = FP32);
 

@@ -1,0 +1,22 @@
+// The GPU engine's convolutions (LayerSpec.conv1d and conv2d).
+#include "worker/gpu/layers/gpu_conv.h"
+#include "worker/gpu/layers/gpu_layer_registry.h"
+
+namespace cohort {
+namespace {
+
+absl::StatusOr<std::unique_ptr<GpuLayer>> MakeConv(const LayerSpec& l,
+                                                   Precision precision) {
+  const ConvSpec& c = l.has_conv1d() ? l.conv1d() : l.conv2d();
+  return std::make_unique<GpuConv>(
+      c.out_channels(), c.kernel(), c.stride() > 0 ? c.stride() : 1,
+      c.padding(), !c.no_bias(), l.has_conv1d(), precision == BF16,
+      c.groups() > 0 ? c.groups() : 1, c.dilation() > 0 ? c.dilation() : 1);
+}
+
+}  // namespace
+
+COHORT_REGISTER_GPU_LAYER(LayerSpec::kConv1D, &MakeConv);
+COHORT_REGISTER_GPU_LAYER(LayerSpec::kConv2D, &MakeConv);
+
+}  // namespace cohort

@@ -1,0 +1,18 @@
+// The GPU engine's linear layer (LayerSpec.linear).
+#include "worker/gpu/layers/gpu_layer_registry.h"
+#include "worker/gpu/layers/gpu_linear.h"
+
+namespace cohort {
+namespace {
+
+absl::StatusOr<std::unique_ptr<GpuLayer>> MakeLinear(const LayerSpec& l,
+                                                     Precision precision) {
+  return std::make_unique<GpuLinear>(l.linear().out_features(),
+                                     !l.linear().no_bias(), precision == BF16);
+}
+
+}  // namespace
+
+COHORT_REGISTER_GPU_LAYER(LayerSpec::kLinear, &MakeLinear);
+
+}  // namespace cohort
