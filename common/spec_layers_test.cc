@@ -1,5 +1,5 @@
 // The checks of a spec's layers: fields and shapes, each error pointing at
-// the layer (common/spec.cc's CheckLayer, common/model_sizes.h).
+// the layer (common/layer_spec_check.h, common/layer_kinds/).
 #include <string>
 
 #include "common/spec.h"

@@ -109,6 +109,13 @@ train_export act_mlp "20, 24" \
    layers { linear { out_features: 12 } } layers { sigmoid {} }
    layers { gelu { tanh_approximation: true } } layers { linear { out_features: 10 } }' \
   'data { kind: SYNTHETIC synthetic { shape: 24 train_samples: 512 test_samples: 64 } }'
+# MobileNetV2 and V3's piecewise-linear activations.
+train_export hard_act "20, 24" \
+  'layers { linear { out_features: 32 } } layers { relu6 {} }
+   layers { linear { out_features: 16 } } layers { hardswish {} }
+   layers { linear { out_features: 16 } } layers { hardsigmoid {} }
+   layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: 24 train_samples: 512 test_samples: 64 } }'
 train_export norm_cnn "9, 3, 12, 12" \
   'layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } }
    layers { groupnorm { groups: 2 } } layers { silu {} }

@@ -1,7 +1,8 @@
-"""Compares cohort's GELU, SiLU, tanh, sigmoid, LeakyReLU, LayerNorm,
-GroupNorm, MaxPool1d and AvgPool1d (worker/layers/, float64) with PyTorch
-1.13's modules on random inputs: the forward output, the input gradient and
-every parameter gradient for a random upstream gradient.
+"""Compares cohort's GELU, SiLU, tanh, sigmoid, LeakyReLU, ReLU6,
+hardsigmoid, hardswish, LayerNorm, GroupNorm, MaxPool1d and AvgPool1d
+(worker/layers/, float64) with PyTorch 1.13's modules on random inputs: the
+forward output, the input gradient and every parameter gradient for a random
+upstream gradient.
 
 usage: layers_torch.py DUMP   (DUMP: worker/layers/layer_dump)
 Prints the worst difference per layer kind (relative to the largest
@@ -48,6 +49,11 @@ CASES = [
      [(4, 7), (2, 3, 4, 5)]),
     ("leaky_relu", "leaky_relu { negative_slope: 0.3 }",
      lambda s: nn.LeakyReLU(0.3), [(3, 2, 5)]),
+    ("relu6", "relu6 {}", lambda s: nn.ReLU6(), [(4, 7), (2, 3, 4, 5)]),
+    ("hardsigmoid", "hardsigmoid {}", lambda s: nn.Hardsigmoid(),
+     [(4, 7), (2, 3, 4, 5)]),
+    ("hardswish", "hardswish {}", lambda s: nn.Hardswish(),
+     [(4, 7), (3, 2, 5), (2, 3, 4, 5)]),
     ("layernorm", "layernorm {}", lambda s: nn.LayerNorm(s[1:]),
      [(4, 7), (3, 4, 6), (2, 3, 4, 5)]),
     ("layernorm", "layernorm { eps: 0.01 no_affine: true }",
@@ -77,7 +83,9 @@ for kind, text, make, shapes in CASES:
         with torch.no_grad():  # parameters away from their ones and zeros
             for p in m.parameters():
                 p.add_(torch.randn(p.shape) * 0.5)
-        x = (torch.randn(shape) * 2).requires_grad_()
+        # Wide enough that relu6's upper kink (6) is crossed too.
+        scale = 4 if kind == "relu6" else 2
+        x = (torch.randn(shape) * scale).requires_grad_()
         y = m(x)
         dy = torch.randn(y.shape)
         y.backward(dy)

@@ -256,6 +256,12 @@ def make_layer(layer, prefix, tensors, in_shape, ctx=None):
         return nn.Sigmoid()
     if kind == "leaky_relu":
         return nn.LeakyReLU(a.get("negative_slope", 0.01))
+    if kind == "relu6":
+        return nn.ReLU6()
+    if kind == "hardsigmoid":
+        return nn.Hardsigmoid()
+    if kind == "hardswish":
+        return nn.Hardswish()
     if kind == "layernorm":
         return nn.LayerNorm(in_shape, eps=a.get("eps", 1e-5),
                             elementwise_affine=w is not None)

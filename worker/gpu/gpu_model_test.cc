@@ -268,6 +268,11 @@ TEST(GpuModel, NewLayerKindsMatchTheCpuEngine) {
       {"layers { linear { out_features: 9 } } "
        "layers { leaky_relu { negative_slope: 0.2 } }",
        {6}},
+      {"layers { linear { out_features: 9 } } layers { relu6 {} }", {6}},
+      {"layers { conv2d { out_channels: 3 kernel: 3 } } "
+       "layers { hardswish {} }",
+       {2, 7, 7}},
+      {"layers { linear { out_features: 9 } } layers { hardsigmoid {} }", {6}},
       {"layers { linear { out_features: 12 } } layers { layernorm {} }", {6}},
       {"layers { conv2d { out_channels: 4 kernel: 3 } } layers { layernorm {} "
        "}",
