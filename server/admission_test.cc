@@ -173,18 +173,25 @@ grpc::Status CheckService(const std::shared_ptr<grpc::Channel>& channel,
   return stub->Check(&context, request, &ignored);
 }
 
-// A caller without the token is answered without its request being read,
-// on the main port and on --health-listen's (a body would be buffered whole:
-// server/health_service.h); one with the token has its request read.
-TEST(Admission, HealthAnswersACallerWithoutTheTokenWithoutReadingItsBody) {
+// A one-worker job's coordinator that wants the token, with a separate
+// --health-listen port.
+absl::StatusOr<std::unique_ptr<CoordinatorServer>>
+StartGuardedWithHealthPort() {
   ClusterSpec cluster;
   cluster.set_min_workers(1);
   CoordinatorOptions o;
   o.job = testing::TestJob(cluster);
   o.security.token_file = TokenFile();
   o.health_listen = "127.0.0.1:0";
+  return CoordinatorServer::Start(o);
+}
+
+// A caller without the token is answered without its request being read,
+// on the main port and on --health-listen's (a body would be buffered whole:
+// server/health_service.h); one with the token has its request read.
+TEST(Admission, HealthAnswersACallerWithoutTheTokenWithoutReadingItsBody) {
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
-      CoordinatorServer::Start(o);
+      StartGuardedWithHealthPort();
   ASSERT_TRUE(server.ok()) << server.status();
   for (const std::string& address :
        {(*server)->address(),
@@ -209,14 +216,8 @@ TEST(Admission, HealthAnswersACallerWithoutTheTokenWithoutReadingItsBody) {
 // gRPC's reflection service reads its requests whole: without the token it
 // is refused before, and --health-listen's port refuses it to everyone.
 TEST(Admission, ReflectionChecksTheTokenBeforeTheBody) {
-  ClusterSpec cluster;
-  cluster.set_min_workers(1);
-  CoordinatorOptions o;
-  o.job = testing::TestJob(cluster);
-  o.security.token_file = TokenFile();
-  o.health_listen = "127.0.0.1:0";
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
-      CoordinatorServer::Start(o);
+      StartGuardedWithHealthPort();
   ASSERT_TRUE(server.ok()) << server.status();
   const std::string method =
       "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
