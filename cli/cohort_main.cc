@@ -13,6 +13,7 @@
 #include "cli/checkpoint_command.h"
 #include "cli/cluster_commands.h"
 #include "cli/flags.h"
+#include "cli/import_command.h"
 #include "cli/launch_command.h"
 #include "cli/layers_command.h"
 #include "cli/model_commands.h"
@@ -40,6 +41,8 @@ constexpr char kUsage[] =
     "  predict      a checkpoint's model's outputs (a .npy, or a data split)\n"
     "  evaluate     a checkpoint's model's metrics on a data split\n"
     "  layers       the layer kinds of a model, or one kind's fields\n"
+    "  import       a torch.onnx.export model as a job spec and weights\n"
+    "               (--onnx=FILE --out=JOB [--weights=FILE])\n"
     "  version      cohort's version, build commit and GPU plugin\n"
     "  help         this text\n"
     "Run 'cohort COMMAND --help' for a command's flags.\n";
@@ -69,6 +72,7 @@ bool Dispatch(const std::string& command, const std::vector<std::string>& args,
       {"predict", [&] { return cohort::RunPredict(args, &help); }},
       {"evaluate", [&] { return cohort::RunEvaluate(args, &help); }},
       {"layers", [&] { return cohort::RunLayers(args, &help); }},
+      {"import", [&] { return cohort::RunImport(args, &help); }},
   };
   for (const auto& [name, run] : commands) {
     if (command != name) continue;
@@ -104,12 +108,13 @@ int main(int argc, char** argv) {
   absl::Status status;
   int exit_code = 0;
   if (!Dispatch(command, args, &status, &exit_code)) {
-    std::fprintf(stderr,
-                 "cohort: unknown command \"%s\" (commands: train, local, "
-                 "coordinator, worker, launch, ps, status, metrics, stop, "
-                 "checkpoint, export, predict, evaluate, layers, version, "
-                 "help)\n",
-                 command.c_str());
+    std::fprintf(
+        stderr,
+        "cohort: unknown command \"%s\" (commands: train, local, "
+        "coordinator, worker, launch, ps, status, metrics, stop, "
+        "checkpoint, export, predict, evaluate, layers, import, version, "
+        "help)\n",
+        command.c_str());
     return 2;
   }
   if (status.ok()) return exit_code;

@@ -77,6 +77,22 @@ TEST(ModelSizes, ResidualBlocksCountTheirInnerActivations) {
   EXPECT_EQ(s->layers[0].activations, 7 * 8 * 5 * 5);
 }
 
+// Squeeze-and-excitation: the [C, 1, 1] gate (first or last) scales the
+// feature map, so the block gives the map's shape.
+TEST(ModelSizes, MultipliedBranchGivesTheFullShape) {
+  const std::string gate =
+      "paths { layers { avgpool2d { kernel: 6 } } layers { conv2d { "
+      "out_channels: 2 kernel: 1 } } layers { relu {} } layers { conv2d { "
+      "out_channels: 8 kernel: 1 } } layers { sigmoid {} } }";
+  for (const std::string& paths :
+       {"paths {} " + gate, gate + " paths {}", gate + " paths {} " + gate}) {
+    absl::StatusOr<ModelSizes> s = InferModelSizes(
+        Layers("layers { branch { combine: MUL " + paths + " } }"), {8, 6, 6});
+    ASSERT_TRUE(s.ok()) << paths << ": " << s.status();
+    EXPECT_EQ(s->layers[0].output, Shape({8, 6, 6})) << paths;
+  }
+}
+
 TEST(ModelSizes, HugeButRepresentableSizesAreExact) {
   absl::StatusOr<ModelSizes> s = InferModelSizes(
       Layers("layers { flatten {} } layers { linear { out_features: "

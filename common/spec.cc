@@ -359,6 +359,38 @@ absl::Status CheckCheckpoint(const CheckpointSpec& c, const Scope& s) {
   return NonNegative(s, c, "keep", c.keep());
 }
 
+// loss_weights and ignore_index: CROSS_ENTROPY only. The weights' count is
+// checked against the model's outputs where the model is built
+// (worker/objective.h), since only the shape inference knows it.
+absl::Status CheckClassWeighting(const JobSpec& j, const Scope& s,
+                                 LossKind kind, const std::string& loss) {
+  const bool ce = kind == CROSS_ENTROPY;
+  RETURN_IF_ERROR(OnlyFor(ce, j.loss_weights_size() > 0, s, j, "loss_weights",
+                          "CROSS_ENTROPY", loss));
+  RETURN_IF_ERROR(OnlyFor(ce, j.has_ignore_index(), s, j, "ignore_index",
+                          "CROSS_ENTROPY", loss));
+  double total = 0;
+  for (int i = 0; i < j.loss_weights_size(); ++i) {
+    const float w = j.loss_weights(i);
+    if (!(w >= 0) || std::isinf(w)) {
+      return s.Error(j, "loss_weights", i,
+                     absl::StrCat("must be finite and >= 0, got ", w));
+    }
+    total += w;
+  }
+  if (j.loss_weights_size() > 0 && total == 0) {
+    return s.Error(j, "loss_weights", -1, "must not all be 0");
+  }
+  // PyTorch weights the smoothing term by every class's weight; that form
+  // is not implemented, so the pair is refused rather than approximated.
+  if (j.loss_weights_size() > 0 && j.label_smoothing() != 0) {
+    return s.Error(j, "loss_weights", -1,
+                   "cannot be combined with label_smoothing");
+  }
+  return Require(!j.has_ignore_index() || j.ignore_index() >= 0, s, j,
+                 "ignore_index", ">= 0 (a class id)", j.ignore_index());
+}
+
 // The loss against the data's targets, and the settings only one loss
 // reads.
 absl::Status CheckLoss(const JobSpec& j, const Scope& s) {
@@ -385,7 +417,8 @@ absl::Status CheckLoss(const JobSpec& j, const Scope& s) {
                           j.label_smoothing()));
   RETURN_IF_ERROR(OnlyFor(kind == HUBER, j.huber_delta() != 0, s, j,
                           "huber_delta", "HUBER", loss));
-  return NonNegative(s, j, "huber_delta", j.huber_delta());
+  RETURN_IF_ERROR(NonNegative(s, j, "huber_delta", j.huber_delta()));
+  return CheckClassWeighting(j, s, kind, loss);
 }
 
 // Validation-driven control: the metric must be one the job's evaluation

@@ -90,6 +90,20 @@ TEST(ParseJobSpec, ChecksTheLossAgainstTheTargets) {
               HasSubstr("label_smoothing must be in [0, 1), got 1"));
   EXPECT_THAT(ErrorOf(base + "loss: L1 huber_delta: 2\n"),
               HasSubstr("huber_delta applies only to HUBER, got kind L1"));
+  EXPECT_THAT(ErrorOf(base + floats + "loss_weights: [1, 2]\n"),
+              HasSubstr("loss_weights applies only to CROSS_ENTROPY"));
+  EXPECT_THAT(ErrorOf(base + "loss_weights: [1, -2]\n"),
+              HasSubstr("loss_weights[1] must be finite and >= 0, got -2"));
+  EXPECT_THAT(ErrorOf(base + "loss_weights: [0, 0]\n"),
+              HasSubstr("loss_weights must not all be 0"));
+  EXPECT_THAT(
+      ErrorOf(base + "loss_weights: 1 label_smoothing: 0.1\n"),
+      HasSubstr("loss_weights cannot be combined with label_smoothing"));
+  EXPECT_THAT(ErrorOf(base + "ignore_index: -100\n"),
+              HasSubstr("ignore_index must be >= 0 (a class id), got -100"));
+  EXPECT_TRUE(
+      ParseJobSpec(base + "loss_weights: [1, 2] ignore_index: 0\n", kFile)
+          .ok());
   EXPECT_THAT(ErrorOf(base + "data { kind: NUMPY numpy { shape: 16 "
                              "target_shape: 1 classes: 3 train_x: \"x\" "
                              "train_y: \"y\" test_x: \"tx\" test_y: "

@@ -141,6 +141,30 @@ TEST(ParseJobSpec, ChecksGroupsAndBranchShapesPointingAtTheLayer) {
       "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
       "[1, 28, 28]: path 1 gives [2, 26, 26] but path 0 gives [3]; "
       "concatenated paths must agree in all but the channels");
+  // A per-channel gate scales a feature map only with the same channels.
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { combine: MUL paths { layers { "
+                         "avgpool2d { kernel: 28 } } } paths { layers { "
+                         "conv2d { out_channels: 2 kernel: 1 } } } } }\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 1 gives [2, 28, 28] but path 0 gives [1, 1, 1]; "
+      "multiplied paths must give the same shape, or [C, 1, 1] to scale "
+      "[C, H, W]");
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { combine: MUL paths { layers { "
+                         "avgpool2d { kernel: 28 } } } paths { } paths { "
+                         "layers { maxpool2d { kernel: 2 } } } } }\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 2 gives [1, 14, 14] but path 1 gives [1, 28, 28]; "
+      "multiplied paths must give the same shape, or [C, 1, 1] to scale "
+      "[C, H, W]");
+  EXPECT_EQ(
+      ErrorOf(WithLayers("  layers { branch { combine: MUL paths { } paths { "
+                         "layers { flatten {} } } } }\n")),
+      "jobs/x.textproto:4:3: layer 0 (branch) cannot take input of shape "
+      "[1, 28, 28]: path 1 gives [784] but path 0 gives [1, 28, 28]; "
+      "multiplied paths must give the same shape, or [C, 1, 1] to scale "
+      "[C, H, W]");
   EXPECT_EQ(
       ErrorOf(WithLayers("  layers { branch { paths { layers { linear { "
                          "out_features: 3 } } } } }\n")),

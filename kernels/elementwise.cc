@@ -29,15 +29,42 @@ void Add(const T* a, const T* b, T* out, int64_t n) {
 }
 
 template <typename T>
+void MulInPlace(const T* x, T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= x[i];
+}
+
+template <typename T>
+void ScalePlanesInPlace(const T* scale, T* y, int64_t planes, int64_t plane) {
+  for (int64_t i = 0; i < planes; ++i) {
+    const T s = scale[i];
+    T* row = y + i * plane;
+    for (int64_t j = 0; j < plane; ++j) row[j] *= s;
+  }
+}
+
+template <typename T>
+void SumPlanes(const T* x, T* out, int64_t planes, int64_t plane) {
+  for (int64_t i = 0; i < planes; ++i) {
+    const T* row = x + i * plane;
+    T sum = T(0);
+    for (int64_t j = 0; j < plane; ++j) sum += row[j];
+    out[i] = sum;
+  }
+}
+
+template <typename T>
 void MaskedScale(const T* in, const uint8_t* mask, T scale, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (scale * T(mask[i]));
 }
 
-#define COHORT_INSTANTIATE(T)                                     \
-  template void ReluForward<T>(const T*, T*, int64_t);            \
-  template void ReluBackward<T>(const T*, const T*, T*, int64_t); \
-  template void AddInPlace<T>(const T*, T*, int64_t);             \
-  template void Add<T>(const T*, const T*, T*, int64_t);          \
+#define COHORT_INSTANTIATE(T)                                          \
+  template void ReluForward<T>(const T*, T*, int64_t);                 \
+  template void ReluBackward<T>(const T*, const T*, T*, int64_t);      \
+  template void AddInPlace<T>(const T*, T*, int64_t);                  \
+  template void Add<T>(const T*, const T*, T*, int64_t);               \
+  template void MulInPlace<T>(const T*, T*, int64_t);                  \
+  template void ScalePlanesInPlace<T>(const T*, T*, int64_t, int64_t); \
+  template void SumPlanes<T>(const T*, T*, int64_t, int64_t);          \
   template void MaskedScale<T>(const T*, const uint8_t*, T, T*, int64_t);
 COHORT_INSTANTIATE(float)
 COHORT_INSTANTIATE(double)

@@ -47,6 +47,19 @@ void AddInPlace(const T* x, T* y, int64_t n);
 template <typename T>
 void Add(const T* a, const T* b, T* out, int64_t n);
 
+// y *= x.
+template <typename T>
+void MulInPlace(const T* x, T* y, int64_t n);
+
+// y[i * plane + j] *= scale[i] for `planes` contiguous planes: one factor
+// per plane (a per-channel gate over a feature map).
+template <typename T>
+void ScalePlanesInPlace(const T* scale, T* y, int64_t planes, int64_t plane);
+
+// out[i] = the sum of plane i of x, for `planes` contiguous planes.
+template <typename T>
+void SumPlanes(const T* x, T* out, int64_t planes, int64_t plane);
+
 // out = in * (scale * mask), mask elements 0 or 1 (inverted dropout).
 template <typename T>
 void MaskedScale(const T* in, const uint8_t* mask, T scale, T* out, int64_t n);

@@ -1,5 +1,6 @@
 """Checks cohort's grouped, depthwise and dilated convolutions and branch
-blocks (CONCAT and SUM, nested) against PyTorch 1.13 in float64: the
+blocks (CONCAT, SUM and MUL, nested; squeeze-and-excitation) against
+PyTorch 1.13 in float64: the
 forward output, the input gradient and every parameter gradient of one
 training-mode step on random inputs, parameters and output gradients.
 
@@ -33,6 +34,12 @@ class Branch(nn.Module):
         outs = [p(x) for p in self.paths]
         if self.combine == "sum":
             return sum(outs[1:], outs[0])
+        if self.combine == "mul":
+            # torch broadcasts a [N, C, 1, 1] gate over [N, C, H, W].
+            y = outs[0]
+            for o in outs[1:]:
+                y = y * o
+            return y
         return torch.cat(outs, dim=1)
 
 
@@ -77,6 +84,21 @@ nested_module = Branch([
      nn.Conv2d(10, 5, 1)],
     [nn.Conv2d(4, 5, 3, padding=1)]], "sum")
 
+
+
+def se_gate(c, hw, squeeze):
+    """Squeeze-and-excitation's gate: [C, H, W] -> [C, 1, 1] in (0, 1)."""
+    spec = ("paths { layers { avgpool2d { kernel: %d } } layers { conv2d { "
+            "out_channels: %d kernel: 1 } } layers { relu {} } layers { "
+            "conv2d { out_channels: %d kernel: 1 } } layers { sigmoid {} } }"
+            % (hw, squeeze, c))
+    return spec, [nn.AvgPool2d(hw), nn.Conv2d(c, squeeze, 1), nn.ReLU(),
+                  nn.Conv2d(squeeze, c, 1), nn.Sigmoid()]
+
+
+se_spec, se_path = se_gate(8, 6, 2)
+gate_spec, gate_path = se_gate(4, 5, 1)
+
 # (name, layer spec, per-sample input shape, batch, torch module)
 CASES = [
     ("depthwise 3x3", *conv(2, "padding: 1 groups: 8", 8, 8, 3, 1, 1, 8),
@@ -104,6 +126,24 @@ CASES = [
      Branch([[nn.Conv2d(4, 3, 1)], [nn.Conv2d(4, 2, 3, padding=1), nn.ReLU()],
              []], "concat"), (4, 5, 5), 2),
     ("nested sum of concat", nested_spec, nested_module, (4, 6, 5), 2),
+    ("squeeze-and-excitation (mul)",
+     "branch { combine: MUL paths {} %s }" % se_spec,
+     Branch([[], se_path], "mul"), (8, 6, 6), 3),
+    ("mul gate first, conv, identity",
+     "branch { combine: MUL %s paths { layers { conv2d { out_channels: 4 "
+     "kernel: 3 padding: 1 } } } paths {} }" % gate_spec,
+     Branch([gate_path, [nn.Conv2d(4, 4, 3, padding=1)], []], "mul"),
+     (4, 5, 5), 2),
+    ("mul of equal shapes",
+     "branch { combine: MUL paths { layers { conv2d { out_channels: 3 "
+     "kernel: 3 padding: 1 } } } paths { layers { conv2d { out_channels: 3 "
+     "kernel: 1 } } layers { sigmoid {} } } }",
+     Branch([[nn.Conv2d(3, 3, 3, padding=1)],
+             [nn.Conv2d(3, 3, 1), nn.Sigmoid()]], "mul"), (3, 5, 4), 2),
+    ("dense mul",
+     "branch { combine: MUL paths { layers { linear { out_features: 5 } } } "
+     "paths {} }",
+     Branch([[nn.Linear(5, 5)], []], "mul"), (5,), 4),
     ("dense concat",
      "branch { paths { layers { linear { out_features: 3 } } } paths { "
      "layers { linear { out_features: 2 } } layers { relu {} } } paths {} }",
@@ -116,6 +156,9 @@ def flat(t):
     return " ".join(repr(v) for v in t.detach().flatten().tolist())
 
 
+worst = [0.0]  # the largest relative difference of the current case
+
+
 def compare(what, ours, theirs):
     theirs = theirs.detach().flatten()
     if ours.numel() != theirs.numel():
@@ -123,6 +166,7 @@ def compare(what, ours, theirs):
                                               theirs.numel())
     scale = max(theirs.abs().max().item(), 1e-12)
     err = (ours - theirs).abs().max().item() / scale
+    worst[0] = max(worst[0], err)
     return None if err <= 1e-5 else "%s off by %.2e relative" % (what, err)
 
 
@@ -149,6 +193,7 @@ def main():
                 break
             names.append(line[0])
         problems = []
+        worst[0] = 0.0
         if sorted(names) != sorted(params):
             problems.append("parameters %s, PyTorch %s" % (names,
                                                            sorted(params)))
@@ -168,9 +213,10 @@ def main():
                            for n, v in zip(names, vals[2:])]
                 problems += [p for p in (compare(*c) for c in checks) if p]
         failed += bool(problems)
-        print("%s: %s, input %s x %d, %d parameter tensors%s" % (
-            "FAIL" if problems else "ok", name, shape, batch, len(names),
-            "".join("; " + p for p in problems)))
+        print("%s: %s, input %s x %d, %d parameter tensors, worst %.2e "
+              "relative%s" % ("FAIL" if problems else "ok", name, shape,
+                              batch, len(names), worst[0],
+                              "".join("; " + p for p in problems)))
     return 1 if failed else 0
 
 

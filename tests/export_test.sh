@@ -116,6 +116,15 @@ train_export hard_act "20, 24" \
    layers { linear { out_features: 16 } } layers { hardsigmoid {} }
    layers { linear { out_features: 10 } }' \
   'data { kind: SYNTHETIC synthetic { shape: 24 train_samples: 512 test_samples: 64 } }'
+# Adaptive average pooling as ONNX's AveragePool (8 -> 2) and
+# GlobalAveragePool (output 1, keeping [C, 1, 1] for the flatten).
+train_export adaptive_pool "9, 3, 8, 8" \
+  'layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } } layers { relu {} }
+   layers { adaptive_avgpool2d { output: 2 } }
+   layers { conv2d { out_channels: 8 kernel: 1 } }
+   layers { adaptive_avgpool2d { output: 1 } } layers { flatten {} }
+   layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [3, 8, 8] train_samples: 512 test_samples: 64 } }'
 train_export norm_cnn "9, 3, 12, 12" \
   'layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } }
    layers { groupnorm { groups: 2 } } layers { silu {} }
@@ -148,6 +157,16 @@ train_export mobilenet "9, 3, 16, 16" \
    layers { conv2d { out_channels: 18 kernel: 3 stride: 2 padding: 1 groups: 18 } }
    layers { global_avgpool {} } layers { linear { out_features: 10 } }' \
   'data { kind: SYNTHETIC synthetic { shape: [3, 16, 16] train_samples: 512 test_samples: 64 } }'
+# Squeeze-and-excitation: a MUL branch whose [C, 1, 1] gate (ONNX Mul's
+# broadcasting) scales the identity path.
+train_export se_block "9, 3, 12, 12" \
+  'layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } } layers { relu {} }
+   layers { branch { combine: MUL paths {}
+     paths { layers { avgpool2d { kernel: 12 } } layers { conv2d { out_channels: 2 kernel: 1 } }
+       layers { relu {} } layers { conv2d { out_channels: 8 kernel: 1 } }
+       layers { sigmoid {} } } } }
+   layers { global_avgpool {} } layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [3, 12, 12] train_samples: 512 test_samples: 64 } }'
 $py "$examples/make_conv1d_data.py" "$tmp/c1d" --train 64 --test 16 --shards 1 > /dev/null
 train_export conv1d "5, 3, 10000" 'zoo: "conv1d_bn"' \
   "data { kind: NUMPY dir: \"$tmp/c1d\" numpy { shape: [3, 10000] target_shape: [3, 10000]

@@ -1,6 +1,6 @@
 """Compares cohort's GELU, SiLU, tanh, sigmoid, LeakyReLU, ReLU6,
-hardsigmoid, hardswish, LayerNorm, GroupNorm, MaxPool1d and AvgPool1d
-(worker/layers/, float64) with PyTorch 1.13's modules on random inputs: the
+hardsigmoid, hardswish, LayerNorm, GroupNorm, MaxPool1d, AvgPool1d and
+AdaptiveAvgPool2d (worker/layers/, float64) with PyTorch 1.13's modules on random inputs: the
 forward output, the input gradient and every parameter gradient for a random
 upstream gradient.
 
@@ -73,6 +73,16 @@ CASES = [
      [(3, 4, 11)]),
     ("avgpool1d", "avgpool1d { kernel: 5 stride: 3 padding: 2 }",
      lambda s: nn.AvgPool1d(5, 3, 2), [(3, 4, 11), (2, 2, 8)]),
+    ("adaptive_avgpool2d", "adaptive_avgpool2d { output: 1 }",
+     lambda s: nn.AdaptiveAvgPool2d(1), [(2, 3, 5, 6)]),
+    # 7 -> 3 and 5 -> 3, 8 -> 3: overlapping windows of different sizes.
+    ("adaptive_avgpool2d", "adaptive_avgpool2d { output: 3 }",
+     lambda s: nn.AdaptiveAvgPool2d(3), [(2, 3, 7, 7), (2, 3, 5, 8)]),
+    ("adaptive_avgpool2d", "adaptive_avgpool2d { output: 2 }",
+     lambda s: nn.AdaptiveAvgPool2d(2), [(2, 3, 4, 4)]),
+    # An output larger than the input repeats rows and columns.
+    ("adaptive_avgpool2d", "adaptive_avgpool2d { output: 5 }",
+     lambda s: nn.AdaptiveAvgPool2d(5), [(2, 2, 3, 4)]),
 ]
 
 worst = {}

@@ -95,7 +95,8 @@ class Bottleneck(nn.Module):
 
 class Branch(nn.Module):
     """cohort's branch: paths over the same input, concatenated along the
-    channels (features) or summed; state_dict names paths.P.I.NAME."""
+    channels (features), summed or multiplied (a [N, C, 1, 1] gate
+    broadcast over [N, C, H, W]); state_dict names paths.P.I.NAME."""
 
     def __init__(self, paths, combine):
         super().__init__()
@@ -106,6 +107,11 @@ class Branch(nn.Module):
         outs = [p(x) for p in self.paths]
         if self.combine == "SUM":
             return sum(outs[1:], outs[0])
+        if self.combine == "MUL":
+            y = outs[0]
+            for o in outs[1:]:
+                y = y * o
+            return y
         return torch.cat(outs, dim=1)
 
 
@@ -262,6 +268,8 @@ def make_layer(layer, prefix, tensors, in_shape, ctx=None):
         return nn.Hardsigmoid()
     if kind == "hardswish":
         return nn.Hardswish()
+    if kind == "adaptive_avgpool2d":
+        return nn.AdaptiveAvgPool2d(a["output"])
     if kind == "layernorm":
         return nn.LayerNorm(in_shape, eps=a.get("eps", 1e-5),
                             elementwise_affine=w is not None)

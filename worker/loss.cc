@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/logging.h"
 #include "kernels/elementwise.h"
@@ -67,10 +68,29 @@ T MeanOver(const BasicTensor<T>& pred, const BasicTensor<T>& target,
 
 }  // namespace
 
+// Each row's (or position's) weight under `weighting`, and their sum.
+template <typename Label>
+double RowWeights(absl::Span<const Label> labels, int64_t classes,
+                  const ClassWeighting& weighting, std::vector<double>* w) {
+  CHECK(weighting.weights.empty() ||
+        static_cast<int64_t>(weighting.weights.size()) == classes)
+      << "cross-entropy: " << weighting.weights.size() << " class weights for "
+      << classes << " classes";
+  w->resize(labels.size());
+  double total = 0;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const int64_t label = static_cast<int64_t>(labels[i]);
+    (*w)[i] = label >= 0 && label < classes ? weighting.Of(label) : 0;
+    total += (*w)[i];
+  }
+  return total;
+}
+
 template <typename T>
 T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
                       absl::Span<const int32_t> labels, BasicTensor<T>* grad,
-                      int64_t* correct, T label_smoothing) {
+                      int64_t* correct, T label_smoothing,
+                      const ClassWeighting& weighting) {
   CHECK_EQ(logits.rank(), 2)
       << "SoftmaxCrossEntropy: logits " << ShapeString(logits.shape());
   const int64_t n = logits.dim(0), k = logits.dim(1);
@@ -78,7 +98,10 @@ T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
       << "SoftmaxCrossEntropy: " << labels.size() << " labels for " << n
       << " rows";
   if (grad != nullptr) EnsureShape(grad, {n, k});
-  const T scale = T(1) / static_cast<T>(n);
+  std::vector<double> w;
+  const double weight_sum =
+      weighting.active() ? RowWeights(labels, k, weighting, &w) : n;
+  const double inv = weight_sum > 0 ? 1 / weight_sum : 0;
   double total = 0;
   int64_t hits = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -86,15 +109,16 @@ T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
     CHECK(label >= 0 && label < k)
         << "SoftmaxCrossEntropy: label " << label << " of row " << i
         << " is outside [0, " << k << ")";
+    const double wi = w.empty() ? 1.0 : w[i];
     const T* row = logits.data() + i * k;
     T* g = grad != nullptr ? grad->data() + i * k : nullptr;
     const int64_t best = ArgMax(row, k);
-    total +=
-        RowCrossEntropy(row, k, row[best], label, label_smoothing, scale, g);
+    total += wi * RowCrossEntropy(row, k, row[best], label, label_smoothing,
+                                  static_cast<T>(wi * inv), g);
     hits += best == label;
   }
   if (correct != nullptr) *correct += hits;
-  return n > 0 ? static_cast<T>(total / static_cast<double>(n)) : T(0);
+  return static_cast<T>(total * inv);
 }
 
 namespace {
@@ -102,11 +126,13 @@ namespace {
 // Columns [j0, j0 + b) of SequenceCrossEntropy's {V, C} logits `x`; returns
 // the block's summed loss. `m`, `sum`, `shifted` and `best` are scratch of
 // b entries; `g` (or null) the gradient of the same layout as `x`.
+// `w` (null: all 1) holds the columns' weights from j0 and `inv` is one
+// over their sum over all columns.
 template <typename T>
 double SequenceBlock(const T* x, int64_t v_count, int64_t cols, int64_t j0,
-                     int64_t b, const float* targets, T smooth, T scale, T* g,
-                     T* m, double* sum, double* shifted, int64_t* best,
-                     int64_t* hits) {
+                     int64_t b, const float* targets, T smooth, const double* w,
+                     double inv, T* g, T* m, double* sum, double* shifted,
+                     int64_t* best, int64_t* hits) {
   for (int64_t j = 0; j < b; ++j) {
     m[j] = x[j0 + j];
     best[j] = 0;
@@ -142,20 +168,28 @@ double SequenceBlock(const T* x, int64_t v_count, int64_t cols, int64_t j0,
     const double log_sum = std::log(sum[j]);
     const double nll =
         log_sum - static_cast<double>(x[label * cols + j0 + j] - m[j]);
-    total += smooth == 0 ? nll
-                         : (1 - static_cast<double>(smooth)) * nll +
-                               smooth * (log_sum - shifted[j] / v_count);
+    const double wj = w != nullptr ? w[j] : 1.0;
+    total += wj * (smooth == 0 ? nll
+                               : (1 - static_cast<double>(smooth)) * nll +
+                                     smooth * (log_sum - shifted[j] / v_count));
     *hits += best[j] == label;
   }
   if (g == nullptr) return total;
-  const T spread = scale * smooth / static_cast<T>(v_count);
-  for (int64_t j = 0; j < b; ++j) m[j] = static_cast<T>(scale / sum[j]);
+  // m and shifted now hold each column's gradient scale and spread.
+  for (int64_t j = 0; j < b; ++j) {
+    const T scale = static_cast<T>((w != nullptr ? w[j] : 1.0) * inv);
+    m[j] = static_cast<T>(scale / sum[j]);
+    shifted[j] = scale * smooth / static_cast<T>(v_count);
+  }
   for (int64_t v = 0; v < v_count; ++v) {
     T* grow = g + v * cols + j0;
-    for (int64_t j = 0; j < b; ++j) grow[j] = grow[j] * m[j] - spread;
+    for (int64_t j = 0; j < b; ++j) {
+      grow[j] = grow[j] * m[j] - static_cast<T>(shifted[j]);
+    }
   }
   for (int64_t j = 0; j < b; ++j) {
     const int64_t label = static_cast<int64_t>(targets[j0 + j]);
+    const T scale = static_cast<T>((w != nullptr ? w[j] : 1.0) * inv);
     g[label * cols + j0 + j] -= scale * (1 - smooth);
   }
   return total;
@@ -166,7 +200,8 @@ double SequenceBlock(const T* x, int64_t v_count, int64_t cols, int64_t j0,
 template <typename T>
 T SequenceCrossEntropy(const BasicTensor<T>& logits,
                        absl::Span<const float> targets, BasicTensor<T>* grad,
-                       int64_t* correct, T label_smoothing) {
+                       int64_t* correct, T label_smoothing,
+                       const ClassWeighting& weighting) {
   CHECK_EQ(logits.rank(), 3)
       << "SequenceCrossEntropy: logits " << ShapeString(logits.shape());
   const int64_t v_count = logits.dim(0);
@@ -181,18 +216,22 @@ T SequenceCrossEntropy(const BasicTensor<T>& logits,
   T m[kBlock];
   double sum[kBlock], shifted[kBlock];
   int64_t best[kBlock];
-  const T scale = T(1) / static_cast<T>(cols);
+  std::vector<double> w;
+  const double weight_sum = weighting.active()
+                                ? RowWeights(targets, v_count, weighting, &w)
+                                : static_cast<double>(cols);
+  const double inv = weight_sum > 0 ? 1 / weight_sum : 0;
   double total = 0;
   int64_t hits = 0;
   for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
     const int64_t b = std::min(kBlock, cols - j0);
     total += SequenceBlock(logits.data(), v_count, cols, j0, b, targets.data(),
-                           label_smoothing, scale,
-                           grad != nullptr ? grad->data() : nullptr, m, sum,
-                           shifted, best, &hits);
+                           label_smoothing, w.empty() ? nullptr : w.data() + j0,
+                           inv, grad != nullptr ? grad->data() : nullptr, m,
+                           sum, shifted, best, &hits);
   }
   if (correct != nullptr) *correct += hits;
-  return static_cast<T>(total / static_cast<double>(cols));
+  return static_cast<T>(total * inv);
 }
 
 template <typename T>
@@ -276,16 +315,20 @@ T ElementwiseLoss(ElementLoss kind, T delta, const BasicTensor<T>& pred,
 
 template float SoftmaxCrossEntropy<float>(const Tensor&,
                                           absl::Span<const int32_t>, Tensor*,
-                                          int64_t*, float);
+                                          int64_t*, float,
+                                          const ClassWeighting&);
 template double SoftmaxCrossEntropy<double>(const TensorD&,
                                             absl::Span<const int32_t>, TensorD*,
-                                            int64_t*, double);
+                                            int64_t*, double,
+                                            const ClassWeighting&);
 template float SequenceCrossEntropy<float>(const Tensor&,
                                            absl::Span<const float>, Tensor*,
-                                           int64_t*, float);
+                                           int64_t*, float,
+                                           const ClassWeighting&);
 template double SequenceCrossEntropy<double>(const TensorD&,
                                              absl::Span<const float>, TensorD*,
-                                             int64_t*, double);
+                                             int64_t*, double,
+                                             const ClassWeighting&);
 template int64_t CountTopK<float>(const Tensor&, absl::Span<const int32_t>,
                                   int);
 template int64_t CountTopK<double>(const TensorD&, absl::Span<const int32_t>,

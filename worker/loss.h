@@ -14,6 +14,22 @@
 
 namespace cohort {
 
+// PyTorch's CrossEntropyLoss(weight=..., ignore_index=...): a row (or a
+// sequence position) of label y counts `weights[y]` (1 when `weights` is
+// empty), and nothing when y is `ignore_index`; the loss is the weighted
+// mean sum w l / sum w (0 when every row counts nothing). The span is
+// borrowed for the call.
+struct ClassWeighting {
+  absl::Span<const float> weights;
+  int32_t ignore_index = -1;  // < 0: none
+
+  bool active() const { return !weights.empty() || ignore_index >= 0; }
+  double Of(int64_t label) const {
+    if (label == ignore_index) return 0;
+    return weights.empty() ? 1.0 : static_cast<double>(weights[label]);
+  }
+};
+
 // Mean over the batch of softmax cross-entropy; logits dense {N, K}, one
 // label in [0, K) per row (an out-of-range label is a CHECK failure: the
 // data set validates its labels when it loads them). Computed with the
@@ -21,10 +37,13 @@ namespace cohort {
 // first maximal logit is the label into *correct when not null. With
 // `label_smoothing` e in [0, 1), the target is (1 - e) one-hot + e / K, as
 // PyTorch's CrossEntropyLoss(label_smoothing=e).
+// `weighting` (default: none) as ClassWeighting says; its weights cover
+// the K classes.
 template <typename T>
 T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
                       absl::Span<const int32_t> labels, BasicTensor<T>* grad,
-                      int64_t* correct = nullptr, T label_smoothing = 0);
+                      int64_t* correct = nullptr, T label_smoothing = 0,
+                      const ClassWeighting& weighting = {});
 
 // Mean over every position of softmax cross-entropy for sequences (a
 // language model's next-token loss): logits {V, N, L} in the channel-major
@@ -37,7 +56,8 @@ T SoftmaxCrossEntropy(const BasicTensor<T>& logits,
 template <typename T>
 T SequenceCrossEntropy(const BasicTensor<T>& logits,
                        absl::Span<const float> targets, BasicTensor<T>* grad,
-                       int64_t* correct = nullptr, T label_smoothing = 0);
+                       int64_t* correct = nullptr, T label_smoothing = 0,
+                       const ClassWeighting& weighting = {});
 
 // Rows of `logits` {N, K} whose label is among their k largest logits
 // (ties broken towards the lower index, as torch.topk on CPU).

@@ -1,6 +1,7 @@
 #include "worker/loss.h"
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -234,13 +235,17 @@ TEST(SequenceCrossEntropy, EqualsTheRowLossOverEveryPosition) {
       rows[j * v + c] = x;
     }
   }
-  for (double smooth : {0.0, 0.1}) {
+  const std::vector<float> weights = {0.5f, 2, 1, 0, 3, 1, 0.25f};
+  const ClassWeighting none, weighted{weights, 2}, ignoring{{}, 5};
+  for (const auto& [smooth, weighting] :
+       std::vector<std::pair<double, ClassWeighting>>{
+           {0.0, none}, {0.1, none}, {0.0, weighted}, {0.1, ignoring}}) {
     TensorD g_seq, g_rows;
     int64_t hits_seq = 0, hits_rows = 0;
-    const double a =
-        SequenceCrossEntropy<double>(seq, targets, &g_seq, &hits_seq, smooth);
-    const double b =
-        SoftmaxCrossEntropy<double>(rows, labels, &g_rows, &hits_rows, smooth);
+    const double a = SequenceCrossEntropy<double>(seq, targets, &g_seq,
+                                                  &hits_seq, smooth, weighting);
+    const double b = SoftmaxCrossEntropy<double>(rows, labels, &g_rows,
+                                                 &hits_rows, smooth, weighting);
     EXPECT_NEAR(a, b, 1e-12);
     EXPECT_EQ(hits_seq, hits_rows);
     EXPECT_GT(hits_seq, 0);
@@ -251,10 +256,52 @@ TEST(SequenceCrossEntropy, EqualsTheRowLossOverEveryPosition) {
             << "column " << j << " class " << c;
       }
     }
-    EXPECT_NEAR(
-        SequenceCrossEntropy<double>(seq, targets, nullptr, nullptr, smooth), a,
-        1e-15);
+    EXPECT_NEAR(SequenceCrossEntropy<double>(seq, targets, nullptr, nullptr,
+                                             smooth, weighting),
+                a, 1e-15);
   }
+}
+
+// PyTorch's CrossEntropyLoss(weight=w, ignore_index=i): sum over rows of
+// w[y] (-log softmax(x)[y]), rows of label i left out, over sum w[y].
+TEST(SoftmaxCrossEntropy, ClassWeightsAndIgnoredLabelsAsPyTorch) {
+  TensorD logits({4, 3});
+  const double v[] = {1, 2, 3, 0, 0, 0, -1, 4, 0.5, 2, -2, 1};
+  for (int i = 0; i < 12; ++i) logits[i] = v[i];
+  const std::vector<int32_t> labels = {2, 0, 1, 1};
+  const std::vector<float> w = {0.5f, 2, 1};
+  const ClassWeighting weighting{w, 0};  // row 1 is ignored
+  double num = 0, den = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (labels[i] == 0) continue;
+    double z = 0;
+    for (int c = 0; c < 3; ++c) z += std::exp(v[i * 3 + c]);
+    num += w[labels[i]] * (std::log(z) - v[i * 3 + labels[i]]);
+    den += w[labels[i]];
+  }
+  TensorD grad;
+  const double loss = SoftmaxCrossEntropy<double>(logits, labels, &grad,
+                                                  nullptr, 0.0, weighting);
+  EXPECT_NEAR(loss, num / den, 1e-12);
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(grad[3 + c], 0.0) << c;
+  // Finite differences of the weighted loss.
+  for (int i = 0; i < 12; ++i) {
+    const double h = 1e-6, keep = logits[i];
+    logits[i] = keep + h;
+    const double up = SoftmaxCrossEntropy<double>(logits, labels, nullptr,
+                                                  nullptr, 0.0, weighting);
+    logits[i] = keep - h;
+    const double down = SoftmaxCrossEntropy<double>(logits, labels, nullptr,
+                                                    nullptr, 0.0, weighting);
+    logits[i] = keep;
+    EXPECT_NEAR(grad[i], (up - down) / (2 * h), 1e-8) << "logit " << i;
+  }
+  // Every row ignored: nothing to learn from, and no division by zero.
+  const std::vector<int32_t> padding = {0, 0, 0, 0};
+  EXPECT_EQ(SoftmaxCrossEntropy<double>(logits, padding, &grad, nullptr, 0.0,
+                                        weighting),
+            0.0);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(grad[i], 0.0) << i;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "worker/loss.h"
 
 namespace cohort {
@@ -49,6 +50,8 @@ double TargetMean(const Dataset& data, int64_t index) {
 Objective::Objective(const JobSpec& spec, const Dataset& test)
     : kind_(spec.loss()),
       label_smoothing_(spec.label_smoothing()),
+      loss_weights_(spec.loss_weights().begin(), spec.loss_weights().end()),
+      ignore_index_(spec.has_ignore_index() ? spec.ignore_index() : -1),
       huber_delta_(spec.huber_delta() > 0 ? spec.huber_delta() : 1.0f),
       float_targets_(test.float_targets()),
       token_targets_(test.token_targets()),
@@ -58,6 +61,20 @@ Objective::Objective(const JobSpec& spec, const Dataset& test)
       reference_(TargetMean(test, 0)) {}
 
 absl::Status Objective::CheckModelOutput(const Shape& out) const {
+  RETURN_IF_ERROR(CheckOutputShape(out));
+  // PyTorch's rule: one weight per logit.
+  const int64_t logits = token_targets_ ? classes_ : out[0];
+  if (!loss_weights_.empty() &&
+      static_cast<int64_t>(loss_weights_.size()) != logits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "loss_weights has ", loss_weights_.size(),
+        " weights but the model gives ", logits, " logits per ",
+        token_targets_ ? "position" : "sample", ": give one per logit"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Objective::CheckOutputShape(const Shape& out) const {
   if (token_targets_) {
     // Logits per position: {vocabulary, positions}.
     const Shape want = {classes_, target_shape_[0]};
@@ -115,11 +132,11 @@ double Objective::Loss(const Tensor& out, const Batch& batch, Tensor* grad,
     // evaluation metric only.
     return SequenceCrossEntropy<float>(
         out, absl::MakeConstSpan(batch.targets.data(), batch.targets.size()),
-        grad, nullptr, label_smoothing_);
+        grad, nullptr, label_smoothing_, Weighting());
   }
   if (kind_ == CROSS_ENTROPY) {
     return SoftmaxCrossEntropy<float>(out, batch.labels, grad, correct,
-                                      label_smoothing_);
+                                      label_smoothing_, Weighting());
   }
   if (!float_targets_ && correct != nullptr) {
     *correct += CountTop1(out, batch.labels);
@@ -139,7 +156,7 @@ void Objective::Accumulate(const Tensor& out, const Batch& batch,
         SequenceCrossEntropy<float>(
             out,
             absl::MakeConstSpan(batch.targets.data(), batch.targets.size()),
-            nullptr, &hits, label_smoothing_) *
+            nullptr, &hits, label_smoothing_, Weighting()) *
         n;
     v[EvalSums::kTop1] += static_cast<double>(hits);
     v[EvalSums::kElements] += static_cast<double>(batch.targets.size());

@@ -20,6 +20,7 @@
 #include "proto/job.pb.h"
 #include "worker/data/dataset.h"
 #include "worker/data/loader.h"
+#include "worker/loss.h"
 
 namespace cohort {
 
@@ -82,13 +83,21 @@ class Objective {
   bool float_targets() const { return float_targets_; }
 
  private:
+  // CheckModelOutput's shape rules, before the class weights' count.
+  absl::Status CheckOutputShape(const Shape& output) const;
+
   // The targets `out` is compared with: the batch's float targets, or the
   // one-hot vectors of its labels in `scratch`.
   const Tensor& Targets(const Tensor& out, const Batch& batch,
                         Tensor* scratch) const;
 
+  // The cross-entropy's class weights and ignored class (loss.h).
+  ClassWeighting Weighting() const { return {loss_weights_, ignore_index_}; }
+
   LossKind kind_;
   float label_smoothing_;
+  std::vector<float> loss_weights_;
+  int32_t ignore_index_ = -1;
   float huber_delta_;
   bool float_targets_;
   bool token_targets_;       // a class per target element (Dataset)

@@ -1,5 +1,6 @@
-// branch: paths of layers over the same input, concatenated or summed
-// (Inception blocks, MobileNet's inverted residuals, shortcuts), as
+// branch: paths of layers over the same input, concatenated, summed or
+// multiplied (Inception blocks, MobileNet's inverted residuals, shortcuts,
+// squeeze-and-excitation), as
 // worker/layers/branch.h. Its layers are checked, filled and inferred
 // through their own kinds.
 #include <algorithm>
@@ -69,16 +70,34 @@ absl::Status AddPath(const BranchSpec& b, int p, const Shape& in, Shape* shape,
   return absl::OkStatus();
 }
 
+// True when a MUL path giving `s` combines with `full`, the product's shape
+// so far: equal shapes, or a per-channel gate [C, 1, 1] against [C, H, W]
+// (either way round: a gate path may come first). Sets *full to the larger
+// shape, and *grown when that is `s`.
+bool FitsProduct(const Shape& s, Shape* full, bool* grown) {
+  *grown = false;
+  if (s == *full) return true;
+  auto gate = [](const Shape& g) {
+    return g.size() == 3 && g[1] == 1 && g[2] == 1;
+  };
+  if (s.size() != 3 || full->size() != 3 || s[0] != (*full)[0]) return false;
+  if (gate(s)) return true;
+  if (!gate(*full)) return false;
+  *full = s;
+  *grown = true;
+  return true;
+}
+
 // Each path is a chain from the block's input; the outputs are summed
-// (equal shapes) or concatenated along the first dimension (the rest
-// equal).
+// (equal shapes), multiplied (equal shapes, or a [C, 1, 1] gate scaling
+// [C, H, W]) or concatenated along the first dimension (the rest equal).
 absl::StatusOr<InferredLayer> InferBranch(const LayerSpec& l, const Shape& in) {
   const BranchSpec& b = l.branch();
   if (b.paths_size() == 0) return Unfit("it needs at least one path");
-  const bool sum = b.combine() == BranchSpec::SUM;
   InferredLayer out;
   out.activations = 0;
-  Shape first;
+  Shape first;  // MUL: the largest shape so far, given by path `ref`
+  int ref = 0;
   for (int p = 0; p < b.paths_size(); ++p) {
     Shape shape;
     RETURN_IF_ERROR(AddPath(b, p, in, &shape, &out));
@@ -87,19 +106,33 @@ absl::StatusOr<InferredLayer> InferBranch(const LayerSpec& l, const Shape& in) {
       out.output = Checked(shape);
       continue;
     }
-    const bool fits =
-        sum ? shape == first
-            : shape.size() == first.size() &&
-                  std::equal(shape.begin() + 1, shape.end(), first.begin() + 1);
-    if (!fits) {
-      return Unfit(absl::StrCat(
-          "path ", p, " gives ", ShapeString(shape), " but path 0 gives ",
-          ShapeString(first),
-          sum ? "; summed paths must give the same shape"
-              : "; concatenated paths must agree in all but the channels"));
+    bool fits, grown = false;
+    const char* rule;
+    switch (b.combine()) {
+      case BranchSpec::SUM:
+        fits = shape == first;
+        rule = "; summed paths must give the same shape";
+        break;
+      case BranchSpec::MUL:
+        fits = FitsProduct(shape, &first, &grown);
+        if (grown) ref = p;
+        rule =
+            "; multiplied paths must give the same shape, or [C, 1, 1] to "
+            "scale [C, H, W]";
+        break;
+      default:
+        fits = shape.size() == first.size() &&
+               std::equal(shape.begin() + 1, shape.end(), first.begin() + 1);
+        rule = "; concatenated paths must agree in all but the channels";
+        if (fits) out.output[0] += shape[0];
     }
-    if (!sum) out.output[0] += shape[0];
+    if (!fits) {
+      return Unfit(absl::StrCat("path ", p, " gives ", ShapeString(shape),
+                                " but path ", ref, " gives ",
+                                ShapeString(first), rule));
+    }
   }
+  if (b.combine() == BranchSpec::MUL) out.output = Checked(first);
   *out.activations += Elements(out.output);
   return out;
 }

@@ -60,6 +60,12 @@ absl::Status GpuEngine::CheckSupported() const {
     return absl::UnimplementedError(
         "parameter-server mode trains on CPU devices only (--devices=cpu:N)");
   }
+  if (spec_.loss_weights_size() > 0 || spec_.has_ignore_index()) {
+    return absl::UnimplementedError(
+        "loss_weights and ignore_index run on CPU devices only "
+        "(--devices=cpu:N); the GPU's cross-entropy kernel weighs every "
+        "sample alike");
+  }
   if (spec_.nonfinite_gradients() == NONFINITE_SKIP) {
     return absl::UnimplementedError(
         "nonfinite_gradients: NONFINITE_SKIP runs on CPU devices only (a GPU "

@@ -240,6 +240,25 @@ const std::vector<LayerCase>& LayerCases() {
       {"layers { branch { paths { layers { linear { out_features: 3 } } } "
        "paths {} } }",
        {5}},
+      // Products: squeeze-and-excitation (a [C, 1, 1] gate scaling the
+      // identity), a gate first of three paths, and two equal shapes.
+      {"layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } } "
+       "layers { branch { combine: MUL paths {} paths { layers { avgpool2d { "
+       "kernel: 6 } } layers { conv2d { out_channels: 2 kernel: 1 } } "
+       "layers { relu {} } layers { conv2d { out_channels: 8 kernel: 1 } } "
+       "layers { sigmoid {} } } } }",
+       {3, 6, 6}},
+      {"layers { conv2d { out_channels: 4 kernel: 1 } } "
+       "layers { branch { combine: MUL paths { layers { avgpool2d { "
+       "kernel: 5 } } layers { conv2d { out_channels: 4 kernel: 1 } } "
+       "layers { sigmoid {} } } paths { layers { conv2d { out_channels: 4 "
+       "kernel: 3 padding: 1 } } } paths {} } }",
+       {3, 5, 5}},
+      {"layers { conv2d { out_channels: 4 kernel: 1 } } "
+       "layers { branch { combine: MUL paths { layers { conv2d { "
+       "out_channels: 4 kernel: 1 } } } paths { layers { conv2d { "
+       "out_channels: 4 kernel: 3 padding: 1 } } layers { sigmoid {} } } } }",
+       {2, 5, 5}},
   };
   return *cases;
 }
@@ -252,8 +271,9 @@ TEST(GpuModel, EveryLayerKindMatchesTheCpuEngine) {
 }
 
 // The layers with cohort's own kernels (activations, norms, 1-D pooling;
-// kernels/cuda/layer_ops.h), each after a layer with parameters so that
-// their input gradients are checked through its parameter gradients.
+// kernels/cuda/layer_ops.h; adaptive pooling, kernels/cuda/adaptive_pool.h),
+// each after a layer with parameters so that their input gradients are
+// checked through its parameter gradients.
 TEST(GpuModel, NewLayerKindsMatchTheCpuEngine) {
   REQUIRE_GPU();
   const std::vector<LayerCase> cases = {
@@ -296,6 +316,13 @@ TEST(GpuModel, NewLayerKindsMatchTheCpuEngine) {
        "layers { avgpool1d { kernel: 4 stride: 3 padding: 2 } }",
        {2, 15}},
       {"layers { maxpool1d { kernel: 2 } }", {3, 11}},
+      {"layers { conv2d { out_channels: 3 kernel: 3 } } "
+       "layers { adaptive_avgpool2d { output: 3 } }",
+       {2, 9, 10}},
+      {"layers { conv2d { out_channels: 3 kernel: 3 } } "
+       "layers { adaptive_avgpool2d { output: 1 } }",
+       {2, 7, 7}},
+      {"layers { adaptive_avgpool2d { output: 4 } }", {3, 3, 5}},
   };
   for (const LayerCase& c : cases) {
     ExpectMatchesCpu(Spec(c.layers), c.input, 4, 1e-5);

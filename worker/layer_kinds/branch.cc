@@ -10,6 +10,17 @@
 namespace cohort {
 namespace {
 
+BranchCombine Combine(BranchSpec::Combine c) {
+  switch (c) {
+    case BranchSpec::SUM:
+      return BranchCombine::kSum;
+    case BranchSpec::MUL:
+      return BranchCombine::kMul;
+    default:
+      return BranchCombine::kConcat;
+  }
+}
+
 template <typename T>
 std::unique_ptr<Layer<T>> MakeBranch(const LayerSpec& l) {
   std::vector<typename Branch<T>::Path> paths;
@@ -22,9 +33,7 @@ std::unique_ptr<Layer<T>> MakeBranch(const LayerSpec& l) {
     }
   }
   return std::make_unique<Branch<T>>(std::move(paths),
-                                     l.branch().combine() == BranchSpec::SUM
-                                         ? BranchCombine::kSum
-                                         : BranchCombine::kConcat);
+                                     Combine(l.branch().combine()));
 }
 
 }  // namespace

@@ -19,6 +19,48 @@ Shape Batched(const Shape& s, int64_t n) {
   return b;
 }
 
+const char* CombineName(BranchCombine c) {
+  switch (c) {
+    case BranchCombine::kSum:
+      return "sum";
+    case BranchCombine::kMul:
+      return "mul";
+    default:
+      return "concat";
+  }
+}
+
+// What a path that does not combine broke.
+const char* CombineRule(BranchCombine c) {
+  switch (c) {
+    case BranchCombine::kSum:
+      return "; summed paths must give the same shape";
+    case BranchCombine::kMul:
+      return "; multiplied paths must give the same shape, or [C, 1, 1] to "
+             "scale [C, H, W]";
+    default:
+      return "; concatenated paths must agree in all but the channels";
+  }
+}
+
+// True when a MUL path giving `s` combines with `full`, the product's shape
+// so far: equal shapes, or a per-channel gate {C, 1, 1} against {C, H, W}
+// (either way round: a gate path may come first). Sets *full to the larger
+// shape, and *grown when that is `s`.
+bool FitsProduct(const Shape& s, Shape* full, bool* grown) {
+  *grown = false;
+  if (s == *full) return true;
+  auto gate = [](const Shape& g) {
+    return g.size() == 3 && g[1] == 1 && g[2] == 1;
+  };
+  if (s.size() != 3 || full->size() != 3 || s[0] != (*full)[0]) return false;
+  if (gate(s)) return true;
+  if (!gate(*full)) return false;
+  *full = s;
+  *grown = true;
+  return true;
+}
+
 }  // namespace
 
 template <typename T>
@@ -27,9 +69,8 @@ Branch<T>::Branch(std::vector<Path> paths, BranchCombine combine)
 
 template <typename T>
 std::string Branch<T>::Name() const {
-  return absl::StrCat("branch(",
-                      combine_ == BranchCombine::kConcat ? "concat" : "sum",
-                      ", ", paths_.size(), " paths)");
+  return absl::StrCat("branch(", CombineName(combine_), ", ", paths_.size(),
+                      " paths)");
 }
 
 template <typename T>
@@ -54,24 +95,32 @@ absl::StatusOr<Shape> Branch<T>::Configure(const Shape& in) {
     state_[p].out = s;
   }
   const Shape& first = state_[0].out;
-  Shape out = first;
+  Shape out = first;  // MUL: the largest output so far, path ref's
+  size_t ref = 0;
   for (size_t p = 1; p < paths_.size(); ++p) {
     const Shape& s = state_[p].out;
-    const bool fits =
-        combine_ == BranchCombine::kSum
-            ? s == first
-            : s.size() == first.size() &&
-                  std::equal(s.begin() + 1, s.end(), first.begin() + 1);
+    bool fits, grown = false;
+    switch (combine_) {
+      case BranchCombine::kSum:
+        fits = s == first;
+        break;
+      case BranchCombine::kMul:
+        fits = FitsProduct(s, &out, &grown);
+        if (grown) ref = p;
+        break;
+      default:
+        fits = s.size() == first.size() &&
+               std::equal(s.begin() + 1, s.end(), first.begin() + 1);
+        if (fits) out[0] += s[0];
+    }
     if (!fits) {
       return absl::InvalidArgumentError(absl::StrCat(
-          Name(), ": path ", p, " gives ", ShapeString(s), " but path 0 gives ",
-          ShapeString(first),
-          combine_ == BranchCombine::kSum
-              ? "; summed paths must give the same shape"
-              : "; concatenated paths must agree in all but the channels"));
+          Name(), ": path ", p, " gives ", ShapeString(s), " but path ", ref,
+          " gives ", ShapeString(state_[ref].out), CombineRule(combine_)));
     }
-    if (combine_ == BranchCombine::kConcat) out[0] += s[0];
   }
+  for (State& st : state_) st.gate = st.out != out;
+  plane_ = out.size() == 3 ? out[1] * out[2] : 1;
   out_shape_ = out;
   return out;
 }
@@ -171,6 +220,8 @@ void Branch<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
     for (size_t p = 1; p < paths_.size(); ++p) {
       AddInPlace(Output(p, in).data(), y, out->size());
     }
+  } else if (combine_ == BranchCombine::kMul) {
+    Multiply(in, out);
   } else if (out_shape_.size() == 1) {
     // {N, F}: each path's features are a column block of every row.
     const int64_t f = out_shape_[0];
@@ -192,6 +243,48 @@ void Branch<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
     }
   }
   input_ = mode == Mode::kTrain ? &in : nullptr;
+}
+
+template <typename T>
+void Branch<T>::Multiply(const BasicTensor<T>& in, BasicTensor<T>* y) const {
+  // Start from a full-size output, which the gates then scale in place.
+  size_t base = 0;
+  while (state_[base].gate) ++base;
+  const BasicTensor<T>& b = Output(base, in);
+  std::memcpy(y->data(), b.data(), b.size() * sizeof(T));
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    if (p == base) continue;
+    const BasicTensor<T>& o = Output(p, in);
+    if (state_[p].gate) {
+      ScalePlanesInPlace(o.data(), y->data(), o.size(), plane_);
+    } else {
+      MulInPlace(o.data(), y->data(), y->size());
+    }
+  }
+}
+
+template <typename T>
+void Branch<T>::ProductGradient(size_t p, const BasicTensor<T>& in,
+                                const BasicTensor<T>& grad_out,
+                                BasicTensor<T>* g) {
+  // The product of the others, not y / out_p: a path's output may be 0.
+  BasicTensor<T>* full = state_[p].gate ? &product_ : g;
+  EnsureShape(full, grad_out.shape());
+  std::memcpy(full->data(), grad_out.data(), grad_out.size() * sizeof(T));
+  for (size_t q = 0; q < paths_.size(); ++q) {
+    if (q == p) continue;
+    const BasicTensor<T>& o = Output(q, in);
+    if (state_[q].gate) {
+      ScalePlanesInPlace(o.data(), full->data(), o.size(), plane_);
+    } else {
+      MulInPlace(o.data(), full->data(), full->size());
+    }
+  }
+  if (state_[p].gate) {
+    // A gate value scaled a whole plane: its gradient sums over the plane.
+    EnsureShape(g, Batched(state_[p].out, grad_out.dim(1)));
+    SumPlanes(full->data(), g->data(), g->size(), plane_);
+  }
 }
 
 template <typename T>
@@ -222,6 +315,10 @@ void Branch<T>::Backward(const BasicTensor<T>& grad_out,
                     part.size() * sizeof(T));
         offset += part.size();
       }
+      g = &part;
+    } else if (combine_ == BranchCombine::kMul && paths_.size() > 1) {
+      BasicTensor<T>& part = paths_[p].empty() ? st.grad_in : st.grads.back();
+      ProductGradient(p, in, grad_out, &part);
       g = &part;
     }
     // Through the path's layers, last to first.

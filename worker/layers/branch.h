@@ -1,14 +1,17 @@
 // A branch block: several paths (chains of layers) over the same input,
 // whose outputs are concatenated along the channels (the features of a flat
-// input) or summed. Inception-style blocks are CONCAT branches; MobileNetV2's
-// inverted residual is a SUM branch of [expand, depthwise, project] and an
-// empty path (the identity).
+// input), summed or multiplied. Inception-style blocks are CONCAT branches;
+// MobileNetV2's inverted residual is a SUM branch of [expand, depthwise,
+// project] and an empty path (the identity); squeeze-and-excitation is a MUL
+// branch of an empty path and a gate [pool, 1x1, ReLU, 1x1, sigmoid].
 //
 // Layouts (layer.h): per-sample {F}, {C, L} or {C, H, W}. CONCAT needs the
 // paths' outputs to have the same rank and, for spatial outputs, the same
 // spatial size; the channels are the outermost dimension of the batch-inner
 // layout, so the concatenation of spatial outputs is one copy per path.
-// SUM needs equal shapes.
+// SUM needs equal shapes. MUL needs equal shapes too, except that a path
+// giving {C, 1, 1} scales the others' {C, H, W}: in the batch-inner layout
+// {C, N, H, W} each of its values multiplies one contiguous H*W plane.
 //
 // Parameters, buffers and their names concatenate the paths' in order,
 // named "paths.P.I.NAME" for layer I of path P: the state_dict of a torch
@@ -29,7 +32,7 @@
 
 namespace cohort {
 
-enum class BranchCombine { kConcat, kSum };
+enum class BranchCombine { kConcat, kSum, kMul };
 
 template <typename T>
 class Branch final : public Layer<T> {
@@ -37,7 +40,7 @@ class Branch final : public Layer<T> {
   using Path = std::vector<std::unique_ptr<Layer<T>>>;
   Branch(std::vector<Path> paths, BranchCombine combine);
 
-  // "branch(concat, 2 paths)".
+  // "branch(concat, 2 paths)" (or sum, mul).
   std::string Name() const override;
   // InvalidArgument naming the branch and the path whose output does not
   // combine with the first path's, or whose layer rejects its input.
@@ -59,14 +62,23 @@ class Branch final : public Layer<T> {
     std::vector<BasicTensor<T>> acts, grads;
     BasicTensor<T> grad_in;  // dLoss/dIn through this path
     Shape out;               // per-sample output shape
+    bool gate = false;       // MUL: {C, 1, 1} scaling a larger output
   };
   // The path's output tensor after Forward (the input for an empty path).
   const BasicTensor<T>& Output(size_t p, const BasicTensor<T>& in) const;
+  // MUL: y (the batch's output) = the product of the paths' outputs.
+  void Multiply(const BasicTensor<T>& in, BasicTensor<T>* y) const;
+  // MUL: *g = dLoss/d(path p's output), grad_out times the other paths'
+  // outputs, summed over each plane for a gate path.
+  void ProductGradient(size_t p, const BasicTensor<T>& in,
+                       const BasicTensor<T>& grad_out, BasicTensor<T>* g);
 
   std::vector<Path> paths_;
   BranchCombine combine_;
   std::vector<State> state_;
   Shape in_shape_, out_shape_;
+  int64_t plane_ = 1;       // MUL: H*W of the output, what a gate scales
+  BasicTensor<T> product_;  // MUL: a gate path's gradient before the sums
   const BasicTensor<T>* input_ = nullptr;  // last kTrain input
 };
 

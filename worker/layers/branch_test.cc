@@ -9,9 +9,11 @@
 #include "worker/layers/activation.h"
 #include "worker/layers/batchnorm.h"
 #include "worker/layers/conv.h"
+#include "worker/layers/elementwise_activation.h"
 #include "worker/layers/grad_check.h"
 #include "worker/layers/linear.h"
 #include "worker/layers/param_store.h"
+#include "worker/layers/pool.h"
 
 namespace cohort {
 namespace {
@@ -60,6 +62,18 @@ std::unique_ptr<Branch<double>> InvertedResidual(int64_t c) {
   paths.push_back(Path<double>());
   return std::make_unique<Branch<double>>(std::move(paths),
                                           BranchCombine::kSum);
+}
+
+// Squeeze-and-excitation's gate over c channels of size hw x hw: pool to
+// {c, 1, 1}, squeeze to c / 2, excite back to c, sigmoid.
+Path<double> SeGate(int64_t c, int64_t hw) {
+  PoolOptions pool;
+  pool.kernel = hw;
+  return Layers(std::make_unique<AvgPool2d<double>>(pool),
+                Conv<double>(c / 2, 1, 0), std::make_unique<ReLU<double>>(),
+                Conv<double>(c, 1, 0),
+                std::make_unique<ElementwiseActivation<double>>(
+                    ActivationKind::kSigmoid));
 }
 
 void ExpectGradientsOk(Layer<double>& layer, const Shape& in,
@@ -126,6 +140,61 @@ TEST(Branch, DenseConcatAndSum) {
   sum_paths.push_back(Layers(std::make_unique<Linear<double>>(4)));
   Branch<double> sum(std::move(sum_paths), BranchCombine::kSum);
   ExpectGradientsOk(sum, {4}, {3, 4});
+}
+
+TEST(Branch, MulSqueezeExcitationShapesAndGradients) {
+  std::vector<Path<double>> paths;
+  paths.push_back(Path<double>());
+  paths.push_back(SeGate(4, 5));
+  Branch<double> se(std::move(paths), BranchCombine::kMul);
+  ExpectGradientsOk(se, {4, 5, 5}, {4, 3, 5, 5});
+  EXPECT_EQ(*se.Configure({4, 5, 5}), Shape({4, 5, 5}));
+  EXPECT_EQ(se.Name(), "branch(mul, 2 paths)");
+  EXPECT_EQ(se.Params()[0].name, "paths.1.1.weight");
+}
+
+TEST(Branch, MulGateFirstAndThreePaths) {
+  // gate * conv(x) * x * gate': gates before and after the full paths.
+  std::vector<Path<double>> paths;
+  paths.push_back(SeGate(2, 4));
+  paths.push_back(Layers(Conv<double>(2, 3, 1)));
+  paths.push_back(Path<double>());
+  paths.push_back(SeGate(2, 4));
+  Branch<double> b(std::move(paths), BranchCombine::kMul);
+  ExpectGradientsOk(b, {2, 4, 4}, {2, 3, 4, 4});
+  EXPECT_EQ(*b.Configure({2, 4, 4}), Shape({2, 4, 4}));
+}
+
+TEST(Branch, MulOfEqualShapes) {
+  std::vector<Path<double>> paths;
+  paths.push_back(Layers(Conv<double>(3, 3, 1)));
+  paths.push_back(
+      Layers(Conv<double>(3, 1, 0), std::make_unique<ReLU<double>>()));
+  Branch<double> spatial(std::move(paths), BranchCombine::kMul);
+  ExpectGradientsOk(spatial, {2, 4, 5}, {2, 2, 4, 5});
+
+  std::vector<Path<double>> dense_paths;
+  dense_paths.push_back(Layers(std::make_unique<Linear<double>>(4)));
+  dense_paths.push_back(Path<double>());
+  dense_paths.push_back(Layers(std::make_unique<Linear<double>>(4)));
+  Branch<double> dense(std::move(dense_paths), BranchCombine::kMul);
+  ExpectGradientsOk(dense, {4}, {3, 4});
+}
+
+TEST(Branch, MulRejectsAGateOfOtherChannels) {
+  std::vector<Path<float>> paths;
+  paths.push_back(Path<float>());
+  Path<float> gate;
+  PoolOptions pool;
+  pool.kernel = 6;
+  gate.push_back(std::make_unique<AvgPool2d<float>>(pool));
+  gate.push_back(Conv<float>(3, 1, 0));
+  paths.push_back(std::move(gate));
+  Branch<float> mul(std::move(paths), BranchCombine::kMul);
+  EXPECT_EQ(mul.Configure({2, 6, 6}).status().message(),
+            "branch(mul, 2 paths): path 1 gives [3, 1, 1] but path 0 gives "
+            "[2, 6, 6]; multiplied paths must give the same shape, or "
+            "[C, 1, 1] to scale [C, H, W]");
 }
 
 TEST(Branch, RejectsPathsThatDoNotCombine) {

@@ -1,6 +1,7 @@
 // LayerSpec.branch as ONNX: each path a chain of nodes from the input (an
 // empty one is the input), each added through AddLayer, then Concat along
-// the channels (features) or a chain of Adds.
+// the channels (features), a chain of Adds, or a chain of Muls (ONNX's
+// broadcasting scales [N, C, H, W] by a gate's [N, C, 1, 1]).
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -44,9 +45,10 @@ absl::StatusOr<std::string> ExportBranch(GraphBuilder& g, const LayerSpec& l,
     GraphBuilder::Int(g.Node("Concat", outs, &out), "axis", 1);
     return out;
   }
+  const char* op = b.combine() == BranchSpec::MUL ? "Mul" : "Add";
   out = outs[0];
   for (size_t k = 1; k < outs.size(); ++k) {
-    out = g.Binary("Add", out, outs[k]);
+    out = g.Binary(op, out, outs[k]);
   }
   return out;
 }

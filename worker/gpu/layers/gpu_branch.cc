@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
+#include "kernels/cuda/branch_ops.h"
 #include "kernels/cuda/cuda_status.h"
 #include "worker/gpu/layers/gpu_layer_util.h"
 
@@ -12,12 +13,33 @@ namespace cohort {
 
 using gpu_layers::kOne;
 
-GpuBranch::GpuBranch(std::vector<Path> paths, bool sum)
-    : paths_(std::move(paths)), sum_(sum), state_(paths_.size()) {}
+namespace {
+
+// As the CPU block (worker/layers/branch.cc): a MUL path giving `s` fits
+// `full`, the product's shape so far, when equal or a per-channel gate
+// [C, 1, 1] of [C, H, W], either way round; *full becomes the larger.
+bool FitsProduct(const Shape& s, Shape* full) {
+  if (s == *full) return true;
+  auto gate = [](const Shape& g) {
+    return g.size() == 3 && g[1] == 1 && g[2] == 1;
+  };
+  if (s.size() != 3 || full->size() != 3 || s[0] != (*full)[0]) return false;
+  if (gate(s)) return true;
+  if (!gate(*full)) return false;
+  *full = s;
+  return true;
+}
+
+}  // namespace
+
+GpuBranch::GpuBranch(std::vector<Path> paths, BranchSpec::Combine combine)
+    : paths_(std::move(paths)), combine_(combine), state_(paths_.size()) {}
 
 std::string GpuBranch::Name() const {
-  return absl::StrCat("branch(", sum_ ? "sum" : "concat", ", ", paths_.size(),
-                      " paths)");
+  const char* name = combine_ == BranchSpec::SUM   ? "sum"
+                     : combine_ == BranchSpec::MUL ? "mul"
+                                                   : "concat";
+  return absl::StrCat("branch(", name, ", ", paths_.size(), " paths)");
 }
 
 absl::StatusOr<Shape> GpuBranch::Configure(const Shape& in) {
@@ -45,18 +67,26 @@ absl::StatusOr<Shape> GpuBranch::Configure(const Shape& in) {
       first = out = s;
       continue;
     }
-    const bool fits =
-        sum_ ? s == first
-             : s.size() == first.size() &&
-                   std::equal(s.begin() + 1, s.end(), first.begin() + 1);
+    bool fits;
+    if (combine_ == BranchSpec::SUM) {
+      fits = s == first;
+    } else if (combine_ == BranchSpec::MUL) {
+      fits = FitsProduct(s, &out);
+    } else {
+      fits = s.size() == first.size() &&
+             std::equal(s.begin() + 1, s.end(), first.begin() + 1);
+      if (fits) out[0] += s[0];
+    }
     if (!fits) {
       return absl::InvalidArgumentError(
           absl::StrCat(Name(), ": path ", p, " gives ", ShapeString(s),
                        " but path 0 gives ", ShapeString(first)));
     }
-    if (!sum_) out[0] += s[0];
   }
   out_size_ = NumElements(out);
+  for (State& st : state_) {
+    st.gate = combine_ == BranchSpec::MUL && st.out_size != out_size_;
+  }
   plane_ = out_size_ / out[0];
   return out;
 }
@@ -121,7 +151,8 @@ absl::Status GpuBranch::Forward(GpuContext& c, const float* in, float* out,
       x = st.acts[i].data();
     }
   }
-  if (sum_) {
+  if (combine_ == BranchSpec::MUL) return Multiply(c, in, out, n);
+  if (combine_ == BranchSpec::SUM) {
     RETURN_IF_ERROR(CudaStatus(
         cudaMemcpyAsync(out, Output(0, in), n * out_size_ * sizeof(float),
                         cudaMemcpyDeviceToDevice, c.stream()),
@@ -147,6 +178,53 @@ absl::Status GpuBranch::Forward(GpuContext& c, const float* in, float* out,
   return absl::OkStatus();
 }
 
+absl::Status GpuBranch::MultiplyBy(GpuContext& c, size_t q, const float* in,
+                                   float* y, int64_t n) {
+  if (state_[q].gate) {
+    return gpu::ScalePlanes(Output(q, in), y, n * state_[q].out_size, plane_,
+                            c.stream());
+  }
+  return gpu::MultiplyInPlace(Output(q, in), y, n * out_size_, c.stream());
+}
+
+absl::Status GpuBranch::Multiply(GpuContext& c, const float* in, float* out,
+                                 int64_t n) {
+  // Start from a full-size output, which the gates then scale in place.
+  size_t base = 0;
+  while (state_[base].gate) ++base;
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpyAsync(out, Output(base, in), n * out_size_ * sizeof(float),
+                      cudaMemcpyDeviceToDevice, c.stream()),
+      "branch product"));
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    if (p != base) RETURN_IF_ERROR(MultiplyBy(c, p, in, out, n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuBranch::ProductGradient(GpuContext& c, size_t p,
+                                        const float* dy) {
+  // The product of the others, not y / out_p: a path's output may be 0.
+  State& st = state_[p];
+  RETURN_IF_ERROR(st.g_out.Reserve(n_ * st.out_size));
+  float* full = st.g_out.data();
+  if (st.gate) {
+    RETURN_IF_ERROR(product_.Reserve(n_ * out_size_));
+    full = product_.data();
+  }
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMemcpyAsync(full, dy, n_ * out_size_ * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, c.stream()),
+                 "branch product gradient"));
+  for (size_t q = 0; q < paths_.size(); ++q) {
+    if (q != p) RETURN_IF_ERROR(MultiplyBy(c, q, in_, full, n_));
+  }
+  if (!st.gate) return absl::OkStatus();
+  // A gate value scaled a whole plane: its gradient sums over the plane.
+  return gpu::SumPlanes(full, st.g_out.data(), n_ * st.out_size, plane_,
+                        c.stream());
+}
+
 absl::Status GpuBranch::Backward(GpuContext& c, const float* dy, float* dx) {
   const int64_t n = n_;
   bool first = true;  // dx not yet written
@@ -154,7 +232,10 @@ absl::Status GpuBranch::Backward(GpuContext& c, const float* dy, float* dx) {
   for (size_t p = 0; p < paths_.size(); ++p) {
     State& st = state_[p];
     const float* g = dy;
-    if (!sum_ && paths_.size() > 1) {
+    if (combine_ == BranchSpec::MUL && paths_.size() > 1) {
+      RETURN_IF_ERROR(ProductGradient(c, p, dy));
+      g = st.g_out.data();
+    } else if (combine_ != BranchSpec::SUM && paths_.size() > 1) {
       const int64_t width = st.out_size * sizeof(float);
       RETURN_IF_ERROR(st.g_out.Reserve(n * st.out_size));
       RETURN_IF_ERROR(

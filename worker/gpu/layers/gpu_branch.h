@@ -1,11 +1,13 @@
 // The branch block on the GPU (worker/layers/branch.h): paths of layers
 // over the same input whose outputs are concatenated along the channels
-// (the features of a flat input) or summed.
+// (the features of a flat input), summed or multiplied.
 //
 // NCHW activations: a path's output is a block of channels in every
 // sample, so concatenation (and its gradient's split) is one strided 2-D
-// copy per path; a sum is one cuBLAS axpy per path. Parameters and buffers
-// concatenate the paths' in order, like the CPU block.
+// copy per path; a sum is one cuBLAS axpy per path; a product one kernel
+// per path (kernels/cuda/branch_ops.h), a [C, 1, 1] gate path scaling each
+// H*W plane and taking the plane sums as its gradient. Parameters and
+// buffers concatenate the paths' in order, like the CPU block.
 //
 // Ownership: the block owns its layers, their activations and the
 // gradients between them (device memory it keeps from step to step; no
@@ -22,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "proto/job.pb.h"
 #include "worker/gpu/gpu_context.h"
 #include "worker/gpu/layers/gpu_layer.h"
 
@@ -30,7 +33,8 @@ namespace cohort {
 class GpuBranch : public GpuLayer {
  public:
   using Path = std::vector<std::unique_ptr<GpuLayer>>;
-  GpuBranch(std::vector<Path> paths, bool sum);
+  // `combine` other than SUM and MUL concatenates.
+  GpuBranch(std::vector<Path> paths, BranchSpec::Combine combine);
 
   std::string Name() const override;
   absl::StatusOr<Shape> Configure(const Shape& in) override;
@@ -48,17 +52,27 @@ class GpuBranch : public GpuLayer {
     std::vector<int64_t> sizes;      // per-sample output elements per layer
     std::vector<DeviceFloats> acts;  // each layer's output
     DeviceFloats g_a, g_b;           // gradients inside the path
-    DeviceFloats g_out;              // CONCAT: this path's slice of dy
+    DeviceFloats g_out;              // CONCAT, MUL: dLoss/d(path output)
     DeviceFloats g_in;               // dLoss/dIn through this path
     int64_t out_size = 0;            // per-sample output elements
     int64_t channels = 0;            // output channels (features)
     int64_t widest = 0;
+    bool gate = false;  // MUL: [C, 1, 1] scaling a larger output
   };
   const float* Output(size_t p, const float* in) const;
+  // MUL: the product of the paths' outputs into `out` (n samples).
+  absl::Status Multiply(GpuContext& c, const float* in, float* out, int64_t n);
+  // MUL: st.g_out of path p = dy times the other paths' outputs, summed
+  // over each plane for a gate path.
+  absl::Status ProductGradient(GpuContext& c, size_t p, const float* dy);
+  // Multiplies `y` (n full outputs) by path q's output.
+  absl::Status MultiplyBy(GpuContext& c, size_t q, const float* in, float* y,
+                          int64_t n);
 
   std::vector<Path> paths_;
-  bool sum_;
+  BranchSpec::Combine combine_;
   std::vector<State> state_;
+  DeviceFloats product_;  // MUL: a gate path's gradient before the sums
   int64_t in_size_ = 0, out_size_ = 0, plane_ = 1;  // plane: H*W, L or 1
   int64_t n_ = 0;
   const float* in_ = nullptr;

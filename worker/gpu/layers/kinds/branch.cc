@@ -22,8 +22,7 @@ absl::StatusOr<std::unique_ptr<GpuLayer>> MakeBranch(const LayerSpec& l,
       path.push_back(std::move(layer));
     }
   }
-  return std::make_unique<GpuBranch>(std::move(paths),
-                                     l.branch().combine() == BranchSpec::SUM);
+  return std::make_unique<GpuBranch>(std::move(paths), l.branch().combine());
 }
 
 }  // namespace

@@ -1,0 +1,101 @@
+#!/usr/bin/python3
+"""Exports a PyTorch model with torch.onnx.export in training mode (so that
+BatchNorm and Dropout stay in the graph), with random inputs and the
+model's evaluation-mode outputs on them, for `cohort import`.
+
+  onnx_import_torch.py KIND OUT.onnx X.npy TORCH_Y.npy
+
+KIND: small (conv, BatchNorm, ReLU, max pool, flatten, dropout, linear,
+SiLU, GELU), resnet18, mobilenet_v2 and mobilenet_v3_small (torchvision's,
+10 classes, 3x32x32), concat (an Inception-style block of three paths),
+upsample (nn.Upsample, which cohort cannot express).
+"""
+import sys
+import warnings
+
+import numpy as np
+import torch
+import torchvision
+from torch import nn
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.MaxPool2d(2), nn.Conv2d(8, 8, 3, padding=1, groups=4),
+            nn.BatchNorm2d(8), nn.SiLU(), nn.AvgPool2d(2))
+        self.head = nn.Sequential(
+            nn.Dropout(0.2), nn.Linear(8 * 4 * 4, 32), nn.GELU(),
+            nn.Linear(32, 10, bias=False), nn.LeakyReLU(0.1), nn.Linear(10, 10))
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.head(x.view(x.size(0), -1))
+
+
+class Inception(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.a = nn.Conv2d(c, 4, 1)
+        self.b = nn.Sequential(nn.Conv2d(c, 4, 1), nn.ReLU(),
+                               nn.Conv2d(4, 6, 3, padding=1))
+        self.c = nn.Sequential(nn.MaxPool2d(3, 1, 1), nn.Conv2d(c, 2, 1))
+
+    def forward(self, x):
+        return torch.cat([self.a(x), self.b(x), self.c(x)], 1)
+
+
+def concat_model():
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+        Inception(8), nn.BatchNorm2d(12), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(12, 5))
+
+
+def build(kind):
+    if kind == "small":
+        return Small(), (3, 16, 16)
+    if kind == "resnet18":
+        return torchvision.models.resnet18(num_classes=10), (3, 32, 32)
+    if kind == "concat":
+        return concat_model(), (3, 12, 12)
+    if kind == "mobilenet_v2":
+        return torchvision.models.mobilenet_v2(num_classes=10), (3, 32, 32)
+    if kind == "mobilenet_v3_small":
+        return (torchvision.models.mobilenet_v3_small(num_classes=10),
+                (3, 32, 32))
+    if kind == "upsample":
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Upsample(scale_factor=2),
+                             nn.Flatten(), nn.Linear(4 * 12 * 12, 3)), (3, 8, 8)
+    raise SystemExit("unknown kind " + kind)
+
+
+def main():
+    kind, onnx_path, x_path, y_path = sys.argv[1:5]
+    torch.manual_seed(7)
+    m, shape = build(kind)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.2, 0.2)
+                mod.running_var.uniform_(0.5, 1.5)
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.uniform_(-0.2, 0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, torch.randn(2, *shape), onnx_path,
+                          training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False, opset_version=13)
+    # The export's forward pass in training mode moved the running
+    # statistics; the file holds them as they are now, and so does m.
+    m.eval()
+    x = np.random.default_rng(3).normal(0, 1, (4,) + shape).astype(np.float32)
+    np.save(x_path, x)
+    with torch.no_grad():
+        np.save(y_path, m(torch.from_numpy(x)).numpy())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,377 @@
+// The ONNX importer on small hand-built graphs: the layers and weight
+// names it makes, and one test per refusal.
+#include "worker/model/onnx_import.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/spec.h"
+#include "gtest/gtest.h"
+
+namespace cohort {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+// Builds a graph with one float input "x" of [2, sample...].
+class Graph {
+ public:
+  explicit Graph(const Dims& sample) {
+    model_.set_ir_version(8);
+    model_.set_producer_name("test");
+    model_.add_opset_import()->set_version(13);
+    onnx::ValueInfoProto* in = model_.mutable_graph()->add_input();
+    in->set_name("x");
+    auto* t = in->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(onnx::TensorProto::FLOAT);
+    t->mutable_shape()->add_dim()->set_dim_value(2);
+    for (int64_t d : sample) t->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+
+  // An initializer of `dims` holding 0.01, 0.02, ... (distinct values, so
+  // a transposition shows).
+  std::string Init(const std::string& name, const Dims& dims) {
+    onnx::TensorProto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    int64_t n = 1;
+    for (int64_t d : dims) {
+      t->add_dims(d);
+      n *= d;
+    }
+    for (int64_t i = 0; i < n; ++i) t->add_float_data(0.01f * (i + 1));
+    return name;
+  }
+
+  std::string Scalar(float v) {
+    onnx::NodeProto* n = Node("Constant", {});
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("value");
+    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    a->mutable_t()->add_float_data(v);
+    return n->output(0);
+  }
+
+  std::string Ints(const Dims& v) {
+    onnx::NodeProto* n = Node("Constant", {});
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("value");
+    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
+    a->mutable_t()->add_dims(v.size());
+    for (int64_t i : v) a->mutable_t()->add_int64_data(i);
+    return n->output(0);
+  }
+
+  onnx::NodeProto* Node(const std::string& op,
+                        const std::vector<std::string>& inputs,
+                        int outputs = 1) {
+    onnx::NodeProto* n = model_.mutable_graph()->add_node();
+    const int k = model_.graph().node_size();
+    n->set_op_type(op);
+    n->set_name(absl::StrCat("/", op, "_", k));
+    for (const std::string& i : inputs) n->add_input(i);
+    for (int o = 0; o < outputs; ++o)
+      n->add_output(absl::StrCat(op, k, "_", o));
+    return n;
+  }
+
+  std::string Op(const std::string& op, const std::vector<std::string>& in) {
+    return Node(op, in)->output(0);
+  }
+
+  void Output(const std::string& name) {
+    model_.mutable_graph()->add_output()->set_name(name);
+  }
+
+  const onnx::ModelProto& model() const { return model_; }
+
+ private:
+  onnx::ModelProto model_;
+};
+
+void Ints(onnx::NodeProto* n, const std::string& name, const Dims& v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  for (int64_t i : v) a->add_ints(i);
+}
+
+void Int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_i(v);
+}
+
+void Float(onnx::NodeProto* n, const std::string& name, float v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_f(v);
+}
+
+// A 3x3 convolution with padding 1 and a bias.
+std::string Conv(Graph* g, const std::string& x, int in, int out,
+                 const std::string& name) {
+  onnx::NodeProto* n =
+      g->Node("Conv", {x, g->Init(name + ".weight", {out, in, 3, 3}),
+                       g->Init(name + ".bias", {out})});
+  Ints(n, "kernel_shape", {3, 3});
+  Ints(n, "pads", {1, 1, 1, 1});
+  Ints(n, "strides", {1, 1});
+  return n->output(0);
+}
+
+std::string BatchNorm(Graph* g, const std::string& x, int c,
+                      const std::string& name) {
+  onnx::NodeProto* n =
+      g->Node("BatchNormalization",
+              {x, g->Init(name + ".weight", {c}), g->Init(name + ".bias", {c}),
+               g->Init(name + ".running_mean", {c}),
+               g->Init(name + ".running_var", {c})},
+              3);
+  Float(n, "momentum", 0.9f);
+  Float(n, "epsilon", 1e-5f);
+  return n->output(0);
+}
+
+std::vector<std::string> Names(const ImportedModel& m) {
+  std::vector<std::string> out;
+  for (const SafeTensor& t : m.weights) out.push_back(t.name);
+  return out;
+}
+
+std::string Error(const Graph& g, const OnnxImportOptions& o = {}) {
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), o);
+  EXPECT_FALSE(m.ok());
+  if (m.ok()) return "";
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(std::string(m.status().message()).find('\n'), std::string::npos);
+  return std::string(m.status().message());
+}
+
+TEST(OnnxImport, SmallCnnBecomesLayersWithCohortsNames) {
+  Graph g({3, 8, 8});
+  std::string h = BatchNorm(&g, Conv(&g, "x", 3, 4, "c"), 4, "b");
+  h = g.Op("Relu", {h});
+  onnx::NodeProto* pool = g.Node("MaxPool", {h});
+  Ints(pool, "kernel_shape", {2, 2});
+  Ints(pool, "strides", {2, 2});
+  onnx::NodeProto* flat = g.Node("Flatten", {pool->output(0)});
+  Int(flat, "axis", 1);
+  onnx::NodeProto* fc =
+      g.Node("Gemm", {flat->output(0), g.Init("fc.weight", {10, 64}),
+                      g.Init("fc.bias", {10})});
+  Int(fc, "transB", 1);
+  onnx::NodeProto* drop =
+      g.Node("Dropout", {fc->output(0), g.Scalar(0.25f)}, 2);
+  g.Output(drop->output(0));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->model.layers_size(), 7);
+  EXPECT_EQ(m->model.layers(0).conv2d().out_channels(), 4);
+  EXPECT_EQ(m->model.layers(0).conv2d().padding(), 1);
+  EXPECT_NEAR(m->model.layers(1).batchnorm2d().momentum(), 0.1f, 1e-7);
+  EXPECT_TRUE(m->model.layers(2).has_relu());
+  EXPECT_EQ(m->model.layers(3).maxpool2d().kernel(), 2);
+  EXPECT_TRUE(m->model.layers(4).has_flatten());
+  EXPECT_EQ(m->model.layers(5).linear().out_features(), 10);
+  EXPECT_FLOAT_EQ(m->model.layers(6).dropout().p(), 0.25f);
+  EXPECT_EQ(Names(*m),
+            (std::vector<std::string>{"0.weight", "0.bias", "1.weight",
+                                      "1.bias", "1.running_mean",
+                                      "1.running_var", "5.weight", "5.bias"}));
+  EXPECT_EQ(m->output_shape, Dims{10});
+  const std::string text = ImportedJobText(*m, "dir/small.onnx", "w.st");
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "small.textproto");
+  ASSERT_TRUE(spec.ok()) << spec.status() << "\n" << text;
+  EXPECT_EQ(spec->name(), "small");
+  EXPECT_EQ(spec->data().synthetic().classes(), 10);
+}
+
+TEST(OnnxImport, ResidualAddBecomesSumBranchWithAnEmptyPath) {
+  Graph g({4, 6, 6});
+  const std::string body = g.Op("Relu", {Conv(&g, "x", 4, 4, "c")});
+  g.Output(g.Op("Relu", {g.Op("Add", {body, "x"})}));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->model.layers_size(), 2);
+  const BranchSpec& b = m->model.layers(0).branch();
+  EXPECT_EQ(b.combine(), BranchSpec::SUM);
+  ASSERT_EQ(b.paths_size(), 2);
+  EXPECT_EQ(b.paths(0).layers_size(), 2);
+  EXPECT_EQ(b.paths(1).layers_size(), 0);
+  EXPECT_TRUE(m->model.layers(1).has_relu());
+  EXPECT_EQ(Names(*m), (std::vector<std::string>{"0.paths.0.0.weight",
+                                                 "0.paths.0.0.bias"}));
+}
+
+TEST(OnnxImport, ConcatOfTwoPathsBecomesConcatBranch) {
+  Graph g({3, 6, 6});
+  const std::string a = Conv(&g, "x", 3, 2, "a");
+  const std::string b = g.Op("Relu", {Conv(&g, "x", 3, 5, "b")});
+  onnx::NodeProto* cat = g.Node("Concat", {a, b});
+  Int(cat, "axis", 1);
+  g.Output(cat->output(0));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->model.layers(0).branch().combine(), BranchSpec::CONCAT);
+  EXPECT_EQ(m->output_shape, (Dims{7, 6, 6}));
+  EXPECT_EQ(Names(*m)[2], "0.paths.1.0.weight");
+}
+
+TEST(OnnxImport, SiluGeluAndTorchsFlattenArithmeticAreFolded) {
+  Graph g({2, 3, 3});
+  const std::string x = "x";
+  const std::string silu = g.Op("Mul", {x, g.Op("Sigmoid", {x})});
+  const std::string erf =
+      g.Op("Erf", {g.Op("Div", {silu, g.Scalar(1.4142135f)})});
+  const std::string one = g.Op("Add", {erf, g.Scalar(1)});
+  const std::string gelu =
+      g.Op("Mul", {g.Op("Mul", {silu, one}), g.Scalar(0.5f)});
+  // x.view(x.size(0), -1)
+  const std::string n =
+      g.Op("Unsqueeze",
+           {g.Op("Gather", {g.Op("Shape", {gelu}), g.Ints({0})}), g.Ints({0})});
+  const std::string shape = g.Op("Concat", {n, g.Ints({-1})});
+  Int(g.Node("Identity", {}), "unused", 0);  // a stray node is ignored
+  const std::string flat = g.Op("Reshape", {gelu, shape});
+  const std::string mm =
+      g.Op("MatMul", {flat, g.Op("Transpose", {g.Init("fc.weight", {4, 18})})});
+  g.Output(g.Op("Add", {mm, g.Init("fc.bias", {4})}));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->model.layers_size(), 4);
+  EXPECT_TRUE(m->model.layers(0).has_silu());
+  EXPECT_TRUE(m->model.layers(1).has_gelu());
+  EXPECT_TRUE(m->model.layers(2).has_flatten());
+  EXPECT_FALSE(m->model.layers(3).linear().no_bias());
+  // fc.weight went through Transpose twice: its values are as stored.
+  float first[2];
+  std::memcpy(first, m->weights[0].bytes.data(), sizeof(first));
+  EXPECT_FLOAT_EQ(first[0], 0.01f);
+  EXPECT_FLOAT_EQ(first[1], 0.02f);
+}
+
+TEST(OnnxImport, GlobalPoolAndFlattenBecomeGlobalAvgpool) {
+  Graph g({3, 4, 4});
+  onnx::NodeProto* f = g.Node("Flatten", {g.Op("GlobalAveragePool", {"x"})});
+  Int(f, "axis", 1);
+  g.Output(f->output(0));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->model.layers_size(), 1);
+  EXPECT_TRUE(m->model.layers(0).has_global_avgpool());
+  EXPECT_EQ(m->output_shape, Dims{3});
+}
+
+TEST(OnnxImport, ZeroPadBeforeAvgPoolBecomesItsPadding) {
+  Graph g({3, 8, 8});
+  const std::string padded =
+      g.Op("Pad", {"x", g.Ints({0, 0, 1, 1, 0, 0, 1, 1})});
+  onnx::NodeProto* p = g.Node("AveragePool", {padded});
+  Ints(p, "kernel_shape", {3, 3});
+  Ints(p, "strides", {2, 2});
+  g.Output(p->output(0));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->model.layers(0).avgpool2d().padding(), 1);
+  EXPECT_EQ(m->output_shape, (Dims{3, 4, 4}));
+}
+
+TEST(OnnxImport, RefusesRectangularKernels) {
+  Graph g({3, 8, 8});
+  onnx::NodeProto* n = g.Node("Conv", {"x", g.Init("w", {4, 3, 1, 7})});
+  n->set_name("/layer1/Conv_3");
+  g.Output(n->output(0));
+  EXPECT_EQ(Error(g),
+            "node /layer1/Conv_3 (Conv): kernel [1, 7] is not square; "
+            "cohort's conv2d takes square kernels");
+}
+
+TEST(OnnxImport, RefusesUnsupportedOperatorsNamingThem) {
+  Graph g({3, 8, 8});
+  g.Output(g.Op("Resize", {"x"}));
+  const std::string e = Error(g);
+  EXPECT_NE(e.find("(Resize): cohort has no layer for ONNX's Resize"),
+            std::string::npos)
+      << e;
+}
+
+TEST(OnnxImport, RefusesAsymmetricPadsAndExcludedPadding) {
+  Graph g({3, 8, 8});
+  onnx::NodeProto* p = g.Node("AveragePool", {"x"});
+  Ints(p, "kernel_shape", {3, 3});
+  Ints(p, "pads", {1, 1, 1, 1});
+  g.Output(p->output(0));
+  EXPECT_NE(Error(g).find("count_include_pad=False"), std::string::npos);
+  Graph h({3, 8, 8});
+  onnx::NodeProto* q = h.Node("MaxPool", {"x"});
+  Ints(q, "kernel_shape", {3, 3});
+  Ints(q, "pads", {0, 0, 1, 1});
+  h.Output(q->output(0));
+  EXPECT_NE(Error(h).find("pads [0, 0, 1, 1] differ between sides"),
+            std::string::npos);
+}
+
+TEST(OnnxImport, RefusesMalformedGraphs) {
+  Graph unknown({4});
+  unknown.Output(unknown.Op("Relu", {"nowhere"}));
+  EXPECT_NE(Error(unknown).find("reads nowhere, which is neither"),
+            std::string::npos);
+
+  Graph cycle({4});
+  onnx::NodeProto* a = cycle.Node("Add", {"x", "Relu2_0"});
+  cycle.Node("Relu", {a->output(0)});
+  cycle.Output("Relu2_0");
+  EXPECT_NE(Error(cycle).find("lies on a cycle"), std::string::npos);
+
+  Graph missing({3, 4, 4});
+  missing.Output(missing.Op("Conv", {"x", ""}));
+  EXPECT_NE(Error(missing).find("input #1 is missing"), std::string::npos);
+
+  absl::StatusOr<ImportedModel> junk = ImportOnnxBytes("\xff\xff junk", {});
+  EXPECT_EQ(junk.status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(OnnxImport, RefusesGraphsThatAreNotSeriesParallel) {
+  Graph g({4});
+  const std::string a = g.Op("Relu", {"x"});
+  const std::string b = g.Op("Sigmoid", {a});
+  const std::string s = g.Op("Add", {"x", b});
+  g.Output(g.Op("Add", {s, a}));  // reads `a` from inside the first block
+  EXPECT_NE(Error(g).find("series-parallel"), std::string::npos);
+}
+
+TEST(OnnxImport, SymbolicDimsNeedInputShape) {
+  Graph g({3, 8, 8});
+  g.Output(g.Op("Relu", {"x"}));
+  onnx::ModelProto model = g.model();
+  model.mutable_graph()
+      ->mutable_input(0)
+      ->mutable_type()
+      ->mutable_tensor_type()
+      ->mutable_shape()
+      ->mutable_dim(2)
+      ->set_dim_param("height");
+  absl::StatusOr<ImportedModel> m = ImportOnnx(model, {});
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("--input-shape"),
+            absl::string_view::npos);
+  OnnxImportOptions o;
+  o.input_shape = {3, 8, 8};
+  m = ImportOnnx(model, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->output_shape, (Dims{3, 8, 8}));
+}
+
+TEST(OnnxImport, ClipZeroSixIsRelu6) {
+  Graph g({4});
+  g.Output(g.Op("Clip", {"x", g.Scalar(0), g.Scalar(6)}));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->model.layers(0).has_relu6());
+  Graph h({4});
+  h.Output(h.Op("Clip", {"x", h.Scalar(-1), h.Scalar(1)}));
+  EXPECT_NE(Error(h).find("clips to [-1, 1]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cohort

@@ -1,0 +1,128 @@
+// The importer's walk over an ONNX graph (onnx_import.h): the chain and
+// branch structure (onnx_import_walk.cc) and one mapping per ONNX operator
+// (onnx_import_ops.cc, onnx_import_activations.cc).
+//
+// Internal to the importer. An Importer borrows the GraphView and the
+// weight list it fills; it is used once, on one thread.
+#ifndef COHORT_WORKER_MODEL_ONNX_IMPORTER_H_
+#define COHORT_WORKER_MODEL_ONNX_IMPORTER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/safetensors.h"
+#include "proto/job.pb.h"
+#include "worker/model/onnx_graph_view.h"
+
+namespace cohort {
+namespace onnx_import_internal {
+
+using Dims = std::vector<int64_t>;
+
+// The layer list being filled (the model's, or a branch path's) and the
+// prefix of its parameters' names ("" or "3.paths.1.").
+struct Seq {
+  google::protobuf::RepeatedPtrField<LayerSpec>* layers;
+  std::string prefix;
+};
+
+// Where a walk is: the value it must reach and the nodes it may use.
+struct Region {
+  std::string to;
+  const std::vector<char>* allowed;  // by node index
+  Seq seq;
+};
+
+// "[1, 7]" for messages.
+std::string DimsString(const Dims& d);
+
+// What cohort offers instead of ONNX operator `op` ("" when nothing is
+// said about it).
+std::string UnsupportedHint(const std::string& op);
+
+class Importer {
+ public:
+  Importer(GraphView* graph, std::vector<SafeTensor>* weights)
+      : g_(*graph), weights_(*weights) {}
+
+  // Maps the nodes from value `from` to `region.to` into region.seq.
+  absl::Status MapChain(const std::string& from, const Region& region);
+
+  // The batch size the graph was exported with (torch traces x.size(0)
+  // into a constant), -1 when symbolic.
+  void set_export_batch(int64_t batch) { export_batch_ = batch; }
+
+ private:
+  using Mapper = absl::StatusOr<std::string> (Importer::*)(int, const Region&);
+
+  // The walk (onnx_import_walk.cc).
+  std::vector<int> Next(const std::string& value, const Region& r) const;
+  absl::StatusOr<std::string> MapFork(const std::string& w, const Region& r);
+  absl::StatusOr<int> FindJoin(const std::string& w, const Region& r,
+                               const std::vector<char>& reach);
+  absl::StatusOr<std::vector<std::vector<char>>> PathSets(
+      const std::string& w, int join, const std::vector<char>& reach);
+  absl::Status JoinShapes(int join, BranchSpec::Combine combine,
+                          const std::vector<std::string>& ends);
+  absl::StatusOr<std::string> MapNode(int node, const Region& r);
+  absl::Status CheckSideOutputs(int node, const Region& r) const;
+
+  // Fused activations: SiLU, Hardswish and GELU's erf form, each spanning
+  // several nodes (onnx_import_activations.cc). Sets *matched.
+  absl::StatusOr<std::string> TryFused(const std::string& w, const Region& r,
+                                       bool* matched);
+  int SoleConsumer(const std::string& value, const Region& r) const;
+  bool IsScalar(const std::string& value, double want);
+  std::string Other(int node, const std::string& value) const;
+  absl::StatusOr<std::string> MapGeluErf(const std::string& w, const Region& r,
+                                         bool* matched);
+
+  // One ONNX operator each (onnx_import_ops.cc and
+  // onnx_import_activations.cc): the value the walk continues from.
+  absl::StatusOr<std::string> MapConv(int node, const Region& r);
+  absl::StatusOr<std::string> MapBatchNorm(int node, const Region& r);
+  absl::StatusOr<std::string> MapPool(int node, const Region& r);
+  absl::StatusOr<std::string> MapGlobalPool(int node, const Region& r);
+  absl::StatusOr<std::string> MapFlatten(int node, const Region& r);
+  absl::StatusOr<std::string> MapReshape(int node, const Region& r);
+  absl::StatusOr<std::string> MapGemm(int node, const Region& r);
+  absl::StatusOr<std::string> MapMatMul(int node, const Region& r);
+  absl::StatusOr<std::string> MapDropout(int node, const Region& r);
+  absl::StatusOr<std::string> MapIdentity(int node, const Region& r);
+  absl::StatusOr<std::string> MapActivation(int node, const Region& r);
+  absl::StatusOr<std::string> MapClip(int node, const Region& r);
+  absl::StatusOr<std::string> MapSqueeze(int node, const Region& r);
+  // A zero Pad is nothing; a symmetric one before a Conv or AveragePool
+  // becomes that layer's padding (pending_pad_).
+  absl::StatusOr<std::string> MapPad(int node, const Region& r);
+  // A reshape of `in` to per-sample `out`: nothing, a flatten layer, or a
+  // refusal naming `node`.
+  absl::StatusOr<std::string> ReshapeTo(int node, const Dims& in,
+                                        const Dims& out, const Region& r);
+  // The per-sample shape a Reshape node asks for.
+  absl::StatusOr<Dims> ReshapeTarget(int node, const Dims& in);
+  // Whether `node` (Flatten, Reshape or Squeeze) flattens `in` to {C}.
+  bool IsFlatten(int node, const Dims& in);
+  Mapper FindMapper(const std::string& op) const;
+
+  // Helpers for the mappers.
+  const Dims& In(int node) const;  // the shape of the node's data input
+  LayerSpec* NewLayer(const Region& r) { return r.seq.layers->Add(); }
+  // The constant input `i` of `node`, with `want` dims (empty: any).
+  absl::StatusOr<ConstTensor> Weight(int node, int i, const Dims& want);
+  // Adds `t` as parameter `name` of the layer just added to `r.seq`.
+  void AddWeight(const Region& r, const std::string& name, ConstTensor t);
+  std::string Done(int node, Dims shape);  // records the output's shape
+
+  GraphView& g_;
+  std::vector<SafeTensor>& weights_;
+  int64_t export_batch_ = -1;
+  // Padding a Pad node left for the Conv or AveragePool after it.
+  int64_t pending_pad_ = 0;
+};
+
+}  // namespace onnx_import_internal
+}  // namespace cohort
+
+#endif  // COHORT_WORKER_MODEL_ONNX_IMPORTER_H_
