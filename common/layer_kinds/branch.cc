@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/broadcast.h"
 #include "common/layer_kind.h"
 #include "common/layer_spec_check.h"
 #include "common/shape_inference.h"
@@ -68,24 +69,6 @@ absl::Status AddPath(const BranchSpec& b, int p, const Shape& in, Shape* shape,
     *shape = s->output;
   }
   return absl::OkStatus();
-}
-
-// True when a MUL path giving `s` combines with `full`, the product's shape
-// so far: equal shapes, or a per-channel gate [C, 1, 1] against [C, H, W]
-// (either way round: a gate path may come first). Sets *full to the larger
-// shape, and *grown when that is `s`.
-bool FitsProduct(const Shape& s, Shape* full, bool* grown) {
-  *grown = false;
-  if (s == *full) return true;
-  auto gate = [](const Shape& g) {
-    return g.size() == 3 && g[1] == 1 && g[2] == 1;
-  };
-  if (s.size() != 3 || full->size() != 3 || s[0] != (*full)[0]) return false;
-  if (gate(s)) return true;
-  if (!gate(*full)) return false;
-  *full = s;
-  *grown = true;
-  return true;
 }
 
 // Each path is a chain from the block's input; the outputs are summed

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/broadcast.h"
 #include "common/logging.h"
 #include "kernels/elementwise.h"
 
@@ -41,24 +42,6 @@ const char* CombineRule(BranchCombine c) {
     default:
       return "; concatenated paths must agree in all but the channels";
   }
-}
-
-// True when a MUL path giving `s` combines with `full`, the product's shape
-// so far: equal shapes, or a per-channel gate {C, 1, 1} against {C, H, W}
-// (either way round: a gate path may come first). Sets *full to the larger
-// shape, and *grown when that is `s`.
-bool FitsProduct(const Shape& s, Shape* full, bool* grown) {
-  *grown = false;
-  if (s == *full) return true;
-  auto gate = [](const Shape& g) {
-    return g.size() == 3 && g[1] == 1 && g[2] == 1;
-  };
-  if (s.size() != 3 || full->size() != 3 || s[0] != (*full)[0]) return false;
-  if (gate(s)) return true;
-  if (!gate(*full)) return false;
-  *full = s;
-  *grown = true;
-  return true;
 }
 
 }  // namespace

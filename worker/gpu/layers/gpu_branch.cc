@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/broadcast.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "kernels/cuda/branch_ops.h"
@@ -12,25 +13,6 @@
 namespace cohort {
 
 using gpu_layers::kOne;
-
-namespace {
-
-// As the CPU block (worker/layers/branch.cc): a MUL path giving `s` fits
-// `full`, the product's shape so far, when equal or a per-channel gate
-// [C, 1, 1] of [C, H, W], either way round; *full becomes the larger.
-bool FitsProduct(const Shape& s, Shape* full) {
-  if (s == *full) return true;
-  auto gate = [](const Shape& g) {
-    return g.size() == 3 && g[1] == 1 && g[2] == 1;
-  };
-  if (s.size() != 3 || full->size() != 3 || s[0] != (*full)[0]) return false;
-  if (gate(s)) return true;
-  if (!gate(*full)) return false;
-  *full = s;
-  return true;
-}
-
-}  // namespace
 
 GpuBranch::GpuBranch(std::vector<Path> paths, BranchSpec::Combine combine)
     : paths_(std::move(paths)), combine_(combine), state_(paths_.size()) {}
