@@ -2,10 +2,11 @@
 # `cohort import` of torch.onnx.export graphs (training mode, no constant
 # folding, as README.md "From PyTorch to cohort" says): a small CNN,
 # torchvision's resnet18 (SUM branches), mobilenet_v2 (relu6) and
-# mobilenet_v3_small (hardswish, squeeze-and-excitation as MUL branches) and
-# an Inception-style block (a CONCAT branch) each become a job spec and a safetensors file; `cohort
-# train --init-from --max-steps=0` then `cohort predict` give PyTorch's
-# evaluation-mode outputs (1e-4 of the largest output). An operator cohort
+# mobilenet_v3_small (hardswish, squeeze-and-excitation as MUL branches),
+# squeezenet1_1 (Fire modules as CONCAT branches) and an Inception-style
+# block (a CONCAT branch) each become a job spec and a safetensors file;
+# `cohort train --init-from --max-steps=0` then `cohort predict` give
+# PyTorch's evaluation-mode outputs (1e-4 of the largest output). An operator cohort
 # has no layer for (nn.Upsample) fails with exit 2 in one line naming it.
 # Skips where /usr/bin/python3 has no torch or torchvision.
 set -u
@@ -63,6 +64,7 @@ check resnet18
 check concat
 check mobilenet_v2
 check mobilenet_v3_small
+check squeezenet1_1
 if grep -q "branch" "$tmp/resnet18/job.textproto" &&
    grep -q "combine: SUM" "$tmp/resnet18/job.textproto" &&
    grep -q "combine: CONCAT" "$tmp/concat/job.textproto" &&

@@ -7,7 +7,7 @@ model's evaluation-mode outputs on them, for `cohort import`.
 
 KIND: small (conv, BatchNorm, ReLU, max pool, flatten, dropout, linear,
 SiLU, GELU), resnet18, mobilenet_v2 and mobilenet_v3_small (torchvision's,
-10 classes, 3x32x32), concat (an Inception-style block of three paths),
+10 classes, 3x32x32), squeezenet1_1 (3x64x64), concat (an Inception-style block of three paths),
 upsample (nn.Upsample, which cohort cannot express).
 """
 import sys
@@ -63,6 +63,8 @@ def build(kind):
         return concat_model(), (3, 12, 12)
     if kind == "mobilenet_v2":
         return torchvision.models.mobilenet_v2(num_classes=10), (3, 32, 32)
+    if kind == "squeezenet1_1":
+        return torchvision.models.squeezenet1_1(num_classes=10), (3, 64, 64)
     if kind == "mobilenet_v3_small":
         return (torchvision.models.mobilenet_v3_small(num_classes=10),
                 (3, 32, 32))
