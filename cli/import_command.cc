@@ -11,7 +11,7 @@
 #include "common/safetensors.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
-#include "worker/model/onnx_import.h"
+#include "common/onnx/onnx_import.h"
 
 namespace cohort {
 namespace {

@@ -1,6 +1,6 @@
 // `cohort import --onnx=FILE --out=JOB`: a model exported by
 // torch.onnx.export becomes a job spec of cohort layers
-// (worker/model/onnx_import.h), and optionally a safetensors file of its
+// (common/onnx/onnx_import.h), and optionally a safetensors file of its
 // weights under cohort's names for `cohort train --init-from`.
 //
 // Thread safety: a plain function.

@@ -1,4 +1,4 @@
-#include "worker/model/onnx_graph_view.h"
+#include "common/onnx/onnx_graph_view.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 // The ONNX importer on small hand-built graphs: the layers and weight
 // names it makes, and one test per refusal.
-#include "worker/model/onnx_import.h"
+#include "common/onnx/onnx_import.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "worker/model/onnx_import.h"
+#include "common/onnx/onnx_import.h"
 
 #include <deque>
 #include <filesystem>
@@ -9,8 +9,8 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "google/protobuf/text_format.h"
-#include "worker/model/onnx_graph_view.h"
-#include "worker/model/onnx_importer.h"
+#include "common/onnx/onnx_graph_view.h"
+#include "common/onnx/onnx_importer.h"
 
 namespace cohort {
 namespace {

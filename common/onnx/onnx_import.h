@@ -12,8 +12,8 @@
 // node, its operator and the nearest form cohort takes.
 //
 // Plain functions over values the caller owns; thread-safe.
-#ifndef COHORT_WORKER_MODEL_ONNX_IMPORT_H_
-#define COHORT_WORKER_MODEL_ONNX_IMPORT_H_
+#ifndef COHORT_COMMON_ONNX_ONNX_IMPORT_H_
+#define COHORT_COMMON_ONNX_ONNX_IMPORT_H_
 
 #include <cstdint>
 #include <string>
@@ -63,4 +63,4 @@ std::string ImportedJobText(const ImportedModel& imported,
 
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_MODEL_ONNX_IMPORT_H_
+#endif  // COHORT_COMMON_ONNX_ONNX_IMPORT_H_

@@ -4,8 +4,8 @@
 //
 // Internal to the importer. An Importer borrows the GraphView and the
 // weight list it fills; it is used once, on one thread.
-#ifndef COHORT_WORKER_MODEL_ONNX_IMPORTER_H_
-#define COHORT_WORKER_MODEL_ONNX_IMPORTER_H_
+#ifndef COHORT_COMMON_ONNX_ONNX_IMPORTER_H_
+#define COHORT_COMMON_ONNX_ONNX_IMPORTER_H_
 
 #include <string>
 #include <vector>
@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "common/safetensors.h"
 #include "proto/job.pb.h"
-#include "worker/model/onnx_graph_view.h"
+#include "common/onnx/onnx_graph_view.h"
 
 namespace cohort {
 namespace onnx_import_internal {
@@ -125,4 +125,4 @@ class Importer {
 }  // namespace onnx_import_internal
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_MODEL_ONNX_IMPORTER_H_
+#endif  // COHORT_COMMON_ONNX_ONNX_IMPORTER_H_

@@ -5,8 +5,8 @@
 //
 // Internal to the importer. The view keeps a pointer to the GraphProto it
 // was built from, which must outlive it. Not thread-safe (folding memoises).
-#ifndef COHORT_WORKER_MODEL_ONNX_GRAPH_VIEW_H_
-#define COHORT_WORKER_MODEL_ONNX_GRAPH_VIEW_H_
+#ifndef COHORT_COMMON_ONNX_ONNX_GRAPH_VIEW_H_
+#define COHORT_COMMON_ONNX_ONNX_GRAPH_VIEW_H_
 
 #include <cstdint>
 #include <limits>
@@ -121,4 +121,4 @@ class GraphView {
 }  // namespace onnx_import_internal
 }  // namespace cohort
 
-#endif  // COHORT_WORKER_MODEL_ONNX_GRAPH_VIEW_H_
+#endif  // COHORT_COMMON_ONNX_ONNX_GRAPH_VIEW_H_

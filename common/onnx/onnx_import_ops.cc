@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "worker/model/onnx_importer.h"
+#include "common/onnx/onnx_importer.h"
 
 namespace cohort {
 namespace onnx_import_internal {
