@@ -1,6 +1,7 @@
 #include "common/layer_spec_check.h"
 
 #include "common/layer_kind.h"
+#include "common/tensor_names.h"
 
 namespace cohort {
 namespace spec_internal {
@@ -13,6 +14,13 @@ absl::Status CheckLayerSpec(const LayerSpec& l, const Scope& outer,
     return outer.Error(
         parent, "layers", index,
         "must set a layer kind (linear, conv2d, relu, ...), got none");
+  }
+  if (!l.name().empty()) {
+    const absl::Status named = CheckLayerName(l.name());
+    if (!named.ok()) {
+      return outer.Nested(parent, "layers", index)
+          .Error(l, "name", -1, named.message());
+    }
   }
   const LayerKind* kind = FindLayerKind(l);
   // relu, global_avgpool, flatten ...: no fields to check.

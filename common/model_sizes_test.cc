@@ -93,6 +93,42 @@ TEST(ModelSizes, MultipliedBranchGivesTheFullShape) {
   }
 }
 
+// conv2d's [height, width] windows and padding SAME (an even kernel keeps
+// the size too), and conv_transpose2d's output size and weight
+// {C, OC / G, K, K}.
+TEST(ModelSizes, RectangularSameAndTransposedConvolutions) {
+  absl::StatusOr<ModelSizes> s = InferModelSizes(
+      Layers("layers { conv2d { out_channels: 4 kernel_hw: [1, 7] "
+             "padding_hw: [0, 3] } } "
+             "layers { conv2d { out_channels: 4 kernel: 3 stride_hw: [2, 1] "
+             "padding: 1 no_bias: true } } "
+             "layers { conv2d { out_channels: 6 kernel_hw: [4, 2] "
+             "padding_mode: SAME groups: 2 } } "
+             "layers { conv2d { out_channels: 6 kernel: 3 dilation: 2 "
+             "padding_mode: SAME } } "
+             "layers { conv_transpose2d { out_channels: 4 kernel: 3 stride: 2 "
+             "padding: 1 output_padding: 1 groups: 2 } }"),
+      {3, 9, 10});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->layers[0].output, Shape({4, 9, 10}));
+  EXPECT_EQ(s->layers[0].param_tensors, std::vector<int64_t>({4 * 3 * 7, 4}));
+  EXPECT_EQ(s->layers[1].output, Shape({4, 5, 10}));
+  EXPECT_EQ(s->layers[1].param_tensors, std::vector<int64_t>({4 * 4 * 9}));
+  EXPECT_EQ(s->layers[2].output, Shape({6, 5, 10}));
+  EXPECT_EQ(s->layers[2].param_tensors, std::vector<int64_t>({6 * 2 * 8, 6}));
+  EXPECT_EQ(s->layers[3].output, Shape({6, 5, 10}));
+  EXPECT_EQ(s->layers[4].output, Shape({4, 10, 20}));
+  EXPECT_EQ(s->layers[4].param_tensors, std::vector<int64_t>({6 * 2 * 9, 4}));
+  s = InferModelSizes(Layers("layers { conv_transpose2d { out_channels: 2 "
+                             "kernel: 1 padding: 1 } }"),
+                      {3, 2, 2});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("padding 1 on each side of 2 output "
+                                      "positions leaves none"),
+            std::string::npos)
+      << s.status();
+}
+
 TEST(ModelSizes, HugeButRepresentableSizesAreExact) {
   absl::StatusOr<ModelSizes> s = InferModelSizes(
       Layers("layers { flatten {} } layers { linear { out_features: "

@@ -17,8 +17,10 @@
 #include "common/logging.h"
 #include "common/memory_estimate.h"
 #include "common/model_sizes.h"
+#include "common/spec_onnx.h"
 #include "common/spec_scope.h"
 #include "common/status_macros.h"
+#include "common/tensor_names.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/stubs/common.h"
 #include "google/protobuf/text_format.h"
@@ -38,6 +40,7 @@ using spec_internal::NonNegative;
 using spec_internal::OnlyFor;
 using spec_internal::Positive;
 using spec_internal::Prefix;
+using spec_internal::ReadOnnxModel;
 using spec_internal::Require;
 using spec_internal::Scope;
 using spec_internal::UnitInterval;
@@ -130,16 +133,25 @@ absl::Status CheckScalars(const Message& m, const Scope& s) {
 }
 
 absl::Status CheckModel(const ModelSpec& m, const Scope& s) {
-  if (!m.zoo().empty() && m.layers_size() > 0) {
-    return s.Error(m, "zoo", -1,
-                   absl::StrCat("must be empty when layers are given, got \"",
-                                m.zoo(), "\""));
+  if (!m.zoo().empty() && (m.layers_size() > 0 || !m.onnx().empty())) {
+    return s.Error(
+        m, "zoo", -1,
+        absl::StrCat("must be empty when layers or onnx are given, got \"",
+                     m.zoo(), "\""));
   }
   if (m.zoo().empty() && m.layers_size() == 0) {
-    return s.Error(m, "zoo", -1, "or model.layers must be given, got neither");
+    return s.Error(m, "zoo", -1,
+                   "or model.layers or model.onnx must be given, got none");
   }
   for (int i = 0; i < m.layers_size(); ++i) {
     RETURN_IF_ERROR(CheckLayerSpec(m.layers(i), s, m, i));
+  }
+  const std::string twice = DuplicateLayerName(m.layers());
+  if (!twice.empty()) {
+    return s.Error(m, "layers", -1,
+                   absl::StrCat("name \"", twice,
+                                "\" is given to two layers; each layer's "
+                                "tensors need their own names"));
   }
   return absl::OkStatus();
 }
@@ -590,6 +602,8 @@ absl::StatusOr<JobSpec> ParseJobSpec(absl::string_view text,
                                : errors.error());
   }
   RETURN_IF_ERROR(CheckUtf8(spec, Scope(&filename, &tree, "", Loc())));
+  RETURN_IF_ERROR(
+      ReadOnnxModel(&spec, filename, Scope(&filename, &tree, "", Loc())));
   RETURN_IF_ERROR(CheckJob(spec, Scope(&filename, &tree, "", Loc())));
   FillJobDefaults(&spec);
   RETURN_IF_ERROR(CheckSizes(spec, Scope(&filename, &tree, "", Loc())));

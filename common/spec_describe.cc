@@ -89,6 +89,8 @@ uint64_t TrainingHash(const JobSpec& spec) {
   math.clear_cluster();
   math.clear_checkpoint();
   math.clear_log();
+  // Where the graph's file lies is not part of the mathematics.
+  math.mutable_model()->clear_onnx();
   math.mutable_data()->clear_dir();
   math.mutable_data()->clear_loader_threads();
   math.mutable_data()->clear_prefetch();

@@ -184,5 +184,52 @@ TEST(ParseJobSpec, ChecksGroupsAndBranchShapesPointingAtTheLayer) {
       "OK");
 }
 
+// Softmax, PReLU and Upsample on samples of shape [6, 4, 4] (line 4 is the
+// first layer): the fields, the shapes, and the defaults filled.
+TEST(ParseJobSpec, ChecksSoftmaxPreluAndUpsample) {
+  auto with = [](const std::string& layers) {
+    return "batch_size: 8\nmax_steps: 10\nmodel {\n" + layers +
+           "}\noptimizer { lr: 0.01 }\n"
+           "data { kind: SYNTHETIC synthetic { shape: [6, 4, 4] } }\n";
+  };
+  struct Case {
+    std::string layers;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"  layers { upsample { } }\n",
+       "4:12: model.layers[0].upsample.scale must be >= 1, got 0 (missing)"},
+      {"  layers { upsample { scale: -2 } }\n",
+       "4:23: model.layers[0].upsample.scale must be >= 1, got -2"},
+      {"  layers { flatten {} }\n  layers { upsample { scale: 2 } }\n",
+       "5:3: layer 1 (upsample) cannot take input of shape [96]: it expects a "
+       "per-sample input [C, H, W]"},
+      {"  layers { prelu { num_parameters: -1 } }\n",
+       "4:20: model.layers[0].prelu.num_parameters must be >= 0, got -1"},
+      {"  layers { prelu { num_parameters: 4 } }\n",
+       "4:3: layer 0 (prelu) cannot take input of shape [6, 4, 4]: "
+       "num_parameters (4) must be 1 or the input's channels (6)"},
+      {"  layers { flatten {} }\n  layers { prelu { num_parameters: 6 } }\n",
+       "5:3: layer 1 (prelu) cannot take input of shape [96]: num_parameters "
+       "(6) must be 1 or the input's channels (96)"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ErrorOf(with(c.layers)), std::string(kFile) + ":" + c.error)
+        << c.layers;
+  }
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(
+      with("  layers { prelu {} } layers { prelu { num_parameters: 6 init: "
+           "0.1 } }\n  layers { upsample { scale: 3 mode: BILINEAR } }\n"
+           "  layers { softmax {} } layers { flatten {} }\n"
+           "  layers { softmax {} }\n"),
+      kFile);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const ModelSpec& m = spec->model();
+  EXPECT_EQ(m.layers(0).prelu().num_parameters(), 1);
+  EXPECT_FLOAT_EQ(m.layers(0).prelu().init(), 0.25f);
+  EXPECT_FLOAT_EQ(m.layers(1).prelu().init(), 0.1f);
+  EXPECT_EQ(m.layers(2).upsample().mode(), UpsampleSpec::BILINEAR);
+}
+
 }  // namespace
 }  // namespace cohort

@@ -109,13 +109,40 @@ TEST(ParseJobSpec, ModelNeedsExactlyOneOfZooAndLayers) {
   std::string text = Valid();
   text.replace(text.find("model { zoo: \"lenet5\" }"), 23, "model { }");
   EXPECT_EQ(ErrorOf(text),
-            "jobs/x.textproto:2:1: model.zoo or model.layers must be given, "
-            "got neither (missing)");
+            "jobs/x.textproto:2:1: model.zoo or model.layers or model.onnx "
+            "must be given, got none (missing)");
   text.replace(text.find("model { }"), 9,
                "model { layers { relu {} } zoo: \"mlp\" }");
   EXPECT_EQ(ErrorOf(text),
-            "jobs/x.textproto:2:28: model.zoo must be empty when layers are "
-            "given, got \"mlp\"");
+            "jobs/x.textproto:2:28: model.zoo must be empty when layers or "
+            "onnx are given, got \"mlp\"");
+}
+
+TEST(ParseJobSpec, LayerNamesAreModulePathsAndUnique) {
+  std::string text = Valid();
+  const std::string lenet = "model { zoo: \"lenet5\" }";
+  text.replace(text.find(lenet), lenet.size(),
+               "model { layers { linear { out_features: 10 } name: \"fc..1\" "
+               "} }");
+  EXPECT_THAT(ErrorOf(text),
+              HasSubstr("model.layers[0].name must be dot-separated names"));
+  text.replace(text.find("fc..1"), 5, "fc 1");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("letters, digits"));
+  text.replace(text.find("} }"), 3,
+               "} layers { branch { paths { layers { linear { out_features: "
+               "10 } name: \"head\" } } combine: SUM } } }");
+  text.replace(text.find("fc 1"), 4, "head");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("name \"head\" is given to two layers"));
+}
+
+TEST(ParseJobSpec, AnOnnxModelThatCannotBeReadIsNamed) {
+  std::string text = Valid();
+  const std::string lenet = "model { zoo: \"lenet5\" }";
+  text.replace(text.find(lenet), lenet.size(),
+               "model { onnx: \"/nonexistent/m.onnx\" }");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("model.onnx \"/nonexistent/m.onnx\": "));
+  text.replace(text.find("model {"), 7, "model { zoo: \"mlp\"");
+  EXPECT_THAT(ErrorOf(text), HasSubstr("model.zoo must be empty when onnx"));
 }
 
 TEST(ParseJobSpec, ChecksEveryLayerKind) {
@@ -173,6 +200,46 @@ TEST(ParseJobSpec, ChecksEveryLayerKind) {
       {"  layers { conv2d { out_channels: 6 kernel: 3 groups: 4 } }",
        "5:47: model.layers[1].conv2d.groups must be a divisor of "
        "out_channels (6), got 4"},
+      {"  layers { conv_transpose2d { out_channels: 4 kernel: 3 stride: 2 "
+       "output_padding: 2 } }",
+       "5:67: model.layers[1].conv_transpose2d.output_padding must be < "
+       "stride (2), got 2"},
+      {"  layers { conv_transpose2d { out_channels: 4 kernel: 3 "
+       "output_padding: 1 } }",
+       "5:57: model.layers[1].conv_transpose2d.output_padding must be < "
+       "stride (1), got 1"},
+      {"  layers { conv2d { out_channels: 4 kernel: 3 stride: 2 "
+       "padding_mode: SAME } }",
+       "5:47: model.layers[1].conv2d.stride must be 1 with padding_mode SAME "
+       "(PyTorch's padding=\"same\"), got 2"},
+      {"  layers { conv2d { out_channels: 4 kernel: 3 stride_hw: [1, 2] "
+       "padding_mode: SAME } }",
+       "5:47: model.layers[1].conv2d.stride_hw must be [1, 1] with "
+       "padding_mode SAME (PyTorch's padding=\"same\"), got [1, 2]"},
+      {"  layers { conv2d { out_channels: 4 kernel: 3 padding: 1 "
+       "padding_mode: SAME } }",
+       "5:47: model.layers[1].conv2d.padding must be 0 with padding_mode "
+       "SAME, which computes it, got 1"},
+      {"  layers { conv2d { out_channels: 4 kernel: 3 padding_hw: [1, 0] "
+       "padding_mode: SAME } }",
+       "5:47: model.layers[1].conv2d.padding_hw must be empty with "
+       "padding_mode SAME, which computes it, got [1, 0]"},
+      {"  layers { conv2d { out_channels: 4 kernel_hw: [1, 7, 3] } }",
+       "5:37: model.layers[1].conv2d.kernel_hw must list two values "
+       "[height, width], got 3: [1, 7, 3]"},
+      {"  layers { conv2d { out_channels: 4 kernel_hw: [1, 0] } }",
+       "5:37: model.layers[1].conv2d.kernel_hw[1] must be > 0, got 0"},
+      {"  layers { conv2d { out_channels: 4 kernel: 3 kernel_hw: [1, 7] } }",
+       "5:37: model.layers[1].conv2d.kernel must be unset when kernel_hw "
+       "lists [height, width], got 3"},
+      {"  layers { conv2d { out_channels: 4 kernel: 3 padding_hw: [1, -1] } }",
+       "5:47: model.layers[1].conv2d.padding_hw[1] must be >= 0, got -1"},
+      {"  layers { conv1d { out_channels: 4 kernel_hw: [1, 7] } }",
+       "5:37: model.layers[1].conv1d.kernel_hw applies only to conv2d, got "
+       "kind conv1d"},
+      {"  layers { conv1d { out_channels: 4 kernel: 3 padding_mode: SAME } }",
+       "5:47: model.layers[1].conv1d.padding_mode applies only to conv2d, "
+       "got kind conv1d"},
       {"  layers { branch { } }",
        "5:12: model.layers[1].branch.paths must list at least one path, "
        "got none (missing)"},

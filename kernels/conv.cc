@@ -19,7 +19,7 @@ bool UseGrid(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
     return false;
   } else {
     return ws.algorithm != ConvAlgorithm::kIm2col && g.stride == 1 &&
-           g.dilation == 1;
+           g.dilation == 1 && g.uniform();
   }
 }
 
@@ -71,8 +71,10 @@ void PadPlanes(const T* in, int64_t planes, int64_t h, int64_t w, int64_t ph,
     dst += ph * wp + pw;
     for (int64_t r = 0; r < h; ++r) {
       std::memcpy(dst, src + r * w, w * sizeof(T));
-      // Right border of this row and left border of the next one.
-      std::memset(dst + w, 0, 2 * pw * sizeof(T));
+      // Right border of this row and left border of the next one; after
+      // the last row only its own, since without bottom rows (ph = 0, a
+      // 1 x K kernel's padding) the next one would be past the plane.
+      std::memset(dst + w, 0, (r + 1 < h ? 2 : 1) * pw * sizeof(T));
       dst += wp;
     }
     std::memset(dst - pw, 0, ph * wp * sizeof(T));  // the bottom border rows
@@ -143,7 +145,7 @@ void Im2col(const ConvGeometry& g, const T* in, T* col) {
         for (int64_t n = 0; n < g.batch; ++n) {
           for (int64_t y = 0; y < oh; ++y) {
             T* dst = row + (n * oh + y) * ow;
-            const int64_t ih = y * g.stride + kh * g.dilation - g.pad_h;
+            const int64_t ih = y * g.row_stride() + kh * g.dilation - g.pad_h;
             if (ih < 0 || ih >= g.in_h) {
               std::memset(dst, 0, ow * sizeof(T));
               continue;
@@ -172,7 +174,7 @@ void Col2im(const ConvGeometry& g, const T* col, T* grad_in) {
         const T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * np;
         for (int64_t n = 0; n < g.batch; ++n) {
           for (int64_t y = 0; y < oh; ++y) {
-            const int64_t ih = y * g.stride + kh * g.dilation - g.pad_h;
+            const int64_t ih = y * g.row_stride() + kh * g.dilation - g.pad_h;
             if (ih < 0 || ih >= g.in_h) continue;
             const T* src = row + (n * oh + y) * ow;
             T* dst = grad_in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
@@ -203,7 +205,7 @@ void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
 // copy, no grid scratch.
 bool Pointwise(const ConvGeometry& g) {
   return g.kernel_h == 1 && g.kernel_w == 1 && g.stride == 1 && g.pad_h == 0 &&
-         g.pad_w == 0;
+         g.pad_w == 0 && g.uniform();
 }
 
 template <typename T>

@@ -2,18 +2,22 @@
 //
 // Layouts (see worker/layers/layer.h): input [C][N][H][W], output
 // [OC][N][OH][OW], weight [OC][C][KH][KW], bias [OC]; a 1-D convolution is
-// the case H = KH = 1, pad_h = 0. Zero padding, one stride for both axes.
+// the case H = KH = 1, pad_h = 0. Zero padding. Most convolutions take one
+// stride for both axes and pad each side of an axis alike ("uniform"); the
+// others (conv2d's stride_hw, an odd padding SAME) run as im2col + GEMM.
 //
 // Algorithms, chosen per call:
-//  - depthwise (groups == C, out_channels a multiple of C), any type,
-//    stride, dilation and padding: direct kernels (conv_depthwise.cc) that
-//    vectorize over a whole channel's padded planes.
+//  - depthwise (groups == C, out_channels a multiple of C), uniform, any
+//    type, stride, dilation and padding: direct kernels
+//    (conv_depthwise.cc) that vectorize over a whole channel's padded
+//    planes.
 //  - other groups > 1: the groups = 1 algorithms below on each group's
 //    contiguous slice of channels (batch-inner layouts keep them so).
 //  - dilation > 1 (groups = 1): im2col + GEMM.
 //  - 1x1, stride 1, no padding: one GEMM per pass on the layouts as they
 //    are (unless kIm2col is forced).
-//  - float, stride 1: hand-written AVX2 kernels (conv_internal.h) that read
+//  - float, stride 1, uniform: hand-written AVX2 kernels (conv_internal.h)
+//    that read
 //    the (padded) input in place, never building an im2col matrix. Forward
 //    and weight gradient vectorize either over output positions ("grid":
 //    filter taps are shifted views of the input, but the K-1 columns per
@@ -52,9 +56,16 @@ struct ConvGeometry {
   int64_t out_channels = 1;
   int64_t kernel_h = 1;  // 1 for 1-D
   int64_t kernel_w = 1;
-  int64_t stride = 1;
-  int64_t pad_h = 0;  // 0 for 1-D
-  int64_t pad_w = 0;
+  int64_t stride = 1;  // along the width, and the height unless stride_h
+  // A height stride that differs from the width's (conv2d's stride_hw); 0:
+  // `stride`. Zero means "the same" so that a square geometry sets one.
+  int64_t stride_h = 0;
+  int64_t pad_h = 0;  // zero rows above and below; 0 for 1-D
+  int64_t pad_w = 0;  // zero columns left and right
+  // More zero rows below and columns right than pad_h and pad_w: the odd
+  // zero of a padding SAME, which PyTorch puts after.
+  int64_t extra_h = 0;
+  int64_t extra_w = 0;
   // Channel groups (PyTorch's groups; divides in_ and out_channels) and the
   // spacing between kernel taps.
   int64_t groups = 1;
@@ -63,16 +74,27 @@ struct ConvGeometry {
   // The extent of the dilated kernel.
   int64_t span_h() const { return dilation * (kernel_h - 1) + 1; }
   int64_t span_w() const { return dilation * (kernel_w - 1) + 1; }
-  int64_t out_h() const { return (in_h + 2 * pad_h - span_h()) / stride + 1; }
-  int64_t out_w() const { return (in_w + 2 * pad_w - span_w()) / stride + 1; }
+  int64_t row_stride() const { return stride_h > 0 ? stride_h : stride; }
+  int64_t out_h() const {
+    return (in_h + 2 * pad_h + extra_h - span_h()) / row_stride() + 1;
+  }
+  int64_t out_w() const {
+    return (in_w + 2 * pad_w + extra_w - span_w()) / stride + 1;
+  }
+  // One stride, and each axis padded alike on both sides: what the direct
+  // kernels (depthwise, grid, channels, column) assume.
+  bool uniform() const {
+    return row_stride() == stride && extra_h == 0 && extra_w == 0;
+  }
   // Rows of the im2col matrix: C / groups * KH * KW (the weights' fan-in).
   int64_t patch() const { return in_channels / groups * kernel_h * kernel_w; }
   // Output positions of the whole batch: N * OH * OW.
   int64_t positions() const { return batch * out_h() * out_w(); }
-  // One group per input channel (out_channels a multiple of it): the direct
-  // kernels of kernels/conv_depthwise.cc.
+  // One group per input channel (out_channels a multiple of it), uniform:
+  // the direct kernels of kernels/conv_depthwise.cc.
   bool depthwise() const {
-    return groups > 1 && groups == in_channels && out_channels % groups == 0;
+    return groups > 1 && groups == in_channels && out_channels % groups == 0 &&
+           uniform();
   }
 };
 

@@ -125,6 +125,37 @@ train_export adaptive_pool "9, 3, 8, 8" \
    layers { adaptive_avgpool2d { output: 1 } } layers { flatten {} }
    layers { linear { out_features: 10 } }' \
   'data { kind: SYNTHETIC synthetic { shape: [3, 8, 8] train_samples: 512 test_samples: 64 } }'
+# Softmax across the channels at each position (and over the features),
+# PReLU with one slope per channel and one shared, nearest and bilinear
+# upsampling (ONNX's Softmax, PRelu and Resize).
+train_export softmax_prelu_upsample "9, 3, 8, 8" \
+  'layers { conv2d { out_channels: 6 kernel: 3 padding: 1 } }
+   layers { prelu { num_parameters: 6 } } layers { upsample { scale: 2 } }
+   layers { conv2d { out_channels: 4 kernel: 3 stride: 2 padding: 1 } }
+   layers { prelu {} } layers { upsample { scale: 3 mode: BILINEAR } }
+   layers { softmax {} } layers { conv2d { out_channels: 4 kernel: 3 stride: 3 } }
+   layers { flatten {} } layers { linear { out_features: 10 } }
+   layers { prelu { num_parameters: 10 } } layers { softmax {} }' \
+  'data { kind: SYNTHETIC synthetic { shape: [3, 8, 8] train_samples: 512 test_samples: 64 } }'
+train_export prelu_softmax_1d "9, 4, 20" \
+  'layers { conv1d { out_channels: 5 kernel: 3 padding: 1 } }
+   layers { prelu { num_parameters: 5 init: 0.1 } } layers { softmax {} }
+   layers { flatten {} } layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [4, 20] train_samples: 512 test_samples: 64 } }'
+# Transposed convolutions (ONNX ConvTranspose, output_padding, groups) and
+# conv2d's rectangular windows and padding SAME (Conv with per-dim
+# kernel_shape and strides, pads [top, left, bottom, right]; an even kernel
+# pads one more below and to the right).
+train_export conv_forms "9, 3, 12, 12" \
+  'layers { conv2d { out_channels: 6 kernel_hw: [1, 7] padding_hw: [0, 3] } }
+   layers { conv2d { out_channels: 6 kernel_hw: [7, 1] padding_hw: [3, 0] } }
+   layers { relu {} } layers { conv2d { out_channels: 8 kernel: 4 padding_mode: SAME } }
+   layers { conv2d { out_channels: 8 kernel: 3 stride_hw: [2, 1] padding: 1 groups: 2 } }
+   layers { conv_transpose2d { out_channels: 6 kernel: 3 stride: 2 padding: 1 output_padding: 1 groups: 2 } }
+   layers { relu {} } layers { conv2d { out_channels: 4 kernel: 3 dilation: 2 padding_mode: SAME } }
+   layers { conv_transpose2d { out_channels: 4 kernel: 2 no_bias: true } }
+   layers { global_avgpool {} } layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [3, 12, 12] train_samples: 512 test_samples: 64 } }'
 train_export norm_cnn "9, 3, 12, 12" \
   'layers { conv2d { out_channels: 8 kernel: 3 padding: 1 } }
    layers { groupnorm { groups: 2 } } layers { silu {} }

@@ -1,6 +1,8 @@
 """Compares cohort's GELU, SiLU, tanh, sigmoid, LeakyReLU, ReLU6,
-hardsigmoid, hardswish, LayerNorm, GroupNorm, MaxPool1d, AvgPool1d and
-AdaptiveAvgPool2d (worker/layers/, float64) with PyTorch 1.13's modules on random inputs: the
+hardsigmoid, hardswish, LayerNorm, GroupNorm, MaxPool1d, AvgPool1d,
+AdaptiveAvgPool2d, Softmax, PReLU, Upsample, ConvTranspose2d and Conv2d's
+rectangular and padding="same" forms (worker/layers/, float64)
+with PyTorch 1.13's modules on random inputs: the
 forward output, the input gradient and every parameter gradient for a random
 upstream gradient.
 
@@ -83,6 +85,74 @@ CASES = [
     # An output larger than the input repeats rows and columns.
     ("adaptive_avgpool2d", "adaptive_avgpool2d { output: 5 }",
      lambda s: nn.AdaptiveAvgPool2d(5), [(2, 2, 3, 4)]),
+    ("conv_transpose2d", "conv_transpose2d { out_channels: 4 kernel: 3 }",
+     lambda s: nn.ConvTranspose2d(s[1], 4, 3), [(2, 3, 5, 6)]),
+    ("conv_transpose2d",
+     "conv_transpose2d { out_channels: 4 kernel: 3 stride: 2 padding: 1 "
+     "output_padding: 1 }",
+     lambda s: nn.ConvTranspose2d(s[1], 4, 3, 2, 1, 1), [(2, 3, 5, 4)]),
+    ("conv_transpose2d",
+     "conv_transpose2d { out_channels: 3 kernel: 4 stride: 2 padding: 1 }",
+     lambda s: nn.ConvTranspose2d(s[1], 3, 4, 2, 1), [(2, 5, 4, 4)]),
+    ("conv_transpose2d",
+     "conv_transpose2d { out_channels: 6 kernel: 3 stride: 2 groups: 2 "
+     "no_bias: true }",
+     lambda s: nn.ConvTranspose2d(s[1], 6, 3, 2, groups=2, bias=False),
+     [(2, 4, 3, 5)]),
+    ("conv_transpose2d",
+     "conv_transpose2d { out_channels: 4 kernel: 3 stride: 3 padding: 2 "
+     "output_padding: 2 groups: 2 }",
+     lambda s: nn.ConvTranspose2d(s[1], 4, 3, 3, 2, 2, groups=2),
+     [(2, 2, 3, 3)]),
+    ("conv2d(rectangular)",
+     "conv2d { out_channels: 4 kernel_hw: [1, 7] padding_hw: [0, 3] }",
+     lambda s: nn.Conv2d(s[1], 4, (1, 7), padding=(0, 3)), [(2, 3, 5, 9)]),
+    ("conv2d(rectangular)",
+     "conv2d { out_channels: 4 kernel_hw: [7, 1] padding_hw: [3, 0] }",
+     lambda s: nn.Conv2d(s[1], 4, (7, 1), padding=(3, 0)), [(2, 3, 9, 5)]),
+    ("conv2d(rectangular)",
+     "conv2d { out_channels: 4 kernel: 3 stride_hw: [2, 1] padding: 1 }",
+     lambda s: nn.Conv2d(s[1], 4, 3, stride=(2, 1), padding=1),
+     [(2, 3, 8, 7)]),
+    ("conv2d(rectangular)",
+     "conv2d { out_channels: 6 kernel_hw: [3, 5] stride_hw: [1, 2] "
+     "padding_hw: [1, 2] groups: 3 no_bias: true }",
+     lambda s: nn.Conv2d(s[1], 6, (3, 5), (1, 2), (1, 2), groups=3,
+                         bias=False), [(2, 3, 6, 9)]),
+    ("conv2d(same)", "conv2d { out_channels: 4 kernel: 3 padding_mode: SAME }",
+     lambda s: nn.Conv2d(s[1], 4, 3, padding="same"), [(2, 3, 6, 7)]),
+    # Even kernels: PyTorch puts the odd zero below and to the right.
+    ("conv2d(same)", "conv2d { out_channels: 4 kernel: 4 padding_mode: SAME }",
+     lambda s: nn.Conv2d(s[1], 4, 4, padding="same"), [(2, 3, 6, 7)]),
+    ("conv2d(same)",
+     "conv2d { out_channels: 4 kernel_hw: [2, 5] padding_mode: SAME }",
+     lambda s: nn.Conv2d(s[1], 4, (2, 5), padding="same"), [(2, 3, 5, 8)]),
+    ("conv2d(same)",
+     "conv2d { out_channels: 4 kernel: 3 dilation: 2 padding_mode: SAME }",
+     lambda s: nn.Conv2d(s[1], 4, 3, padding="same", dilation=2),
+     [(2, 3, 7, 8)]),
+    ("conv2d(same)",
+     "conv2d { out_channels: 4 kernel_hw: [2, 3] dilation: 3 "
+     "padding_mode: SAME groups: 2 }",
+     lambda s: nn.Conv2d(s[1], 4, (2, 3), padding="same", dilation=3,
+                         groups=2), [(2, 2, 7, 8)]),
+    # Over the features of {F}, across the channels at each position of
+    # {C, L} and {C, H, W}; 300 positions pass one block of the CPU kernel.
+    ("softmax", "softmax {}", lambda s: nn.Softmax(dim=1),
+     [(4, 7), (3, 4, 6), (2, 3, 4, 5), (2, 5, 300)]),
+    ("prelu", "prelu {}", lambda s: nn.PReLU(), [(4, 7), (2, 3, 4, 5)]),
+    ("prelu", "prelu { num_parameters: 3 }", lambda s: nn.PReLU(3),
+     [(4, 3), (2, 3, 7), (2, 3, 4, 5)]),
+    ("upsample", "upsample { scale: 2 }",
+     lambda s: nn.Upsample(scale_factor=2), [(2, 3, 4, 5)]),
+    ("upsample", "upsample { scale: 3 }",
+     lambda s: nn.Upsample(scale_factor=3), [(2, 2, 3, 4)]),
+    ("upsample(bilinear)", "upsample { scale: 2 mode: BILINEAR }",
+     lambda s: nn.Upsample(scale_factor=2, mode="bilinear"),
+     [(2, 3, 4, 5), (1, 2, 1, 6)]),
+    ("upsample(bilinear)", "upsample { scale: 3 mode: BILINEAR }",
+     lambda s: nn.Upsample(scale_factor=3, mode="bilinear"),
+     [(2, 2, 3, 7)]),
 ]
 
 worst = {}

@@ -3,11 +3,13 @@
 # folding, as README.md "From PyTorch to cohort" says): a small CNN,
 # torchvision's resnet18 (SUM branches), mobilenet_v2 (relu6) and
 # mobilenet_v3_small (hardswish, squeeze-and-excitation as MUL branches),
-# squeezenet1_1 (Fire modules as CONCAT branches) and an Inception-style
-# block (a CONCAT branch) each become a job spec and a safetensors file;
-# `cohort train --init-from --max-steps=0` then `cohort predict` give
-# PyTorch's evaluation-mode outputs (1e-4 of the largest output). An operator cohort
-# has no layer for (nn.Upsample) fails with exit 2 in one line naming it.
+# squeezenet1_1 (Fire modules as CONCAT branches), an Inception-style
+# block (a CONCAT branch), a CNN with Softmax, PReLU and Upsample and one
+# with rectangular and padding="same" convolutions and a ConvTranspose2d
+# each become a job spec and a safetensors file; `cohort train --init-from
+# --max-steps=0` then `cohort predict` give PyTorch's evaluation-mode
+# outputs (1e-4 of the largest output). A form cohort has no layer for
+# (F.interpolate by 1.5) fails with exit 2 in one line naming the node.
 # Skips where /usr/bin/python3 has no torch or torchvision.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -65,30 +67,42 @@ check concat
 check mobilenet_v2
 check mobilenet_v3_small
 check squeezenet1_1
+check softmax_prelu_upsample
+check conv_forms
+if grep -q "kernel_hw: 1 kernel_hw: 7" "$tmp/conv_forms/job.textproto" &&
+   grep -q "stride_hw: 2 stride_hw: 1" "$tmp/conv_forms/job.textproto" &&
+   grep -q "padding_mode: SAME" "$tmp/conv_forms/job.textproto" &&
+   grep -q "conv_transpose2d {.*output_padding: 1" "$tmp/conv_forms/job.textproto"; then
+  ok "conv_forms: rectangular windows, padding SAME (auto_pad SAME_UPPER) and conv_transpose2d written to the spec"
+else
+  fail "conv_forms: the spec lacks the rectangular, SAME or transposed fields: $(grep -c conv "$tmp/conv_forms/job.textproto") conv layers"
+fi
 if grep -q "branch" "$tmp/resnet18/job.textproto" &&
    grep -q "combine: SUM" "$tmp/resnet18/job.textproto" &&
    grep -q "combine: CONCAT" "$tmp/concat/job.textproto" &&
    grep -q "relu6" "$tmp/mobilenet_v2/job.textproto" &&
    grep -q "combine: MUL" "$tmp/mobilenet_v3_small/job.textproto" &&
-   grep -q "hardswish" "$tmp/mobilenet_v3_small/job.textproto"; then
-  ok "resnet18's blocks are SUM branches, the Inception block a CONCAT branch, mobilenet_v3_small's squeeze-and-excitation MUL branches"
+   grep -q "hardswish" "$tmp/mobilenet_v3_small/job.textproto" &&
+   grep -q "prelu" "$tmp/softmax_prelu_upsample/job.textproto" &&
+   grep -q "mode: BILINEAR" "$tmp/softmax_prelu_upsample/job.textproto"; then
+  ok "resnet18's blocks are SUM branches, the Inception block a CONCAT branch, mobilenet_v3_small's squeeze-and-excitation MUL branches, PReLU and bilinear Upsample kept"
 else
   fail "branches missing from the imported specs"
 fi
 
-# An operator without a cohort layer: exit 2, one line naming it.
-d="$tmp/upsample"
+# A form without a cohort layer: exit 2, one line naming the node.
+d="$tmp/interpolate"
 mkdir -p "$d"
-$py "$here/onnx_import_torch.py" upsample "$d/m.onnx" "$d/x.npy" "$d/y.npy" \
+$py "$here/onnx_import_torch.py" interpolate "$d/m.onnx" "$d/x.npy" "$d/y.npy" \
   > /dev/null 2>&1
 "$cohort" import --onnx="$d/m.onnx" --out="$d/job.textproto" > "$d/out" 2> "$d/err"
 rc=$?
 if [[ $rc -eq 2 && $(wc -l < "$d/err") -eq 1 ]] &&
-   grep -q "(Resize): cohort has no layer for ONNX's Resize" "$d/err" &&
+   grep -q "(Resize): scales \[1, 1, 1.5, 1.5\]; cohort's upsample takes one integer factor" "$d/err" &&
    [[ ! -e "$d/job.textproto" ]]; then
-  ok "nn.Upsample is refused, exit 2: $(cat "$d/err")"
+  ok "F.interpolate(scale_factor=1.5) is refused, exit 2: $(cat "$d/err")"
 else
-  fail "nn.Upsample: exit $rc: $(cat "$d/err")"
+  fail "F.interpolate(scale_factor=1.5): exit $rc: $(cat "$d/err")"
 fi
 
 # The input is never overwritten; a file that is not ONNX is refused.

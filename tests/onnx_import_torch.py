@@ -8,7 +8,10 @@ model's evaluation-mode outputs on them, for `cohort import`.
 KIND: small (conv, BatchNorm, ReLU, max pool, flatten, dropout, linear,
 SiLU, GELU), resnet18, mobilenet_v2 and mobilenet_v3_small (torchvision's,
 10 classes, 3x32x32), squeezenet1_1 (3x64x64), concat (an Inception-style block of three paths),
-upsample (nn.Upsample, which cohort cannot express).
+softmax_prelu_upsample (nn.Softmax over the channels and the features,
+nn.PReLU per channel and shared, nn.Upsample nearest and bilinear),
+interpolate (F.interpolate by 1.5, which cohort cannot express),
+conv_forms (rectangular and padding="same" Conv2d, ConvTranspose2d).
 """
 import sys
 import warnings
@@ -54,6 +57,80 @@ def concat_model():
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(12, 5))
 
 
+class SoftmaxPreluUpsample(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 6, 3, padding=1), nn.PReLU(6),
+            nn.Upsample(scale_factor=2),
+            nn.Conv2d(6, 4, 3, stride=2, padding=1), nn.BatchNorm2d(4),
+            nn.PReLU(), nn.Upsample(scale_factor=3, mode="bilinear"),
+            nn.Softmax(dim=1), nn.MaxPool2d(4))
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(4 * 6 * 6, 10), nn.PReLU(10),
+            nn.Softmax(dim=1))
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+class Interpolate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return nn.functional.interpolate(self.conv(x), scale_factor=1.5)
+
+
+class ConvForms(nn.Module):
+    """A (1, 7) / (7, 1) pair, padding="same" with an even kernel (the
+    odd zero below and to the right) and a dilated odd one, a (2, 1)
+    stride, and a grouped ConvTranspose2d with output_padding."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.row = nn.Conv2d(8, 8, (1, 7), padding=(0, 3))
+        self.col = nn.Conv2d(8, 8, (7, 1), padding=(3, 0))
+        self.same = nn.Conv2d(8, 6, 4, padding="same")
+        self.dilated = nn.Conv2d(6, 6, 3, padding="same", dilation=2)
+        self.down = nn.Conv2d(6, 6, 3, stride=(2, 1), padding=1, bias=False)
+        self.up = nn.ConvTranspose2d(6, 4, 3, stride=2, padding=1,
+                                     output_padding=1, groups=2)
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                                  nn.Linear(4, 5))
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = torch.relu(self.col(self.row(x)))
+        x = torch.relu(self.dilated(self.same(x)))
+        return self.head(torch.relu(self.up(self.down(x))))
+
+
+def export_same_padding():
+    """torch 1.13 cannot export padding="same" (aten::_convolution_mode);
+    later versions write Conv with auto_pad SAME_UPPER, as this does."""
+    from torch.onnx import symbolic_helper
+
+    @symbolic_helper.parse_args("v", "v", "v", "is", "s", "is", "i")
+    def convolution_mode(g, x, weight, bias, stride, padding, dilation,
+                         groups):
+        if padding != "same":
+            raise SystemExit("only padding=\"same\" is exported here")
+        args = [x, weight]
+        if not symbolic_helper._is_none(bias):
+            args.append(bias)
+        return g.op("Conv", *args,
+                    kernel_shape_i=symbolic_helper._get_tensor_sizes(
+                        weight)[2:],
+                    strides_i=stride, auto_pad_s="SAME_UPPER",
+                    dilations_i=dilation, group_i=groups)
+
+    torch.onnx.register_custom_op_symbolic("aten::_convolution_mode",
+                                           convolution_mode, 13)
+
+
 def build(kind):
     if kind == "small":
         return Small(), (3, 16, 16)
@@ -68,9 +145,13 @@ def build(kind):
     if kind == "mobilenet_v3_small":
         return (torchvision.models.mobilenet_v3_small(num_classes=10),
                 (3, 32, 32))
-    if kind == "upsample":
-        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.Upsample(scale_factor=2),
-                             nn.Flatten(), nn.Linear(4 * 12 * 12, 3)), (3, 8, 8)
+    if kind == "softmax_prelu_upsample":
+        return SoftmaxPreluUpsample(), (3, 8, 8)
+    if kind == "interpolate":
+        return Interpolate(), (3, 8, 8)
+    if kind == "conv_forms":
+        export_same_padding()
+        return ConvForms(), (3, 12, 12)
     raise SystemExit("unknown kind " + kind)
 
 
@@ -85,6 +166,8 @@ def main():
                 mod.running_var.uniform_(0.5, 1.5)
                 mod.weight.uniform_(0.5, 1.5)
                 mod.bias.uniform_(-0.2, 0.2)
+            if isinstance(mod, nn.PReLU):  # away from the 0.25 start
+                mod.weight.uniform_(-0.5, 0.5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(m, torch.randn(2, *shape), onnx_path,

@@ -232,9 +232,21 @@ def make_layer(layer, prefix, tensors, in_shape, ctx=None):
     if kind in ("conv1d", "conv2d"):
         conv = nn.Conv1d if kind == "conv1d" else nn.Conv2d
         groups = a.get("groups", 1) or 1
-        return conv(w.shape[1] * groups, w.shape[0], w.shape[2],
-                    a.get("stride", 1) or 1, a.get("padding", 0),
-                    a.get("dilation", 1) or 1, groups, bias=has_bias)
+        # conv2d's [height, width] fields and padding SAME, as PyTorch's.
+        stride = tuple(a.get("stride_hw", ())) or a.get("stride", 1) or 1
+        padding = tuple(a.get("padding_hw", ())) or a.get("padding", 0)
+        if a.get("padding_mode") == "SAME":
+            padding = "same"
+        return conv(w.shape[1] * groups, w.shape[0], tuple(w.shape[2:]),
+                    stride, padding, a.get("dilation", 1) or 1, groups,
+                    bias=has_bias)
+    if kind == "conv_transpose2d":
+        groups = a.get("groups", 1) or 1
+        return nn.ConvTranspose2d(w.shape[0], w.shape[1] * groups, w.shape[2],
+                                  a.get("stride", 1) or 1,
+                                  a.get("padding", 0),
+                                  a.get("output_padding", 0), groups,
+                                  bias=has_bias)
     if kind in ("batchnorm1d", "batchnorm2d"):
         bn = nn.BatchNorm1d if kind == "batchnorm1d" else nn.BatchNorm2d
         return bn(w.shape[0], eps=a.get("eps", 1e-5))
@@ -270,6 +282,14 @@ def make_layer(layer, prefix, tensors, in_shape, ctx=None):
         return nn.Hardswish()
     if kind == "adaptive_avgpool2d":
         return nn.AdaptiveAvgPool2d(a["output"])
+    if kind == "softmax":
+        return nn.Softmax(dim=1)
+    if kind == "prelu":
+        return nn.PReLU(w.shape[0])
+    if kind == "upsample":
+        bilinear = a.get("mode", "NEAREST") == "BILINEAR"
+        return nn.Upsample(scale_factor=a["scale"],
+                           mode="bilinear" if bilinear else "nearest")
     if kind == "layernorm":
         return nn.LayerNorm(in_shape, eps=a.get("eps", 1e-5),
                             elementwise_affine=w is not None)

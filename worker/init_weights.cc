@@ -12,23 +12,30 @@
 namespace cohort {
 namespace {
 
-// `name`'s values from the file, which must have `shape`.
-// `name`'s values from the file, or else its torchvision name's (`alias`,
-// "" for none); the tensor must have `shape`.
-absl::StatusOr<std::vector<float>> Take(
-    const SafetensorsFile& file, const std::string& path, std::string name,
-    const std::string& alias, const Shape& shape, std::set<std::string>* used) {
-  auto it = file.tensors.find(name);
-  if (it == file.tensors.end() && !alias.empty()) {
-    it = file.tensors.find(alias);
-    name = alias;
+// The values of the first of `names` the file holds (the name the model
+// saves the tensor under, its position name, its torchvision name; an
+// empty one is skipped); the tensor must have `shape`.
+absl::StatusOr<std::vector<float>> Take(const SafetensorsFile& file,
+                                        const std::string& path,
+                                        const std::vector<std::string>& names,
+                                        const Shape& shape,
+                                        std::set<std::string>* used) {
+  auto it = file.tensors.end();
+  std::string name = names.front();
+  for (const std::string& n : names) {
+    if (n.empty() || (it = file.tensors.find(n)) == file.tensors.end()) {
+      continue;
+    }
+    name = n;
+    break;
   }
   if (it == file.tensors.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": no tensor ", name, " (the model's ", ShapeString(shape),
-        "); its names are PyTorch's state_dict names of an nn.Sequential of "
-        "the spec's layers",
-        alias.empty() ? "" : ", or torchvision's ResNet names"));
+        path, ": no tensor ", absl::StrJoin(names, " or "), " (the model's ",
+        ShapeString(shape),
+        "); its names are PyTorch's state_dict names: the layers' own names "
+        "where the spec gives them, else an nn.Sequential of the spec's "
+        "layers"));
   }
   if (it->second.shape != std::vector<int64_t>(shape.begin(), shape.end())) {
     return absl::InvalidArgumentError(
@@ -43,6 +50,19 @@ absl::StatusOr<std::vector<float>> Take(
         absl::StrCat(path, ": ", v.status().message()));
   }
   return v;
+}
+
+// Every name the tensor at `position_name` may have in a file, as Take
+// wants them.
+std::vector<std::string> Candidates(
+    const Model<float>& model,
+    const std::map<std::string, std::string>& aliases,
+    const std::string& position_name) {
+  std::vector<std::string> out = {model.TensorName(position_name)};
+  if (out[0] != position_name) out.push_back(position_name);
+  const std::string torchvision = TorchvisionName(aliases, position_name);
+  if (!torchvision.empty()) out.push_back(torchvision);
+  return out;
 }
 
 CheckpointTensor* Find(std::vector<CheckpointTensor>* state,
@@ -63,9 +83,9 @@ absl::Status ApplyWeights(const SafetensorsFile& file, const std::string& path,
   CheckpointTensor* params = Find(state, "params");
   if (params == nullptr) return absl::InternalError("no params in the state");
   for (const auto& e : model.param_store().entries()) {
-    ASSIGN_OR_RETURN(const std::vector<float> v,
-                     Take(file, path, e.name, TorchvisionName(aliases, e.name),
-                          e.shape, &used));
+    ASSIGN_OR_RETURN(
+        const std::vector<float> v,
+        Take(file, path, Candidates(model, aliases, e.name), e.shape, &used));
     std::copy(v.begin(), v.end(), params->values.begin() + e.offset);
   }
   const std::vector<std::string> names = model.BufferNames();
@@ -73,10 +93,9 @@ absl::Status ApplyWeights(const SafetensorsFile& file, const std::string& path,
   for (size_t i = 0; i < names.size(); ++i) {
     CheckpointTensor* b = Find(state, absl::StrCat("buffer.", i));
     if (b == nullptr) return absl::InternalError("a buffer is missing");
-    ASSIGN_OR_RETURN(
-        const std::vector<float> v,
-        Take(file, path, names[i], TorchvisionName(aliases, names[i]),
-             buffers[i]->shape(), &used));
+    ASSIGN_OR_RETURN(const std::vector<float> v,
+                     Take(file, path, Candidates(model, aliases, names[i]),
+                          buffers[i]->shape(), &used));
     b->values = v;
   }
   for (const auto& [name, t] : file.tensors) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/tensor.h"
+#include "common/tensor_names.h"
 #include "worker/layers/layer.h"
 #include "worker/layers/param_store.h"
 
@@ -76,8 +77,17 @@ class Model {
   std::vector<BasicTensor<T>*> Buffers();
   // Their names, as PyTorch's state_dict of an nn.Sequential of the same
   // layers gives them ("1.running_mean", "4.downsample.1.running_var"); the
-  // parameters' are param_store().entries()' names.
+  // parameters' are param_store().entries()' names. These position names
+  // are the engine's own; files use TensorName's.
   std::vector<std::string> BufferNames() const;
+
+  // The name a parameter or buffer is saved, exported and loaded under:
+  // its position name (above), or the name its layer has in the spec
+  // (common/tensor_names.h).
+  std::string TensorName(const std::string& position_name) const {
+    return names_.Of(position_name);
+  }
+  void set_tensor_names(TensorNames names) { names_ = std::move(names); }
 
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shape_; }
@@ -107,7 +117,8 @@ class Model {
   size_t tied_embedding_ = 0;         // with tied_heads_: the first embedding
   std::vector<size_t> tied_heads_;    // indices of the TiedLmHead layers
   std::vector<BasicTensor<T>> acts_;  // acts_[i]: output of layer i
-  BasicTensor<T> grad_a_, grad_b_;    // ping-pong input gradients
+  TensorNames names_;
+  BasicTensor<T> grad_a_, grad_b_;  // ping-pong input gradients
 };
 
 extern template class Model<float>;

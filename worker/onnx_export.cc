@@ -140,12 +140,14 @@ absl::StatusOr<std::string> OnnxModelBytes(TrainedModel& trained) {
   source.input_shape = trained.input_shape;
   source.layer_outputs = model.layer_outputs();
   for (const auto& e : model.param_store().entries()) {
-    source.tensors[e.name] = {model.params().data() + e.offset, e.shape};
+    source.tensors[e.name] = {model.params().data() + e.offset, e.shape,
+                              model.TensorName(e.name)};
   }
   const std::vector<std::string> names = model.BufferNames();
   const std::vector<Tensor*> buffers = model.Buffers();
   for (size_t i = 0; i < names.size(); ++i) {
-    source.tensors[names[i]] = {buffers[i]->data(), buffers[i]->shape()};
+    source.tensors[names[i]] = {buffers[i]->data(), buffers[i]->shape(),
+                                model.TensorName(names[i])};
   }
   return OnnxModelBytes(source);
 }

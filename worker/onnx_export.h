@@ -40,6 +40,8 @@ inline constexpr int kOnnxOpset = 17;
 struct OnnxTensorRef {
   const float* data;
   Shape shape;
+  // The initializer's name, when not the key it is found by.
+  std::string name;
 };
 
 // Everything the graph needs, with or without an engine model: the layer

@@ -11,15 +11,16 @@ absl::StatusOr<std::string> GraphBuilder::Param(const std::string& name) {
   if (it == tensors_.end()) {
     return absl::InternalError(absl::StrCat("no parameter ", name));
   }
+  const std::string& saved = it->second.name.empty() ? name : it->second.name;
   if (added_.insert(name).second) {
     onnx::TensorProto* t = graph_->add_initializer();
-    t->set_name(name);
+    t->set_name(saved);
     t->set_data_type(onnx::TensorProto::FLOAT);
     for (int64_t d : it->second.shape) t->add_dims(d);
     t->set_raw_data(it->second.data,
                     NumElements(it->second.shape) * sizeof(float));
   }
-  return name;
+  return saved;
 }
 
 onnx::NodeProto* GraphBuilder::Node(const std::string& op,

@@ -144,18 +144,19 @@ std::vector<SafeTensor> StateDict(TrainedModel& trained) {
   std::vector<SafeTensor> out;
   for (const auto& e : model.param_store().entries()) {
     out.push_back(
-        {e.name, "F32", e.shape,
+        {model.TensorName(e.name), "F32", e.shape,
          FloatBytes(model.params().data() + e.offset, NumElements(e.shape))});
   }
   const std::vector<std::string> names = model.BufferNames();
   const std::vector<Tensor*> buffers = model.Buffers();
   for (size_t i = 0; i < names.size(); ++i) {
-    out.push_back({names[i], "F32", buffers[i]->shape(),
+    const std::string name = model.TensorName(names[i]);
+    out.push_back({name, "F32", buffers[i]->shape(),
                    FloatBytes(buffers[i]->data(), buffers[i]->size())});
     // PyTorch's BatchNorm keeps a batch counter beside its statistics.
-    if (absl::EndsWith(names[i], ".running_var")) {
+    if (absl::EndsWith(name, ".running_var")) {
       const std::string prefix =
-          names[i].substr(0, names[i].size() - std::strlen("running_var"));
+          name.substr(0, name.size() - std::strlen("running_var"));
       const int64_t steps = trained.step;
       out.push_back({prefix + "num_batches_tracked",
                      "I64",

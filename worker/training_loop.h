@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/checkpoint.h"
+#include "common/safetensors.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "worker/data/dataset.h"
@@ -146,6 +147,10 @@ class TrainingLoop : public Trainer {
   // resumed state was trained with another.
   int64_t GlobalBatch() const;
   void NoteGlobalBatch(int64_t written);
+  // Starting weights: --init-from, the spec's init_from, or the
+  // initializers of its model.onnx (training_state.cc).
+  bool HasStartingWeights() const;
+  absl::StatusOr<SafetensorsFile> StartingWeights(std::string* path) const;
   absl::Status InitWeights();
   // The chief's logs (log.dir), continued after the step training starts
   // from; nothing elsewhere.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
+#include "common/onnx/onnx_import.h"
 #include "common/safetensors.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
@@ -224,15 +225,45 @@ absl::StatusOr<std::optional<Checkpoint>> TrainingLoop::ResumeCandidate() {
   return best;
 }
 
-// The starting weights of --init-from (or the spec's init_from), into the
-// engine (its optimizer state stays fresh).
-absl::Status TrainingLoop::InitWeights() {
+// The file of starting weights: --init-from's, the spec's init_from, or
+// the initializers of the spec's ONNX graph. `path` names it in messages.
+absl::StatusOr<SafetensorsFile> TrainingLoop::StartingWeights(
+    std::string* path) const {
   const bool flag = !options_.init_from.empty();
-  const std::string& path = flag ? options_.init_from : spec_.init_from();
+  if (flag || !spec_.init_from().empty()) {
+    *path = flag ? options_.init_from : spec_.init_from();
+    ASSIGN_OR_RETURN(const std::string bytes,
+                     ReadRegularFile(*path, int64_t{64} << 30,
+                                     flag ? "--init-from" : "init_from"));
+    return ParseSafetensors(bytes, *path);
+  }
+  *path = spec_.model().onnx();
   ASSIGN_OR_RETURN(const std::string bytes,
-                   ReadRegularFile(path, int64_t{64} << 30,
-                                   flag ? "--init-from" : "init_from"));
-  ASSIGN_OR_RETURN(const SafetensorsFile file, ParseSafetensors(bytes, path));
+                   ReadRegularFile(*path, int64_t{2} << 30, "model.onnx"));
+  absl::StatusOr<ImportedModel> imported =
+      ImportOnnxBytes(bytes, OnnxImportOptions());
+  if (!imported.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(*path, ": ", imported.status().message()));
+  }
+  SafetensorsFile file;
+  for (SafeTensor& t : imported->weights) {
+    std::string name = t.name;
+    file.tensors.emplace(std::move(name), std::move(t));
+  }
+  return file;
+}
+
+bool TrainingLoop::HasStartingWeights() const {
+  return !options_.init_from.empty() || !spec_.init_from().empty() ||
+         !spec_.model().onnx().empty();
+}
+
+// The starting weights (StartingWeights), into the engine (its optimizer
+// state stays fresh).
+absl::Status TrainingLoop::InitWeights() {
+  std::string path;
+  ASSIGN_OR_RETURN(const SafetensorsFile file, StartingWeights(&path));
   // A host model of the spec knows the names and where they go.
   ASSIGN_OR_RETURN(std::unique_ptr<Model<float>> names,
                    BuildModel<float>(spec_.model(), data_.train->sample_shape(),
@@ -273,7 +304,7 @@ absl::Status TrainingLoop::OpenLog() {
 absl::Status TrainingLoop::Resume() {
   ASSIGN_OR_RETURN(std::optional<Checkpoint> mine, ResumeCandidate());
   // A checkpoint to resume wins over starting weights.
-  if (!mine && (!options_.init_from.empty() || !spec_.init_from().empty())) {
+  if (!mine && HasStartingWeights()) {
     RETURN_IF_ERROR(InitWeights());
   }
   if (dist_ != nullptr && !PsMode() && dist_->comm != nullptr) {

@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
   ASSIGN_OR_RETURN(auto model,
                    Model<T>::Create(std::move(layers), input_shape));
   RETURN_IF_ERROR(CheckAgreement(*model, sizes));
+  model->set_tensor_names(TensorNames(specs));
   model->InitializeParameters(seed);
   return model;
 }

@@ -26,6 +26,9 @@ inline constexpr int64_t kBatchDim = std::numeric_limits<int64_t>::min();
 // A folded constant: an integer tensor (shapes, axes) or a float one
 // (weights, scalars such as Dropout's ratio).
 struct ConstTensor {
+  // The initializer it was read from ("layer1.0.conv1.weight"), or "" for
+  // a value computed from constants.
+  std::string source;
   std::vector<int64_t> dims;
   bool integer = false;
   std::vector<int64_t> ints;

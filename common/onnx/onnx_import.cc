@@ -7,10 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "common/status_macros.h"
-#include "google/protobuf/text_format.h"
 #include "common/onnx/onnx_graph_view.h"
 #include "common/onnx/onnx_importer.h"
+#include "common/status_macros.h"
+#include "common/tensor_names.h"
+#include "google/protobuf/text_format.h"
 
 namespace cohort {
 namespace {
@@ -148,6 +149,19 @@ void AppendLayers(const google::protobuf::RepeatedPtrField<LayerSpec>& layers,
   }
 }
 
+// Clears every name that an earlier layer (in `seen`) already has, so that
+// no two layers save tensors under one name.
+void KeepUniqueNames(google::protobuf::RepeatedPtrField<LayerSpec>* layers,
+                     std::set<std::string>* seen) {
+  for (LayerSpec& l : *layers) {
+    if (!l.name().empty() && !seen->insert(l.name()).second) l.clear_name();
+    if (!l.has_branch()) continue;
+    for (BranchSpec::Path& p : *l.mutable_branch()->mutable_paths()) {
+      KeepUniqueNames(p.mutable_layers(), seen);
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<ImportedModel> ImportOnnx(const onnx::ModelProto& model,
@@ -176,6 +190,7 @@ absl::StatusOr<ImportedModel> ImportOnnx(const onnx::ModelProto& model,
   const std::vector<char> allowed = NodesReaching(view, output);
   Importer importer(&view, &out.weights);
   importer.set_export_batch(batch);
+  importer.set_opset(out.opset);
   RETURN_IF_ERROR(importer.MapChain(
       input->name(),
       Region{output, &allowed, Seq{out.model.mutable_layers(), ""}}));
@@ -183,6 +198,11 @@ absl::StatusOr<ImportedModel> ImportOnnx(const onnx::ModelProto& model,
   if (out.model.layers_size() == 0) {
     return Bad("the graph has no layers cohort keeps (only identities)");
   }
+  std::set<std::string> seen;
+  KeepUniqueNames(out.model.mutable_layers(), &seen);
+  const TensorNames names(std::vector<LayerSpec>(out.model.layers().begin(),
+                                                 out.model.layers().end()));
+  for (SafeTensor& w : out.weights) w.name = names.Of(w.name);
   return out;
 }
 

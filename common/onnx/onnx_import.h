@@ -1,8 +1,10 @@
-// ONNX import (`cohort import`): a graph exported by torch.onnx.export
-// becomes cohort layers (a ModelSpec) and its initializers become
-// safetensors tensors under the names cohort gives those parameters
-// ("3.weight", "5.paths.0.1.running_mean"), so `cohort train --init-from`
-// starts from PyTorch's weights.
+// ONNX import (`cohort import`, `model { onnx }`): a graph exported by
+// torch.onnx.export becomes cohort layers (a ModelSpec), each named after
+// the module its parameters came from (LayerSpec.name, "layer1.0.conv1"),
+// and its initializers become safetensors tensors under those names, the
+// state_dict's keys ("layer1.0.conv1.weight"; "3.weight" for a layer
+// without one), so `--init-from` starts from PyTorch's weights and the
+// weights cohort saves load back into the user's module.
 //
 // The graph must be series-parallel over one input: a chain of layers
 // where a tensor may fork into paths that meet again at one Add (a SUM
@@ -37,8 +39,8 @@ struct ImportedModel {
   ModelSpec model;
   std::vector<int64_t> input_shape;   // per sample
   std::vector<int64_t> output_shape;  // per sample
-  // The parameters and BatchNorm statistics under cohort's names, in the
-  // order of the layers.
+  // The parameters and BatchNorm statistics under the names the layers
+  // lend them (common/tensor_names.h), in the order of the layers.
   std::vector<SafeTensor> weights;
   std::string producer;  // "pytorch 1.13.1", or "" when the file has none
   int64_t opset = 0;     // of the default ONNX domain

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "common/onnx/onnx_importer.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace onnx_import_internal {

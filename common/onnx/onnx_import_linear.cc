@@ -3,8 +3,8 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "common/onnx/onnx_importer.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace onnx_import_internal {
@@ -28,15 +28,9 @@ ConstTensor Transposed(const ConstTensor& t) {
 // Operators cohort has no layer for, with the nearest thing it has.
 const std::map<std::string, std::string>& Hints() {
   static const auto* hints = new std::map<std::string, std::string>{
-      {"Softmax",
-       "cohort's CROSS_ENTROPY loss applies the softmax itself; "
-       "export the logits"},
       {"LogSoftmax",
        "cohort's CROSS_ENTROPY loss applies the log-softmax "
        "itself; export the logits"},
-      {"Resize", "cohort has no upsampling layer"},
-      {"Upsample", "cohort has no upsampling layer"},
-      {"ConvTranspose", "cohort has no transposed convolution"},
       {"LSTM",
        "cohort has no recurrent layers (transformer_block models "
        "sequences)"},
@@ -159,6 +153,7 @@ absl::StatusOr<std::string> Importer::MapIdentity(int node, const Region&) {
 Importer::Mapper Importer::FindMapper(const std::string& op) const {
   static const auto* table = new std::map<std::string, Mapper>{
       {"Conv", &Importer::MapConv},
+      {"ConvTranspose", &Importer::MapConvTranspose},
       {"BatchNormalization", &Importer::MapBatchNorm},
       {"MaxPool", &Importer::MapPool},
       {"AveragePool", &Importer::MapPool},
@@ -179,6 +174,10 @@ Importer::Mapper Importer::FindMapper(const std::string& op) const {
       {"HardSigmoid", &Importer::MapActivation},
       {"HardSwish", &Importer::MapActivation},
       {"Clip", &Importer::MapClip},
+      {"Softmax", &Importer::MapSoftmax},
+      {"PRelu", &Importer::MapPrelu},
+      {"Resize", &Importer::MapResize},
+      {"Upsample", &Importer::MapResize},
   };
   auto it = table->find(op);
   return it == table->end() ? nullptr : it->second;

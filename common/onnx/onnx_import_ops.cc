@@ -1,5 +1,6 @@
 // The importer's mapping of single ONNX operators onto cohort layers:
-// convolutions, BatchNorm, pooling, linear maps, dropout and reshapes.
+// BatchNorm, pooling, linear maps, dropout and reshapes (convolutions:
+// onnx_import_conv.cc).
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -7,10 +8,12 @@
 #include <numeric>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/status_macros.h"
 #include "common/onnx/onnx_importer.h"
+#include "common/status_macros.h"
+#include "common/tensor_names.h"
 
 namespace cohort {
 namespace onnx_import_internal {
@@ -30,8 +33,8 @@ bool AllEqual(const Dims& d) {
          d.end();
 }
 
-// A window's geometry (Conv, MaxPool, AveragePool): square, the same stride,
-// padding and dilation on every side, as cohort's layers take them.
+// A pooling window's geometry (MaxPool, AveragePool): square, the same
+// stride, padding and dilation on every side, as cohort's pools take them.
 struct Window {
   int64_t kernel = 1, stride = 1, pad = 0, dilation = 1;
 };
@@ -125,11 +128,13 @@ absl::StatusOr<ConstTensor> Importer::Weight(int node, int i,
                                       DimsString(t->dims), " where ",
                                       DimsString(want), " fits the layer"));
   }
+  if (g_.IsInitializer(n.input(i))) t->source = n.input(i);
   return t;
 }
 
 void Importer::AddWeight(const Region& r, const std::string& name,
                          ConstTensor t) {
+  NameAfter(r.seq.layers->Mutable(r.seq.layers->size() - 1), name, t.source);
   if (t.integer) {
     for (int64_t v : t.ints) t.floats.push_back(static_cast<float>(v));
   }
@@ -144,48 +149,27 @@ void Importer::AddWeight(const Region& r, const std::string& name,
   weights_.push_back(std::move(s));
 }
 
-absl::StatusOr<std::string> Importer::MapConv(int node, const Region& r) {
-  const onnx::NodeProto& n = g_.node(node);
-  const std::string label = g_.Label(node);
-  const Dims& in = In(node);
-  ASSIGN_OR_RETURN(const ConstTensor w, Weight(node, 1, {}));
-  const size_t k = w.dims.size() < 3 ? 0 : w.dims.size() - 2;
-  if ((k != 1 && k != 2) || in.size() != k + 1) {
-    return Refuse(label,
-                  absl::StrCat("a convolution with weight ", DimsString(w.dims),
-                               " over samples of ", DimsString(in),
-                               "; cohort has conv1d "
-                               "over [C, L] and conv2d "
-                               "over [C, H, W]"));
+// torch.onnx.export names each parameter's initializer by its state_dict
+// key: the module's name, a dot, the parameter's ("layer1.0.conv1" +
+// ".weight"). A layer whose parameters disagree on the module keeps no
+// name (its tensors keep their positions').
+void Importer::NameAfter(LayerSpec* layer, const std::string& param,
+                         const std::string& source) {
+  const std::string suffix = absl::StrCat(".", param);
+  std::string module;
+  if (absl::EndsWith(source, suffix) && source.size() > suffix.size()) {
+    module = source.substr(0, source.size() - suffix.size());
   }
-  const std::string kind = k == 2 ? "conv2d" : "conv1d";
-  const Dims kernel =
-      IntsAttr(n, "kernel_shape", Dims(w.dims.begin() + 2, w.dims.end()));
-  ASSIGN_OR_RETURN(Window win, ReadWindow(n, label, kernel, kind));
-  win.pad += std::exchange(pending_pad_, 0);
-  const int64_t groups = IntAttr(n, "group", 1);
-  if (groups < 1 || w.dims[1] * groups != in[0] || w.dims[0] % groups != 0) {
-    return Refuse(label, absl::StrCat("weight ", DimsString(w.dims),
-                                      " with group ", groups, " does not fit ",
-                                      in[0], " input channels"));
+  if (module.empty() || !CheckLayerName(module).ok() ||
+      unnamed_.count(layer) != 0) {
+    layer->clear_name();
+    unnamed_.insert(layer);
+  } else if (layer->name().empty()) {
+    layer->set_name(module);
+  } else if (layer->name() != module) {
+    layer->clear_name();
+    unnamed_.insert(layer);
   }
-  const bool bias = n.input_size() > 2 && !n.input(2).empty();
-  ConstTensor b;
-  if (bias) {
-    ASSIGN_OR_RETURN(b, Weight(node, 2, {w.dims[0]}));
-  }
-  LayerSpec* layer = NewLayer(r);
-  ConvSpec* c = k == 2 ? layer->mutable_conv2d() : layer->mutable_conv1d();
-  c->set_out_channels(w.dims[0]);
-  c->set_kernel(win.kernel);
-  c->set_stride(win.stride);
-  c->set_padding(win.pad);
-  if (groups > 1) c->set_groups(groups);
-  if (win.dilation > 1) c->set_dilation(win.dilation);
-  c->set_no_bias(!bias);
-  AddWeight(r, "weight", w);
-  if (bias) AddWeight(r, "bias", b);
-  return Done(node, Spatial(in, w.dims[0], win, false));
 }
 
 absl::StatusOr<std::string> Importer::MapBatchNorm(int node, const Region& r) {

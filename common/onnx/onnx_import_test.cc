@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/spec.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace cohort {
@@ -147,7 +148,7 @@ std::string Error(const Graph& g, const OnnxImportOptions& o = {}) {
   return std::string(m.status().message());
 }
 
-TEST(OnnxImport, SmallCnnBecomesLayersWithCohortsNames) {
+TEST(OnnxImport, SmallCnnBecomesLayersUnderTheModulesNames) {
   Graph g({3, 8, 8});
   std::string h = BatchNorm(&g, Conv(&g, "x", 3, 4, "c"), 4, "b");
   h = g.Op("Relu", {h});
@@ -174,16 +175,37 @@ TEST(OnnxImport, SmallCnnBecomesLayersWithCohortsNames) {
   EXPECT_TRUE(m->model.layers(4).has_flatten());
   EXPECT_EQ(m->model.layers(5).linear().out_features(), 10);
   EXPECT_FLOAT_EQ(m->model.layers(6).dropout().p(), 0.25f);
+  // Each layer is named after the module its initializers name.
+  EXPECT_EQ(m->model.layers(0).name(), "c");
+  EXPECT_EQ(m->model.layers(1).name(), "b");
+  EXPECT_EQ(m->model.layers(2).name(), "");
+  EXPECT_EQ(m->model.layers(5).name(), "fc");
   EXPECT_EQ(Names(*m),
-            (std::vector<std::string>{"0.weight", "0.bias", "1.weight",
-                                      "1.bias", "1.running_mean",
-                                      "1.running_var", "5.weight", "5.bias"}));
+            (std::vector<std::string>{
+                "c.weight", "c.bias", "b.weight", "b.bias", "b.running_mean",
+                "b.running_var", "fc.weight", "fc.bias"}));
   EXPECT_EQ(m->output_shape, Dims{10});
   const std::string text = ImportedJobText(*m, "dir/small.onnx", "w.st");
   absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "small.textproto");
   ASSERT_TRUE(spec.ok()) << spec.status() << "\n" << text;
   EXPECT_EQ(spec->name(), "small");
   EXPECT_EQ(spec->data().synthetic().classes(), 10);
+}
+
+TEST(OnnxImport, LayersWhoseInitializersNameNoModuleKeepTheirPositions) {
+  Graph g({3, 4});
+  onnx::NodeProto* fc = g.Node(
+      "Gemm", {"x", g.Init("onnx::Gemm_7", {5, 12}), g.Init("head.bias", {5})});
+  Int(fc, "transB", 1);
+  onnx::NodeProto* flat = g.Node("Flatten", {"x"});
+  Int(flat, "axis", 1);
+  fc->set_input(0, flat->output(0));
+  g.Output(fc->output(0));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->model.layers_size(), 2);
+  EXPECT_EQ(m->model.layers(1).name(), "");
+  EXPECT_EQ(Names(*m), (std::vector<std::string>{"1.weight", "1.bias"}));
 }
 
 TEST(OnnxImport, ResidualAddBecomesSumBranchWithAnEmptyPath) {
@@ -199,8 +221,7 @@ TEST(OnnxImport, ResidualAddBecomesSumBranchWithAnEmptyPath) {
   EXPECT_EQ(b.paths(0).layers_size(), 2);
   EXPECT_EQ(b.paths(1).layers_size(), 0);
   EXPECT_TRUE(m->model.layers(1).has_relu());
-  EXPECT_EQ(Names(*m), (std::vector<std::string>{"0.paths.0.0.weight",
-                                                 "0.paths.0.0.bias"}));
+  EXPECT_EQ(Names(*m), (std::vector<std::string>{"c.weight", "c.bias"}));
 }
 
 TEST(OnnxImport, ConcatOfTwoPathsBecomesConcatBranch) {
@@ -214,7 +235,8 @@ TEST(OnnxImport, ConcatOfTwoPathsBecomesConcatBranch) {
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->model.layers(0).branch().combine(), BranchSpec::CONCAT);
   EXPECT_EQ(m->output_shape, (Dims{7, 6, 6}));
-  EXPECT_EQ(Names(*m)[2], "0.paths.1.0.weight");
+  EXPECT_EQ(Names(*m)[2], "b.weight");
+  EXPECT_EQ(m->model.layers(0).branch().paths(1).layers(0).name(), "b");
 }
 
 TEST(OnnxImport, SiluGeluAndTorchsFlattenArithmeticAreFolded) {
@@ -276,21 +298,112 @@ TEST(OnnxImport, ZeroPadBeforeAvgPoolBecomesItsPadding) {
   EXPECT_EQ(m->output_shape, (Dims{3, 4, 4}));
 }
 
-TEST(OnnxImport, RefusesRectangularKernels) {
+// A Conv of weight `w` ([OC, C, KH, KW]) with `attrs` set on it.
+std::string ConvWith(Graph* g, const std::string& x, const Dims& w,
+                     const std::vector<std::pair<std::string, Dims>>& attrs) {
+  onnx::NodeProto* n = g->Node("Conv", {x, g->Init("w" + x, w)});
+  for (const auto& [name, v] : attrs) Ints(n, name, v);
+  return n->output(0);
+}
+
+TEST(OnnxImport, RectangularWindowsAndSamePadding) {
+  Graph g({3, 8, 9});
+  std::string y = ConvWith(&g, "x", {4, 3, 1, 7}, {{"pads", {0, 3, 0, 3}}});
+  y = ConvWith(&g, y, {4, 4, 7, 1}, {{"pads", {3, 0, 3, 0}}});
+  y = ConvWith(&g, y, {4, 4, 3, 3},
+               {{"strides", {2, 1}}, {"pads", {1, 1, 1, 1}}});
+  // An even kernel padded as PyTorch's padding="same": the odd zero after.
+  y = ConvWith(&g, y, {4, 4, 4, 2}, {{"pads", {1, 0, 2, 1}}});
+  onnx::NodeProto* upper = g.Node("Conv", {y, g.Init("wu", {4, 4, 2, 3})});
+  onnx::AttributeProto* a = upper->add_attribute();
+  a->set_name("auto_pad");
+  a->set_s("SAME_UPPER");
+  g.Output(upper->output(0));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->model.layers_size(), 5);
+  const ConvSpec& c0 = m->model.layers(0).conv2d();
+  EXPECT_THAT(c0.kernel_hw(), ::testing::ElementsAre(1, 7));
+  EXPECT_THAT(c0.padding_hw(), ::testing::ElementsAre(0, 3));
+  EXPECT_EQ(c0.kernel(), 0);
+  const ConvSpec& c2 = m->model.layers(2).conv2d();
+  EXPECT_EQ(c2.kernel(), 3);
+  EXPECT_THAT(c2.stride_hw(), ::testing::ElementsAre(2, 1));
+  EXPECT_EQ(c2.padding(), 1);
+  EXPECT_EQ(m->model.layers(3).conv2d().padding_mode(), ConvSpec::SAME);
+  EXPECT_EQ(m->model.layers(4).conv2d().padding_mode(), ConvSpec::SAME);
+  EXPECT_EQ(m->output_shape, (Dims{4, 4, 9}));
+  // The written spec carries the fields and reads back.
+  const std::string text = ImportedJobText(*m, "m.onnx", "");
+  EXPECT_NE(text.find("kernel_hw: 1 kernel_hw: 7"), std::string::npos) << text;
+  EXPECT_NE(text.find("padding_mode: SAME"), std::string::npos) << text;
+  const absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "job.textproto");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+}
+
+TEST(OnnxImport, RefusesPadsThatAreNotSame) {
   Graph g({3, 8, 8});
-  onnx::NodeProto* n = g.Node("Conv", {"x", g.Init("w", {4, 3, 1, 7})});
+  onnx::NodeProto* n = g.Node("Conv", {"x", g.Init("w", {4, 3, 3, 3})});
   n->set_name("/layer1/Conv_3");
+  Ints(n, "pads", {0, 0, 1, 1});
   g.Output(n->output(0));
   EXPECT_EQ(Error(g),
-            "node /layer1/Conv_3 (Conv): kernel [1, 7] is not square; "
-            "cohort's conv2d takes square kernels");
+            "node /layer1/Conv_3 (Conv): pads [0, 0] before and [1, 1] after "
+            "differ; cohort's conv2d pads both sides of a dim alike, or as "
+            "PyTorch's padding=\"same\" (stride 1, the odd zero after)");
+  // SAME's padding with a stride, and the odd zero before.
+  Graph h({3, 8, 8});
+  h.Output(ConvWith(&h, "x", {4, 3, 4, 4},
+                    {{"pads", {1, 1, 2, 2}}, {"strides", {2, 2}}}));
+  EXPECT_NE(Error(h).find("differ"), std::string::npos);
+  Graph k({3, 8, 8});
+  k.Output(ConvWith(&k, "x", {4, 3, 4, 4}, {{"pads", {2, 2, 1, 1}}}));
+  EXPECT_NE(Error(k).find("differ"), std::string::npos);
+  Graph one_d({3, 8});
+  one_d.Output(ConvWith(&one_d, "x", {4, 3, 4}, {{"pads", {1, 2}}}));
+  EXPECT_NE(Error(one_d).find("cohort's conv1d pads both sides alike"),
+            std::string::npos);
+}
+
+TEST(OnnxImport, ConvTransposeBecomesConvTranspose2d) {
+  Graph g({4, 5, 6});
+  onnx::NodeProto* n =
+      g.Node("ConvTranspose",
+             {"x", g.Init("up.weight", {4, 3, 3, 3}), g.Init("up.bias", {6})});
+  Ints(n, "kernel_shape", {3, 3});
+  Ints(n, "strides", {2, 2});
+  Ints(n, "pads", {1, 1, 1, 1});
+  Ints(n, "output_padding", {1, 1});
+  Int(n, "group", 2);
+  g.Output(n->output(0));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  const ConvTransposeSpec& c = m->model.layers(0).conv_transpose2d();
+  EXPECT_EQ(c.out_channels(), 6);
+  EXPECT_EQ(c.kernel(), 3);
+  EXPECT_EQ(c.stride(), 2);
+  EXPECT_EQ(c.padding(), 1);
+  EXPECT_EQ(c.output_padding(), 1);
+  EXPECT_EQ(c.groups(), 2);
+  EXPECT_FALSE(c.no_bias());
+  EXPECT_EQ(m->output_shape, (Dims{6, 10, 12}));
+  ASSERT_EQ(m->weights.size(), 2u);
+  EXPECT_EQ(m->weights[0].shape, (Dims{4, 3, 3, 3}));
+
+  Graph rect({4, 5, 6});
+  onnx::NodeProto* r =
+      rect.Node("ConvTranspose", {"x", rect.Init("w", {4, 3, 1, 3})});
+  rect.Output(r->output(0));
+  EXPECT_NE(Error(rect).find("cohort's conv_transpose2d takes a square "
+                             "kernel"),
+            std::string::npos);
 }
 
 TEST(OnnxImport, RefusesUnsupportedOperatorsNamingThem) {
   Graph g({3, 8, 8});
-  g.Output(g.Op("Resize", {"x"}));
+  g.Output(g.Op("GridSample", {"x"}));
   const std::string e = Error(g);
-  EXPECT_NE(e.find("(Resize): cohort has no layer for ONNX's Resize"),
+  EXPECT_NE(e.find("(GridSample): cohort has no layer for ONNX's GridSample"),
             std::string::npos)
       << e;
 }

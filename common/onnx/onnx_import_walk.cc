@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/status_macros.h"
 #include "common/onnx/onnx_importer.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace onnx_import_internal {

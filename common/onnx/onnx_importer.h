@@ -1,19 +1,20 @@
 // The importer's walk over an ONNX graph (onnx_import.h): the chain and
 // branch structure (onnx_import_walk.cc) and one mapping per ONNX operator
-// (onnx_import_ops.cc, onnx_import_activations.cc).
+// (onnx_import_ops.cc, onnx_import_activations.cc, onnx_import_conv.cc).
 //
 // Internal to the importer. An Importer borrows the GraphView and the
 // weight list it fills; it is used once, on one thread.
 #ifndef COHORT_COMMON_ONNX_ONNX_IMPORTER_H_
 #define COHORT_COMMON_ONNX_ONNX_IMPORTER_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/onnx/onnx_graph_view.h"
 #include "common/safetensors.h"
 #include "proto/job.pb.h"
-#include "common/onnx/onnx_graph_view.h"
 
 namespace cohort {
 namespace onnx_import_internal {
@@ -52,6 +53,8 @@ class Importer {
   // The batch size the graph was exported with (torch traces x.size(0)
   // into a constant), -1 when symbolic.
   void set_export_batch(int64_t batch) { export_batch_ = batch; }
+  // The default domain's opset version (Softmax's meaning changed in 13).
+  void set_opset(int64_t opset) { opset_ = opset; }
 
  private:
   using Mapper = absl::StatusOr<std::string> (Importer::*)(int, const Region&);
@@ -81,6 +84,8 @@ class Importer {
   // One ONNX operator each (onnx_import_ops.cc and
   // onnx_import_activations.cc): the value the walk continues from.
   absl::StatusOr<std::string> MapConv(int node, const Region& r);
+  // ConvTranspose as conv_transpose2d (onnx_import_conv.cc, with MapConv).
+  absl::StatusOr<std::string> MapConvTranspose(int node, const Region& r);
   absl::StatusOr<std::string> MapBatchNorm(int node, const Region& r);
   absl::StatusOr<std::string> MapPool(int node, const Region& r);
   absl::StatusOr<std::string> MapGlobalPool(int node, const Region& r);
@@ -96,6 +101,19 @@ class Importer {
   // A zero Pad is nothing; a symmetric one before a Conv or AveragePool
   // becomes that layer's padding (pending_pad_).
   absl::StatusOr<std::string> MapPad(int node, const Region& r);
+  // Softmax along the channels, PRelu, and Resize or Upsample by an
+  // integer factor (onnx_import_more_ops.cc).
+  absl::StatusOr<std::string> MapSoftmax(int node, const Region& r);
+  absl::StatusOr<std::string> MapPrelu(int node, const Region& r);
+  absl::StatusOr<std::string> MapResize(int node, const Region& r);
+  // PRelu's slope, read through the Unsqueeze torch puts before it.
+  absl::StatusOr<ConstTensor> PreluSlope(int node);
+  // The factors of [N, C, H, W] a Resize or Upsample node asks for, and
+  // the one integer factor of H and W cohort takes.
+  absl::StatusOr<std::vector<double>> ResizeFactors(int node, const Dims& in);
+  absl::StatusOr<int64_t> ResizeScale(int node, const Dims& in);
+  // Whether its mode and coordinates are nn.Upsample's.
+  absl::Status CheckResizeMode(int node);
   // A reshape of `in` to per-sample `out`: nothing, a flatten layer, or a
   // refusal naming `node`.
   absl::StatusOr<std::string> ReshapeTo(int node, const Dims& in,
@@ -113,13 +131,20 @@ class Importer {
   absl::StatusOr<ConstTensor> Weight(int node, int i, const Dims& want);
   // Adds `t` as parameter `name` of the layer just added to `r.seq`.
   void AddWeight(const Region& r, const std::string& name, ConstTensor t);
+  // Names `layer` after the module its parameter `param` came from
+  // (`source`, the initializer's name).
+  void NameAfter(LayerSpec* layer, const std::string& param,
+                 const std::string& source);
   std::string Done(int node, Dims shape);  // records the output's shape
 
   GraphView& g_;
   std::vector<SafeTensor>& weights_;
   int64_t export_batch_ = -1;
+  int64_t opset_ = 13;
   // Padding a Pad node left for the Conv or AveragePool after it.
   int64_t pending_pad_ = 0;
+  // Layers whose parameters came from different modules, or from none.
+  std::set<const LayerSpec*> unnamed_;
 };
 
 }  // namespace onnx_import_internal

@@ -33,8 +33,8 @@ std::string StateNamesJson(const Model<float>& model) {
   std::string out = "{\"params\": [";
   const auto& entries = model.param_store().entries();
   for (size_t i = 0; i < entries.size(); ++i) {
-    absl::StrAppend(&out, i ? ", " : "",
-                    "{\"name\": ", JsonString(entries[i].name),
+    absl::StrAppend(&out, i ? ", " : "", "{\"name\": ",
+                    JsonString(model.TensorName(entries[i].name)),
                     ", \"shape\": ", shape(entries[i].shape),
                     ", \"offset\": ", entries[i].offset, "}");
   }
@@ -44,7 +44,8 @@ std::string StateNamesJson(const Model<float>& model) {
   const std::vector<Tensor*> buffers =
       const_cast<Model<float>&>(model).Buffers();
   for (size_t i = 0; i < names.size() && i < buffers.size(); ++i) {
-    absl::StrAppend(&out, i ? ", " : "", "{\"name\": ", JsonString(names[i]),
+    absl::StrAppend(&out, i ? ", " : "",
+                    "{\"name\": ", JsonString(model.TensorName(names[i])),
                     ", \"shape\": ", shape(buffers[i]->shape()), "}");
   }
   return out + "]}";

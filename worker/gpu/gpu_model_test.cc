@@ -271,9 +271,9 @@ TEST(GpuModel, EveryLayerKindMatchesTheCpuEngine) {
 }
 
 // The layers with cohort's own kernels (activations, norms, 1-D pooling;
-// kernels/cuda/layer_ops.h; adaptive pooling, kernels/cuda/adaptive_pool.h),
-// each after a layer with parameters so that their input gradients are
-// checked through its parameter gradients.
+// kernels/cuda/layer_ops.h; adaptive pooling, kernels/cuda/adaptive_pool.h)
+// and the newer convolution forms, each after a layer with parameters so
+// that their input gradients are checked through its parameter gradients.
 TEST(GpuModel, NewLayerKindsMatchTheCpuEngine) {
   REQUIRE_GPU();
   const std::vector<LayerCase> cases = {
@@ -323,9 +323,75 @@ TEST(GpuModel, NewLayerKindsMatchTheCpuEngine) {
        "layers { adaptive_avgpool2d { output: 1 } }",
        {2, 7, 7}},
       {"layers { adaptive_avgpool2d { output: 4 } }", {3, 3, 5}},
+      // Softmax across the channels, PReLU per channel and shared, nearest
+      // and bilinear upsampling (kernels/cuda/softmax.h, prelu.h,
+      // upsample.h).
+      {"layers { linear { out_features: 9 } } layers { softmax {} }", {6}},
+      {"layers { conv2d { out_channels: 4 kernel: 3 } } layers { softmax {} }",
+       {2, 7, 7}},
+      {"layers { conv1d { out_channels: 5 kernel: 3 } } layers { softmax {} }",
+       {2, 12}},
+      {"layers { linear { out_features: 9 } } layers { prelu {} }", {6}},
+      {"layers { linear { out_features: 9 } } "
+       "layers { prelu { num_parameters: 9 } }",
+       {6}},
+      {"layers { conv2d { out_channels: 3 kernel: 3 } } "
+       "layers { prelu { num_parameters: 3 init: 0.1 } }",
+       {2, 7, 7}},
+      {"layers { conv1d { out_channels: 4 kernel: 3 } } layers { prelu {} }",
+       {2, 12}},
+      {"layers { conv2d { out_channels: 3 kernel: 3 } } "
+       "layers { upsample { scale: 2 } }",
+       {2, 7, 7}},
+      {"layers { conv2d { out_channels: 3 kernel: 3 } } "
+       "layers { upsample { scale: 3 mode: BILINEAR } }",
+       {2, 6, 5}},
+      {"layers { upsample { scale: 2 mode: BILINEAR } }", {3, 3, 5}},
+      // Transposed convolutions (cuDNN's backward-data as the forward pass)
+      // and conv2d's rectangular windows and padding SAME; an even SAME
+      // kernel pads the input by copy, one more row and column after.
+      {"layers { conv_transpose2d { out_channels: 4 kernel: 3 } }", {3, 5, 6}},
+      {"layers { conv_transpose2d { out_channels: 4 kernel: 3 stride: 2 "
+       "padding: 1 output_padding: 1 } }",
+       {3, 5, 4}},
+      {"layers { conv2d { out_channels: 4 kernel: 1 } } "
+       "layers { conv_transpose2d { out_channels: 6 kernel: 4 stride: 2 "
+       "padding: 1 groups: 2 no_bias: true } }",
+       {2, 4, 5}},
+      {"layers { conv2d { out_channels: 4 kernel_hw: [1, 7] "
+       "padding_hw: [0, 3] } } layers { conv2d { out_channels: 3 "
+       "kernel_hw: [7, 1] padding_hw: [3, 0] } }",
+       {2, 9, 9}},
+      {"layers { conv2d { out_channels: 4 kernel: 3 stride_hw: [2, 1] "
+       "padding: 1 } }",
+       {3, 8, 7}},
+      {"layers { conv2d { out_channels: 4 kernel: 1 } } "
+       "layers { conv2d { out_channels: 4 kernel: 4 padding_mode: SAME } }",
+       {3, 6, 7}},
+      {"layers { conv2d { out_channels: 4 kernel_hw: [2, 3] dilation: 2 "
+       "padding_mode: SAME groups: 2 } }",
+       {2, 7, 8}},
   };
   for (const LayerCase& c : cases) {
     ExpectMatchesCpu(Spec(c.layers), c.input, 4, 1e-5);
+  }
+}
+
+// The transposed convolution and an even SAME kernel's padded input in
+// bf16.
+TEST(GpuModel, NewConvolutionFormsInBf16MatchTheCpuEngineWithin1e2) {
+  REQUIRE_GPU();
+  const std::vector<LayerCase> cases = {
+      {"layers { conv_transpose2d { out_channels: 4 kernel: 3 stride: 2 "
+       "padding: 1 output_padding: 1 groups: 2 } }",
+       {4, 5, 4}},
+      {"layers { conv2d { out_channels: 4 kernel: 1 } } "
+       "layers { conv2d { out_channels: 4 kernel_hw: [4, 2] "
+       "padding_mode: SAME } }",
+       {3, 6, 7}},
+  };
+  for (const LayerCase& c : cases) {
+    ExpectMatchesCpu(Spec(c.layers), c.input, 4, 1e-2, BF16);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "worker/layers/conv.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -12,16 +13,54 @@ template <typename T>
 ConvLayer<T>::ConvLayer(ConvOptions options, int spatial_dims)
     : options_(options), spatial_dims_(spatial_dims) {}
 
+namespace {
+
+// ", k1x7, s2x1, p0x3" (", p1,1,2,2" for SAME's uneven sides: top, left,
+// bottom, right), leaving out a stride of 1 and no padding.
+std::string WindowName(const ConvWindow& w) {
+  std::string name = absl::StrCat(", k", w.kernel_h, "x", w.kernel_w);
+  if (w.stride_h != 1 || w.stride_w != 1) {
+    absl::StrAppend(&name, ", s", w.stride_h, "x", w.stride_w);
+  }
+  if (!w.Symmetric()) {
+    absl::StrAppend(&name, ", p", w.pad_top, ",", w.pad_left, ",", w.pad_bottom,
+                    ",", w.pad_right);
+  } else if (w.pad_top != 0 || w.pad_left != 0) {
+    absl::StrAppend(&name, ", p", w.pad_top, "x", w.pad_left);
+  }
+  if (w.dilation != 1) absl::StrAppend(&name, ", d", w.dilation);
+  return name;
+}
+
+// The kernels take extra zeros after (SAME's odd one), never before.
+bool WindowOk(const ConvWindow& w) {
+  return std::min({w.kernel_h, w.kernel_w, w.stride_h, w.stride_w,
+                   w.dilation}) > 0 &&
+         std::min(w.pad_top, w.pad_left) >= 0 && w.pad_bottom >= w.pad_top &&
+         w.pad_right >= w.pad_left;
+}
+
+}  // namespace
+
 template <typename T>
 std::string ConvLayer<T>::Name() const {
   std::string name =
       absl::StrCat("conv", spatial_dims_, "d(",
                    configured_ ? absl::StrCat(geometry_.in_channels) : "?",
-                   "->", options_.out_channels, ", k", options_.kernel);
-  if (options_.stride != 1) absl::StrAppend(&name, ", s", options_.stride);
-  if (options_.padding != 0) absl::StrAppend(&name, ", p", options_.padding);
+                   "->", options_.out_channels);
+  if (options_.window.has_value()) {
+    absl::StrAppend(&name, WindowName(*options_.window));
+  } else {
+    absl::StrAppend(&name, ", k", options_.kernel);
+    if (options_.stride != 1) absl::StrAppend(&name, ", s", options_.stride);
+    if (options_.padding != 0) {
+      absl::StrAppend(&name, ", p", options_.padding);
+    }
+  }
   if (options_.groups != 1) absl::StrAppend(&name, ", g", options_.groups);
-  if (options_.dilation != 1) absl::StrAppend(&name, ", d", options_.dilation);
+  if (options_.dilation != 1 && !options_.window.has_value()) {
+    absl::StrAppend(&name, ", d", options_.dilation);
+  }
   if (!options_.bias) absl::StrAppend(&name, ", no bias");
   return name + ")";
 }
@@ -35,19 +74,57 @@ absl::Status ConvLayer<T>::CheckOptions() const {
   if (options_.out_channels <= 0) {
     return bad("out_channels", options_.out_channels, "positive");
   }
-  if (options_.kernel <= 0) return bad("kernel", options_.kernel, "positive");
-  if (options_.stride <= 0) return bad("stride", options_.stride, "positive");
-  if (options_.padding < 0) {
-    return bad("padding", options_.padding, "zero or more");
+  if (options_.window.has_value()) {
+    if (!WindowOk(*options_.window) || spatial_dims_ != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Name(),
+          ": a [height, width] window needs conv2d, a positive "
+          "kernel, stride and dilation, and as much padding after as "
+          "before"));
+    }
+  } else {
+    if (options_.kernel <= 0) {
+      return bad("kernel", options_.kernel, "positive");
+    }
+    if (options_.stride <= 0) {
+      return bad("stride", options_.stride, "positive");
+    }
+    if (options_.padding < 0) {
+      return bad("padding", options_.padding, "zero or more");
+    }
+    if (options_.dilation <= 0) {
+      return bad("dilation", options_.dilation, "positive");
+    }
   }
   if (options_.groups <= 0) return bad("groups", options_.groups, "positive");
-  if (options_.dilation <= 0) {
-    return bad("dilation", options_.dilation, "positive");
-  }
   if (options_.out_channels % options_.groups != 0) {
     return bad("out_channels", options_.out_channels, "a multiple of groups");
   }
   return absl::OkStatus();
+}
+
+template <typename T>
+void ConvLayer<T>::SetWindow(ConvGeometry* g) const {
+  const bool two_d = spatial_dims_ == 2;
+  if (!options_.window.has_value()) {
+    g->kernel_h = two_d ? options_.kernel : 1;
+    g->kernel_w = options_.kernel;
+    g->stride = options_.stride;
+    g->pad_h = two_d ? options_.padding : 0;
+    g->pad_w = options_.padding;
+    g->dilation = options_.dilation;
+    return;
+  }
+  const ConvWindow& w = *options_.window;
+  g->kernel_h = w.kernel_h;
+  g->kernel_w = w.kernel_w;
+  g->stride = w.stride_w;
+  g->stride_h = w.stride_h == w.stride_w ? 0 : w.stride_h;
+  g->pad_h = w.pad_top;
+  g->pad_w = w.pad_left;
+  g->extra_h = w.pad_bottom - w.pad_top;
+  g->extra_w = w.pad_right - w.pad_left;
+  g->dilation = w.dilation;
 }
 
 template <typename T>
@@ -75,16 +152,12 @@ absl::StatusOr<Shape> ConvLayer<T>::Configure(const Shape& in) {
   g.in_h = two_d ? in[1] : 1;
   g.in_w = in.back();
   g.out_channels = options_.out_channels;
-  g.kernel_h = two_d ? options_.kernel : 1;
-  g.kernel_w = options_.kernel;
-  g.stride = options_.stride;
-  g.pad_h = two_d ? options_.padding : 0;
-  g.pad_w = options_.padding;
   g.groups = options_.groups;
-  g.dilation = options_.dilation;
+  SetWindow(&g);
   geometry_ = g;
   configured_ = true;  // Name() now shows the input channels
-  if (g.in_h + 2 * g.pad_h < g.span_h() || g.in_w + 2 * g.pad_w < g.span_w()) {
+  if (g.in_h + 2 * g.pad_h + g.extra_h < g.span_h() ||
+      g.in_w + 2 * g.pad_w + g.extra_w < g.span_w()) {
     const std::string padded =
         options_.padding > 0 ? absl::StrCat(" padded by ", options_.padding)
                              : "";

@@ -1,11 +1,12 @@
-// 2-D and 1-D convolution layers (square kernels, zero padding).
+// 2-D and 1-D convolution layers (zero padding; Conv2d also rectangular
+// kernels and strides and PyTorch's padding="same").
 //
 // Batch-inner activations (see layer.h): Conv2d maps {C, N, H, W} to
 // {OC, N, OH, OW} and Conv1d maps {C, N, L} to {OC, N, OL}; per-sample shapes
 // are {C, H, W} and {C, L}. Parameters use PyTorch's layout and
-// initialisation: weight {OC, C/G, K, K} (Conv1d: {OC, C/G, K}) for G
+// initialisation: weight {OC, C/G, KH, KW} (Conv1d: {OC, C/G, K}) for G
 // groups, bias {OC}, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
-// fan_in = C/G * K * K (C/G * K). Groups and dilation as PyTorch's.
+// fan_in = C/G * KH * KW (C/G * K). Groups and dilation as PyTorch's.
 // The arithmetic lives in kernels/conv.h (AVX2 kernels for float stride 1,
 // im2col + OpenBLAS otherwise).
 //
@@ -17,10 +18,12 @@
 #define COHORT_WORKER_LAYERS_CONV_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/conv_window.h"
 #include "common/tensor.h"
 #include "kernels/conv.h"
 #include "worker/layers/layer.h"
@@ -35,6 +38,9 @@ struct ConvOptions {
   bool bias = true;
   int64_t groups = 1;    // divides the input and output channels
   int64_t dilation = 1;  // spacing between kernel taps
+  // Conv2d's window per dim (kernel_hw, stride_hw, padding_hw, padding
+  // SAME); when set it replaces kernel, stride, padding and dilation above.
+  std::optional<ConvWindow> window;
 };
 
 // The shared implementation; `spatial_dims` is 2 for Conv2d, 1 for Conv1d.
@@ -64,6 +70,8 @@ class ConvLayer : public Layer<T> {
 
  private:
   absl::Status CheckOptions() const;
+  // The geometry's kernel, stride and padding from the options.
+  void SetWindow(ConvGeometry* g) const;
   bool HasShape(const BasicTensor<T>& t, int64_t channels, int64_t batch,
                 int64_t h, int64_t w) const;
   void EnsureShape(BasicTensor<T>* t, int64_t channels, int64_t batch,

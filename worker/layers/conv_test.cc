@@ -212,6 +212,64 @@ TEST(Conv1d, FloatMatchesDouble) {
   CheckFloatMatchesDouble<Conv1d>(Options(4, 5, 3, 2), {2, 50}, 2);
 }
 
+// Conv2d's per-dim window: kernel [h, w], stride [h, w], padding top,
+// left, bottom, right.
+ConvOptions Window(int64_t oc, std::vector<int64_t> k, std::vector<int64_t> s,
+                   std::vector<int64_t> p, int64_t dilation = 1,
+                   int64_t groups = 1) {
+  ConvOptions o = Options(oc, 0);
+  o.groups = groups;
+  o.window =
+      ConvWindow{k[0], k[1], s[0], s[1], p[0], p[2], p[1], p[3], dilation};
+  return o;
+}
+
+TEST(Conv2d, GradientsRectangularWindows) {
+  const struct {
+    ConvOptions o;
+    Shape in;
+  } cases[] = {
+      {Window(3, {1, 7}, {1, 1}, {0, 3, 0, 3}), {2, 5, 9}},
+      {Window(3, {7, 1}, {1, 1}, {3, 0, 3, 0}), {2, 9, 4}},
+      {Window(3, {3, 3}, {2, 1}, {1, 1, 1, 1}), {2, 7, 6}},
+      {Window(3, {1, 3}, {1, 2}, {0, 1, 0, 1}), {2, 5, 7}},
+      // SAME with even kernels: the odd zero below and to the right.
+      {Window(3, {4, 2}, {1, 1}, {1, 0, 2, 1}), {2, 6, 5}},
+      {Window(2, {3, 3}, {1, 1}, {2, 2, 2, 2}, 2), {2, 7, 6}},
+      {Window(4, {2, 3}, {1, 1}, {0, 2, 1, 2}, 2, 2), {2, 5, 6}},
+      // Depthwise: its direct kernels take a rectangular window; an uneven
+      // one runs per group.
+      {Window(4, {1, 7}, {1, 1}, {0, 3, 0, 3}, 1, 4), {4, 4, 9}},
+      {Window(4, {2, 2}, {1, 1}, {0, 0, 1, 1}, 1, 4), {4, 5, 5}},
+  };
+  for (const auto& c : cases) {
+    Conv2d<double> layer(c.o);
+    ExpectGradientsOk(layer, c.in, 2);
+  }
+}
+
+TEST(Conv2d, RectangularShapesAndName) {
+  Conv2d<float> layer(Window(4, {1, 7}, {2, 1}, {0, 3, 0, 3}));
+  EXPECT_EQ(*layer.Configure({3, 9, 10}), (Shape{4, 5, 10}));
+  EXPECT_EQ(layer.Name(), "conv2d(3->4, k1x7, s2x1, p0x3)");
+  EXPECT_EQ(layer.Params()[0].shape, (Shape{4, 3, 1, 7}));
+  EXPECT_EQ(layer.Params()[0].fan_in, 21);
+  Conv2d<float> same(Window(2, {4, 4}, {1, 1}, {1, 1, 2, 2}));
+  EXPECT_EQ(*same.Configure({1, 6, 5}), (Shape{2, 6, 5}));
+  EXPECT_EQ(same.Name(), "conv2d(1->2, k4x4, p1,1,2,2)");
+}
+
+TEST(Conv2d, RectangularFloatMatchesDouble) {
+  CheckFloatMatchesDouble<Conv2d>(Window(16, {1, 7}, {1, 1}, {0, 3, 0, 3}),
+                                  {16, 12, 12}, 3);
+  CheckFloatMatchesDouble<Conv2d>(Window(8, {7, 1}, {1, 1}, {3, 0, 3, 0}),
+                                  {6, 14, 10}, 2);
+  CheckFloatMatchesDouble<Conv2d>(Window(5, {3, 3}, {2, 1}, {1, 1, 1, 1}),
+                                  {4, 11, 9}, 2);
+  CheckFloatMatchesDouble<Conv2d>(Window(6, {2, 4}, {1, 1}, {0, 1, 1, 2}),
+                                  {3, 10, 9}, 2);
+}
+
 TEST(Conv2d, ConfigureRejectsBadShapes) {
   Conv2d<float> layer(Options(16, 5));
   absl::StatusOr<Shape> r = layer.Configure({6, 3, 3});

@@ -52,12 +52,14 @@ struct ParamDecl {
     kOnes,            // BatchNorm scale.
     kZeros,           // BatchNorm shift.
     kNormal,          // N(0, std^2): GPT-2's 0.02 for transformer weights.
+    kConstant,        // every element `value`: PReLU's starting slopes.
   };
   std::string name;  // e.g. "weight", "bias"
   Shape shape;
   Init init = Init::kZeros;
   int64_t fan_in = 1;
   double std = 0.02;  // kNormal only
+  double value = 0;   // kConstant only
   // Which tensors weight decay skips (optimizer.no_decay_bias_and_norm)
   // follows from the layer specs: common/model_sizes.h.
 };

@@ -21,7 +21,7 @@ void ParamStore<T>::Layout(absl::Span<Layer<T>* const> layers) {
   for (size_t i = 0; i < layers.size(); ++i) {
     for (const ParamDecl& d : layers[i]->Params()) {
       entries_.push_back({absl::StrCat(i, ".", d.name), d.shape, total, d.init,
-                          d.fan_in, d.std});
+                          d.fan_in, d.std, d.value});
       num_parameters_ += NumElements(d.shape);
       total += RoundUp(NumElements(d.shape));
     }
@@ -89,6 +89,9 @@ void ParamStore<T>::Initialize(Rng& rng) {
         for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(dist(rng));
         break;
       }
+      case ParamDecl::Init::kConstant:
+        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(e.value);
+        break;
     }
   }
 }

@@ -28,7 +28,8 @@ class ParamStore {
     int64_t offset;  // in elements, into values()/grads()
     ParamDecl::Init init;
     int64_t fan_in;
-    double std;  // kNormal's
+    double std;    // kNormal's
+    double value;  // kConstant's
   };
 
   ParamStore() = default;
