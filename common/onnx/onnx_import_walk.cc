@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/broadcast.h"
 #include "common/onnx/onnx_importer.h"
 #include "common/status_macros.h"
 
@@ -208,13 +209,6 @@ absl::StatusOr<std::vector<std::vector<char>>> Importer::PathSets(
   return sets;
 }
 
-// Whether `gate` is [C, 1, 1] against `full`'s [C, H, W]: a MUL branch
-// broadcasts it (squeeze-and-excitation).
-static bool ScalesPlanes(const Dims& gate, const Dims& full) {
-  return gate.size() == 3 && full.size() == 3 && gate[0] == full[0] &&
-         gate[1] == 1 && gate[2] == 1;
-}
-
 absl::Status Importer::JoinShapes(int join, BranchSpec::Combine combine,
                                   const std::vector<std::string>& ends) {
   const std::string label = g_.Label(join);
@@ -232,13 +226,13 @@ absl::Status Importer::JoinShapes(int join, BranchSpec::Combine combine,
   }
   for (size_t p = 1; p < ends.size(); ++p) {
     const Dims& s = *g_.ShapeOf(ends[p]);
-    bool fits = concat ? s.size() == out.size() &&
-                             std::equal(s.begin() + 1, s.end(), out.begin() + 1)
-                       : s == out;
-    if (combine == BranchSpec::MUL && !fits) {
-      fits = ScalesPlanes(s, out) || ScalesPlanes(out, s);
-      if (ScalesPlanes(out, s)) out = s;
-    }
+    // A MUL branch broadcasts a [C, 1, 1] gate over [C, H, W], as the
+    // engines' branch layers do (common/broadcast.h).
+    const bool fits =
+        concat ? s.size() == out.size() &&
+                     std::equal(s.begin() + 1, s.end(), out.begin() + 1)
+        : combine == BranchSpec::MUL ? FitsProduct(s, &out)
+                                     : s == out;
     if (!fits) {
       return absl::InvalidArgumentError(absl::StrCat(
           label, ": its inputs' shapes ", DimsString(out), " and ",

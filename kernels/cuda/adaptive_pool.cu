@@ -7,28 +7,12 @@
 
 #include "kernels/adaptive_pool.h"
 #include "kernels/cuda/adaptive_pool_launch.h"
+#include "kernels/cuda/grid.cuh"
 
 namespace cohort {
 namespace gpu {
 namespace adaptive_pool_internal {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
-
-unsigned int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned int>(blocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t GridStride() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
-}
 
 // The number of inputs in output cell (i, j)'s window.
 __device__ float WindowSize(const AdaptivePoolArgs& a, int64_t i, int64_t j) {

@@ -10,31 +10,15 @@
 #include <cstdint>
 
 #include "kernels/cuda/branch_ops_launch.h"
+#include "kernels/cuda/grid.cuh"
 
 namespace cohort {
 namespace gpu {
 namespace branch_ops_internal {
 namespace {
 
-constexpr int kThreads = 256;  // a power of two: the sums halve it
-constexpr int64_t kMaxBlocks = 65535;
-
-unsigned int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned int>(blocks);
-}
-
 unsigned int PlaneBlocks(int64_t planes) {
   return static_cast<unsigned int>(planes < kMaxBlocks ? planes : kMaxBlocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t GridStride() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
 }
 
 __global__ void MultiplyKernel(const float* x, float* y, int64_t n) {

@@ -4,27 +4,16 @@
 #include <cstdint>
 
 #include "kernels/cuda/grad_ops_launch.h"
+#include "kernels/cuda/grid.cuh"
 
 namespace cohort {
 namespace cuda_internal {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
-
-unsigned int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  return static_cast<unsigned int>(blocks < 1 ? 1 : blocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-
-__device__ int64_t GridStride() {
-  return static_cast<int64_t>(gridDim.x) * blockDim.x;
-}
+using gpu::Blocks;
+using gpu::FirstIndex;
+using gpu::GridStride;
+using gpu::kThreads;
 
 __global__ void ClampKernel(float* g, int64_t n, float limit) {
   for (int64_t i = FirstIndex(); i < n; i += GridStride()) {

@@ -9,15 +9,13 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/layer_ops_launch.h"
 
 namespace cohort {
 namespace gpu {
 namespace layer_ops_internal {
 namespace {
-
-constexpr int kThreads = 256;  // a power of two: the reductions halve it
-constexpr int64_t kMaxBlocks = 65535;
 
 // ActivationKind's order (kernels/activations.h).
 enum Kind {
@@ -36,20 +34,6 @@ constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 constexpr float kInvSqrt2 = 0.70710678118654752440f;
 constexpr float kInvSqrt2Pi = 0.39894228040143267794f;
 constexpr float kGeluCubic = 0.044715f;
-
-unsigned int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned int>(blocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t GridStride() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
-}
 
 __device__ float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ float Relu6(float x) { return fminf(fmaxf(x, 0.0f), 6.0f); }

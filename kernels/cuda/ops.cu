@@ -13,32 +13,13 @@
 #include <cstdint>
 
 #include "kernels/cuda/dropout_rng.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/ops_launch.h"
 
 namespace cohort {
 namespace gpu {
 namespace ops_internal {
 namespace {
-
-constexpr int kThreads = 256;  // a power of two: the reductions halve it
-constexpr int64_t kMaxBlocks = 65535;
-
-// Enough blocks to give each thread about one element, capped: the loops
-// stride over the rest.
-unsigned int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned int>(blocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-
-__device__ int64_t GridStride() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
-}
 
 // ---------------------------------------------------------------- optimizers
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/reduce_launch.h"
 #include "kernels/cuda/sequence_ops_launch.h"
 
@@ -27,23 +28,6 @@ namespace {
 using cuda_internal::AddOp;
 using cuda_internal::BlockReduce;
 using cuda_internal::kWarpSize;
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
-
-unsigned int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned int>(blocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t GridStride() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
-}
 
 // The id at ids[i] when it is a whole number in [0, vocab), else -1.
 __device__ int64_t TokenId(const float* ids, int64_t i, int64_t vocab) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/softmax_launch.h"
 
 namespace cohort {
@@ -15,23 +16,7 @@ namespace gpu {
 namespace softmax_internal {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kWarp = 32;
-constexpr int64_t kMaxBlocks = 65535;
-
-unsigned int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned int>(blocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t GridStride() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
-}
 
 // Every lane of the warp gets the warp's maximum / sum, combined in a
 // fixed tree order.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/upsample_launch.h"
 #include "kernels/upsample.h"
 
@@ -13,23 +14,6 @@ namespace cohort {
 namespace gpu {
 namespace upsample_internal {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
-
-unsigned int Blocks(int64_t n) {
-  int64_t blocks = (n + kThreads - 1) / kThreads;
-  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  if (blocks < 1) blocks = 1;
-  return static_cast<unsigned int>(blocks);
-}
-
-__device__ int64_t FirstIndex() {
-  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-__device__ int64_t GridStride() {
-  return static_cast<int64_t>(blockDim.x) * gridDim.x;
-}
 
 __global__ void ForwardKernel(UpsampleArgs a, const float* in, float* out) {
   const int64_t out_h = a.in_h * a.scale, out_w = a.in_w * a.scale;

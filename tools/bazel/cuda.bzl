@@ -35,6 +35,7 @@ def cuda_library(
       name: the library.
       cu_srcs: .cu files, one nvcc invocation each.
       cu_hdrs: headers only the .cu files include (nvcc sees these and hdrs).
+        CUDA-only .cuh headers go to nvcc alone: cc_library rejects them.
       srcs: C++ sources built by the host compiler, with CUDA.
       hdrs: public headers.
       nocuda_srcs: the sources used instead under --config=nocuda.
@@ -69,7 +70,11 @@ def cuda_library(
         name = name,
         srcs = select({
             "//tools/bazel:cuda_off": nocuda_srcs,
-            "//conditions:default": srcs + objects + cu_hdrs,
+            "//conditions:default": srcs + objects + [
+                h
+                for h in cu_hdrs
+                if not h.endswith(".cuh")
+            ],
         }),
         hdrs = hdrs,
         deps = deps + select({
