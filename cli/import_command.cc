@@ -8,10 +8,10 @@
 #include "cli/flags.h"
 #include "cli/output_paths.h"
 #include "common/files.h"
+#include "common/onnx/onnx_import.h"
 #include "common/safetensors.h"
 #include "common/spec.h"
 #include "common/status_macros.h"
-#include "common/onnx/onnx_import.h"
 
 namespace cohort {
 namespace {
