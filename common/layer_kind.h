@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/checked_int.h"
 #include "common/spec_scope.h"
+#include "common/static_registration.h"
 #include "common/tensor.h"
 #include "proto/job.pb.h"
 
@@ -79,11 +80,6 @@ std::vector<int> RegisteredLayerKinds();
 
 // Registers `kind` (a LayerKind) for LayerSpec field `number` at start-up.
 #define COHORT_REGISTER_LAYER_KIND(number, kind) \
-  COHORT_REGISTER_LAYER_KIND_AT(__LINE__, number, kind)
-#define COHORT_REGISTER_LAYER_KIND_AT(line, number, kind) \
-  COHORT_REGISTER_LAYER_KIND_NAMED(line, number, kind)
-#define COHORT_REGISTER_LAYER_KIND_NAMED(line, number, kind)    \
-  [[maybe_unused]] static const bool cohort_layer_kind_##line = \
-      ::cohort::RegisterLayerKind(number, kind)
+  COHORT_STATIC_REGISTRATION(::cohort::RegisterLayerKind(number, kind))
 
 #endif  // COHORT_COMMON_LAYER_KIND_H_

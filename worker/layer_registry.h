@@ -16,6 +16,7 @@
 
 #include <memory>
 
+#include "common/static_registration.h"
 #include "proto/job.pb.h"
 #include "worker/layers/layer.h"
 
@@ -49,13 +50,8 @@ std::unique_ptr<Layer<T>> MakeLayer(const LayerSpec& l);
 // Registers the function template `maker` (template <typename T>
 // std::unique_ptr<Layer<T>> maker(const LayerSpec&)) for LayerSpec field
 // `number` at start-up, in float and double.
-#define COHORT_REGISTER_CPU_LAYER(number, maker) \
-  COHORT_REGISTER_CPU_LAYER_AT(__LINE__, number, maker)
-#define COHORT_REGISTER_CPU_LAYER_AT(line, number, maker) \
-  COHORT_REGISTER_CPU_LAYER_NAMED(line, number, maker)
-#define COHORT_REGISTER_CPU_LAYER_NAMED(line, number, maker)   \
-  [[maybe_unused]] static const bool cohort_cpu_layer_##line = \
-      ::cohort::RegisterCpuLayer(                              \
-          number, ::cohort::CpuLayerMakers{&maker<float>, &maker<double>})
+#define COHORT_REGISTER_CPU_LAYER(number, maker)         \
+  COHORT_STATIC_REGISTRATION(::cohort::RegisterCpuLayer( \
+      number, ::cohort::CpuLayerMakers{&maker<float>, &maker<double>}))
 
 #endif  // COHORT_WORKER_LAYER_REGISTRY_H_

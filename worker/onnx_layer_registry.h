@@ -21,6 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/static_registration.h"
 #include "common/tensor.h"
 #include "proto/job.pb.h"
 
@@ -78,15 +79,9 @@ absl::StatusOr<std::string> AddLayer(GraphBuilder& g, const LayerSpec& l,
 
 // Registers the exporters `channel_major` and `sequence` (either may be
 // nullptr) for LayerSpec field `number` at start-up.
-#define COHORT_REGISTER_ONNX_LAYER(number, channel_major, sequence) \
-  COHORT_REGISTER_ONNX_LAYER_AT(__LINE__, number, channel_major, sequence)
-#define COHORT_REGISTER_ONNX_LAYER_AT(line, number, channel_major, sequence) \
-  COHORT_REGISTER_ONNX_LAYER_NAMED(line, number, channel_major, sequence)
-#define COHORT_REGISTER_ONNX_LAYER_NAMED(line, number, channel_major, \
-                                         sequence)                    \
-  [[maybe_unused]] static const bool cohort_onnx_layer_##line =       \
-      ::cohort::onnx_internal::RegisterOnnxLayer(                     \
-          number,                                                     \
-          ::cohort::onnx_internal::OnnxLayerForms{channel_major, sequence})
+#define COHORT_REGISTER_ONNX_LAYER(number, channel_major, sequence)      \
+  COHORT_STATIC_REGISTRATION(::cohort::onnx_internal::RegisterOnnxLayer( \
+      number,                                                            \
+      ::cohort::onnx_internal::OnnxLayerForms{channel_major, sequence}))
 
 #endif  // COHORT_WORKER_ONNX_LAYER_REGISTRY_H_

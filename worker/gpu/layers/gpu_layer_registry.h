@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/static_registration.h"
 #include "proto/job.pb.h"
 #include "worker/gpu/layers/gpu_layer.h"
 
@@ -40,11 +41,6 @@ GpuLayerMaker FindGpuLayer(int number);
 // Registers `maker` (a GpuLayerMaker) for LayerSpec field `number` at
 // start-up.
 #define COHORT_REGISTER_GPU_LAYER(number, maker) \
-  COHORT_REGISTER_GPU_LAYER_AT(__LINE__, number, maker)
-#define COHORT_REGISTER_GPU_LAYER_AT(line, number, maker) \
-  COHORT_REGISTER_GPU_LAYER_NAMED(line, number, maker)
-#define COHORT_REGISTER_GPU_LAYER_NAMED(line, number, maker)   \
-  [[maybe_unused]] static const bool cohort_gpu_layer_##line = \
-      ::cohort::RegisterGpuLayer(number, maker)
+  COHORT_STATIC_REGISTRATION(::cohort::RegisterGpuLayer(number, maker))
 
 #endif  // COHORT_WORKER_GPU_LAYERS_GPU_LAYER_REGISTRY_H_
