@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "kernels/fast_exp.h"
+
 namespace cohort {
 namespace {
 
@@ -27,24 +29,8 @@ inline __attribute__((always_inline)) float Clamp(float a, float lo, float hi) {
   return x < hi ? x : hi;
 }
 
-// Cephes' expf: Cody-Waite reduction by ln 2, a degree-6 polynomial, and
-// 2^n built in the exponent bits. Clamped where exp under/overflows float.
-inline __attribute__((always_inline)) float Exp(float a) {
-  const float x = Clamp(a, -87.0f, 88.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
+// Cephes' expf (kernels/fast_exp.h), branch-free so that loops vectorise.
+inline __attribute__((always_inline)) float Exp(float a) { return FastExp(a); }
 
 // Eigen's float erf: an odd/even rational function on [-4, 4], outside
 // which erf is +-1 in float.

@@ -5,32 +5,18 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/fast_exp.h"
 #include "kernels/gemm.h"
 
 namespace cohort {
 namespace {
 
-// exp: libm's in double; in float Cephes' expf (as kernels/activations.cc,
-// within 4e-7 relative), branch-free so that the softmax loop vectorises.
+// exp: libm's in double; in float Cephes' expf (kernels/fast_exp.h, within
+// 4e-7 relative), branch-free so that the softmax loop vectorises.
 // Arguments here are <= 0 (the row maximum is subtracted first).
 inline double Exp(double x) { return std::exp(x); }
 
-inline __attribute__((always_inline)) float Exp(float a) {
-  const float x = a > -87.0f ? a : -87.0f;
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
+inline __attribute__((always_inline)) float Exp(float a) { return FastExp(a); }
 
 // row[0, n) <- softmax(scale * row[0, n)); row[n, end) <- 0 (masked keys).
 template <typename T>
