@@ -69,6 +69,8 @@ TEST(LayerKind, SequenceKindsAreTheTransformersKinds) {
   LayerSpec per_position;
   per_position.mutable_layernorm()->set_per_position(true);
   EXPECT_TRUE(IsSequence(per_position));
+  per_position.mutable_linear()->set_per_position(true);
+  EXPECT_TRUE(IsSequence(per_position));
 }
 
 }  // namespace

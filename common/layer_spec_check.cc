@@ -22,6 +22,11 @@ absl::Status CheckLayerSpec(const LayerSpec& l, const Scope& outer,
           .Error(l, "name", -1, named.message());
     }
   }
+  const absl::Status tensors = CheckTensorNames(l);
+  if (!tensors.ok()) {
+    return outer.Nested(parent, "layers", index)
+        .Error(l, "tensor_names", -1, tensors.message());
+  }
   const LayerKind* kind = FindLayerKind(l);
   // relu, global_avgpool, flatten ...: no fields to check.
   if (kind == nullptr || kind->check == nullptr) return absl::OkStatus();

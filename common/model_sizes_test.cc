@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/zoo_specs.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -288,6 +289,43 @@ TEST(ModelSizes, RefusesMisplacedTransformerLayers) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("heads (3) must divide the features (4)"),
             std::string::npos)
+      << s.status();
+}
+
+// A per-position linear maps each position's features, keeping the length,
+// with nn.Linear's tensors; without a sequence in front it says what it
+// wants.
+TEST(ModelSizes, InfersAPerPositionLinear) {
+  std::vector<LayerSpec> layers(2);
+  layers[0].mutable_linear()->set_out_features(12);
+  layers[0].mutable_linear()->set_per_position(true);
+  layers[1].mutable_linear()->set_out_features(4);
+  layers[1].mutable_linear()->set_per_position(true);
+  layers[1].mutable_linear()->set_no_bias(true);
+  absl::StatusOr<ModelSizes> sizes = InferModelSizes(layers, {8, 6});
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_EQ(sizes->layers[0].output, Shape({12, 6}));
+  EXPECT_EQ(sizes->layers[0].param_tensors, std::vector<int64_t>({96, 12}));
+  EXPECT_EQ(sizes->layers[1].output, Shape({4, 6}));
+  EXPECT_EQ(sizes->layers[1].param_tensors, std::vector<int64_t>({48}));
+  EXPECT_EQ(sizes->ParamNoDecay(), std::vector<bool>({false, true, false}));
+  EXPECT_EQ(sizes->parameters, 96 + 12 + 48);
+  for (const Shape& flat : {Shape{8}, Shape{3, 4, 4}}) {
+    absl::StatusOr<ModelSizes> s = InferModelSizes({layers[0]}, flat);
+    ASSERT_FALSE(s.ok()) << ShapeString(flat);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.status().message(),
+              absl::StrCat("layer 0 (linear) cannot take input of shape ",
+                           ShapeString(flat),
+                           ": it expects a sequence {D, L} (features at each "
+                           "position), as an embedding gives"));
+  }
+  // Without per_position a sequence is refused, naming the option.
+  std::vector<LayerSpec> flat(1);
+  flat[0].mutable_linear()->set_out_features(3);
+  absl::StatusOr<ModelSizes> s = InferModelSizes(flat, {8, 6});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("set per_position"), std::string::npos)
       << s.status();
 }
 

@@ -8,13 +8,19 @@
 namespace cohort {
 namespace {
 
+using Module = TensorNames::Module;
+
 void AddNamed(const google::protobuf::RepeatedPtrField<LayerSpec>& layers,
               const std::string& prefix,
-              std::map<std::string, std::string, std::less<>>* out) {
+              std::map<std::string, Module, std::less<>>* out) {
   for (int i = 0; i < layers.size(); ++i) {
     const LayerSpec& l = layers[i];
     const std::string at = absl::StrCat(prefix, i);
-    if (!l.name().empty()) (*out)[at] = l.name();
+    if (!l.name().empty() || !l.tensor_names().empty()) {
+      Module& m = (*out)[at];
+      m.name = l.name();
+      m.tensors.insert(l.tensor_names().begin(), l.tensor_names().end());
+    }
     for (int p = 0; p < l.branch().paths_size(); ++p) {
       AddNamed(l.branch().paths(p).layers(),
                absl::StrCat(at, ".paths.", p, "."), out);
@@ -56,8 +62,11 @@ std::string TensorNames::Of(absl::string_view position_name) const {
        dot = dot == 0 ? absl::string_view::npos
                       : position_name.rfind('.', dot - 1)) {
     auto it = modules_.find(position_name.substr(0, dot));
-    if (it != modules_.end()) {
-      return absl::StrCat(it->second, position_name.substr(dot));
+    if (it == modules_.end()) continue;
+    auto own = it->second.tensors.find(position_name.substr(dot + 1));
+    if (own != it->second.tensors.end()) return own->second;
+    if (!it->second.name.empty()) {
+      return absl::StrCat(it->second.name, position_name.substr(dot));
     }
   }
   return std::string(position_name);
@@ -80,6 +89,18 @@ absl::Status CheckLayerName(absl::string_view name) {
         "must be dot-separated names without empty parts (as a PyTorch "
         "module path), got \"",
         name, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTensorNames(const LayerSpec& layer) {
+  for (const auto& [tensor, name] : layer.tensor_names()) {
+    absl::Status ok = CheckLayerName(tensor);
+    if (ok.ok()) ok = CheckLayerName(name);
+    if (!ok.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("entry \"", tensor, "\": ", ok.message()));
+    }
   }
   return absl::OkStatus();
 }

@@ -26,20 +26,32 @@ class TensorNames {
   // The named layers of `layers`, those inside branch paths included.
   explicit TensorNames(const std::vector<LayerSpec>& layers);
 
-  // `position_name` ("4.paths.0.1.weight") under the name of the innermost
-  // named layer that holds it ("layer1.0.bn1.weight"); itself when no
-  // layer around it is named.
+  // `position_name` ("4.paths.0.1.weight") under the name its layer gives
+  // that tensor (LayerSpec.tensor_names), else under the name of the
+  // innermost named layer that holds it ("layer1.0.bn1.weight"); itself
+  // when no layer around it is named.
   std::string Of(absl::string_view position_name) const;
   bool empty() const { return modules_.empty(); }
 
+  struct Module {
+    std::string name;  // "layer1.0.bn1", or "" for tensor names only
+    // Tensor name in the layer ("in_proj_weight") -> its own name.
+    std::map<std::string, std::string, std::less<>> tensors;
+  };
+
  private:
-  // Layer position ("4.paths.0.1") -> its name ("layer1.0.bn1").
-  std::map<std::string, std::string, std::less<>> modules_;
+  // Layer position ("4.paths.0.1") -> its names.
+  std::map<std::string, Module, std::less<>> modules_;
 };
 
 // Whether `name` can be a layer's name: letters, digits, '_' and '.', not
 // empty, no empty component. InvalidArgument saying why otherwise.
 absl::Status CheckLayerName(absl::string_view name);
+
+// Whether the tensor names of `layer` (LayerSpec.tensor_names) are
+// well formed: known tensor names are not checked here, only that each key
+// and value is a possible name. InvalidArgument naming the entry.
+absl::Status CheckTensorNames(const LayerSpec& layer);
 
 // The first name that two layers of `layers` (branch paths included)
 // share, or "" when every name is unique.

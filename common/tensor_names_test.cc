@@ -33,6 +33,28 @@ TEST(TensorNames, NamedLayersLendTheirNamesUnnamedKeepPositions) {
   EXPECT_TRUE(TensorNames(Layers("layers { relu {} }")).empty());
 }
 
+TEST(TensorNames, SingleTensorsTakeTheirOwnNames) {
+  const TensorNames names(Layers(R"(
+    layers { attention { heads: 2 }
+             tensor_names { key: "in_proj_weight" value: "h.0.attn.c_attn.weight" }
+             tensor_names { key: "out_proj.bias" value: "h.0.attn.c_proj.bias" } }
+    layers { attention { heads: 2 } name: "blk"
+             tensor_names { key: "in_proj_bias" value: "qkv.bias" } })"));
+  EXPECT_EQ(names.Of("0.in_proj_weight"), "h.0.attn.c_attn.weight");
+  EXPECT_EQ(names.Of("0.out_proj.bias"), "h.0.attn.c_proj.bias");
+  // Not listed, and the layer has no name: its position.
+  EXPECT_EQ(names.Of("0.in_proj_bias"), "0.in_proj_bias");
+  EXPECT_EQ(names.Of("1.in_proj_bias"), "qkv.bias");
+  EXPECT_EQ(names.Of("1.out_proj.weight"), "blk.out_proj.weight");
+
+  LayerSpec bad;
+  (*bad.mutable_tensor_names())["in_proj_weight"] = "a/b";
+  EXPECT_NE(CheckTensorNames(bad).message().find("in_proj_weight"),
+            std::string::npos);
+  (*bad.mutable_tensor_names())["in_proj_weight"] = "c_attn.weight";
+  EXPECT_TRUE(CheckTensorNames(bad).ok());
+}
+
 TEST(TensorNames, LayerNamesAreModulePaths) {
   EXPECT_TRUE(CheckLayerName("features.3.conv.1.0").ok());
   EXPECT_TRUE(CheckLayerName("fc_2").ok());

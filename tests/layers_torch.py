@@ -1,7 +1,8 @@
 """Compares cohort's GELU, SiLU, tanh, sigmoid, LeakyReLU, ReLU6,
 hardsigmoid, hardswish, LayerNorm, GroupNorm, MaxPool1d, AvgPool1d,
-AdaptiveAvgPool2d, Softmax, PReLU, Upsample, ConvTranspose2d and Conv2d's
-rectangular and padding="same" forms (worker/layers/, float64)
+AdaptiveAvgPool2d, Softmax, PReLU, Upsample, ConvTranspose2d, Conv2d's
+rectangular and padding="same" forms and the per-position Linear
+(worker/layers/, float64)
 with PyTorch 1.13's modules on random inputs: the
 forward output, the input gradient and every parameter gradient for a random
 upstream gradient.
@@ -37,6 +38,14 @@ def from_cohort(flat, shape):
         return torch.tensor(flat).reshape(shape)
     inner = (shape[1], shape[0]) + tuple(shape[2:])
     return torch.tensor(flat).reshape(inner).transpose(0, 1)
+
+
+class PositionLinear(nn.Linear):
+    """cohort's linear { per_position: true }: nn.Linear(C, O) at each
+    position of [N, C, L], as a transformer applies it to [N, L, C]."""
+
+    def forward(self, x):
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
 
 
 # (kind, cohort layer text, torch module factory(per-sample shape), shapes)
@@ -153,6 +162,16 @@ CASES = [
     ("upsample(bilinear)", "upsample { scale: 3 mode: BILINEAR }",
      lambda s: nn.Upsample(scale_factor=3, mode="bilinear"),
      [(2, 2, 3, 7)]),
+    # One position, a few, and an MLP's widths over 130 positions.
+    ("linear(per_position)", "linear { out_features: 5 per_position: true }",
+     lambda s: PositionLinear(s[1], 5), [(3, 4, 7), (2, 6, 1)]),
+    ("linear(per_position)",
+     "linear { out_features: 3 no_bias: true per_position: true }",
+     lambda s: PositionLinear(s[1], 3, bias=False), [(2, 8, 9)]),
+    ("linear(per_position)", "linear { out_features: 128 per_position: true }",
+     lambda s: PositionLinear(s[1], 128), [(2, 32, 130)]),
+    ("linear(per_position)", "linear { out_features: 32 per_position: true }",
+     lambda s: PositionLinear(s[1], 32), [(2, 128, 130)]),
 ]
 
 worst = {}

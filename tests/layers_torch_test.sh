@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GELU, SiLU, tanh, sigmoid, LeakyReLU, ReLU6, hardsigmoid, hardswish,
 # LayerNorm, GroupNorm, MaxPool1d, AvgPool1d, AdaptiveAvgPool2d, Softmax,
-# PReLU, Upsample, ConvTranspose2d and Conv2d's rectangular and
-# padding="same" forms, forward and backward in float64, against PyTorch
+# PReLU, Upsample, ConvTranspose2d, Conv2d's rectangular and
+# padding="same" forms and the per-position Linear, forward and backward in
+# float64, against PyTorch
 # 1.13's modules
 # (tests/layers_torch.py; skips without python3-torch).
 set -euo pipefail

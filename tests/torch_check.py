@@ -12,7 +12,8 @@ kind, residual blocks as torchvision's BasicBlock and Bottleneck, branch
 blocks as a ModuleList of Sequential paths (grouped and dilated
 convolutions included), and the transformer layers on cohort's
 per-sample [N, D, L] layout, transposed to torch's [N, L, D] around
-nn.LayerNorm and nn.MultiheadAttention, token ids arriving as floats
+nn.LayerNorm, nn.MultiheadAttention and a per-position nn.Linear, token
+ids arriving as floats
 [N, 1, L], and the tied head sharing the embedding's weight. MODEL only
 names the case in the printed line. Prints the largest difference and exits
 1 above 1e-4 relative (to the output's largest magnitude).
@@ -139,6 +140,14 @@ class PositionLayerNorm(nn.LayerNorm):
         return super().forward(x.transpose(1, 2)).transpose(1, 2)
 
 
+class PositionLinear(nn.Linear):
+    """cohort's linear { per_position: true }: nn.Linear(C, O) at each
+    position of [N, C, L] (torch's [N, L, C]); weight {O, C}, bias {O}."""
+
+    def forward(self, x):
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
 class Attention(nn.MultiheadAttention):
     """cohort's attention: nn.MultiheadAttention(D, H, dropout,
     batch_first=True) self-attention, causal unless bidirectional, on
@@ -197,8 +206,8 @@ class TiedLMHead(nn.Module):
 def make_layer(layer, prefix, tensors, in_shape, ctx=None):
     """The torch module of one cohort layer whose tensors are named
     PREFIX.NAME, on per-sample inputs of shape `in_shape` (LayerNorm and
-    GroupNorm take their sizes from it). The transformer layers take their
-    sizes from the spec and `in_shape` alone (so a model can be built
+    GroupNorm take their sizes from it). The transformer layers (and a
+    per-position linear) take their sizes from the spec and `in_shape` alone (so a model can be built
     without tensors); `ctx` holds the model's first embedding module for a
     tied head."""
     (kind, a), = layer.items()
@@ -211,6 +220,9 @@ def make_layer(layer, prefix, tensors, in_shape, ctx=None):
         return PositionLayerNorm(in_shape[0], eps=a.get("eps", 1e-5),
                                  elementwise_affine=not a.get("no_affine",
                                                               False))
+    if kind == "linear" and a.get("per_position", False):
+        return PositionLinear(in_shape[0], a["out_features"],
+                              bias=not a.get("no_bias", False))
     if kind == "attention":
         return Attention(in_shape[0], a["heads"], a.get("dropout", 0.0),
                          not a.get("bidirectional", False))

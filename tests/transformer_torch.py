@@ -29,8 +29,10 @@ import torch_save  # noqa: E402
 # name: (vocab, length, layers, shapes of the older layers' tensors, which
 # torch_check sizes from them). Every new layer, causal and bidirectional
 # attention, several head counts, per-position LayerNorm with and without
-# affine, and a transformer layer next to an old one (conv1d, kernel 1) so
-# the exporter's layout changes are exercised.
+# affine, an MLP of per-position linear layers (nn.Linear on [N, L, D],
+# widening and back, with and without bias), and a transformer layer next
+# to an old one (conv1d, kernel 1; GELU) so the exporter's layout changes
+# are exercised.
 CASES = {
     "gpt": (256, 12, [
         {"embedding": {"vocab_size": 256, "dim": 32}},
@@ -38,6 +40,10 @@ CASES = {
         {"transformer_block": {"heads": 4}},
         {"transformer_block": {"heads": 2, "mlp_ratio": 2, "dropout": 0.1}},
         {"attention": {"heads": 8}},
+        {"linear": {"out_features": 48, "per_position": True}},
+        {"gelu": {}},
+        {"linear": {"out_features": 32, "per_position": True,
+                    "no_bias": True}},
         {"layernorm": {"per_position": True}},
         {"tied_lm_head": {}},
     ], {}),

@@ -53,18 +53,20 @@ TEST(LayerRegistry, EveryKindHasAnOnnxForm) {
 }
 
 // The transformer layers are exported in the sequence-major layout; a
-// layer norm has both forms (per_position chooses).
+// layer norm and a linear layer have both forms (per_position chooses).
 TEST(LayerRegistry, SequenceLayersHaveTheirForm) {
   for (const int number :
        {LayerSpec::kEmbedding, LayerSpec::kPositionalEmbedding,
         LayerSpec::kAttention, LayerSpec::kTransformerBlock,
-        LayerSpec::kTiedLmHead, LayerSpec::kLayernorm}) {
+        LayerSpec::kTiedLmHead, LayerSpec::kLayernorm, LayerSpec::kLinear}) {
     const onnx_internal::OnnxLayerForms* forms =
         onnx_internal::FindOnnxLayer(number);
     ASSERT_NE(forms, nullptr) << number;
     EXPECT_NE(forms->sequence, nullptr) << number;
   }
   EXPECT_NE(onnx_internal::FindOnnxLayer(LayerSpec::kLayernorm)->channel_major,
+            nullptr);
+  EXPECT_NE(onnx_internal::FindOnnxLayer(LayerSpec::kLinear)->channel_major,
             nullptr);
 }
 
@@ -78,6 +80,8 @@ TEST(LayerRegistry, SequenceLayersAsTheLayerKindsSay) {
   EXPECT_TRUE(onnx_internal::IsSequenceLayer(l));
   l.mutable_linear();
   EXPECT_FALSE(onnx_internal::IsSequenceLayer(l));
+  l.mutable_linear()->set_per_position(true);
+  EXPECT_TRUE(onnx_internal::IsSequenceLayer(l));
 }
 
 }  // namespace

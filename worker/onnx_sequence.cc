@@ -21,6 +21,7 @@ absl::StatusOr<Shape> SequenceLayerOutput(const LayerSpec& l,
         "a transformer layer takes per-sample {features, length} inputs");
   }
   if (l.has_embedding()) return Shape{l.embedding().dim(), in_shape[1]};
+  if (l.has_linear()) return Shape{l.linear().out_features(), in_shape[1]};
   if (l.has_tied_lm_head()) {
     if (vocab <= 0) {
       return absl::InvalidArgumentError(

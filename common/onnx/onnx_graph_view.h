@@ -74,6 +74,7 @@ class GraphView {
   static absl::StatusOr<GraphView> Build(const onnx::GraphProto& graph,
                                          const std::string& input);
 
+  const onnx::GraphProto& graph() const { return *graph_; }
   const onnx::NodeProto& node(int i) const { return graph_->node(i); }
   int num_nodes() const { return graph_->node_size(); }
   std::string Label(int i) const { return NodeLabel(node(i), i); }

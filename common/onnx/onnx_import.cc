@@ -1,5 +1,6 @@
 #include "common/onnx/onnx_import.h"
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <set>
@@ -46,14 +47,22 @@ absl::StatusOr<const onnx::ValueInfoProto*> DataInput(
   return inputs[0];
 }
 
+// Whether `input` holds token ids (an integer input of a language model).
+bool TokenIds(const onnx::ValueInfoProto& input) {
+  const int type = input.type().tensor_type().elem_type();
+  return type == onnx::TensorProto::INT64 || type == onnx::TensorProto::INT32;
+}
+
 // The input's per-sample shape: the graph's, or `override`; and the batch
 // size torch exported with (-1: symbolic).
 absl::StatusOr<Dims> InputShape(const onnx::ValueInfoProto& input,
                                 const Dims& override, int64_t* batch) {
   const onnx::TypeProto::Tensor& t = input.type().tensor_type();
-  if (t.elem_type() != onnx::TensorProto::FLOAT) {
+  if (t.elem_type() != onnx::TensorProto::FLOAT && !TokenIds(input)) {
     return Bad(absl::StrCat("input ", input.name(), " has element type ",
-                            t.elem_type(), "; cohort's models take float32"));
+                            t.elem_type(),
+                            "; cohort's models take float32, or int64 token "
+                            "ids [N, L]"));
   }
   const auto& dims = t.shape().dim();
   *batch = dims.empty() || !dims[0].has_dim_value() ? -1 : dims[0].dim_value();
@@ -162,6 +171,26 @@ void KeepUniqueNames(google::protobuf::RepeatedPtrField<LayerSpec>* layers,
   }
 }
 
+// A data section that runs: random samples of the model's input shape, or,
+// for a token model, a token file of its vocabulary to be filled in.
+std::string DataPlaceholder(const ImportedModel& imported) {
+  const ModelSpec& m = imported.model;
+  if (m.layers_size() > 0 && m.layers(0).has_embedding()) {
+    return absl::StrCat(
+        "data {\n  kind: TOKENS\n  dir: \".\"\n  tokens { train: "
+        "\"train.bin\" format: UINT16 context: ",
+        imported.input_shape.back(),
+        " vocab_size: ", m.layers(0).embedding().vocab_size(), " }\n}\n");
+  }
+  std::string text =
+      absl::StrCat("data {\n  kind: SYNTHETIC\n  synthetic { shape: [",
+                   absl::StrJoin(imported.input_shape, ", "), "]");
+  if (imported.output_shape.size() == 1) {
+    absl::StrAppend(&text, " classes: ", imported.output_shape[0]);
+  }
+  return absl::StrCat(text, " }\n}\n");
+}
+
 }  // namespace
 
 absl::StatusOr<ImportedModel> ImportOnnx(const onnx::ModelProto& model,
@@ -179,22 +208,38 @@ absl::StatusOr<ImportedModel> ImportOnnx(const onnx::ModelProto& model,
   int64_t batch = -1;
   ASSIGN_OR_RETURN(out.input_shape,
                    InputShape(*input, options.input_shape, &batch));
-  if (out.input_shape.empty() || out.input_shape.size() > 3) {
+  const bool tokens = TokenIds(*input);
+  Dims graph_shape = out.input_shape;
+  if (tokens) {
+    // cohort's TOKENS data gives ids as {1, L}.
+    if (graph_shape.size() == 2 && graph_shape[0] == 1)
+      graph_shape.erase(graph_shape.begin());
+    if (graph_shape.size() != 1) {
+      return Bad(absl::StrCat("input ", input->name(), " holds token ids of ",
+                              DimsString(out.input_shape),
+                              " per sample; cohort takes [L]"));
+    }
+    out.input_shape = {1, graph_shape[0]};
+  } else if (out.input_shape.empty() || out.input_shape.size() > 3) {
     return Bad(absl::StrCat("input ", input->name(), " has samples of ",
                             DimsString(out.input_shape),
                             "; cohort takes [F], [C, L] or [C, H, W]"));
   }
   ASSIGN_OR_RETURN(GraphView view, GraphView::Build(graph, input->name()));
   ASSIGN_OR_RETURN(const std::string output, DataOutput(graph, view));
-  view.SetShape(input->name(), out.input_shape);
+  view.SetShape(input->name(), graph_shape);
   const std::vector<char> allowed = NodesReaching(view, output);
   Importer importer(&view, &out.weights);
   importer.set_export_batch(batch);
   importer.set_opset(out.opset);
+  importer.set_tokens(tokens);
   RETURN_IF_ERROR(importer.MapChain(
       input->name(),
       Region{output, &allowed, Seq{out.model.mutable_layers(), ""}}));
   out.output_shape = *view.ShapeOf(output);
+  if (tokens) {  // [L, V] per sample is cohort's {V, L}
+    std::reverse(out.output_shape.begin(), out.output_shape.end());
+  }
   if (out.model.layers_size() == 0) {
     return Bad("the graph has no layers cohort keeps (only identities)");
   }
@@ -240,10 +285,8 @@ std::string ImportedJobText(const ImportedModel& imported,
                   std::filesystem::path(source).stem().string(),
                   "\"\nmodel {\n");
   AppendLayers(imported.model.layers(), 2, &text);
-  absl::StrAppend(&text, "}\ndata {\n  kind: SYNTHETIC\n  synthetic { shape: [",
-                  absl::StrJoin(imported.input_shape, ", "), "]");
-  if (out.size() == 1) absl::StrAppend(&text, " classes: ", out[0]);
-  absl::StrAppend(&text, " }\n}\nbatch_size: 32\nepochs: 1\n",
+  absl::StrAppend(&text, "}\n", DataPlaceholder(imported),
+                  "batch_size: 32\nepochs: 1\n",
                   "optimizer { kind: SGD lr: 0.01 momentum: 0.9 }\n");
   return text;
 }

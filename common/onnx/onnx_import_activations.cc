@@ -47,7 +47,10 @@ std::string Importer::Other(int node, const std::string& value) const {
 
 absl::StatusOr<std::string> Importer::TryFused(const std::string& w,
                                                const Region& r, bool* matched) {
-  *matched = false;
+  ASSIGN_OR_RETURN(std::string attention, TryAttention(w, r, matched));
+  if (*matched) return attention;
+  ASSIGN_OR_RETURN(std::string norm, MapLayerNormParts(w, r, matched));
+  if (*matched) return norm;
   const std::vector<int> next = Next(w, r);
   if (next.size() != 2) return std::string();
   for (int i = 0; i < 2; ++i) {

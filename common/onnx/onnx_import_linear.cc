@@ -98,6 +98,7 @@ absl::StatusOr<std::string> Importer::MapMatMul(int node, const Region& r) {
                   "multiplies a constant by the data; cohort's linear "
                   "is x @ W^T");
   }
+  if (tokens_ && in.size() == 2) return MapMatMulPerPosition(node, r);
   ASSIGN_OR_RETURN(const ConstTensor wt, Weight(node, 1, {}));
   if (wt.dims.size() != 2 || in.size() != 1 || in[0] != wt.dims[0]) {
     return Refuse(
@@ -165,6 +166,9 @@ Importer::Mapper Importer::FindMapper(const std::string& op) const {
       {"MatMul", &Importer::MapMatMul},
       {"Dropout", &Importer::MapDropout},
       {"Identity", &Importer::MapIdentity},
+      {"Gather", &Importer::MapGather},
+      {"Add", &Importer::MapAdd},
+      {"LayerNormalization", &Importer::MapLayerNorm},
       {"Pad", &Importer::MapPad},
       {"Relu", &Importer::MapActivation},
       {"Sigmoid", &Importer::MapActivation},

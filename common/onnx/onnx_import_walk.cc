@@ -75,6 +75,7 @@ absl::StatusOr<std::string> Importer::MapNode(int node, const Region& r) {
         g_.Label(node), ": cohort has no layer for ONNX's ", op, "; ",
         hint.empty() ? "`cohort layers` lists the layer kinds" : hint));
   }
+  if (tokens_) RETURN_IF_ERROR(CheckTokenOp(node));
   RETURN_IF_ERROR(CheckSideOutputs(node, r));
   return (this->*mapper)(node, r);
 }

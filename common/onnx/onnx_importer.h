@@ -35,6 +35,24 @@ struct Region {
   Seq seq;
 };
 
+// A self-attention block found after a value (onnx_import_attention.cc):
+// its nodes in topological order, the Softmax and the two projections
+// (node indices), and the values after the out-projection where all its
+// paths have met, the candidates for its end.
+struct AttentionBlock {
+  std::vector<int> nodes;
+  int softmax = -1, in_proj = -1, out_proj = -1;
+  std::vector<std::string> ends;
+};
+
+// An attention block's parameters in PyTorch's layout: in {3D, D} (rows
+// Q, K, V), in_bias {3D}, out {D, D}, out_bias {D}.
+struct AttentionWeights {
+  ConstTensor in, in_bias, out, out_bias;
+};
+
+class Evaluator;
+
 // "[1, 7]" for messages.
 std::string DimsString(const Dims& d);
 
@@ -55,6 +73,9 @@ class Importer {
   void set_export_batch(int64_t batch) { export_batch_ = batch; }
   // The default domain's opset version (Softmax's meaning changed in 13).
   void set_opset(int64_t opset) { opset_ = opset; }
+  // A token model: the input holds token ids [N, L], and a value of
+  // per-sample shape [L, D] is cohort's {D, L} sequence.
+  void set_tokens(bool tokens) { tokens_ = tokens; }
 
  private:
   using Mapper = absl::StatusOr<std::string> (Importer::*)(int, const Region&);
@@ -80,6 +101,50 @@ class Importer {
   std::string Other(int node, const std::string& value) const;
   absl::StatusOr<std::string> MapGeluErf(const std::string& w, const Region& r,
                                          bool* matched);
+
+  // Token models (onnx_import_sequence.cc). Refuses operators that read
+  // [L, D] as channels first.
+  absl::Status CheckTokenOp(int node) const;
+  // nn.Embedding on the token ids.
+  absl::StatusOr<std::string> MapGather(int node, const Region& r);
+  // A learned position table added to the activations.
+  absl::StatusOr<std::string> MapAdd(int node, const Region& r);
+  absl::StatusOr<ConstTensor> PositionTable(int node, const std::string& value);
+  // nn.Linear at each position: MatMul by W^T, then an Add of the bias.
+  absl::StatusOr<std::string> MapMatMulPerPosition(int node, const Region& r);
+  // The Add of a bias of `outputs` values right after `node`, if any.
+  bool FindBias(int node, int64_t outputs, const Region& r, ConstTensor* b);
+  // W {out, in} of x @ W^T from input `i` of `node`, named after its
+  // initializer when torch wrote it as Transpose(W).
+  absl::StatusOr<ConstTensor> LinearWeight(int node, int i);
+  // nn.LayerNorm over the last axis: LayerNormalization, or its parts.
+  absl::StatusOr<std::string> MapLayerNorm(int node, const Region& r);
+  absl::StatusOr<std::string> MapLayerNormParts(const std::string& w,
+                                                const Region& r, bool* matched);
+  absl::StatusOr<std::string> MapLayerNormTail(int mean, int sub,
+                                               const Region& r, bool* matched);
+  absl::StatusOr<std::string> AddLayerNorm(int node, int last, float eps,
+                                           const ConstTensor* weight,
+                                           const ConstTensor* bias,
+                                           const Region& r);
+  // The constant operand of binary `node` beside `data`, one per feature.
+  absl::StatusOr<ConstTensor> Operand(int node, const std::string& data,
+                                      const Dims& want);
+
+  // Self-attention (onnx_import_attention.cc).
+  absl::StatusOr<std::string> TryAttention(const std::string& w,
+                                           const Region& r, bool* matched);
+  AttentionBlock FindAttention(const std::string& w, const Region& r) const;
+  absl::StatusOr<AttentionWeights> ReadAttentionWeights(
+      const AttentionBlock& block, int64_t d);
+  absl::StatusOr<ConstTensor> ProjectionWeight(int node, ConstTensor* bias);
+  absl::StatusOr<std::string> MatchingEnd(const AttentionBlock& block,
+                                          Evaluator* eval,
+                                          const std::vector<double>& want,
+                                          const Dims& shape,
+                                          const std::string& label);
+  absl::StatusOr<float> AttentionDropout(const AttentionBlock& block);
+  void AddAttentionWeights(const AttentionWeights& w, const Region& r);
 
   // One ONNX operator each (onnx_import_ops.cc and
   // onnx_import_activations.cc): the value the walk continues from.
@@ -141,6 +206,7 @@ class Importer {
   std::vector<SafeTensor>& weights_;
   int64_t export_batch_ = -1;
   int64_t opset_ = 13;
+  bool tokens_ = false;
   // Padding a Pad node left for the Conv or AveragePool after it.
   int64_t pending_pad_ = 0;
   // Layers whose parameters came from different modules, or from none.

@@ -371,6 +371,14 @@ TEST(GpuModel, NewLayerKindsMatchTheCpuEngine) {
       {"layers { conv2d { out_channels: 4 kernel_hw: [2, 3] dilation: 2 "
        "padding_mode: SAME groups: 2 } }",
        {2, 7, 8}},
+      // nn.Linear at each position of a sequence: the CPU engine's
+      // {C, N, L} GEMM against the GPU's NCHW kernel-1 convolution.
+      {"layers { conv1d { out_channels: 4 kernel: 3 } } "
+       "layers { linear { out_features: 6 per_position: true } }",
+       {3, 12}},
+      {"layers { linear { out_features: 5 per_position: true no_bias: true } "
+       "} layers { gelu {} }",
+       {7, 9}},
   };
   for (const LayerCase& c : cases) {
     ExpectMatchesCpu(Spec(c.layers), c.input, 4, 1e-5);
@@ -534,6 +542,15 @@ const std::vector<SequenceCase>& SequenceCases() {
       {"layers { conv1d { out_channels: 8 kernel: 1 } } "
        "layers { transformer_block { heads: 2 mlp_ratio: 2 } }",
        {4, 12},
+       0},
+      // An MLP of per-position linear layers, as imported transformers
+      // carry it.
+      {"layers { conv1d { out_channels: 8 kernel: 1 } } "
+       "layers { linear { out_features: 16 per_position: true } } "
+       "layers { gelu {} } "
+       "layers { linear { out_features: 8 per_position: true } } "
+       "layers { layernorm { per_position: true } }",
+       {4, 10},
        0},
       {"layers { embedding { vocab_size: 17 dim: 16 } } "
        "layers { positional_embedding {} } "

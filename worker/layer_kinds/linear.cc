@@ -8,8 +8,9 @@ namespace {
 
 template <typename T>
 std::unique_ptr<Layer<T>> MakeLinear(const LayerSpec& l) {
-  return std::make_unique<Linear<T>>(l.linear().out_features(),
-                                     !l.linear().no_bias());
+  const LinearSpec& s = l.linear();
+  return std::make_unique<Linear<T>>(s.out_features(), !s.no_bias(),
+                                     s.per_position());
 }
 
 }  // namespace

@@ -5,31 +5,23 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm.h"
 
 namespace cohort {
-namespace {
-
-// Resizes `t` to {rows, cols} unless it already has that shape: building a
-// Shape allocates, and this runs every step.
-template <typename T>
-void EnsureShape(BasicTensor<T>* t, int64_t rows, int64_t cols) {
-  if (t->rank() != 2 || t->dim(0) != rows || t->dim(1) != cols) {
-    t->Resize({rows, cols});
-  }
-}
-
-}  // namespace
 
 template <typename T>
-Linear<T>::Linear(int64_t out_features, bool bias)
-    : out_features_(out_features), has_bias_(bias) {}
+Linear<T>::Linear(int64_t out_features, bool bias, bool per_position)
+    : out_features_(out_features),
+      has_bias_(bias),
+      per_position_(per_position) {}
 
 template <typename T>
 std::string Linear<T>::Name() const {
   return absl::StrCat("linear(",
                       in_features_ > 0 ? absl::StrCat(in_features_) : "?", "->",
-                      out_features_, has_bias_ ? "" : ", no bias", ")");
+                      out_features_, has_bias_ ? "" : ", no bias",
+                      per_position_ ? ", per position" : "", ")");
 }
 
 template <typename T>
@@ -37,6 +29,16 @@ absl::StatusOr<Shape> Linear<T>::Configure(const Shape& in) {
   if (out_features_ <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         Name(), ": out_features must be positive, got ", out_features_));
+  }
+  if (per_position_) {
+    if (in.size() != 2 || in[0] <= 0 || in[1] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Name(), ": per_position expects a sequence [C, L] but got ",
+          ShapeString(in)));
+    }
+    in_features_ = in[0];
+    length_ = in[1];
+    return Shape{out_features_, length_};
   }
   if (in.size() != 1) {
     return absl::InvalidArgumentError(
@@ -83,23 +85,25 @@ void Linear<T>::Bind(std::vector<BasicTensor<T>> values,
 template <typename T>
 void Linear<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                         Mode mode) {
+  input_ = mode == Mode::kTrain ? &in : nullptr;
+  if (per_position_) return ForwardPerPosition(in, out);
   CHECK(in.rank() == 2 && in.dim(1) == in_features_)
       << Name() << ": input " << ShapeString(in.shape());
   const int64_t n = in.dim(0);
-  EnsureShape(out, n, out_features_);
+  EnsureShape(out, {n, out_features_});
   if (has_bias_) {
     BroadcastRow<T>(n, out_features_, bias_.data(), out->data(), out_features_);
   }
   Gemm<T>(Trans::kNo, Trans::kYes, n, out_features_, in_features_, T(1),
           in.data(), in_features_, weight_.data(), in_features_,
           has_bias_ ? T(1) : T(0), out->data(), out_features_);
-  input_ = mode == Mode::kTrain ? &in : nullptr;
 }
 
 template <typename T>
 void Linear<T>::Backward(const BasicTensor<T>& grad_out,
                          BasicTensor<T>* grad_in) {
   CHECK(input_ != nullptr) << Name() << ": Backward without a kTrain Forward";
+  if (per_position_) return BackwardPerPosition(grad_out, grad_in);
   const int64_t n = input_->dim(0);
   CHECK(grad_out.rank() == 2 && grad_out.dim(0) == n &&
         grad_out.dim(1) == out_features_)
@@ -114,10 +118,53 @@ void Linear<T>::Backward(const BasicTensor<T>& grad_out,
   }
   if (grad_in == nullptr) return;
   // dX[N, in] = dOut[N, out] * W[out, in]
-  EnsureShape(grad_in, n, in_features_);
+  EnsureShape(grad_in, {n, in_features_});
   Gemm<T>(Trans::kNo, Trans::kNo, n, in_features_, out_features_, T(1),
           grad_out.data(), out_features_, weight_.data(), in_features_, T(0),
           grad_in->data(), in_features_);
+}
+
+// The batch-inner layout puts every position of every sample in one
+// column of a {C, N * L} matrix, so the whole batch is one product with
+// the weight on the left (what a kernel-1 conv1d computes, without its
+// dispatch).
+template <typename T>
+void Linear<T>::ForwardPerPosition(const BasicTensor<T>& in,
+                                   BasicTensor<T>* out) {
+  CHECK(in.rank() == 3 && in.dim(0) == in_features_ && in.dim(2) == length_)
+      << Name() << ": input " << ShapeString(in.shape())
+      << " is not [C, N, L] for the configured [C, L]";
+  const int64_t n = in.dim(1), cols = n * length_;
+  EnsureShape(out, {out_features_, n, length_});
+  // out[O, NL] = W[O, C] * x[C, NL] (+ bias in every column)
+  if (has_bias_) {
+    BroadcastColumn<T>(out_features_, cols, bias_.data(), out->data(), cols);
+  }
+  Gemm<T>(Trans::kNo, Trans::kNo, out_features_, cols, in_features_, T(1),
+          weight_.data(), in_features_, in.data(), cols,
+          has_bias_ ? T(1) : T(0), out->data(), cols);
+}
+
+template <typename T>
+void Linear<T>::BackwardPerPosition(const BasicTensor<T>& grad_out,
+                                    BasicTensor<T>* grad_in) {
+  const int64_t cols = input_->dim(1) * length_;
+  CHECK(grad_out.rank() == 3 && grad_out.dim(0) == out_features_ &&
+        grad_out.dim(1) == input_->dim(1) && grad_out.dim(2) == length_)
+      << Name() << ": output gradient " << ShapeString(grad_out.shape());
+  // dW[O, C] = dOut[O, NL] * x^T[NL, C]
+  Gemm<T>(Trans::kNo, Trans::kYes, out_features_, in_features_, cols, T(1),
+          grad_out.data(), cols, input_->data(), cols, T(0),
+          grad_weight_.data(), in_features_);
+  if (has_bias_) {
+    RowSums<T>(out_features_, cols, grad_out.data(), cols, grad_bias_.data());
+  }
+  if (grad_in == nullptr) return;
+  // dX[C, NL] = W^T[C, O] * dOut[O, NL]
+  EnsureShape(grad_in, input_->shape());
+  Gemm<T>(Trans::kYes, Trans::kNo, in_features_, cols, out_features_, T(1),
+          weight_.data(), in_features_, grad_out.data(), cols, T(0),
+          grad_in->data(), cols);
 }
 
 template class Linear<float>;

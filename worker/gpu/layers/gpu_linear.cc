@@ -12,10 +12,24 @@ using gpu_layers::ToBf16;
 using gpu_layers::ToBf16Scratch;
 
 std::string GpuLinear::Name() const {
-  return absl::StrCat("linear(", in_, "->", out_, bf16_ ? ", bf16)" : ")");
+  return absl::StrCat("linear(", in_, "->", out_,
+                      per_position_ ? ", per position" : "",
+                      bf16_ ? ", bf16)" : ")");
+}
+
+absl::StatusOr<Shape> GpuLinear::ConfigurePerPosition(const Shape& in) {
+  if (out_ < 1 || in.size() != 2 || in[0] < 1 || in[1] < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Name(), ": per_position expects a sequence {C, L} but got ",
+        ShapeString(in)));
+  }
+  in_ = in[0];
+  position_ = std::make_unique<GpuConv>(out_, 1, 1, 0, bias_, true, bf16_);
+  return position_->Configure(in);
 }
 
 absl::StatusOr<Shape> GpuLinear::Configure(const Shape& in) {
+  if (per_position_) return ConfigurePerPosition(in);
   if (out_ < 1 || in.size() != 1 || in[0] < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat(Name(), ": expects a flat input {features} but got ",
@@ -32,6 +46,7 @@ std::vector<int64_t> GpuLinear::ParamSizes() const {
 
 void GpuLinear::Bind(const std::vector<float*>& v,
                      const std::vector<float*>& g) {
+  if (position_ != nullptr) return position_->Bind(v, g);
   w_ = v[0];
   dw_ = g[0];
   if (bias_) {
@@ -41,7 +56,8 @@ void GpuLinear::Bind(const std::vector<float*>& v,
 }
 
 absl::Status GpuLinear::Forward(GpuContext& c, const float* in, float* out,
-                                int64_t n, Mode) {
+                                int64_t n, Mode mode) {
+  if (position_ != nullptr) return position_->Forward(c, in, out, n, mode);
   in_ptr_ = in;
   n_ = n;
   if (bf16_) {
@@ -64,6 +80,7 @@ absl::Status GpuLinear::Forward(GpuContext& c, const float* in, float* out,
 }
 
 absl::Status GpuLinear::Backward(GpuContext& c, const float* dy, float* dx) {
+  if (position_ != nullptr) return position_->Backward(c, dy, dx);
   if (bias_) {
     ASSIGN_OR_RETURN(const float* ones, c.Ones(n_));
     RETURN_IF_ERROR(

@@ -7,8 +7,9 @@ namespace {
 
 absl::StatusOr<std::unique_ptr<GpuLayer>> MakeLinear(const LayerSpec& l,
                                                      Precision precision) {
-  return std::make_unique<GpuLinear>(l.linear().out_features(),
-                                     !l.linear().no_bias(), precision == BF16);
+  const LinearSpec& s = l.linear();
+  return std::make_unique<GpuLinear>(s.out_features(), !s.no_bias(),
+                                     precision == BF16, s.per_position());
 }
 
 }  // namespace
