@@ -22,6 +22,8 @@ way PyTorch users write them, exported to ONNX as README.md says.
       cohort predict's ([N, V, L]); prints the largest differences and
       exits 1 above 1e-4 (the step: above 1e-4 and 3x PyTorch's own
       float32 distance).
+  pytorch_transformer.py export KIND OUT.onnx
+      Exports KIND with PyTorch's initial weights.
   pytorch_transformer.py corpus DIR
       A next-token task (DIR/train.npy, DIR/test.npy) that needs attention:
       90% of the time the next token is a fixed function of the token two
@@ -270,6 +272,8 @@ def main():
         prepare(sys.argv[2], sys.argv[3])
     elif cmd == "compare":
         compare(*sys.argv[2:6])
+    elif cmd == "export":
+        export(build(sys.argv[2], False), sys.argv[2], sys.argv[3])
     elif cmd == "corpus":
         corpus(sys.argv[2])
     else:

@@ -6,7 +6,8 @@
 # For each: one SGD step on the same batch of token windows gives every
 # parameter PyTorch's float64 step (within 1e-4, or PyTorch's own float32
 # distance); the safetensors export loads strictly into the PyTorch module
-# under its own names and reproduces `cohort predict` (1e-4). Then a graph
+# under its own names and reproduces `cohort predict` (1e-4). The GPT's
+# blocks become transformer_blocks. Then a graph
 # whose attention is not cohort's (a scale left out) is refused in one line
 # naming its Softmax. Skips where /usr/bin/python3 has no torch.
 set -u
@@ -67,6 +68,17 @@ if [[ "$show" == *"h.0.attn.c_attn.weight"* && "$show" == *"h.1.mlp.2.bias"* ]];
   ok "checkpoint show lists the GPT's own names (h.0.attn.c_attn.weight, ...)"
 else
   fail "checkpoint show: $(head -c 600 <<< "$show")"
+fi
+
+# The GPT's pre-norm blocks arrive as two residual branches each and train
+# as one transformer_block each (fused kernels), under the same names.
+if "$cohort" import --onnx="$tmp/gpt/m.onnx" --out="$tmp/gpt/import.textproto" \
+     > "$tmp/gpt/import.out" 2>&1 &&
+   [[ $(grep -c "transformer_block" "$tmp/gpt/import.textproto") -eq 2 ]] &&
+   grep -q '"h.1.mlp.2.weight"' "$tmp/gpt/import.textproto"; then
+  ok "the GPT's blocks import as 2 transformer_blocks that keep the module names"
+else
+  fail "the GPT's blocks: $(cat "$tmp/gpt/import.out"; grep -c transformer_block "$tmp/gpt/import.textproto")"
 fi
 
 # Attention that is not cohort's: the same GPT dividing its scores by

@@ -245,6 +245,9 @@ absl::StatusOr<ImportedModel> ImportOnnx(const onnx::ModelProto& model,
   }
   std::set<std::string> seen;
   KeepUniqueNames(out.model.mutable_layers(), &seen);
+  if (tokens) {
+    onnx_import_internal::FuseTransformerBlocks(&out.model, &out.weights);
+  }
   const TensorNames names(std::vector<LayerSpec>(out.model.layers().begin(),
                                                  out.model.layers().end()));
   for (SafeTensor& w : out.weights) w.name = names.Of(w.name);

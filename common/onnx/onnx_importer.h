@@ -53,6 +53,14 @@ struct AttentionWeights {
 
 class Evaluator;
 
+// Replaces each pair of top-level SUM branches that computes a pre-norm
+// transformer block (layernorm, attention; layernorm, linear, GELU,
+// linear, all per position) by one transformer_block, whose tensors keep
+// the names the pair gave them (LayerSpec.tensor_names). `weights`, named
+// by position, follow the layers to their new positions
+// (onnx_import_fuse.cc).
+void FuseTransformerBlocks(ModelSpec* model, std::vector<SafeTensor>* weights);
+
 // "[1, 7]" for messages.
 std::string DimsString(const Dims& d);
 
