@@ -75,6 +75,8 @@ class GraphView {
                                          const std::string& input);
 
   const onnx::GraphProto& graph() const { return *graph_; }
+  // The data input's name.
+  const std::string& input() const { return input_; }
   const onnx::NodeProto& node(int i) const { return graph_->node(i); }
   int num_nodes() const { return graph_->node_size(); }
   std::string Label(int i) const { return NodeLabel(node(i), i); }

@@ -177,6 +177,12 @@ absl::StatusOr<std::string> Importer::TryAttention(const std::string& w,
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int64_t i = 0; i < n * len * d; ++i) x.data.push_back(normal(gen));
   Evaluator eval(g_.graph(), opset_);
+  // Token ids of the exported shape, for shape arithmetic that reads them.
+  EvalValue ids;
+  ids.dims = {n, len};
+  ids.data.assign(n * len, 0.0);
+  ids.integer = true;
+  eval.Set(g_.input(), ids);
   eval.Set(w, x);
   ASSIGN_OR_RETURN(const EvalValue p,
                    eval.Get(g_.node(block.softmax).output(0)));
