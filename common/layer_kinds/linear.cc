@@ -35,9 +35,9 @@ absl::StatusOr<InferredLayer> InferLinear(const LayerSpec& spec,
   } else if (in.size() == 1) {
     r.output = {l.out_features()};
   } else {
-    return Unfit(
-        "it expects a flat input {features}; put a flatten layer "
-        "before it (or set per_position on a sequence {C, L})");
+    return Unfit(absl::StrCat(
+        "it expects a flat input {features}; put a flatten layer before it",
+        in.size() == 2 ? " (or set per_position on a sequence {C, L})" : ""));
   }
   r.params.push_back(CheckedInt(l.out_features()) * in[0]);
   if (!l.no_bias()) r.params.push_back(l.out_features());
