@@ -3,8 +3,11 @@
 #include "common/onnx/onnx_import.h"
 
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "common/onnx/onnx_test_graph.h"
 #include "common/spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -12,101 +15,13 @@
 namespace cohort {
 namespace {
 
-using Dims = std::vector<int64_t>;
-
-// Builds a graph with one float input "x" of [2, sample...].
-class Graph {
- public:
-  explicit Graph(const Dims& sample) {
-    model_.set_ir_version(8);
-    model_.set_producer_name("test");
-    model_.add_opset_import()->set_version(13);
-    onnx::ValueInfoProto* in = model_.mutable_graph()->add_input();
-    in->set_name("x");
-    auto* t = in->mutable_type()->mutable_tensor_type();
-    t->set_elem_type(onnx::TensorProto::FLOAT);
-    t->mutable_shape()->add_dim()->set_dim_value(2);
-    for (int64_t d : sample) t->mutable_shape()->add_dim()->set_dim_value(d);
-  }
-
-  // An initializer of `dims` holding 0.01, 0.02, ... (distinct values, so
-  // a transposition shows).
-  std::string Init(const std::string& name, const Dims& dims) {
-    onnx::TensorProto* t = model_.mutable_graph()->add_initializer();
-    t->set_name(name);
-    t->set_data_type(onnx::TensorProto::FLOAT);
-    int64_t n = 1;
-    for (int64_t d : dims) {
-      t->add_dims(d);
-      n *= d;
-    }
-    for (int64_t i = 0; i < n; ++i) t->add_float_data(0.01f * (i + 1));
-    return name;
-  }
-
-  std::string Scalar(float v) {
-    onnx::NodeProto* n = Node("Constant", {});
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name("value");
-    a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
-    a->mutable_t()->add_float_data(v);
-    return n->output(0);
-  }
-
-  std::string Ints(const Dims& v) {
-    onnx::NodeProto* n = Node("Constant", {});
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name("value");
-    a->mutable_t()->set_data_type(onnx::TensorProto::INT64);
-    a->mutable_t()->add_dims(v.size());
-    for (int64_t i : v) a->mutable_t()->add_int64_data(i);
-    return n->output(0);
-  }
-
-  onnx::NodeProto* Node(const std::string& op,
-                        const std::vector<std::string>& inputs,
-                        int outputs = 1) {
-    onnx::NodeProto* n = model_.mutable_graph()->add_node();
-    const int k = model_.graph().node_size();
-    n->set_op_type(op);
-    n->set_name(absl::StrCat("/", op, "_", k));
-    for (const std::string& i : inputs) n->add_input(i);
-    for (int o = 0; o < outputs; ++o)
-      n->add_output(absl::StrCat(op, k, "_", o));
-    return n;
-  }
-
-  std::string Op(const std::string& op, const std::vector<std::string>& in) {
-    return Node(op, in)->output(0);
-  }
-
-  void Output(const std::string& name) {
-    model_.mutable_graph()->add_output()->set_name(name);
-  }
-
-  const onnx::ModelProto& model() const { return model_; }
-
- private:
-  onnx::ModelProto model_;
-};
-
-void Ints(onnx::NodeProto* n, const std::string& name, const Dims& v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  for (int64_t i : v) a->add_ints(i);
-}
-
-void Int(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_i(v);
-}
-
-void Float(onnx::NodeProto* n, const std::string& name, float v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_f(v);
-}
+using onnx_test::Dims;
+using onnx_test::Error;
+using onnx_test::Float;
+using onnx_test::Graph;
+using onnx_test::Int;
+using onnx_test::Ints;
+using onnx_test::Str;
 
 // A 3x3 convolution with padding 1 and a bias.
 std::string Conv(Graph* g, const std::string& x, int in, int out,
@@ -137,15 +52,6 @@ std::vector<std::string> Names(const ImportedModel& m) {
   std::vector<std::string> out;
   for (const SafeTensor& t : m.weights) out.push_back(t.name);
   return out;
-}
-
-std::string Error(const Graph& g, const OnnxImportOptions& o = {}) {
-  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), o);
-  EXPECT_FALSE(m.ok());
-  if (m.ok()) return "";
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(m.status().message()).find('\n'), std::string::npos);
-  return std::string(m.status().message());
 }
 
 TEST(OnnxImport, SmallCnnBecomesLayersUnderTheModulesNames) {
@@ -256,7 +162,8 @@ TEST(OnnxImport, SiluGeluAndTorchsFlattenArithmeticAreFolded) {
   Int(g.Node("Identity", {}), "unused", 0);  // a stray node is ignored
   const std::string flat = g.Op("Reshape", {gelu, shape});
   const std::string mm =
-      g.Op("MatMul", {flat, g.Op("Transpose", {g.Init("fc.weight", {4, 18})})});
+      g.Op("MatMul",
+           {flat, g.Op("Transpose", {g.Init("fc.weight", {4, 18}, 0.01f)})});
   g.Output(g.Op("Add", {mm, g.Init("fc.bias", {4})}));
   absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
   ASSERT_TRUE(m.ok()) << m.status();
@@ -315,9 +222,7 @@ TEST(OnnxImport, RectangularWindowsAndSamePadding) {
   // An even kernel padded as PyTorch's padding="same": the odd zero after.
   y = ConvWith(&g, y, {4, 4, 4, 2}, {{"pads", {1, 0, 2, 1}}});
   onnx::NodeProto* upper = g.Node("Conv", {y, g.Init("wu", {4, 4, 2, 3})});
-  onnx::AttributeProto* a = upper->add_attribute();
-  a->set_name("auto_pad");
-  a->set_s("SAME_UPPER");
+  Str(upper, "auto_pad", "SAME_UPPER");
   g.Output(upper->output(0));
   absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
   ASSERT_TRUE(m.ok()) << m.status();
@@ -431,9 +336,10 @@ TEST(OnnxImport, RefusesMalformedGraphs) {
             std::string::npos);
 
   Graph cycle({4});
-  onnx::NodeProto* a = cycle.Node("Add", {"x", "Relu2_0"});
-  cycle.Node("Relu", {a->output(0)});
-  cycle.Output("Relu2_0");
+  onnx::NodeProto* a = cycle.Node("Add", {"x", "x"});
+  onnx::NodeProto* r = cycle.Node("Relu", {a->output(0)});
+  a->set_input(1, r->output(0));
+  cycle.Output(r);
   EXPECT_NE(Error(cycle).find("lies on a cycle"), std::string::npos);
 
   Graph missing({3, 4, 4});
