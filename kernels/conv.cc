@@ -1,11 +1,13 @@
 #include "kernels/conv.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
 #include "common/logging.h"
 #include "kernels/conv_depthwise.h"
 #include "kernels/conv_internal.h"
+#include "kernels/conv_onednn.h"
 #include "kernels/gemm.h"
 
 namespace cohort {
@@ -208,10 +210,51 @@ bool Pointwise(const ConvGeometry& g) {
          g.pad_w == 0 && g.uniform();
 }
 
+// Where oneDNN's channel-blocked kernels win, measured as the time of all
+// three passes at one thread on an AVX-512 core (conv_bench's ResNet shapes
+// and a sweep of 3-64 channels; oneDNN's time over the alternative's):
+//  - where only im2col applies (stride > 1, dilation, SAME padding): 0.4-0.6
+//    from 16 output channels up (3-16 3x3 s2 0.56, ResNet-50's stem 0.64);
+//  - 1x1 stride 1 (one GEMM otherwise): 0.65-0.9 from 64 channels a side,
+//    but 1.3-1.4 at 16-32, where the reorders cost more than they save;
+//  - the stride-1 direct kernels: 0.5-0.66 from 32 channels a side; at 16
+//    only for images whose channels fill oneDNN's blocks of 16 (16-16 at
+//    32x32 0.63, 24-24 0.97, 1-D 16-32 0.97-1.25, 6-16 5x5 1.2).
+bool OnednnWins(const ConvGeometry& g) {
+  const int64_t narrow = std::min(g.in_channels, g.out_channels);
+  if (Pointwise(g)) return narrow >= 64;
+  if (g.stride != 1 || g.dilation != 1 || !g.uniform()) {
+    return g.out_channels >= 16;
+  }
+  if (narrow >= 32) return true;
+  return narrow >= 16 && g.in_h > 1 && g.in_channels % 16 == 0 &&
+         g.out_channels % 16 == 0;
+}
+
+// Whether oneDNN runs every pass of this (groups = 1) float convolution.
+template <typename T>
+bool UseOnednn(const ConvGeometry& g, ConvAlgorithm algorithm) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (algorithm == ConvAlgorithm::kOnednn) return true;
+    return algorithm == ConvAlgorithm::kAuto && OnednnWins(g);
+  }
+}
+
 template <typename T>
 void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
   DCHECK(g.out_h() > 0 && g.out_w() > 0);
+  ws->onednn = UseOnednn<T>(g, ws->algorithm);
+  if constexpr (std::is_same_v<T, float>) {
+    if (ws->onednn) {
+      conv_internal::OnednnForward(g, in, weight, bias, out, &ws->onednn_state);
+      ws->grid = ws->pointwise = false;
+      ws->input = in;
+      return;
+    }
+  }
   if (Pointwise(g) && ws->algorithm != ConvAlgorithm::kIm2col) {
     const int64_t np = g.positions();
     if (bias != nullptr) {
@@ -258,6 +301,13 @@ template <typename T>
 void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
                               T* grad_weight, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
+  if constexpr (std::is_same_v<T, float>) {
+    if (ws->onednn) {  // a group of a grouped convolution; bias done
+      conv_internal::OnednnBackwardWeights(g, ws->input, grad_out, grad_weight,
+                                           nullptr, &ws->onednn_state);
+      return;
+    }
+  }
   const int64_t kk = g.patch(), np = g.positions();
   if (ws->pointwise) {
     Gemm<T>(Trans::kNo, Trans::kYes, g.out_channels, kk, np, T(1), grad_out, np,
@@ -284,6 +334,13 @@ void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
 template <typename T>
 void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
                             const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (UseOnednn<T>(g, ws->algorithm)) {
+      conv_internal::OnednnBackwardInput(g, grad_out, weight, grad_in,
+                                         &ws->onednn_state);
+      return;
+    }
+  }
   if (Pointwise(g) && ws->algorithm != ConvAlgorithm::kIm2col) {
     const int64_t np = g.positions();
     Gemm<T>(Trans::kYes, Trans::kNo, g.in_channels, np, g.out_channels, T(1),
@@ -357,6 +414,13 @@ template <typename T>
 void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
                          T* grad_weight, T* grad_bias, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
+  if constexpr (std::is_same_v<T, float>) {
+    if (g.groups == 1 && ws->onednn) {  // the bias gradient comes fused
+      conv_internal::OnednnBackwardWeights(g, ws->input, grad_out, grad_weight,
+                                           grad_bias, &ws->onednn_state);
+      return;
+    }
+  }
   if (grad_bias != nullptr) {
     const int64_t np = g.positions();
     RowSums<T>(g.out_channels, np, grad_out, np, grad_bias);

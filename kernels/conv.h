@@ -7,6 +7,12 @@
 // others (conv2d's stride_hw, an odd padding SAME) run as im2col + GEMM.
 //
 // Algorithms, chosen per call:
+//  - oneDNN (conv_onednn.h), float, groups = 1 (or each group of another
+//    grouped convolution): its channel-blocked primitives, reordering into
+//    and out of their layouts, where they beat the kernels below: tens of
+//    channels and more (ResNets), and most strided convolutions, which
+//    would otherwise run as im2col (the measured rule is conv.cc's
+//    OnednnWins).
 //  - depthwise (groups == C, out_channels a multiple of C), uniform, any
 //    type, stride, dilation and padding: direct kernels
 //    (conv_depthwise.cc) that vectorize over a whole channel's padded
@@ -42,6 +48,7 @@
 #define COHORT_KERNELS_CONV_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/tensor.h"
@@ -106,7 +113,20 @@ enum class ConvAlgorithm {
   kGrid,      // position-vectorized grid kernels wherever they apply
   kChannels,  // channel-vectorized forward and weight gradient (images),
               // column input gradient
+  // Float, groups = 1 (or each group of a grouped, not depthwise,
+  // convolution): oneDNN's primitives for every pass.
+  kOnednn,
 };
+
+namespace conv_internal {
+// oneDNN's primitives and buffers for one workspace (conv_onednn.h); opaque
+// here so that users of conv.h need not see oneDNN's headers.
+struct OnednnState;
+struct OnednnStateDeleter {
+  void operator()(OnednnState* state) const;
+};
+using OnednnStatePtr = std::unique_ptr<OnednnState, OnednnStateDeleter>;
+}  // namespace conv_internal
 
 // Scratch and saved state of one convolution layer; see the file comment.
 // The fields are the kernels' business.
@@ -117,6 +137,7 @@ struct ConvWorkspace {
   const T* input = nullptr;    // what the backward passes read (maybe padded)
   bool grid = false;           // the last forward used the grid algorithm
   bool pointwise = false;      // ... or was a 1x1 matrix product
+  bool onednn = false;         // ... or ran on oneDNN
   BasicTensor<T> padded;       // zero-padded input (grid)
   BasicTensor<T> col;          // im2col matrix (im2col)
   BasicTensor<T> grad_col;     // its gradient (im2col)
@@ -124,6 +145,7 @@ struct ConvWorkspace {
   BasicTensor<T> packed;       // packed weights (grid)
   BasicTensor<T> scratch;      // per-chunk outputs and partial sums (grid)
   std::vector<int64_t> offsets;
+  conv_internal::OnednnStatePtr onednn_state;  // primitives (oneDNN)
   // Grouped (not depthwise) convolutions: one workspace per group, each
   // running the groups = 1 algorithms on its slice of the channels.
   std::vector<ConvWorkspace<T>> group_ws;

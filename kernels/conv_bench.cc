@@ -1,6 +1,7 @@
 // Milliseconds per call of the convolution and GEMM kernels on the shapes of
-// the benchmark models, single-threaded, for each algorithm; also checks
-// that the algorithms agree. Prints medians of repeated calls.
+// the benchmark models and of ResNet-18 (CIFAR) and ResNet-50, single-
+// threaded, for each algorithm (oneDNN's times include its reorders); also
+// checks that the algorithms agree. Prints medians of repeated calls.
 //
 //   bazel build //kernels:conv_bench && bazel-bin/kernels/conv_bench [filter]
 #include <cblas.h>
@@ -16,6 +17,7 @@
 
 #include "common/tensor.h"
 #include "kernels/conv.h"
+#include "kernels/conv_onednn.h"
 #include "kernels/gemm.h"
 
 namespace cohort {
@@ -88,8 +90,10 @@ Result TimeConv(const ConvGeometry& g, ConvAlgorithm algo, bool need_input,
   return r;
 }
 
+// `large`: a ResNet shape, where the grid and channel kernels (tuned for a
+// few channels) are slow and kAuto's line already shows the best of them.
 void BenchConv(const char* name, const ConvGeometry& g, bool need_input,
-               int reps) {
+               int reps, bool large = false) {
   Tensor o1, w1, i1, o2, w2, i2;
   const Result best =
       TimeConv(g, ConvAlgorithm::kAuto, need_input, reps, &o1, &w1, &i1);
@@ -111,7 +115,21 @@ void BenchConv(const char* name, const ConvGeometry& g, bool need_input,
       im2col.fwd + im2col.wgrad + im2col.igrad, diff,
       diff > 1e-4 ? "  MISMATCH" : "");
   g_mismatch |= diff > 1e-4;
-  if (g.stride == 1) {
+  if (g.groups == 1) {
+    // oneDNN, reorders into and out of its layouts included.
+    Tensor o5, w5, i5;
+    const Result dnnl =
+        TimeConv(g, ConvAlgorithm::kOnednn, need_input, reps, &o5, &w5, &i5);
+    double d = std::max(MaxRelDiff(o5, o2), MaxRelDiff(w5, w2));
+    if (need_input) d = std::max(d, MaxRelDiff(i5, i2));
+    std::printf(
+        "%-12s onednn fwd %7.3f  wgrad %7.3f  igrad %7.3f  total %7.3f ms"
+        "  max rel diff %.1e%s\n",
+        "", dnnl.fwd, dnnl.wgrad, dnnl.igrad,
+        dnnl.fwd + dnnl.wgrad + dnnl.igrad, d, d > 1e-4 ? "  MISMATCH" : "");
+    g_mismatch |= d > 1e-4;
+  }
+  if (g.stride == 1 && !large) {
     // The alternatives kAuto chooses between, per pass.
     Tensor o3, w3, i3, o4, w4, i4;
     const Result grid =
@@ -139,6 +157,11 @@ ConvGeometry Conv2(int64_t n, int64_t c, int64_t h, int64_t oc, int64_t k,
   g.out_channels = oc;
   g.kernel_h = g.kernel_w = k;
   g.pad_h = g.pad_w = p;
+  return g;
+}
+
+ConvGeometry Strided(ConvGeometry g, int64_t s) {
+  g.stride = s;
   return g;
 }
 
@@ -231,6 +254,7 @@ int main(int argc, char** argv) {
   using namespace cohort;
   // The engine runs each replica on one thread; so do these numbers.
   openblas_set_num_threads(1);
+  SetOnednnThreads(1);
   // An optional argument selects the cases whose name contains it.
   const std::string filter = argc > 1 ? argv[1] : "";
   if (filter.empty() ||
@@ -254,6 +278,35 @@ int main(int argc, char** argv) {
   if (filter.empty() ||
       std::string("conv1d 3").find(filter) != std::string::npos)
     BenchConv("conv1d 3", Conv1(4, 32, 10000, 3, 3, 1), true, 15);
+  // ResNet-18 in the CIFAR layout (batch 32) and torchvision's ResNet-50 at
+  // 224 (batch 8): the widths where oneDNN's blocked kernels compete.
+  struct Shape {
+    const char* name;
+    ConvGeometry g;
+    bool need_input;
+  };
+  const Shape resnet[] = {
+      {"c32 3-64", Conv2(32, 3, 32, 64, 3, 1), false},
+      {"c32 64-64", Conv2(32, 64, 32, 64, 3, 1), true},
+      {"c32 64-128s2", Strided(Conv2(32, 64, 32, 128, 3, 1), 2), true},
+      {"c16 128-128", Conv2(32, 128, 16, 128, 3, 1), true},
+      {"c8 256-256", Conv2(32, 256, 8, 256, 3, 1), true},
+      {"c4 512-512", Conv2(32, 512, 4, 512, 3, 1), true},
+      {"i224 stem", Strided(Conv2(8, 3, 224, 64, 7, 3), 2), false},
+      {"i56 64-64", Conv2(8, 64, 56, 64, 3, 1), true},
+      {"i56 256-64", Conv2(8, 256, 56, 64, 1, 0), true},
+      {"i56 64-256", Conv2(8, 64, 56, 256, 1, 0), true},
+      {"i56 128-128s2", Strided(Conv2(8, 128, 56, 128, 3, 1), 2), true},
+      {"i28 128-128", Conv2(8, 128, 28, 128, 3, 1), true},
+      {"i14 256-256", Conv2(8, 256, 14, 256, 3, 1), true},
+      {"i14 1024-256", Conv2(8, 1024, 14, 256, 1, 0), true},
+      {"i7 512-512", Conv2(8, 512, 7, 512, 3, 1), true},
+      {"i7 2048-512", Conv2(8, 2048, 7, 512, 1, 0), true},
+  };
+  for (const Shape& s : resnet) {
+    if (filter.empty() || std::string(s.name).find(filter) != std::string::npos)
+      BenchConv(s.name, s.g, s.need_input, 5, /*large=*/true);
+  }
   if (filter.empty() ||
       std::string("fc 400-120").find(filter) != std::string::npos)
     BenchLinear("fc 400-120", 100, 400, 120, 200);

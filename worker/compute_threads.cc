@@ -3,12 +3,17 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "kernels/conv_onednn.h"
+
 namespace cohort {
 
 void SetComputeThreads(int threads) {
   if (threads < 1) threads = 1;
   openblas_set_num_threads(threads);
   omp_set_num_threads(threads);
+  // OpenMP's count is per thread: replica threads other than this one get
+  // it from oneDNN's calls.
+  SetOnednnThreads(threads);
 }
 
 }  // namespace cohort

@@ -1,0 +1,370 @@
+#include "kernels/conv_onednn.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/logging.h"
+#include "dnnl.hpp"
+
+namespace cohort {
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+using Tag = memory::format_tag;
+
+std::atomic<int> g_onednn_threads{0};
+
+// Applies SetOnednnThreads to the calling thread (OpenMP's count is a
+// per-thread setting).
+void ApplyThreads() {
+  const int threads = g_onednn_threads.load(std::memory_order_relaxed);
+  if (threads > 0 && omp_get_max_threads() != threads) {
+    omp_set_num_threads(threads);
+  }
+}
+
+// A batch-inner activation [C][N][H][W] as oneDNN's logical {N, C, H, W}.
+memory::desc BatchInner(int64_t n, int64_t c, int64_t h, int64_t w) {
+  return memory::desc({n, c, h, w}, memory::data_type::f32,
+                      Dims{h * w, n * h * w, w, 1});
+}
+
+memory::desc Plain(const Dims& dims, Tag tag) {
+  return memory::desc(dims, memory::data_type::f32, tag);
+}
+
+// Per-thread buffers for the layouts that live for one pass; each slot only
+// grows. Shared by every workspace of the thread (see the header). Aligned
+// to cache lines, as oneDNN's own allocations are, so that a vector load
+// never straddles two.
+class Arena {
+ public:
+  enum Slot { kOut = 0, kIn = 1, kWeights = 2, kSlots = 3 };
+  static void* Get(Slot slot, size_t bytes) {
+    constexpr size_t kAlign = 64;
+    thread_local std::vector<char> buffers[kSlots];
+    std::vector<char>& b = buffers[slot];
+    if (b.size() < bytes + kAlign) b.resize(bytes + kAlign);
+    const auto address = reinterpret_cast<uintptr_t>(b.data());
+    return b.data() + (kAlign - address % kAlign) % kAlign;
+  }
+};
+
+// One tensor argument of a primitive: the caller's buffer in cohort's layout
+// and, when the primitive wants another layout, that layout's buffer (in
+// the arena, or owned for the forward's saved input) and the reorders.
+struct Port {
+  memory user;
+  memory inner;  // the same object as `user` when the layouts agree
+  std::optional<dnnl::reorder> to_inner, to_user;
+  bool same = true;
+  bool owned = false;              // inner owns its buffer
+  Arena::Slot slot = Arena::kOut;  // otherwise the arena's slot
+  size_t bytes = 0;
+
+  Port() = default;
+  Port(const memory::desc& user_md, const memory::desc& inner_md,
+       const dnnl::engine& engine, bool input, Arena::Slot arena_slot,
+       bool own = false)
+      : user(user_md, engine, DNNL_MEMORY_NONE),
+        same(user_md == inner_md),
+        owned(own),
+        slot(arena_slot),
+        bytes(inner_md.get_size()) {
+    if (same) {
+      inner = user;
+      return;
+    }
+    inner = own ? memory(inner_md, engine)
+                : memory(inner_md, engine, DNNL_MEMORY_NONE);
+    if (input) {
+      to_inner.emplace(user, inner);
+    } else {
+      to_user.emplace(inner, user);
+    }
+  }
+
+  // Points the port at `data` (and, if temporary, its inner layout at the
+  // arena) and, for an input, reorders `data` into the inner layout.
+  void Bind(const float* data, dnnl::stream& stream) {
+    user.set_data_handle(const_cast<float*>(data));
+    if (same) return;
+    if (!owned) inner.set_data_handle(Arena::Get(slot, bytes));
+    if (to_inner) to_inner->execute(stream, user, inner);
+  }
+  // For an output: brings the inner layout back to the caller's buffer.
+  void Store(dnnl::stream& stream) {
+    if (to_user) to_user->execute(stream, inner, user);
+  }
+};
+
+bool SameGeometry(const ConvGeometry& a, const ConvGeometry& b) {
+  return a.batch == b.batch && a.in_channels == b.in_channels &&
+         a.in_h == b.in_h && a.in_w == b.in_w &&
+         a.out_channels == b.out_channels && a.kernel_h == b.kernel_h &&
+         a.kernel_w == b.kernel_w && a.stride == b.stride &&
+         a.row_stride() == b.row_stride() && a.pad_h == b.pad_h &&
+         a.pad_w == b.pad_w && a.extra_h == b.extra_h &&
+         a.extra_w == b.extra_w && a.dilation == b.dilation;
+}
+
+}  // namespace
+
+void SetOnednnThreads(int threads) {
+  g_onednn_threads.store(threads, std::memory_order_relaxed);
+}
+
+namespace conv_internal {
+
+// The descriptors of one geometry and, built on first use, each pass's
+// primitive and ports.
+struct OnednnPlan {
+  ConvGeometry g;
+  memory::desc src_md, dst_md, wei_md, bias_md;  // cohort's layouts
+  Dims strides, dilates, pad_l, pad_r;
+
+  std::optional<dnnl::convolution_forward::primitive_desc> fwd_pd;
+  bool fwd_bias = false;
+  std::optional<dnnl::convolution_forward> fwd;
+  Port src, wei, dst;  // src owns its inner copy: the weight gradient reads it
+  memory bias;
+
+  std::optional<dnnl::convolution_backward_weights> bww;
+  bool bww_bias = false;
+  bool bww_src_from_fwd = false;  // reads the forward's src.inner
+  Port bww_src, bww_ddst, bww_dwei;
+  memory dbias;
+
+  std::optional<dnnl::convolution_backward_data> bwd;
+  Port bwd_ddst, bwd_wei, bwd_dsrc;
+};
+
+struct OnednnState {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  // A few geometries (a training and an evaluation batch size, say); the
+  // oldest goes when a new one comes.
+  std::vector<std::unique_ptr<OnednnPlan>> plans;
+  OnednnPlan* last_forward = nullptr;
+};
+
+void OnednnStateDeleter::operator()(OnednnState* state) const { delete state; }
+
+namespace {
+
+constexpr size_t kMaxPlans = 4;
+
+dnnl::convolution_forward::desc ForwardDesc(const OnednnPlan& p, bool bias) {
+  const memory::desc any_src =
+      memory::desc(p.src_md.dims(), memory::data_type::f32, Tag::any);
+  const memory::desc any_dst =
+      memory::desc(p.dst_md.dims(), memory::data_type::f32, Tag::any);
+  const memory::desc any_wei =
+      memory::desc(p.wei_md.dims(), memory::data_type::f32, Tag::any);
+  if (bias) {
+    return {dnnl::prop_kind::forward_training,
+            dnnl::algorithm::convolution_direct,
+            any_src,
+            any_wei,
+            p.bias_md,
+            any_dst,
+            p.strides,
+            p.dilates,
+            p.pad_l,
+            p.pad_r};
+  }
+  return {dnnl::prop_kind::forward_training,
+          dnnl::algorithm::convolution_direct,
+          any_src,
+          any_wei,
+          any_dst,
+          p.strides,
+          p.dilates,
+          p.pad_l,
+          p.pad_r};
+}
+
+std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g) {
+  auto p = std::make_unique<OnednnPlan>();
+  p->g = g;
+  p->src_md = BatchInner(g.batch, g.in_channels, g.in_h, g.in_w);
+  p->dst_md = BatchInner(g.batch, g.out_channels, g.out_h(), g.out_w());
+  p->wei_md =
+      Plain({g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, Tag::oihw);
+  p->bias_md = Plain({g.out_channels}, Tag::x);
+  p->strides = {g.row_stride(), g.stride};
+  p->dilates = {g.dilation - 1, g.dilation - 1};
+  p->pad_l = {g.pad_h, g.pad_w};
+  p->pad_r = {g.pad_h + g.extra_h, g.pad_w + g.extra_w};
+  return p;
+}
+
+OnednnPlan* FindPlan(const ConvGeometry& g, OnednnStatePtr* state) {
+  if (*state == nullptr) state->reset(new OnednnState);
+  OnednnState& s = **state;
+  for (auto& p : s.plans) {
+    if (SameGeometry(p->g, g)) return p.get();
+  }
+  if (s.plans.size() == kMaxPlans) {
+    // The oldest, unless the weight gradient still needs it.
+    const bool keep_first = s.plans.front().get() == s.last_forward;
+    s.plans.erase(s.plans.begin() + (keep_first ? 1 : 0));
+  }
+  s.plans.push_back(MakePlan(g));
+  return s.plans.back().get();
+}
+
+// The forward primitive descriptor, also the hint of the backward ones.
+const dnnl::convolution_forward::primitive_desc& ForwardPd(
+    OnednnPlan* p, const dnnl::engine& engine, bool bias) {
+  if (!p->fwd_pd || p->fwd_bias != bias) {
+    p->fwd_pd.emplace(ForwardDesc(*p, bias), engine);
+    p->fwd_bias = bias;
+    p->fwd.reset();
+  }
+  return *p->fwd_pd;
+}
+
+void BuildForward(OnednnPlan* p, const dnnl::engine& engine, bool bias) {
+  const auto& pd = ForwardPd(p, engine, bias);
+  if (p->fwd) return;
+  p->fwd.emplace(pd);
+  p->src = Port(p->src_md, pd.src_desc(), engine, true, Arena::kIn, true);
+  p->wei = Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
+  p->dst = Port(p->dst_md, pd.dst_desc(), engine, false, Arena::kOut);
+  if (bias) p->bias = memory(p->bias_md, engine, DNNL_MEMORY_NONE);
+  // The weight gradient's primitive may have chosen its input layout for
+  // another forward layout.
+  p->bww.reset();
+}
+
+void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
+                          bool bias) {
+  if (p->bww && p->bww_bias == bias) return;
+  const auto& hint = ForwardPd(p, engine, p->fwd_bias);
+  const memory::desc any_dst(p->dst_md.dims(), memory::data_type::f32,
+                             Tag::any);
+  const memory::desc any_wei(p->wei_md.dims(), memory::data_type::f32,
+                             Tag::any);
+  const memory::desc src(p->src_md.dims(), memory::data_type::f32, Tag::any);
+  const auto desc =
+      bias ? dnnl::convolution_backward_weights::desc(
+                 dnnl::algorithm::convolution_direct, src, any_wei, p->bias_md,
+                 any_dst, p->strides, p->dilates, p->pad_l, p->pad_r)
+           : dnnl::convolution_backward_weights::desc(
+                 dnnl::algorithm::convolution_direct, src, any_wei, any_dst,
+                 p->strides, p->dilates, p->pad_l, p->pad_r);
+  const dnnl::convolution_backward_weights::primitive_desc pd(desc, engine,
+                                                              hint);
+  p->bww.emplace(pd);
+  p->bww_bias = bias;
+  p->bww_src_from_fwd = pd.src_desc() == hint.src_desc();
+  if (!p->bww_src_from_fwd) {
+    p->bww_src = Port(p->src_md, pd.src_desc(), engine, true, Arena::kIn);
+  }
+  p->bww_ddst = Port(p->dst_md, pd.diff_dst_desc(), engine, true, Arena::kOut);
+  p->bww_dwei =
+      Port(p->wei_md, pd.diff_weights_desc(), engine, false, Arena::kWeights);
+  if (bias) p->dbias = memory(p->bias_md, engine, DNNL_MEMORY_NONE);
+}
+
+void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
+  if (p->bwd) return;
+  const auto& hint = ForwardPd(p, engine, p->fwd_bias);
+  const memory::desc any_src(p->src_md.dims(), memory::data_type::f32,
+                             Tag::any);
+  const memory::desc any_dst(p->dst_md.dims(), memory::data_type::f32,
+                             Tag::any);
+  const memory::desc any_wei(p->wei_md.dims(), memory::data_type::f32,
+                             Tag::any);
+  const dnnl::convolution_backward_data::desc desc(
+      dnnl::algorithm::convolution_direct, any_src, any_wei, any_dst,
+      p->strides, p->dilates, p->pad_l, p->pad_r);
+  const dnnl::convolution_backward_data::primitive_desc pd(desc, engine, hint);
+  p->bwd.emplace(pd);
+  p->bwd_ddst = Port(p->dst_md, pd.diff_dst_desc(), engine, true, Arena::kOut);
+  p->bwd_wei =
+      Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
+  p->bwd_dsrc = Port(p->src_md, pd.diff_src_desc(), engine, false, Arena::kIn);
+}
+
+}  // namespace
+
+void OnednnForward(const ConvGeometry& g, const float* in, const float* weight,
+                   const float* bias, float* out, OnednnStatePtr* state) {
+  ApplyThreads();
+  OnednnPlan* p = FindPlan(g, state);
+  OnednnState& s = **state;
+  BuildForward(p, s.engine, bias != nullptr);
+  p->src.Bind(in, s.stream);
+  p->wei.Bind(weight, s.stream);
+  p->dst.Bind(out, s.stream);
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, p->src.inner},
+                                          {DNNL_ARG_WEIGHTS, p->wei.inner},
+                                          {DNNL_ARG_DST, p->dst.inner}};
+  if (bias != nullptr) {
+    p->bias.set_data_handle(const_cast<float*>(bias));
+    args.emplace(DNNL_ARG_BIAS, p->bias);
+  }
+  p->fwd->execute(s.stream, args);
+  p->dst.Store(s.stream);
+  s.stream.wait();
+  s.last_forward = p;
+}
+
+void OnednnBackwardWeights(const ConvGeometry& g, const float* in,
+                           const float* grad_out, float* grad_weight,
+                           float* grad_bias, OnednnStatePtr* state) {
+  ApplyThreads();
+  OnednnPlan* p = FindPlan(g, state);
+  OnednnState& s = **state;
+  CHECK(s.last_forward == p) << "oneDNN weight gradient without its forward";
+  BuildBackwardWeights(p, s.engine, grad_bias != nullptr);
+  memory src = p->src.inner;
+  if (!p->bww_src_from_fwd) {
+    p->bww_src.Bind(in, s.stream);
+    src = p->bww_src.inner;
+  }
+  p->bww_ddst.Bind(grad_out, s.stream);
+  p->bww_dwei.Bind(grad_weight, s.stream);
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, src},
+      {DNNL_ARG_DIFF_DST, p->bww_ddst.inner},
+      {DNNL_ARG_DIFF_WEIGHTS, p->bww_dwei.inner}};
+  if (grad_bias != nullptr) {
+    p->dbias.set_data_handle(grad_bias);
+    args.emplace(DNNL_ARG_DIFF_BIAS, p->dbias);
+  }
+  p->bww->execute(s.stream, args);
+  p->bww_dwei.Store(s.stream);
+  s.stream.wait();
+}
+
+void OnednnBackwardInput(const ConvGeometry& g, const float* grad_out,
+                         const float* weight, float* grad_in,
+                         OnednnStatePtr* state) {
+  ApplyThreads();
+  OnednnPlan* p = FindPlan(g, state);
+  OnednnState& s = **state;
+  BuildBackwardData(p, s.engine);
+  p->bwd_ddst.Bind(grad_out, s.stream);
+  p->bwd_wei.Bind(weight, s.stream);
+  p->bwd_dsrc.Bind(grad_in, s.stream);
+  p->bwd->execute(s.stream, {{DNNL_ARG_DIFF_DST, p->bwd_ddst.inner},
+                             {DNNL_ARG_WEIGHTS, p->bwd_wei.inner},
+                             {DNNL_ARG_DIFF_SRC, p->bwd_dsrc.inner}});
+  p->bwd_dsrc.Store(s.stream);
+  s.stream.wait();
+}
+
+}  // namespace conv_internal
+}  // namespace cohort

@@ -1,0 +1,63 @@
+// Float convolutions through oneDNN's primitives, internal to kernels/.
+//
+// oneDNN's direct convolutions keep activations in channel-blocked layouts
+// (nChw16c with AVX-512, nChw8c with AVX2) and beat the hand-written kernels
+// of conv_internal.h once there are tens of channels or more (conv_bench's
+// ResNet shapes). cohort's batch-inner layouts are described to oneDNN as
+// strided tensors (input [C][N][H][W] is logical {N, C, H, W} with strides
+// {H*W, N*H*W, W, 1}); the primitives choose their own layouts
+// (format_tag::any) and every pass reorders into and out of them, so the
+// caller sees cohort's layouts only.
+//
+// Building a primitive costs far more than running a small one, so
+// OnednnState keeps, per geometry, the primitives, the reorders and the
+// forward's reordered input (which the weight gradient reads, as the other
+// algorithms read the input the forward saw). Temporary layouts (output,
+// output gradient, input gradient, weights) live in a per-thread arena that
+// every workspace of the thread shares: they live for one pass only, and a
+// model-wide arena keeps the memory of a deep network near one layer's.
+//
+// Threads: the primitives run on OpenMP (Debian's libdnnl). OpenMP's thread
+// count is per calling thread; SetOnednnThreads fixes it for every thread
+// that runs these kernels, which a replica thread started after
+// omp_set_num_threads would otherwise not inherit.
+//
+// Ownership: an OnednnState belongs to one ConvWorkspace (see conv.h) and
+// holds its engine, stream and primitives. Thread safety: none; one state
+// per thread, as for the workspace.
+#ifndef COHORT_KERNELS_CONV_ONEDNN_H_
+#define COHORT_KERNELS_CONV_ONEDNN_H_
+
+#include <memory>
+
+#include "kernels/conv.h"
+
+namespace cohort {
+
+// The OpenMP threads each oneDNN call may use, process-wide; 0 (the
+// default) leaves OpenMP's own setting. Thread-safe.
+void SetOnednnThreads(int threads);
+
+namespace conv_internal {
+
+// out = conv(in, weight) + bias (bias may be null); keeps what the weight
+// gradient needs in *state (created on first use).
+void OnednnForward(const ConvGeometry& g, const float* in, const float* weight,
+                   const float* bias, float* out, OnednnStatePtr* state);
+
+// grad_weight (and grad_bias unless null) of the input seen by the last
+// OnednnForward on *state, whose geometry must be g; `in` is that input.
+void OnednnBackwardWeights(const ConvGeometry& g, const float* in,
+                           const float* grad_out, float* grad_weight,
+                           float* grad_bias, OnednnStatePtr* state);
+
+// grad_in = dLoss/dIn; needs no earlier forward (a transposed convolution
+// runs it as its own forward).
+void OnednnBackwardInput(const ConvGeometry& g, const float* grad_out,
+                         const float* weight, float* grad_in,
+                         OnednnStatePtr* state);
+
+}  // namespace conv_internal
+}  // namespace cohort
+
+#endif  // COHORT_KERNELS_CONV_ONEDNN_H_

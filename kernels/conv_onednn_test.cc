@@ -1,0 +1,197 @@
+// oneDNN's passes (ConvAlgorithm::kOnednn) against im2col in double, which
+// covers every geometry ConvGeometry expresses (asymmetric padding, a
+// height stride of its own, dilation).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/conv.h"
+
+namespace cohort {
+namespace {
+
+template <typename T>
+struct Passes {
+  std::vector<T> out, grad_w, grad_b, grad_in;
+};
+
+template <typename T>
+Passes<T> Run(const ConvGeometry& g, ConvAlgorithm algorithm,
+              const std::vector<double>& in, const std::vector<double>& w,
+              const std::vector<double>& b, const std::vector<double>& dy,
+              ConvWorkspace<T>* ws) {
+  const std::vector<T> tin(in.begin(), in.end()), tw(w.begin(), w.end()),
+      tb(b.begin(), b.end()), tdy(dy.begin(), dy.end());
+  Passes<T> r;
+  r.out.assign(dy.size(), T(-99));
+  r.grad_w.assign(w.size(), T(-99));
+  r.grad_b.assign(b.size(), T(-99));
+  r.grad_in.assign(in.size(), T(-99));
+  ws->algorithm = algorithm;
+  ConvForward<T>(g, tin.data(), tw.data(), tb.data(), r.out.data(), ws);
+  ConvBackwardWeights<T>(g, tdy.data(), r.grad_w.data(), r.grad_b.data(), ws);
+  ConvBackwardInput<T>(g, tdy.data(), tw.data(), r.grad_in.data(), ws);
+  return r;
+}
+
+// max |got - want| <= rtol * max |want|, naming the first bad index.
+::testing::AssertionResult Close(const std::vector<float>& got,
+                                 const std::vector<double>& want) {
+  constexpr double kRtol = 2e-5;
+  double scale = 1e-30;
+  for (double x : want) scale = std::max(scale, std::abs(x));
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::abs(got[i] - want[i]) <= kRtol * scale)) {
+      return ::testing::AssertionFailure()
+             << "index " << i << ": got " << got[i] << ", want " << want[i]
+             << " (scale " << scale << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::string Describe(const ConvGeometry& g) {
+  return "N" + std::to_string(g.batch) + " C" + std::to_string(g.in_channels) +
+         " " + std::to_string(g.in_h) + "x" + std::to_string(g.in_w) + " OC" +
+         std::to_string(g.out_channels) + " k" + std::to_string(g.kernel_h) +
+         "x" + std::to_string(g.kernel_w) + " s" +
+         std::to_string(g.row_stride()) + "," + std::to_string(g.stride) +
+         " p" + std::to_string(g.pad_h) + "+" + std::to_string(g.extra_h) +
+         "," + std::to_string(g.pad_w) + "+" + std::to_string(g.extra_w) +
+         " d" + std::to_string(g.dilation) + " g" + std::to_string(g.groups);
+}
+
+void CheckOnednn(const ConvGeometry& g, ConvWorkspace<float>* ws,
+                 uint64_t seed = 3) {
+  SCOPED_TRACE(Describe(g));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  auto random = [&](int64_t n) {
+    std::vector<double> v(n);
+    for (double& x : v) x = normal(rng);
+    return v;
+  };
+  const auto in = random(g.in_channels * g.batch * g.in_h * g.in_w);
+  const auto w = random(g.out_channels * g.patch());
+  const auto b = random(g.out_channels);
+  const auto dy = random(g.out_channels * g.positions());
+  ConvWorkspace<double> ref_ws;
+  const Passes<double> want =
+      Run<double>(g, ConvAlgorithm::kIm2col, in, w, b, dy, &ref_ws);
+  const Passes<float> got =
+      Run<float>(g, ConvAlgorithm::kOnednn, in, w, b, dy, ws);
+  EXPECT_TRUE(Close(got.out, want.out)) << "forward";
+  EXPECT_TRUE(Close(got.grad_w, want.grad_w)) << "weight gradient";
+  EXPECT_TRUE(Close(got.grad_b, want.grad_b)) << "bias gradient";
+  EXPECT_TRUE(Close(got.grad_in, want.grad_in)) << "input gradient";
+}
+
+ConvGeometry Conv2(int64_t n, int64_t c, int64_t h, int64_t oc, int64_t k,
+                   int64_t s, int64_t p) {
+  ConvGeometry g;
+  g.batch = n;
+  g.in_channels = c;
+  g.in_h = g.in_w = h;
+  g.out_channels = oc;
+  g.kernel_h = g.kernel_w = k;
+  g.stride = s;
+  g.pad_h = g.pad_w = p;
+  return g;
+}
+
+// The ResNet convolutions in small: 3x3 stride 1 and 2, 1x1 stride 1 and
+// 2, the 7x7 stride-2 stem; channel counts off and on oneDNN's blocks of 8
+// and 16.
+std::vector<ConvGeometry> ResNetShapes() {
+  return {
+      Conv2(5, 16, 10, 16, 3, 1, 1), Conv2(1, 64, 8, 64, 3, 1, 1),
+      Conv2(5, 24, 9, 40, 3, 2, 1),  Conv2(1, 32, 6, 64, 1, 1, 0),
+      Conv2(5, 64, 7, 24, 1, 2, 0),  Conv2(2, 3, 23, 16, 7, 2, 3),
+      Conv2(5, 3, 6, 5, 3, 1, 1),    Conv2(1, 17, 5, 33, 3, 1, 1),
+  };
+}
+
+TEST(ConvOnednn, MatchesIm2colOnResNetShapes) {
+  for (const ConvGeometry& g : ResNetShapes()) {
+    ConvWorkspace<float> ws;
+    CheckOnednn(g, &ws);
+  }
+}
+
+TEST(ConvOnednn, MatchesIm2colOnRectangularAsymmetricAndDilated) {
+  ConvGeometry rect = Conv2(2, 6, 9, 10, 3, 1, 1);
+  rect.in_w = 13;
+  rect.kernel_w = 5;
+  rect.stride_h = 2;  // a height stride of its own
+  rect.pad_w = 2;
+  ConvGeometry same = Conv2(5, 8, 8, 12, 4, 1, 1);  // padding SAME, even k
+  same.extra_h = same.extra_w = 1;
+  ConvGeometry same_s2 = Conv2(1, 5, 9, 7, 3, 2, 0);
+  same_s2.extra_h = same_s2.extra_w = 1;
+  ConvGeometry dilated = Conv2(2, 12, 11, 20, 3, 1, 2);
+  dilated.dilation = 2;
+  ConvGeometry conv1d = Conv2(3, 16, 1, 32, 3, 1, 0);
+  conv1d.in_w = 40;
+  conv1d.kernel_h = 1;
+  conv1d.pad_w = 1;
+  for (const ConvGeometry& g : {rect, same, same_s2, dilated, conv1d}) {
+    ConvWorkspace<float> ws;
+    CheckOnednn(g, &ws);
+  }
+}
+
+TEST(ConvOnednn, MatchesIm2colForEachGroup) {
+  ConvGeometry g = Conv2(2, 16, 8, 32, 3, 1, 1);
+  g.groups = 2;
+  ConvWorkspace<float> ws;
+  CheckOnednn(g, &ws);
+}
+
+TEST(ConvOnednn, OneWorkspaceFollowsChangingGeometry) {
+  // More geometries than the state caches, revisited: every pass must use
+  // the primitives and saved input of the current one.
+  const std::vector<ConvGeometry> shapes = ResNetShapes();
+  ConvWorkspace<float> ws;
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      CheckOnednn(shapes[i], &ws, 10 * round + i);
+    }
+  }
+  // A batch that changes and comes back (a last partial batch, evaluation).
+  ConvGeometry g = Conv2(5, 16, 10, 16, 3, 1, 1);
+  CheckOnednn(g, &ws, 1);
+  g.batch = 2;
+  CheckOnednn(g, &ws, 2);
+  g.batch = 5;
+  CheckOnednn(g, &ws, 3);
+}
+
+TEST(ConvOnednn, ForwardWithoutBiasAndInputGradientAlone) {
+  // A layer without bias, and a transposed convolution's forward (the
+  // input gradient on a fresh workspace, before any forward).
+  const ConvGeometry g = Conv2(2, 16, 6, 24, 3, 2, 1);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> in(16 * 2 * 36), w(24 * 16 * 9), dy(24 * g.positions()),
+      out(dy.size()), ref_out(dy.size());
+  for (auto* v : {&in, &w, &dy}) {
+    for (float& x : *v) x = normal(rng);
+  }
+  std::vector<float> gi(in.size()), ref_gi(in.size());
+  ConvWorkspace<float> ws, ref;
+  ws.algorithm = ConvAlgorithm::kOnednn;
+  ref.algorithm = ConvAlgorithm::kIm2col;
+  ConvBackwardInput<float>(g, dy.data(), w.data(), gi.data(), &ws);
+  ConvBackwardInput<float>(g, dy.data(), w.data(), ref_gi.data(), &ref);
+  ConvForward<float>(g, in.data(), w.data(), nullptr, out.data(), &ws);
+  ConvForward<float>(g, in.data(), w.data(), nullptr, ref_out.data(), &ref);
+  EXPECT_TRUE(Close(gi, std::vector<double>(ref_gi.begin(), ref_gi.end())));
+  EXPECT_TRUE(Close(out, std::vector<double>(ref_out.begin(), ref_out.end())));
+}
+
+}  // namespace
+}  // namespace cohort
