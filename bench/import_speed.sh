@@ -83,7 +83,7 @@ median() { printf "%s\n" "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
 
 failures=0
 printf "%-10s %-28s %-28s %s\n" model "imported (samples/s)" "spec (samples/s)" ratio
-for model in resnet18:30 gpt:400; do
+for model in resnet18:60 gpt:3000; do
   name=${model%%:*}
   steps=${model##*:}
   imported=() written=()
