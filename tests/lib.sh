@@ -84,6 +84,31 @@ peak_anon() {
   echo "$? $peak"
 }
 
+# step_and_compare NAME DIR COHORT PY SCRIPT: trains DIR/job.textproto one
+# step into DIR/ckpt, exports it to DIR/cohort.safetensors, predicts
+# DIR/x.npy into DIR/cohort_y.npy, then runs `PY SCRIPT compare NAME DIR
+# DIR/cohort.safetensors DIR/cohort_y.npy` and reports its line.
+step_and_compare() {
+  local name=$1 d=$2 cohort=$3 py=$4 script=$5 out
+  if ! "$cohort" train --job="$d/job.textproto" --checkpoint-dir="$d/ckpt" --quiet \
+       > "$d/train.out" 2>&1; then
+    fail "$name: train: $(tail -3 "$d/train.out")"
+    return
+  fi
+  if ! "$cohort" export --checkpoint="$d/ckpt" --format=safetensors --out="$d/cohort.safetensors" \
+       > "$d/export.out" 2>&1 ||
+     ! "$cohort" predict --checkpoint="$d/ckpt" --input="$d/x.npy" --out="$d/cohort_y.npy" \
+       > "$d/predict.out" 2>&1; then
+    fail "$name: export or predict: $(tail -3 "$d/export.out" "$d/predict.out")"
+    return
+  fi
+  if out=$("$py" "$script" compare "$name" "$d" "$d/cohort.safetensors" "$d/cohort_y.npy" 2>&1); then
+    ok "$name: $out"
+  else
+    fail "$name: $out"
+  fi
+}
+
 finish() {
   echo "failures: $failures"
   [[ $failures -eq 0 ]]

@@ -34,15 +34,17 @@ way PyTorch users write them, exported to ONNX as README.md says.
       its next-token accuracy on DIR/test.npy as `accuracy A`.
 """
 import copy
-import json
 import math
-import struct
+import os
 import sys
 import warnings
 
 import numpy as np
 import torch
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_check  # noqa: E402
 
 VOCAB, LENGTH, DIM, HEADS = 32, 16, 32, 4
 BATCH = 8
@@ -177,22 +179,6 @@ def prepare(kind, d):
     torch.save(sgd_step(m, x, y, torch.float32), d + "/step32.pt")
 
 
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = t["data_offsets"]
-        out[name] = torch.from_numpy(
-            np.frombuffer(data[a:b], dtype=np.float32).reshape(
-                t["shape"]).copy())
-    return out
-
-
 def largest_difference(want, got):
     worst, worst_name = 0.0, ""
     for name, t in want.items():
@@ -205,7 +191,7 @@ def largest_difference(want, got):
 
 def compare(kind, d, cohort_path, cohort_y):
     m = build(kind, True)
-    m.load_state_dict(read_safetensors(cohort_path), strict=True)
+    m.load_state_dict(torch_check.read_safetensors(cohort_path)[0], strict=True)
     want = torch.load(d + "/step.pt")
     worst, worst_name = largest_difference(want, m.state_dict())
     torch32, _ = largest_difference(want, torch.load(d + "/step32.pt"))

@@ -38,25 +38,7 @@ max_steps: 1
 optimizer { lr: 0.1 }
 eval { disable: true }
 SPEC
-  if ! "$cohort" train --job="$d/job.textproto" --checkpoint-dir="$d/ckpt" --quiet \
-       > "$d/train.out" 2>&1; then
-    fail "$kind: train: $(tail -3 "$d/train.out")"
-    return
-  fi
-  if ! "$cohort" export --checkpoint="$d/ckpt" --format=safetensors --out="$d/cohort.safetensors" \
-       > "$d/export.out" 2>&1 ||
-     ! "$cohort" predict --checkpoint="$d/ckpt" --input="$d/x.npy" --out="$d/cohort_y.npy" \
-       > "$d/predict.out" 2>&1; then
-    fail "$kind: export or predict: $(tail -3 "$d/export.out" "$d/predict.out")"
-    return
-  fi
-  local out
-  if out=$($py "$here/pytorch_transformer.py" compare "$kind" "$d" "$d/cohort.safetensors" \
-           "$d/cohort_y.npy" 2>&1); then
-    ok "$kind: $out"
-  else
-    fail "$kind: $out"
-  fi
+  step_and_compare "$kind" "$d" "$cohort" "$py" "$here/pytorch_transformer.py"
 }
 
 roundtrip encoder
