@@ -10,8 +10,12 @@
 // where a tensor may fork into paths that meet again at one Add (a SUM
 // branch) or one Concat along the channels (a CONCAT branch). Constants and
 // torch's shape arithmetic are folded; BatchNorm and Dropout may come from
-// a training-mode export. Anything else is refused with one line naming the
-// node, its operator and the nearest form cohort takes.
+// a training-mode export. A graph whose input is int64 token ids [N, L] is
+// a token model: its [N, L, D] activations are cohort's {D, L} sequences,
+// self-attention blocks are recognised by evaluating them
+// (onnx_import_attention.cc), and pre-norm blocks become transformer_block
+// layers. Anything else is refused with one line naming the node, its
+// operator and the nearest form cohort takes.
 //
 // Plain functions over values the caller owns; thread-safe.
 #ifndef COHORT_COMMON_ONNX_ONNX_IMPORT_H_
