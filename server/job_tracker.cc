@@ -193,17 +193,37 @@ JobState JobTracker::WaitForEnd(bool until_stop) {
     mu_.Await(absl::Condition(&stopped));
     return state_;
   }
+  // Two heartbeats and a second for every worker to hear the end. A worker
+  // that is still heartbeating but has not heard it (its answers timing out
+  // on a loaded machine) is waited for longer, up to its own heartbeat
+  // bound: it then asks for the job's status, and learns why the job ended
+  // (a dead peer's name) instead of only that the coordinator went silent.
+  const ClusterSpec& c = job_.cluster();
+  const Clock::duration interval = Millis(c.heartbeat_interval_ms());
   const Clock::time_point grace_end =
-      ended_ + 2 * Millis(job_.cluster().heartbeat_interval_ms()) +
-      std::chrono::seconds(1);
+      ended_ + 2 * interval + std::chrono::seconds(1);
+  const Clock::time_point longest =
+      ended_ + (c.heartbeat_misses() + 2) * interval + std::chrono::seconds(3);
   auto told = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return shutting_down_ || AllKnowEnd();
   };
-  while (!told() && Clock::now() < grace_end) {
-    mu_.AwaitWithTimeout(absl::Condition(&told),
-                         ToAbsl(grace_end - Clock::now()));
+  while (!told()) {
+    const Clock::time_point now = Clock::now();
+    Clock::time_point until = grace_end;
+    if (now >= grace_end) {
+      if (!SomeoneListening(now - 2 * interval)) break;
+      until = std::min(longest, now + interval);
+    }
+    if (now >= until) break;
+    mu_.AwaitWithTimeout(absl::Condition(&told), ToAbsl(until - now));
   }
   return state_;
+}
+
+bool JobTracker::SomeoneListening(Clock::time_point since) const {
+  return std::any_of(members_.begin(), members_.end(), [&](const Member& m) {
+    return !m.knows_end && !m.dead && m.last_seen >= since;
+  });
 }
 
 }  // namespace cohort

@@ -242,6 +242,9 @@ class JobTracker {
   void End(JobState state, std::string reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WatchdogLoop();
+  // Whether a worker that has not heard the end was seen since `since`.
+  bool SomeoneListening(Clock::time_point since) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllKnowEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- job_tracker_rendezvous.cc: Join and the forming round.
