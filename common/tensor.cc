@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/zeroed_memory.h"
 
 namespace cohort {
 
@@ -30,15 +31,19 @@ void BasicTensor<T>::Resize(Shape shape) {
   }
   if (n > capacity_) {
     // 64-byte alignment: one cache line, and whole AVX-512 vectors.
-    const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
-    T* p = static_cast<T*>(std::aligned_alloc(64, bytes));
+    const size_t bytes = n * sizeof(T);
+    T* p = static_cast<T*>(AllocateZeroed(bytes));
     CHECK(p != nullptr) << "out of memory allocating " << bytes << " bytes";
-    std::memset(p, 0, bytes);
-    storage_.reset(p);
+    storage_ = std::unique_ptr<T, FreeDeleter>(p, FreeDeleter{bytes});
     capacity_ = n;
   }
   data_ = storage_.get();
   size_ = n;
+}
+
+template <typename T>
+void BasicTensor<T>::FreeDeleter::operator()(T* p) const {
+  FreeZeroed(p, bytes);
 }
 
 template <typename T>

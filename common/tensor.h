@@ -95,7 +95,8 @@ class BasicTensor {
 
  private:
   struct FreeDeleter {
-    void operator()(T* p) const { std::free(p); }
+    size_t bytes = 0;
+    void operator()(T* p) const;
   };
   std::unique_ptr<T, FreeDeleter> storage_;
   int64_t capacity_ = 0;

@@ -322,6 +322,18 @@ int main(int argc, char** argv) {
   if (filter.empty() ||
       std::string("mlp 200-10").find(filter) != std::string::npos)
     BenchLinear("mlp 200-10", 10, 200, 10, 2000);
+  // gpt_tiny's position-wise products over a batch of 8 x 256 tokens.
+  const struct {
+    const char* name;
+    int64_t in, out;
+  } gpt[] = {{"gpt qkv 256-768", 256, 768},
+             {"gpt proj 256-256", 256, 256},
+             {"gpt fc 256-1024", 256, 1024},
+             {"gpt fc2 1024-256", 1024, 256}};
+  for (const auto& s : gpt) {
+    if (filter.empty() || std::string(s.name).find(filter) != std::string::npos)
+      BenchLinear(s.name, 2048, s.in, s.out, 10);
+  }
   if (g_mismatch) {
     std::printf("MISMATCH: the algorithms disagree beyond 1e-4 relative\n");
     return 1;

@@ -1,8 +1,5 @@
 #include "kernels/conv_onednn.h"
 
-#include <omp.h>
-
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,17 +17,6 @@ namespace {
 using dnnl::memory;
 using Dims = memory::dims;
 using Tag = memory::format_tag;
-
-std::atomic<int> g_onednn_threads{0};
-
-// Applies SetOnednnThreads to the calling thread (OpenMP's count is a
-// per-thread setting).
-void ApplyThreads() {
-  const int threads = g_onednn_threads.load(std::memory_order_relaxed);
-  if (threads > 0 && omp_get_max_threads() != threads) {
-    omp_set_num_threads(threads);
-  }
-}
 
 // A batch-inner activation [C][N][H][W] as oneDNN's logical {N, C, H, W}.
 memory::desc BatchInner(int64_t n, int64_t c, int64_t h, int64_t w) {
@@ -118,10 +104,6 @@ bool SameGeometry(const ConvGeometry& a, const ConvGeometry& b) {
 }
 
 }  // namespace
-
-void SetOnednnThreads(int threads) {
-  g_onednn_threads.store(threads, std::memory_order_relaxed);
-}
 
 namespace conv_internal {
 
@@ -301,7 +283,7 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
 
 void OnednnForward(const ConvGeometry& g, const float* in, const float* weight,
                    const float* bias, float* out, OnednnStatePtr* state) {
-  ApplyThreads();
+  ApplyOnednnThreads();
   OnednnPlan* p = FindPlan(g, state);
   OnednnState& s = **state;
   BuildForward(p, s.engine, bias != nullptr);
@@ -324,7 +306,7 @@ void OnednnForward(const ConvGeometry& g, const float* in, const float* weight,
 void OnednnBackwardWeights(const ConvGeometry& g, const float* in,
                            const float* grad_out, float* grad_weight,
                            float* grad_bias, OnednnStatePtr* state) {
-  ApplyThreads();
+  ApplyOnednnThreads();
   OnednnPlan* p = FindPlan(g, state);
   OnednnState& s = **state;
   CHECK(s.last_forward == p) << "oneDNN weight gradient without its forward";
@@ -352,7 +334,7 @@ void OnednnBackwardWeights(const ConvGeometry& g, const float* in,
 void OnednnBackwardInput(const ConvGeometry& g, const float* grad_out,
                          const float* weight, float* grad_in,
                          OnednnStatePtr* state) {
-  ApplyThreads();
+  ApplyOnednnThreads();
   OnednnPlan* p = FindPlan(g, state);
   OnednnState& s = **state;
   BuildBackwardData(p, s.engine);

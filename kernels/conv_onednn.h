@@ -31,12 +31,9 @@
 #include <memory>
 
 #include "kernels/conv.h"
+#include "kernels/onednn_threads.h"
 
 namespace cohort {
-
-// The OpenMP threads each oneDNN call may use, process-wide; 0 (the
-// default) leaves OpenMP's own setting. Thread-safe.
-void SetOnednnThreads(int threads);
 
 namespace conv_internal {
 

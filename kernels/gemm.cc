@@ -8,7 +8,9 @@
 #include <type_traits>
 
 #include "common/logging.h"
+#include "dnnl.h"
 #include "kernels/gemm_small.h"
+#include "kernels/onednn_threads.h"
 
 namespace cohort {
 namespace {
@@ -18,6 +20,26 @@ namespace {
 // dense-layer shape of the benchmark models (conv_bench); beyond it,
 // OpenBLAS's cache blocking and threads win.
 constexpr int64_t kSmallGemmMacs = int64_t{1} << 23;
+
+// Whether oneDNN runs AVX-512 code here; elsewhere its sgemm was not
+// measured against OpenBLAS, which keeps those machines.
+bool OnednnSgemmPays() {
+  static const bool pays =
+      (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) ==
+      dnnl_cpu_isa_avx512_core;
+  return pays;
+}
+
+// oneDNN's sgemm where it pays; false leaves the product to OpenBLAS.
+bool OnednnSgemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (!OnednnSgemmPays()) return false;
+  ApplyOnednnThreads();
+  return dnnl_sgemm(trans_a == Trans::kYes ? 'T' : 'N',
+                    trans_b == Trans::kYes ? 'T' : 'N', m, n, k, alpha, a, lda,
+                    b, ldb, beta, c, ldc) == dnnl_success;
+}
 
 CBLAS_TRANSPOSE ToCblas(Trans t) {
   return t == Trans::kYes ? CblasTrans : CblasNoTrans;
@@ -65,6 +87,10 @@ void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
         m * n * k <= kSmallGemmMacs &&
         gemm_internal::SmallSgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb,
                                   beta == 1.0f, c, ldc)) {
+      return;
+    }
+    if (OnednnSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                    ldc)) {
       return;
     }
     cblas_sgemm(CblasRowMajor, ToCblas(trans_a), ToCblas(trans_b), m, n, k,
