@@ -231,5 +231,52 @@ TEST(ParseJobSpec, ChecksSoftmaxPreluAndUpsample) {
   EXPECT_EQ(m.layers(2).upsample().mode(), UpsampleSpec::BILINEAR);
 }
 
+// A vision transformer's layers on images of shape [6, 4, 4] (line 4 is
+// the first layer): patches to a sequence, pooled over the positions.
+TEST(ParseJobSpec, ChecksTheVisionTransformerLayers) {
+  auto with = [](const std::string& layers) {
+    return "batch_size: 8\nmax_steps: 10\nmodel {\n" + layers +
+           "}\noptimizer { lr: 0.01 }\n"
+           "data { kind: SYNTHETIC synthetic { shape: [6, 4, 4] } }\n";
+  };
+  struct Case {
+    std::string layers;
+    std::string error;
+  };
+  const Case cases[] = {
+      {"  layers { to_sequence {} }\n  layers { sequence_pool { mode: 7 } "
+       "}\n",
+       "5:28: model.layers[1].sequence_pool.mode must be one of MEAN, got 7"},
+      {"  layers { sequence_pool {} }\n",
+       "4:3: layer 0 (sequence_pool) cannot take input of shape [6, 4, 4]: "
+       "it pools a sequence [D, L]; a per-sample input [C, H, W] needs a "
+       "to_sequence layer before it (or global_avgpool instead)"},
+      {"  layers { flatten {} }\n  layers { sequence_pool {} }\n",
+       "5:3: layer 1 (sequence_pool) cannot take input of shape [96]: it "
+       "expects a sequence {D, L} (features at each position), as an "
+       "embedding gives"},
+      {"  layers { flatten {} }\n  layers { to_sequence {} }\n",
+       "5:3: layer 1 (to_sequence) cannot take input of shape [96]: it "
+       "expects a per-sample input [C, H, W]"},
+      {"  layers { to_sequence {} }\n  layers { to_sequence {} }\n",
+       "5:3: layer 1 (to_sequence) cannot take input of shape [6, 16]: its "
+       "input [C, L] is a sequence already; to_sequence takes a per-sample "
+       "input [C, H, W]"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(ErrorOf(with(c.layers)), std::string(kFile) + ":" + c.error)
+        << c.layers;
+  }
+  EXPECT_EQ(
+      ErrorOf(with("  layers { conv2d { out_channels: 12 kernel: 2 stride: 2 "
+                   "} }\n  layers { to_sequence {} }\n"
+                   "  layers { positional_embedding {} }\n"
+                   "  layers { transformer_block { heads: 3 bidirectional: "
+                   "true } }\n  layers { layernorm { per_position: true } }\n"
+                   "  layers { sequence_pool { mode: MEAN } }\n"
+                   "  layers { linear { out_features: 10 } }\n")),
+      "OK");
+}
+
 }  // namespace
 }  // namespace cohort

@@ -73,8 +73,10 @@ class Builder {
     Next().mutable_positional_embedding();
     return *this;
   }
-  Builder& TransformerBlock(int64_t heads) {
-    Next().mutable_transformer_block()->set_heads(heads);
+  Builder& TransformerBlock(int64_t heads, bool bidirectional = false) {
+    TransformerBlockSpec* t = Next().mutable_transformer_block();
+    t->set_heads(heads);
+    t->set_bidirectional(bidirectional);
     return *this;
   }
   Builder& PositionLayerNorm() {
@@ -83,6 +85,14 @@ class Builder {
   }
   Builder& TiedLmHead() {
     Next().mutable_tied_lm_head();
+    return *this;
+  }
+  Builder& ToSequence() {
+    Next().mutable_to_sequence();
+    return *this;
+  }
+  Builder& SequenceMean() {
+    Next().mutable_sequence_pool()->set_mode(SequencePoolSpec::MEAN);
     return *this;
   }
   std::vector<LayerSpec> Take() { return std::move(layers_); }
@@ -147,6 +157,14 @@ std::vector<LayerSpec> MakeZoo(const std::string& name) {
     b.Embedding(256, 256).PositionalEmbedding();
     for (int i = 0; i < 4; ++i) b.TransformerBlock(4);
     b.PositionLayerNorm().TiedLmHead();
+  } else if (name == "vit_tiny") {
+    // A vision transformer of ViT-Ti's width: 16x16 patches of 192
+    // features, a learned position per patch, pre-norm encoder blocks
+    // (nn.TransformerEncoderLayer(norm_first=True, activation="gelu")), a
+    // final layer norm and the mean over patches instead of a class token.
+    b.Conv2d(192, 16, 16).ToSequence().PositionalEmbedding();
+    for (int i = 0; i < 4; ++i) b.TransformerBlock(3, /*bidirectional=*/true);
+    b.PositionLayerNorm().SequenceMean().Linear(1000);
   }
   return b.Take();
 }
@@ -157,6 +175,7 @@ const std::map<std::string, Shape>& ZooShapes() {
       {"lenet5", {1, 28, 28}},     {"lenet_cifar", {3, 32, 32}},
       {"conv1d_bn", {3, 10000}},   {"resnet18_cifar", {3, 32, 32}},
       {"resnet50", {3, 224, 224}}, {"gpt_tiny", {1, 256}},
+      {"vit_tiny", {3, 224, 224}},
   };
   return *shapes;
 }

@@ -21,6 +21,12 @@
 //                                transformer blocks of 4 heads, per-position
 //                                layer norm, head tied to the embedding;
 //                                designed for L = 256, takes any L
+//   vit_tiny       [3, 224, 224] vision transformer: conv 3-192 k16 s16
+//                                (patches), to_sequence, positional
+//                                embedding {196, 192}, 4 bidirectional
+//                                pre-norm blocks of 3 heads (MLP 768),
+//                                per-position layer norm, mean over the
+//                                patches, fc 192-1000
 //
 // They live here, below the engines (worker/zoo.h builds their layers), so
 // that the spec validator, the coordinator and the parameter-server shards

@@ -198,6 +198,17 @@ train_export se_block "9, 3, 12, 12" \
        layers { sigmoid {} } } } }
    layers { global_avgpool {} } layers { linear { out_features: 10 } }' \
   'data { kind: SYNTHETIC synthetic { shape: [3, 12, 12] train_samples: 512 test_samples: 64 } }'
+# A vision transformer: patches (a strided conv2d) to a sequence (ONNX
+# Reshape), the transformer layers sequence-major, the mean over the
+# patches (ReduceMean) into a linear head.
+train_export vit "9, 3, 16, 16" \
+  'layers { conv2d { out_channels: 12 kernel: 4 stride: 4 } } layers { to_sequence {} }
+   layers { positional_embedding {} }
+   layers { transformer_block { heads: 3 bidirectional: true } }
+   layers { transformer_block { heads: 2 mlp_ratio: 2 bidirectional: true } }
+   layers { layernorm { per_position: true } } layers { sequence_pool { mode: MEAN } }
+   layers { linear { out_features: 10 } }' \
+  'data { kind: SYNTHETIC synthetic { shape: [3, 16, 16] train_samples: 512 test_samples: 64 } }'
 $py "$examples/make_conv1d_data.py" "$tmp/c1d" --train 64 --test 16 --shards 1 > /dev/null
 train_export conv1d "5, 3, 10000" 'zoo: "conv1d_bn"' \
   "data { kind: NUMPY dir: \"$tmp/c1d\" numpy { shape: [3, 10000] target_shape: [3, 10000]
@@ -231,6 +242,7 @@ zoo_onnx lenet5 "1, 28, 28"
 zoo_onnx lenet_cifar "3, 32, 32"
 zoo_onnx resnet18_cifar "3, 32, 32"
 zoo_onnx resnet50 "3, 224, 224"
+zoo_onnx vit_tiny "3, 224, 224"
 
 # The other way: weights saved from PyTorch start a cohort run
 # (--init-from); at a vanishing learning rate the trained model is

@@ -1,8 +1,8 @@
 """Compares cohort's GELU, SiLU, tanh, sigmoid, LeakyReLU, ReLU6,
 hardsigmoid, hardswish, LayerNorm, GroupNorm, MaxPool1d, AvgPool1d,
 AdaptiveAvgPool2d, Softmax, PReLU, Upsample, ConvTranspose2d, Conv2d's
-rectangular and padding="same" forms and the per-position Linear
-(worker/layers/, float64)
+rectangular and padding="same" forms, the per-position Linear and the
+vision transformer's to_sequence and sequence_pool (worker/layers/, float64)
 with PyTorch 1.13's modules on random inputs: the
 forward output, the input gradient and every parameter gradient for a random
 upstream gradient.
@@ -46,6 +46,23 @@ class PositionLinear(nn.Linear):
 
     def forward(self, x):
         return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
+class ToSequence(nn.Module):
+    """cohort's to_sequence: a patch convolution's [N, C, H, W] as a ViT
+    sequence, x.flatten(2).transpose(1, 2) ([N, H * W, C]), given back in
+    cohort's [N, C, L]."""
+
+    def forward(self, x):
+        return x.flatten(2).transpose(1, 2).transpose(1, 2)
+
+
+class SequenceMean(nn.Module):
+    """cohort's sequence_pool { mode: MEAN } on [N, D, L]: a ViT's
+    x.mean(dim=1) on [N, L, D]."""
+
+    def forward(self, x):
+        return x.transpose(1, 2).mean(dim=1)
 
 
 # (kind, cohort layer text, torch module factory(per-sample shape), shapes)
@@ -172,6 +189,13 @@ CASES = [
      lambda s: PositionLinear(s[1], 128), [(2, 32, 130)]),
     ("linear(per_position)", "linear { out_features: 32 per_position: true }",
      lambda s: PositionLinear(s[1], 32), [(2, 128, 130)]),
+    # Square and rectangular patch grids, one row, one pixel.
+    ("to_sequence", "to_sequence {}", lambda s: ToSequence(),
+     [(2, 3, 4, 4), (3, 5, 2, 7), (2, 4, 1, 6), (2, 3, 1, 1)]),
+    ("sequence_pool", "sequence_pool {}", lambda s: SequenceMean(),
+     [(3, 4, 7), (2, 6, 196), (2, 5, 1)]),
+    ("sequence_pool", "sequence_pool { mode: MEAN }",
+     lambda s: SequenceMean(), [(4, 3, 9)]),
 ]
 
 worst = {}

@@ -10,7 +10,8 @@ The torch model is built from the layer list the export records
 (metadata cohort.layers) with sizes from the tensors' shapes: every layer
 kind, residual blocks as torchvision's BasicBlock and Bottleneck, branch
 blocks as a ModuleList of Sequential paths (grouped and dilated
-convolutions included), and the transformer layers on cohort's
+convolutions included), and the transformer layers (with a vision
+transformer's to_sequence and sequence_pool) on cohort's
 per-sample [N, D, L] layout, transposed to torch's [N, L, D] around
 nn.LayerNorm, nn.MultiheadAttention and a per-position nn.Linear, token
 ids arriving as floats
@@ -132,6 +133,22 @@ class PositionalEmbedding(nn.Embedding):
         return x + self.weight.t().unsqueeze(0)
 
 
+class ToSequence(nn.Module):
+    """cohort's to_sequence: [N, C, H, W] -> [N, C, H * W] (a ViT's
+    x.flatten(2).transpose(1, 2), kept in cohort's [N, D, L])."""
+
+    def forward(self, x):
+        return x.flatten(2)
+
+
+class SequenceMean(nn.Module):
+    """cohort's sequence_pool { mode: MEAN }: [N, D, L] -> [N, D] (a ViT's
+    x.mean(dim=1) on [N, L, D])."""
+
+    def forward(self, x):
+        return x.mean(dim=2)
+
+
 class PositionLayerNorm(nn.LayerNorm):
     """cohort's layernorm { per_position: true }: nn.LayerNorm(C) at each
     position of [N, C, L]."""
@@ -232,6 +249,10 @@ def make_layer(layer, prefix, tensors, in_shape, ctx=None):
                                 a.get("dropout", 0.0),
                                 not a.get("bidirectional", False),
                                 a.get("eps", 1e-5) or 1e-5)
+    if kind == "to_sequence":
+        return ToSequence()
+    if kind == "sequence_pool":
+        return SequenceMean()
     if kind == "tied_lm_head":
         if "embedding" not in ctx:
             raise SystemExit("%s: tied_lm_head without an embedding before it"

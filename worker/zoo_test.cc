@@ -35,6 +35,11 @@ TEST(Zoo, ParameterCountsMatchTheArchitectures) {
   // torchvision.models.resnet50(): BN weights and biases are parameters,
   // running statistics buffers.
   EXPECT_EQ(Params("resnet50"), 25557032);
+  // sum(p.numel() for p in m.parameters()) of the PyTorch model: Conv2d(3,
+  // 192, 16, stride=16), a [196, 192] positional parameter, 4
+  // nn.TransformerEncoderLayer(192, 3, 768, norm_first=True), LayerNorm(192)
+  // and Linear(192, 1000).
+  EXPECT_EQ(Params("vit_tiny"), 2158120);
 }
 
 TEST(Zoo, OutputsHaveTheirClassCount) {
@@ -44,8 +49,8 @@ TEST(Zoo, OutputsHaveTheirClassCount) {
     spec.set_zoo(name);
     auto model = BuildModel<float>(spec, *ZooInputShape(name), 1);
     ASSERT_TRUE(model.ok()) << name << ": " << model.status();
-    EXPECT_EQ((*model)->output_shape(), Shape({name == "resnet50" ? 1000 : 10}))
-        << name;
+    const bool imagenet = name == "resnet50" || name == "vit_tiny";
+    EXPECT_EQ((*model)->output_shape(), Shape({imagenet ? 1000 : 10})) << name;
   }
 }
 
@@ -77,6 +82,63 @@ TEST(Zoo, GptTinyParameterCount) {
   const int64_t d = 256, block = 2 * d + (3 * d * d + 3 * d) + (d * d + d) +
                                  2 * d + (4 * d * d + 4 * d) + (4 * d * d + d);
   EXPECT_EQ(Params("gpt_tiny"), 256 * d + 256 * d + 4 * block + 2 * d);
+}
+
+// vit_tiny's layers and the tensors of its PyTorch counterpart, in order.
+TEST(Zoo, VitTinyIsAPatchEncoderWithAMeanHead) {
+  ModelSpec spec;
+  spec.set_zoo("vit_tiny");
+  auto model = BuildModel<float>(spec, *ZooInputShape("vit_tiny"), 1);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<Shape> outputs = {
+      {192, 14, 14}, {192, 196}, {192, 196}, {192, 196}, {192, 196},
+      {192, 196},    {192, 196}, {192, 196}, {192},      {1000}};
+  EXPECT_EQ((*model)->layer_outputs(), outputs);
+  const std::vector<ParamStore<float>::Entry>& e =
+      (*model)->param_store().entries();
+  // patch weight and bias, the positions, 12 per block, norm, head.
+  ASSERT_EQ(e.size(), 3u + 4 * 12 + 2 + 2);
+  EXPECT_EQ(e[0].shape, Shape({192, 3, 16, 16}));
+  EXPECT_EQ(e[2].shape, Shape({196, 192}));
+  EXPECT_EQ(e[5].shape, Shape({576, 192}));   // the first in_proj_weight
+  EXPECT_EQ(e[11].shape, Shape({768, 192}));  // linear1
+  EXPECT_EQ(e[e.size() - 2].shape, Shape({1000, 192}));
+  absl::StatusOr<std::vector<LayerSpec>> layers = LayerSpecs(spec);
+  ASSERT_TRUE(layers.ok()) << layers.status();
+  for (int i = 3; i < 7; ++i) {
+    EXPECT_TRUE((*layers)[i].transformer_block().bidirectional()) << i;
+  }
+}
+
+// One training step of the whole network on a small image (32x32: 2x2
+// patches) without the cost of 224x224.
+TEST(Zoo, VitTinyForwardBackwardIsFinite) {
+  ModelSpec spec;
+  spec.set_zoo("vit_tiny");
+  auto model = BuildModel<float>(spec, {3, 32, 32}, 5);
+  ASSERT_TRUE(model.ok()) << model.status();
+  Tensor x({3, 2, 32, 32});
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = (i % 29) * 0.1f - 1.4f;
+  const Tensor& logits = (*model)->Forward(x, Mode::kTrain);
+  ASSERT_EQ(logits.shape(), Shape({2, 1000}));
+  Tensor grad;
+  const std::vector<int32_t> labels = {7, 998};
+  const float loss = SoftmaxCrossEntropy(logits, labels, &grad);
+  EXPECT_TRUE(std::isfinite(loss)) << loss;
+  EXPECT_GT(loss, 1.0f);
+  EXPECT_LT(loss, 20.0f);
+  (*model)->Backward(grad);
+  const Tensor& g = (*model)->grads();
+  for (int64_t i = 0; i < g.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(g[i])) << "gradient " << i;
+  }
+  // The gradient reaches the patch convolution through every block.
+  const ParamStore<float>::Entry& patch = (*model)->param_store().entries()[0];
+  double patch_norm = 0;
+  for (int64_t i = 0; i < NumElements(patch.shape); ++i) {
+    patch_norm += std::abs(g[patch.offset + i]);
+  }
+  EXPECT_GT(patch_norm, 0.0);
 }
 
 TEST(Zoo, Resnet50HasTorchvisionsLayout) {

@@ -560,6 +560,16 @@ const std::vector<SequenceCase>& SequenceCases() {
        "layers { tied_lm_head {} }",
        {1, 12},
        17},
+      // A small vision transformer: 2x3 patches to a sequence, pooled over
+      // the positions into a linear head.
+      {"layers { conv2d { out_channels: 12 kernel: 4 stride: 4 } } "
+       "layers { to_sequence {} } layers { positional_embedding {} } "
+       "layers { transformer_block { heads: 3 bidirectional: true } } "
+       "layers { layernorm { per_position: true } } "
+       "layers { sequence_pool { mode: MEAN } } "
+       "layers { linear { out_features: 5 } }",
+       {3, 8, 12},
+       0},
   };
   return *cases;
 }
