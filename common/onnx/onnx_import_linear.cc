@@ -14,9 +14,12 @@ absl::Status Refuse(const std::string& label, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(label, ": ", why));
 }
 
+// The transpose of matrix `t`. It is no longer the initializer as stored,
+// so it loses its name.
 ConstTensor Transposed(const ConstTensor& t) {
   ConstTensor out = t;
   out.dims = {t.dims[1], t.dims[0]};
+  out.source.clear();
   for (int64_t i = 0; i < t.dims[0]; ++i) {
     for (int64_t j = 0; j < t.dims[1]; ++j) {
       out.floats[j * t.dims[0] + i] = t.floats[i * t.dims[1] + j];
@@ -98,39 +101,70 @@ absl::StatusOr<std::string> Importer::MapMatMul(int node, const Region& r) {
                   "multiplies a constant by the data; cohort's linear "
                   "is x @ W^T");
   }
-  if (tokens_ && in.size() == 2) return MapMatMulPerPosition(node, r);
-  ASSIGN_OR_RETURN(const ConstTensor wt, Weight(node, 1, {}));
-  if (wt.dims.size() != 2 || in.size() != 1 || in[0] != wt.dims[0]) {
+  // A token model's [L, D] positions each go through the same nn.Linear.
+  const bool per_position = tokens_ && in.size() == 2;
+  ASSIGN_OR_RETURN(const ConstTensor w, LinearWeight(node, 1));
+  if (in.empty() || in.back() != w.dims[1] || in.size() > 2 ||
+      (in.size() == 2 && !per_position)) {
     return Refuse(
         label, absl::StrCat("a product of samples of ", DimsString(in), " by ",
-                            DimsString(wt.dims),
-                            "; cohort's linear "
-                            "takes flat samples "
-                            "(flatten first)"));
+                            DimsString({w.dims[1], w.dims[0]}),
+                            "; cohort's linear takes flat samples "
+                            "(flatten first) or a token model's "
+                            "positions"));
   }
-  const ConstTensor w = Transposed(wt);
-  // torch's Linear on 2-D inputs without Gemm: MatMul then Add of the bias.
-  std::string out = n.output(0);
-  const int add = SoleConsumer(out, r);
+  // torch's Linear without Gemm: MatMul then Add of the bias.
   ConstTensor b;
-  bool bias = false;
-  if (add >= 0 && g_.node(add).op_type() == "Add" &&
-      g_.DataInputs(add).size() == 1) {
-    const std::string other = Other(add, out);
-    absl::StatusOr<ConstTensor> t = g_.Fold(other);
-    bias = t.ok() && t->size() == w.dims[0] && !t->integer;
-    if (bias) {
-      b = *t;
-      b.dims = {w.dims[0]};
-      RETURN_IF_ERROR(CheckSideOutputs(add, r));
-    }
-  }
+  const bool bias = FindBias(node, w.dims[0], r, &b);
   LinearSpec* l = NewLayer(r)->mutable_linear();
   l->set_out_features(w.dims[0]);
   l->set_no_bias(!bias);
+  l->set_per_position(per_position);
   AddWeight(r, "weight", w);
   if (bias) AddWeight(r, "bias", b);
-  return Done(bias ? add : node, {w.dims[0]});
+  const int last = bias ? SoleConsumer(n.output(0), r) : node;
+  Dims out = in;
+  out.back() = w.dims[0];
+  return Done(last, out);
+}
+
+absl::StatusOr<ConstTensor> Importer::LinearWeight(int node, int i) {
+  const onnx::NodeProto& n = g_.node(node);
+  // torch exports x @ W^T as MatMul(x, Transpose(W)): read W itself, so
+  // that it keeps its initializer's name.
+  const int t = i < n.input_size() ? g_.Producer(n.input(i)) : -1;
+  if (t >= 0 && g_.node(t).op_type() == "Transpose" &&
+      g_.IsInitializer(g_.node(t).input(0)) &&
+      IntsAttr(g_.node(t), "perm", {1, 0}) == Dims({1, 0})) {
+    ASSIGN_OR_RETURN(ConstTensor w, g_.Fold(g_.node(t).input(0)));
+    if (w.dims.size() != 2 || w.integer) {
+      return Refuse(g_.Label(node), "its weight is not a float matrix");
+    }
+    w.source = g_.node(t).input(0);
+    return w;
+  }
+  ASSIGN_OR_RETURN(ConstTensor wt, Weight(node, i, {}));
+  if (wt.dims.size() != 2 || wt.integer) {
+    return Refuse(g_.Label(node), "its weight is not a float matrix");
+  }
+  return Transposed(wt);
+}
+
+bool Importer::FindBias(int node, int64_t outputs, const Region& r,
+                        ConstTensor* b) {
+  const std::string out = g_.node(node).output(0);
+  const int add = SoleConsumer(out, r);
+  if (add < 0 || g_.node(add).op_type() != "Add" ||
+      g_.DataInputs(add).size() != 1 || !CheckSideOutputs(add, r).ok()) {
+    return false;
+  }
+  const std::string other = Other(add, out);
+  absl::StatusOr<ConstTensor> t = g_.Fold(other);
+  if (!t.ok() || t->size() != outputs || t->integer) return false;
+  *b = *t;
+  b->dims = {outputs};
+  if (g_.IsInitializer(other)) b->source = other;
+  return true;
 }
 
 absl::StatusOr<std::string> Importer::MapDropout(int node, const Region& r) {

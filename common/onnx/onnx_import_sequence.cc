@@ -60,36 +60,6 @@ absl::Status Importer::CheckTokenOp(int node) const {
                              "residual adds and self-attention there"));
 }
 
-absl::StatusOr<ConstTensor> Importer::LinearWeight(int node, int i) {
-  const onnx::NodeProto& n = g_.node(node);
-  // torch exports x @ W^T as MatMul(x, Transpose(W)): read W itself, so
-  // that it keeps its initializer's name.
-  const int t = i < n.input_size() ? g_.Producer(n.input(i)) : -1;
-  if (t >= 0 && g_.node(t).op_type() == "Transpose" &&
-      g_.IsInitializer(g_.node(t).input(0)) &&
-      IntsAttr(g_.node(t), "perm", {1, 0}) == Dims({1, 0})) {
-    ASSIGN_OR_RETURN(ConstTensor w, g_.Fold(g_.node(t).input(0)));
-    if (w.dims.size() != 2 || w.integer) {
-      return Refuse(g_.Label(node), "its weight is not a float matrix");
-    }
-    w.source = g_.node(t).input(0);
-    return w;
-  }
-  ASSIGN_OR_RETURN(ConstTensor wt, Weight(node, i, {}));
-  if (wt.dims.size() != 2 || wt.integer) {
-    return Refuse(g_.Label(node), "its weight is not a float matrix");
-  }
-  ConstTensor w = wt;
-  w.dims = {wt.dims[1], wt.dims[0]};
-  for (int64_t a = 0; a < wt.dims[0]; ++a) {
-    for (int64_t b = 0; b < wt.dims[1]; ++b) {
-      w.floats[b * wt.dims[0] + a] = wt.floats[a * wt.dims[1] + b];
-    }
-  }
-  w.source.clear();  // stored transposed: not the module's own tensor
-  return w;
-}
-
 absl::StatusOr<std::string> Importer::MapGather(int node, const Region& r) {
   const onnx::NodeProto& n = g_.node(node);
   const std::string label = g_.Label(node);
@@ -157,47 +127,6 @@ absl::StatusOr<std::string> Importer::MapAdd(int node, const Region& r) {
   NewLayer(r)->mutable_positional_embedding();
   AddWeight(r, "weight", std::move(t));
   return Done(node, In(node));
-}
-
-absl::StatusOr<std::string> Importer::MapMatMulPerPosition(int node,
-                                                           const Region& r) {
-  const onnx::NodeProto& n = g_.node(node);
-  const Dims& in = In(node);
-  ASSIGN_OR_RETURN(const ConstTensor w, LinearWeight(node, 1));
-  if (n.input(0) != g_.DataInputs(node)[0] || in[1] != w.dims[1]) {
-    return Refuse(g_.Label(node),
-                  absl::StrCat("a product of [L, D] = ", DimsString(in), " by ",
-                               DimsString(w.dims),
-                               "; cohort's per-position linear is x @ W^T"));
-  }
-  std::string out = n.output(0);
-  ConstTensor b;
-  const bool bias = FindBias(node, w.dims[0], r, &b);
-  LinearSpec* l = NewLayer(r)->mutable_linear();
-  l->set_out_features(w.dims[0]);
-  l->set_no_bias(!bias);
-  l->set_per_position(true);
-  AddWeight(r, "weight", w);
-  if (bias) AddWeight(r, "bias", b);
-  const int last = bias ? SoleConsumer(out, r) : node;
-  return Done(last, {in[0], w.dims[0]});
-}
-
-bool Importer::FindBias(int node, int64_t outputs, const Region& r,
-                        ConstTensor* b) {
-  const std::string out = g_.node(node).output(0);
-  const int add = SoleConsumer(out, r);
-  if (add < 0 || g_.node(add).op_type() != "Add" ||
-      g_.DataInputs(add).size() != 1 || !CheckSideOutputs(add, r).ok()) {
-    return false;
-  }
-  const std::string other = Other(add, out);
-  absl::StatusOr<ConstTensor> t = g_.Fold(other);
-  if (!t.ok() || t->size() != outputs || t->integer) return false;
-  *b = *t;
-  b->dims = {outputs};
-  if (g_.IsInitializer(other)) b->source = other;
-  return true;
 }
 
 absl::StatusOr<std::string> Importer::AddLayerNorm(int node, int last,

@@ -118,8 +118,6 @@ class Importer {
   // A learned position table added to the activations.
   absl::StatusOr<std::string> MapAdd(int node, const Region& r);
   absl::StatusOr<ConstTensor> PositionTable(int node, const std::string& value);
-  // nn.Linear at each position: MatMul by W^T, then an Add of the bias.
-  absl::StatusOr<std::string> MapMatMulPerPosition(int node, const Region& r);
   // The Add of a bias of `outputs` values right after `node`, if any.
   bool FindBias(int node, int64_t outputs, const Region& r, ConstTensor* b);
   // W {out, in} of x @ W^T from input `i` of `node`, named after its
