@@ -66,14 +66,18 @@ absl::StatusOr<Dims> InputShape(const onnx::ValueInfoProto& input,
   }
   const auto& dims = t.shape().dim();
   *batch = dims.empty() || !dims[0].has_dim_value() ? -1 : dims[0].dim_value();
+  const bool tokens = TokenIds(input);
   if (!override.empty()) {
-    if (t.has_shape() && dims.size() != static_cast<int>(override.size()) + 1) {
-      return Bad(absl::StrCat("--input-shape ", DimsString(override), " has ",
-                              override.size(), " dims where input ",
-                              input.name(), " has ", dims.size() - 1,
-                              " per sample"));
+    Dims wanted = override;
+    // cohort's own spelling of a token window, {1, L}, is also taken.
+    if (tokens && wanted.size() == 2 && wanted[0] == 1) wanted = {wanted[1]};
+    if (t.has_shape() && dims.size() != static_cast<int>(wanted.size()) + 1) {
+      return Bad(absl::StrCat(
+          "--input-shape ", DimsString(override), " has ", override.size(),
+          " dims where input ", input.name(), " has ", dims.size() - 1,
+          " per sample", tokens ? " (token ids: give L)" : ""));
     }
-    return override;
+    return wanted;
   }
   if (!t.has_shape() || dims.size() < 2) {
     return Bad(absl::StrCat("input ", input.name(),
@@ -82,10 +86,10 @@ absl::StatusOr<Dims> InputShape(const onnx::ValueInfoProto& input,
   Dims out;
   for (int i = 1; i < dims.size(); ++i) {
     if (!dims[i].has_dim_value() || dims[i].dim_value() <= 0) {
-      return Bad(
-          absl::StrCat("input ", input.name(), " has the symbolic dim ",
-                       dims[i].dim_param().empty() ? "?" : dims[i].dim_param(),
-                       "; give --input-shape=C,H,W"));
+      return Bad(absl::StrCat(
+          "input ", input.name(), " has the symbolic dim ",
+          dims[i].dim_param().empty() ? "?" : dims[i].dim_param(),
+          tokens ? "; give --input-shape=L" : "; give --input-shape=C,H,W"));
     }
     out.push_back(dims[i].dim_value());
   }

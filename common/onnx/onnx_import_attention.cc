@@ -24,6 +24,17 @@ namespace cohort {
 namespace onnx_import_internal {
 namespace {
 
+// An attention block is recognised by evaluating it at the batch and length
+// it was exported with; a block too large for the evaluator's limits is
+// refused with the remedy, not only the limit.
+absl::Status EvalRefusal(const std::string& label, const absl::Status& why) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      label, ": cannot evaluate the attention block to recognise it (",
+      why.message(),
+      "); export with a smaller batch (torch.onnx.export with a batch of 1 "
+      "or 2)"));
+}
+
 absl::Status Refuse(const std::string& label, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(label, ": ", why));
 }
@@ -184,8 +195,9 @@ absl::StatusOr<std::string> Importer::TryAttention(const std::string& w,
   ids.integer = true;
   eval.Set(g_.input(), ids);
   eval.Set(w, x);
-  ASSIGN_OR_RETURN(const EvalValue p,
-                   eval.Get(g_.node(block.softmax).output(0)));
+  absl::StatusOr<EvalValue> scores = eval.Get(g_.node(block.softmax).output(0));
+  if (!scores.ok()) return EvalRefusal(label, scores.status());
+  const EvalValue& p = *scores;
   const int64_t heads =
       static_cast<int64_t>(p.data.size()) / std::max<int64_t>(1, n * len * len);
   if (heads < 1 || d % heads != 0 ||
@@ -218,7 +230,9 @@ absl::StatusOr<std::string> Importer::MatchingEnd(
   // The last candidate that is [N, L, D] again (after the reshapes that
   // undo the heads' layout).
   for (auto end = block.ends.rbegin(); end != block.ends.rend(); ++end) {
-    ASSIGN_OR_RETURN(const EvalValue y, eval->Get(*end));
+    absl::StatusOr<EvalValue> got = eval->Get(*end);
+    if (!got.ok()) return EvalRefusal(label, got.status());
+    const EvalValue& y = *got;
     if (y.dims != shape) continue;
     double diff = 0;
     for (size_t i = 0; i < want.size(); ++i) {

@@ -70,6 +70,25 @@ TEST(OnnxImportSequence, TokenModelLayersKeepTheirModulesNames) {
   EXPECT_EQ(m->weights[4].shape, (Dims{5, 6}));  // nn.Linear's {out, in}
 }
 
+// --input-shape of a token model is its length: L, or cohort's {1, L}.
+TEST(OnnxImportSequence, InputShapeOfTokensIsTheLength) {
+  Graph g({4}, 17, kIds);
+  g.Output(Linear(&g, Embedded(&g), "head", 5, 6));
+  for (const Dims& given : {Dims{4}, Dims{1, 4}}) {
+    OnnxImportOptions o;
+    o.input_shape = given;
+    absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), o);
+    ASSERT_TRUE(m.ok()) << given.size() << " dims: " << m.status();
+    EXPECT_EQ(m->input_shape, (Dims{1, 4}));
+  }
+  OnnxImportOptions o;
+  o.input_shape = {2, 2, 4};
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), o);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("token ids: give L"), std::string::npos)
+      << m.status();
+}
+
 TEST(OnnxImportSequence, LayerNormInPartsIsOneLayer) {
   Graph g({4}, 13, kIds);
   const std::string h = Embedded(&g);
