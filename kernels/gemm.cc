@@ -135,13 +135,35 @@ void BroadcastColumn(int64_t m, int64_t n, const T* col, T* c, int64_t ldc) {
     std::fill(c + i * ldc, c + i * ldc + n, col[i]);
 }
 
+template <typename T>
+void PositionwiseLinear(const T* w, const T* bias, const T* x, int64_t o,
+                        int64_t i, int64_t m, T* out) {
+  if (bias != nullptr) BroadcastColumn<T>(o, m, bias, out, m);
+  Gemm<T>(Trans::kNo, Trans::kNo, o, m, i, T(1), w, i, x, m,
+          bias != nullptr ? T(1) : T(0), out, m);
+}
+
+template <typename T>
+void PositionwiseLinearBackward(const T* w, const T* x, const T* dy, int64_t o,
+                                int64_t i, int64_t m, T* dw, T* db, T* dx) {
+  Gemm<T>(Trans::kNo, Trans::kYes, o, i, m, T(1), dy, m, x, m, T(0), dw, i);
+  if (db != nullptr) RowSums<T>(o, m, dy, m, db);
+  if (dx != nullptr) {
+    Gemm<T>(Trans::kYes, Trans::kNo, i, m, o, T(1), w, i, dy, m, T(0), dx, m);
+  }
+}
+
 #define COHORT_INSTANTIATE_GEMM(T)                                            \
   template void Gemm<T>(Trans, Trans, int64_t, int64_t, int64_t, T, const T*, \
                         int64_t, const T*, int64_t, T, T*, int64_t);          \
   template void RowSums<T>(int64_t, int64_t, const T*, int64_t, T*);          \
   template void ColumnSums<T>(int64_t, int64_t, const T*, int64_t, T*);       \
   template void BroadcastRow<T>(int64_t, int64_t, const T*, T*, int64_t);     \
-  template void BroadcastColumn<T>(int64_t, int64_t, const T*, T*, int64_t);
+  template void BroadcastColumn<T>(int64_t, int64_t, const T*, T*, int64_t);  \
+  template void PositionwiseLinear<T>(const T*, const T*, const T*, int64_t,  \
+                                      int64_t, int64_t, T*);                  \
+  template void PositionwiseLinearBackward<T>(                                \
+      const T*, const T*, const T*, int64_t, int64_t, int64_t, T*, T*, T*);
 
 COHORT_INSTANTIATE_GEMM(float)
 COHORT_INSTANTIATE_GEMM(double)

@@ -52,6 +52,19 @@ void BroadcastRow(int64_t m, int64_t n, const T* row, T* c, int64_t ldc);
 template <typename T>
 void BroadcastColumn(int64_t m, int64_t n, const T* col, T* c, int64_t ldc);
 
+// A Linear applied to each of the m columns of x, as the batch-inner layout
+// stores positions: out {o, m} = W {o, i} x {i, m}, plus bias {o} in every
+// column when `bias` is not null.
+template <typename T>
+void PositionwiseLinear(const T* w, const T* bias, const T* x, int64_t o,
+                        int64_t i, int64_t m, T* out);
+
+// Its backward: dW {o, i} = dy x^T; db {o} = the row sums of dy (when `db`
+// is not null); dx {i, m} = W^T dy (when `dx` is not null).
+template <typename T>
+void PositionwiseLinearBackward(const T* w, const T* x, const T* dy, int64_t o,
+                                int64_t i, int64_t m, T* dw, T* db, T* dx);
+
 }  // namespace cohort
 
 #endif  // COHORT_KERNELS_GEMM_H_

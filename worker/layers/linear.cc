@@ -134,15 +134,11 @@ void Linear<T>::ForwardPerPosition(const BasicTensor<T>& in,
   CHECK(in.rank() == 3 && in.dim(0) == in_features_ && in.dim(2) == length_)
       << Name() << ": input " << ShapeString(in.shape())
       << " is not [C, N, L] for the configured [C, L]";
-  const int64_t n = in.dim(1), cols = n * length_;
+  const int64_t n = in.dim(1);
   EnsureShape(out, {out_features_, n, length_});
-  // out[O, NL] = W[O, C] * x[C, NL] (+ bias in every column)
-  if (has_bias_) {
-    BroadcastColumn<T>(out_features_, cols, bias_.data(), out->data(), cols);
-  }
-  Gemm<T>(Trans::kNo, Trans::kNo, out_features_, cols, in_features_, T(1),
-          weight_.data(), in_features_, in.data(), cols,
-          has_bias_ ? T(1) : T(0), out->data(), cols);
+  PositionwiseLinear<T>(weight_.data(), has_bias_ ? bias_.data() : nullptr,
+                        in.data(), out_features_, in_features_, n * length_,
+                        out->data());
 }
 
 template <typename T>
@@ -152,19 +148,12 @@ void Linear<T>::BackwardPerPosition(const BasicTensor<T>& grad_out,
   CHECK(grad_out.rank() == 3 && grad_out.dim(0) == out_features_ &&
         grad_out.dim(1) == input_->dim(1) && grad_out.dim(2) == length_)
       << Name() << ": output gradient " << ShapeString(grad_out.shape());
-  // dW[O, C] = dOut[O, NL] * x^T[NL, C]
-  Gemm<T>(Trans::kNo, Trans::kYes, out_features_, in_features_, cols, T(1),
-          grad_out.data(), cols, input_->data(), cols, T(0),
-          grad_weight_.data(), in_features_);
-  if (has_bias_) {
-    RowSums<T>(out_features_, cols, grad_out.data(), cols, grad_bias_.data());
-  }
-  if (grad_in == nullptr) return;
-  // dX[C, NL] = W^T[C, O] * dOut[O, NL]
-  EnsureShape(grad_in, input_->shape());
-  Gemm<T>(Trans::kYes, Trans::kNo, in_features_, cols, out_features_, T(1),
-          weight_.data(), in_features_, grad_out.data(), cols, T(0),
-          grad_in->data(), cols);
+  if (grad_in != nullptr) EnsureShape(grad_in, input_->shape());
+  PositionwiseLinearBackward<T>(weight_.data(), input_->data(), grad_out.data(),
+                                out_features_, in_features_, cols,
+                                grad_weight_.data(),
+                                has_bias_ ? grad_bias_.data() : nullptr,
+                                grad_in != nullptr ? grad_in->data() : nullptr);
 }
 
 template class Linear<float>;

@@ -18,25 +18,6 @@ NormOptions PerPosition(double eps) {
   return o;
 }
 
-// out {o, m} = W {o, i} x {i, m} + bias (per row): a position-wise Linear.
-template <typename T>
-void PositionwiseLinear(const T* w, const T* bias, const T* x, int64_t o,
-                        int64_t i, int64_t m, T* out) {
-  BroadcastColumn<T>(o, m, bias, out, m);
-  Gemm<T>(Trans::kNo, Trans::kNo, o, m, i, T(1), w, i, x, m, T(1), out, m);
-}
-
-// Its backward: dW = dy x^T, db = row sums of dy, dx = W^T dy (if dx).
-template <typename T>
-void PositionwiseLinearBackward(const T* w, const T* x, const T* dy, int64_t o,
-                                int64_t i, int64_t m, T* dw, T* db, T* dx) {
-  Gemm<T>(Trans::kNo, Trans::kYes, o, i, m, T(1), dy, m, x, m, T(0), dw, i);
-  RowSums<T>(o, m, dy, m, db);
-  if (dx != nullptr) {
-    Gemm<T>(Trans::kYes, Trans::kNo, i, m, o, T(1), w, i, dy, m, T(0), dx, m);
-  }
-}
-
 }  // namespace
 
 template <typename T>
