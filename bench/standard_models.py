@@ -19,7 +19,9 @@ Models: resnet18_cifar (the zoo's CIFAR layout, batch 32), resnet18
 (torchvision's layout at 3x32x32 through `model { onnx }`, batch 32),
 resnet50 and resnet50_b32 (the zoo's, torchvision's layout at 224, batch 8
 and 32), mobilenet_v2 (torchvision's at 224 through `model { onnx }`,
-batch 8), gpt_tiny (the zoo's byte-level GPT, context 256, batch 8, AdamW).
+batch 8), gpt_tiny (the zoo's byte-level GPT, context 256, batch 8, AdamW),
+vit_tiny (the zoo's: patch 16, width 192, depth 4, 3 heads, 224x224, batch
+16).
 """
 import argparse
 import json
@@ -45,6 +47,7 @@ MODELS = {
     "mobilenet_v2": ((3, 224, 224), 1000, 8, 6, 'onnx: "mobilenet_v2.onnx"',
                      SGD),
     "gpt_tiny": ((256,), 256, 8, 4, 'zoo: "gpt_tiny"', ADAMW),
+    "vit_tiny": ((3, 224, 224), 1000, 16, 4, 'zoo: "vit_tiny"', SGD),
 }
 
 
@@ -58,6 +61,8 @@ def torch_model(name):
     shape, classes = MODELS[name][0], MODELS[name][1]
     if name == "gpt_tiny":
         return TorchGpt(), shape, classes
+    if name == "vit_tiny":
+        return TorchVit(), shape, classes
     kind = name.split("_b")[0]
     kind = "resnet18" if kind.startswith("resnet18") else kind
     m = getattr(torchvision.models, kind)(num_classes=classes)
@@ -96,6 +101,35 @@ def TorchGpt():
             return logits.reshape(-1, logits.shape[-1])
 
     return Gpt()
+
+
+def TorchVit():
+    """vit_tiny as the zoo builds it: 16x16 patches of 192 features, a
+    learned position per patch, 4 pre-norm encoder blocks of 3 heads (GELU
+    MLP 4x), a final LayerNorm, the mean over patches, a linear head."""
+    import torch
+    nn = torch.nn
+
+    class Vit(nn.Module):
+        def __init__(self, d=192, layers=4, heads=3, classes=1000):
+            super().__init__()
+            self.patch = nn.Conv2d(3, d, kernel_size=16, stride=16)
+            self.pos = nn.Parameter(torch.zeros(196, d))
+            self.blocks = nn.ModuleList(
+                nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0,
+                                           activation="gelu",
+                                           batch_first=True, norm_first=True)
+                for _ in range(layers))
+            self.norm = nn.LayerNorm(d)
+            self.head = nn.Linear(d, classes)
+
+        def forward(self, img):
+            x = self.patch(img).flatten(2).transpose(1, 2) + self.pos
+            for b in self.blocks:
+                x = b(x)
+            return self.head(self.norm(x).mean(dim=1))
+
+    return Vit()
 
 
 def export(name, path):

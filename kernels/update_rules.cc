@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "common/logging.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 namespace {
@@ -92,13 +93,17 @@ class Sgd : public UpdateRule<T> {
       const T* g = grads.data() + r.begin;
       const int64_t len = r.end - r.begin;
       const T wd = r.decay ? wd_ : T{0};
-      if (mu_ == 0) {
-        SgdPlain<T>(p, g, len, lr, wd);
-      } else if (nesterov_) {
-        SgdMomentum<T, true>(p, g, buffer_.data() + r.begin, len, lr, wd, mu_);
-      } else {
-        SgdMomentum<T, false>(p, g, buffer_.data() + r.begin, len, lr, wd, mu_);
-      }
+      T* m = mu_ == 0 ? nullptr : buffer_.data() + r.begin;
+      // Elementwise: the same result on any number of threads.
+      ParallelRanges(len, kElementwiseGrain, [&](int64_t b, int64_t e) {
+        if (mu_ == 0) {
+          SgdPlain<T>(p + b, g + b, e - b, lr, wd);
+        } else if (nesterov_) {
+          SgdMomentum<T, true>(p + b, g + b, m + b, e - b, lr, wd, mu_);
+        } else {
+          SgdMomentum<T, false>(p + b, g + b, m + b, e - b, lr, wd, mu_);
+        }
+      });
     }
   }
 
@@ -174,9 +179,15 @@ class Adam : public UpdateRule<T> {
     const AdamScalars<T> decay = MakeAdamScalars<T>(lr, t, options_);
     const AdamScalars<T> plain = MakeAdamScalars<T>(lr, t, no_decay_);
     for (const Run& r : runs_) {
-      AdamKernel<T>(params.data() + r.begin, grads.data() + r.begin,
-                    m_.data() + r.begin, v_.data() + r.begin, r.end - r.begin,
-                    r.decay ? decay : plain);
+      T* p = params.data() + r.begin;
+      const T* g = grads.data() + r.begin;
+      T* m = m_.data() + r.begin;
+      T* v = v_.data() + r.begin;
+      const AdamScalars<T>& s = r.decay ? decay : plain;
+      ParallelRanges(r.end - r.begin, kElementwiseGrain,
+                     [&](int64_t b, int64_t e) {
+                       AdamKernel<T>(p + b, g + b, m + b, v + b, e - b, s);
+                     });
     }
   }
 

@@ -1,0 +1,53 @@
+// Splits a loop over [0, n) into contiguous ranges run on the calling
+// thread's OpenMP team (the compute threads of kernels/onednn_threads.h).
+//
+// Each index is handled by exactly one range, in the same order as the
+// serial loop, so a body that writes only its own indices gives identical
+// results at every thread count: nothing is reduced across ranges. Range
+// boundaries fall on multiples of kRangeAlign indices, so a vectorized body
+// splits into vector steps and a scalar tail exactly where the serial loop
+// does (the tail may round differently, e.g. without fused multiply-adds),
+// and threads do not share cache lines. Loops too short to pay for waking
+// the team run serially on the caller.
+//
+// A user of this header compiles and links with -fopenmp. Thread safety:
+// the body runs concurrently on disjoint ranges.
+#ifndef COHORT_KERNELS_PARALLEL_H_
+#define COHORT_KERNELS_PARALLEL_H_
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/onednn_threads.h"
+
+namespace cohort {
+
+inline constexpr int64_t kRangeAlign = 16;
+
+// Runs body(begin, end) over ranges of at least `grain` indices each
+// (`grain` at least kRangeAlign).
+template <typename Body>
+void ParallelRanges(int64_t n, int64_t grain, const Body& body) {
+  ApplyOnednnThreads();
+  const int64_t parts = std::min<int64_t>(
+      omp_get_max_threads(), n / std::max<int64_t>(grain, kRangeAlign));
+  if (parts <= 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+  const auto boundary = [&](int64_t p) {
+    return p == parts ? n : n * p / parts / kRangeAlign * kRangeAlign;
+  };
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int64_t p = 0; p < parts; ++p) body(boundary(p), boundary(p + 1));
+}
+
+// Elements per range of a streaming elementwise loop: below this, waking
+// a second thread costs more than it saves.
+inline constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
+
+}  // namespace cohort
+
+#endif  // COHORT_KERNELS_PARALLEL_H_

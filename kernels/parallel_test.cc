@@ -1,0 +1,113 @@
+// The kernels that split their loops over the compute threads give the
+// same bits on one thread and on several.
+#include "kernels/parallel.h"
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "common/update_options.h"
+#include "gtest/gtest.h"
+#include "kernels/batchnorm.h"
+#include "kernels/elementwise.h"
+#include "kernels/onednn_threads.h"
+#include "kernels/update_rules.h"
+
+namespace cohort {
+namespace {
+
+std::vector<float> Random(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(gen);
+  return v;
+}
+
+TEST(ParallelRanges, CoversEveryIndexOnceOnAlignedBoundaries) {
+  SetOnednnThreads(2);
+  const int64_t n = 3 * kElementwiseGrain + 5;
+  std::vector<int> seen(n, 0);
+  std::vector<int64_t> starts;
+  ParallelRanges(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++seen[i];
+#pragma omp critical
+    starts.push_back(b);
+  });
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << i;
+  for (int64_t b : starts) EXPECT_EQ(b % kRangeAlign, 0) << b;
+  SetOnednnThreads(0);
+}
+
+// Runs `f` on 1 and on 2 threads and returns both outputs.
+template <typename F>
+std::pair<std::vector<float>, std::vector<float>> OneAndTwo(const F& f) {
+  SetOnednnThreads(1);
+  std::vector<float> one = f();
+  SetOnednnThreads(2);
+  std::vector<float> two = f();
+  SetOnednnThreads(0);
+  return {one, two};
+}
+
+TEST(ParallelKernels, ElementwiseMapsAreThreadCountFree) {
+  const int64_t n = 5 * kElementwiseGrain + 3;
+  const std::vector<float> a = Random(n, 1), b = Random(n, 2);
+  auto [one, two] = OneAndTwo([&] {
+    std::vector<float> out(n), grad(n), sum(n);
+    ReluForward(a.data(), out.data(), n);
+    ReluBackward(a.data(), b.data(), grad.data(), n);
+    Add(out.data(), grad.data(), sum.data(), n);
+    AddInPlace(a.data(), sum.data(), n);
+    return sum;
+  });
+  EXPECT_EQ(one, two);
+}
+
+TEST(ParallelKernels, BatchNormIsThreadCountFree) {
+  const ChannelLayout l{4, 32, 1000};  // [N, C, H*W]-like, 128k elements
+  const int64_t n = l.outer * l.channels * l.inner;
+  const std::vector<float> x = Random(n, 3), dy = Random(n, 4);
+  auto [one, two] = OneAndTwo([&] {
+    std::vector<double> mean(l.channels), var(l.channels), s(l.channels),
+        q(l.channels);
+    ChannelMeanVar(l, x.data(), mean.data(), var.data());
+    std::vector<float> m(mean.begin(), mean.end()), k(l.channels, 0.5f),
+        t(l.channels, 0.1f), y(n), dx(n);
+    ChannelNormalize(l, x.data(), m.data(), k.data(), t.data(), y.data());
+    ChannelGradSums(l, dy.data(), x.data(), m.data(), s.data(), q.data());
+    std::vector<float> b(q.begin(), q.end()), d(s.begin(), s.end());
+    ChannelInputGrad(l, dy.data(), x.data(), m.data(), k.data(), b.data(),
+                     d.data(), dx.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), var.begin(), var.end());
+    return y;
+  });
+  EXPECT_EQ(one, two);
+}
+
+TEST(ParallelKernels, UpdateRulesAreThreadCountFree) {
+  const int64_t n = 4 * kElementwiseGrain + 7;
+  const std::vector<float> g = Random(n, 5);
+  auto [one, two] = OneAndTwo([&] {
+    std::vector<float> p = Random(n, 6), q = p;
+    SgdOptions sgd;
+    sgd.momentum = 0.9;
+    sgd.weight_decay = 1e-4;
+    auto rule = MakeSgdRule<float>(sgd, n);
+    AdamOptions adam;
+    adam.weight_decay = 0.1;
+    adam.decoupled = true;
+    auto adamw = MakeAdamRule<float>(adam, n);
+    for (int step = 0; step < 3; ++step) {
+      rule->Step(absl::MakeSpan(p), g, 0.01);
+      adamw->Step(absl::MakeSpan(q), g, 0.001);
+    }
+    p.insert(p.end(), q.begin(), q.end());
+    return p;
+  });
+  EXPECT_EQ(one, two);
+}
+
+}  // namespace
+}  // namespace cohort
