@@ -1,10 +1,12 @@
 #include "worker/layers/batchnorm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "kernels/elementwise.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 
@@ -82,6 +84,21 @@ typename BatchNormBase<T>::Slice BatchNormBase<T>::SliceAt(
   return {{1, 1, m}, s, s * m};
 }
 
+// Channels are independent (each slice writes only its own statistics and
+// elements), so they are spread over the compute threads with the same
+// result at any thread count.
+template <typename T>
+template <typename Body>
+void BatchNormBase<T>::OverSlices(const BasicTensor<T>& in,
+                                  const Body& body) const {
+  const int64_t slices = dense_ ? 1 : channels_;
+  const int64_t per_slice = std::max<int64_t>(SliceAt(in, 0).layout.count(), 1);
+  ParallelRanges(slices, (kElementwiseGrain + per_slice - 1) / per_slice,
+                 [&](int64_t first, int64_t last) {
+                   for (int64_t i = first; i < last; ++i) body(i);
+                 });
+}
+
 template <typename T>
 void BatchNormBase<T>::NormalizeSlice(const Slice& s, const T* x, T* y) {
   const int64_t c0 = s.first, c1 = s.first + s.layout.channels;
@@ -126,12 +143,11 @@ void BatchNormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   in_ = &in;
   mode_ = mode;
   EnsureShape(out, in.shape());
-  const int64_t slices = dense_ ? 1 : channels_;
-  for (int64_t i = 0; i < slices; ++i) {
+  count_ = SliceAt(in, 0).layout.count();
+  OverSlices(in, [&](int64_t i) {
     const Slice s = SliceAt(in, i);
-    count_ = s.layout.count();
     NormalizeSlice(s, in.data() + s.offset, out->data() + s.offset);
-  }
+  });
   if (mode == Mode::kTrain) RunningStatistics();
 }
 
@@ -166,12 +182,11 @@ void BatchNormBase<T>::Backward(const BasicTensor<T>& grad_out,
   CHECK(in_ != nullptr) << Name() << ": Backward before Forward";
   CHECK_EQ(grad_out.size(), in_->size());
   if (grad_in != nullptr) EnsureShape(grad_in, in_->shape());
-  const int64_t slices = dense_ ? 1 : channels_;
-  for (int64_t i = 0; i < slices; ++i) {
+  OverSlices(*in_, [&](int64_t i) {
     const Slice s = SliceAt(*in_, i);
     BackwardSlice(s, grad_out.data() + s.offset, in_->data() + s.offset,
                   grad_in != nullptr ? grad_in->data() + s.offset : nullptr);
-  }
+  });
 }
 
 template <typename T>

@@ -65,6 +65,9 @@ class BatchNormBase : public Layer<T> {
   };
   void CheckInput(const BasicTensor<T>& in) const;
   Slice SliceAt(const BasicTensor<T>& in, int64_t s) const;
+  // Runs body(slice index) for every slice of `in`, on the compute threads.
+  template <typename Body>
+  void OverSlices(const BasicTensor<T>& in, const Body& body) const;
   void NormalizeSlice(const Slice& s, const T* x, T* y);
   void BackwardSlice(const Slice& s, const T* dy, const T* x, T* dx);
   void RunningStatistics();
