@@ -4,9 +4,9 @@
 // marked for transparent huge pages: fresh anonymous memory is already zero,
 // so nothing is written up front, and a network's activations fault in one
 // huge page at a time instead of 512 small ones. On virtual machines a page
-// fault costs several microseconds, so the first training step of a
-// ResNet-50 spent most of its time in faults before this. Small blocks come
-// from malloc and are cleared.
+// fault costs several microseconds, enough to dominate the first training
+// step of a ResNet-50 with small pages. Small blocks come from malloc and
+// are cleared.
 //
 // Thread safety: both functions are thread-safe. Ownership: the caller owns
 // the block and returns it with FreeZeroed and the same `bytes`.
