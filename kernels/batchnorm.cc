@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "kernels/parallel.h"
-
 namespace cohort {
 namespace {
 
@@ -87,16 +85,6 @@ void GradSumsRun(const T* dy, const T* x, int64_t n, T mu, double* s,
   *s += ss, *q += qq;
 }
 
-// Runs body(first, last) over ranges of the channels of a spatial layout
-// on the compute threads: every channel's sums stay on one thread, in the
-// serial order.
-template <typename Body>
-void OverChannels(const ChannelLayout& l, const Body& body) {
-  const int64_t per_channel = std::max<int64_t>(l.outer * l.inner, 1);
-  ParallelRanges(l.channels,
-                 (kElementwiseGrain + per_channel - 1) / per_channel, body);
-}
-
 }  // namespace
 
 template <typename T>
@@ -116,14 +104,12 @@ void ChannelMeanVar(const ChannelLayout& l, const T* x, double* mean,
       }
     }
   } else {
-    OverChannels(l, [&](int64_t first, int64_t last) {
-      for (int64_t c = first; c < last; ++c) {
-        for (int64_t o = 0; o < l.outer; ++o) {
-          ShiftedSums(x + (o * c_n + c) * l.inner, l.inner, x[c * l.inner],
-                      &mean[c], &var[c]);
-        }
+    for (int64_t c = 0; c < c_n; ++c) {
+      for (int64_t o = 0; o < l.outer; ++o) {
+        ShiftedSums(x + (o * c_n + c) * l.inner, l.inner, x[c * l.inner],
+                    &mean[c], &var[c]);
       }
-    });
+    }
   }
   const double inv = 1.0 / static_cast<double>(l.count());
   const int64_t shift_stride = l.inner == 1 ? 1 : l.inner;
@@ -138,26 +124,22 @@ template <typename T>
 void ChannelNormalize(const ChannelLayout& l, const T* x, const T* mean,
                       const T* scale, const T* shift, T* y) {
   const int64_t c_n = l.channels;
-  if (l.inner == 1) {
-    for (int64_t o = 0; o < l.outer; ++o) {
+  for (int64_t o = 0; o < l.outer; ++o) {
+    if (l.inner == 1) {
       const T* xr = x + o * c_n;
       T* yr = y + o * c_n;
       for (int64_t c = 0; c < c_n; ++c) {
         yr[c] = (xr[c] - mean[c]) * scale[c] + shift[c];
       }
+      continue;
     }
-    return;
+    for (int64_t c = 0; c < c_n; ++c) {
+      const T* xr = x + (o * c_n + c) * l.inner;
+      T* yr = y + (o * c_n + c) * l.inner;
+      const T mu = mean[c], s = scale[c], t = shift[c];
+      for (int64_t i = 0; i < l.inner; ++i) yr[i] = (xr[i] - mu) * s + t;
+    }
   }
-  OverChannels(l, [&](int64_t first, int64_t last) {
-    for (int64_t o = 0; o < l.outer; ++o) {
-      for (int64_t c = first; c < last; ++c) {
-        const T* xr = x + (o * c_n + c) * l.inner;
-        T* yr = y + (o * c_n + c) * l.inner;
-        const T mu = mean[c], s = scale[c], t = shift[c];
-        for (int64_t i = 0; i < l.inner; ++i) yr[i] = (xr[i] - mu) * s + t;
-      }
-    }
-  });
 }
 
 template <typename T>
@@ -178,15 +160,13 @@ void ChannelGradSums(const ChannelLayout& l, const T* dy, const T* x,
     }
     return;
   }
-  OverChannels(l, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      for (int64_t o = 0; o < l.outer; ++o) {
-        const int64_t off = (o * c_n + c) * l.inner;
-        GradSumsRun(dy + off, x + off, l.inner, mean[c], &sum_dy[c],
-                    &sum_dy_xc[c]);
-      }
+  for (int64_t c = 0; c < c_n; ++c) {
+    for (int64_t o = 0; o < l.outer; ++o) {
+      const int64_t off = (o * c_n + c) * l.inner;
+      GradSumsRun(dy + off, x + off, l.inner, mean[c], &sum_dy[c],
+                  &sum_dy_xc[c]);
     }
-  });
+  }
 }
 
 template <typename T>
@@ -194,29 +174,25 @@ void ChannelInputGrad(const ChannelLayout& l, const T* dy, const T* x,
                       const T* mean, const T* a, const T* b, const T* d,
                       T* dx) {
   const int64_t c_n = l.channels;
-  if (l.inner == 1) {
-    for (int64_t o = 0; o < l.outer; ++o) {
+  for (int64_t o = 0; o < l.outer; ++o) {
+    if (l.inner == 1) {
       const int64_t off = o * c_n;
       for (int64_t c = 0; c < c_n; ++c) {
         dx[off + c] = a[c] * dy[off + c] + b[c] * (x[off + c] - mean[c]) + d[c];
       }
+      continue;
     }
-    return;
-  }
-  OverChannels(l, [&](int64_t first, int64_t last) {
-    for (int64_t o = 0; o < l.outer; ++o) {
-      for (int64_t c = first; c < last; ++c) {
-        const int64_t off = (o * c_n + c) * l.inner;
-        const T ac = a[c], bc = b[c], mu = mean[c], dc = d[c];
-        const T* g = dy + off;
-        const T* xr = x + off;
-        T* out = dx + off;
-        for (int64_t i = 0; i < l.inner; ++i) {
-          out[i] = ac * g[i] + bc * (xr[i] - mu) + dc;
-        }
+    for (int64_t c = 0; c < c_n; ++c) {
+      const int64_t off = (o * c_n + c) * l.inner;
+      const T ac = a[c], bc = b[c], mu = mean[c], dc = d[c];
+      const T* g = dy + off;
+      const T* xr = x + off;
+      T* out = dx + off;
+      for (int64_t i = 0; i < l.inner; ++i) {
+        out[i] = ac * g[i] + bc * (xr[i] - mu) + dc;
       }
     }
-  });
+  }
 }
 
 #define COHORT_INSTANTIATE(T)                                                 \

@@ -247,39 +247,34 @@ void BenchLinear(const char* name, int64_t n, int64_t in, int64_t out,
   g_mismatch |= diff > 1e-4;
 }
 
-}  // namespace
-}  // namespace cohort
+// Whether the case `name` is selected by the command line's filter.
+bool Selected(const std::string& filter, const std::string& name) {
+  return filter.empty() || name.find(filter) != std::string::npos;
+}
 
-int main(int argc, char** argv) {
-  using namespace cohort;
-  // The engine runs each replica on one thread; so do these numbers.
-  openblas_set_num_threads(1);
-  SetOnednnThreads(1);
-  // An optional argument selects the cases whose name contains it.
-  const std::string filter = argc > 1 ? argv[1] : "";
-  if (filter.empty() ||
-      std::string("cifar conv1").find(filter) != std::string::npos)
-    BenchConv("cifar conv1", Conv2(100, 3, 32, 6, 5, 0), false, 15);
-  if (filter.empty() ||
-      std::string("cifar conv2").find(filter) != std::string::npos)
-    BenchConv("cifar conv2", Conv2(100, 6, 14, 16, 5, 0), true, 15);
-  if (filter.empty() ||
-      std::string("mnist conv1").find(filter) != std::string::npos)
-    BenchConv("mnist conv1", Conv2(64, 1, 28, 6, 5, 2), false, 15);
-  if (filter.empty() ||
-      std::string("mnist conv2").find(filter) != std::string::npos)
-    BenchConv("mnist conv2", Conv2(64, 6, 14, 16, 5, 0), true, 15);
-  if (filter.empty() ||
-      std::string("conv1d 1").find(filter) != std::string::npos)
-    BenchConv("conv1d 1", Conv1(4, 3, 10000, 16, 3, 1), false, 15);
-  if (filter.empty() ||
-      std::string("conv1d 2").find(filter) != std::string::npos)
-    BenchConv("conv1d 2", Conv1(4, 16, 10000, 32, 3, 1), true, 15);
-  if (filter.empty() ||
-      std::string("conv1d 3").find(filter) != std::string::npos)
-    BenchConv("conv1d 3", Conv1(4, 32, 10000, 3, 3, 1), true, 15);
-  // ResNet-18 in the CIFAR layout (batch 32) and torchvision's ResNet-50 at
-  // 224 (batch 8): the widths where oneDNN's blocked kernels compete.
+// The seed models' convolutions: 1-16 channels.
+void BenchSeedShapes(const std::string& filter) {
+  const struct {
+    const char* name;
+    ConvGeometry g;
+    bool need_input;
+  } seeds[] = {
+      {"cifar conv1", Conv2(100, 3, 32, 6, 5, 0), false},
+      {"cifar conv2", Conv2(100, 6, 14, 16, 5, 0), true},
+      {"mnist conv1", Conv2(64, 1, 28, 6, 5, 2), false},
+      {"mnist conv2", Conv2(64, 6, 14, 16, 5, 0), true},
+      {"conv1d 1", Conv1(4, 3, 10000, 16, 3, 1), false},
+      {"conv1d 2", Conv1(4, 16, 10000, 32, 3, 1), true},
+      {"conv1d 3", Conv1(4, 32, 10000, 3, 3, 1), true},
+  };
+  for (const auto& s : seeds) {
+    if (Selected(filter, s.name)) BenchConv(s.name, s.g, s.need_input, 15);
+  }
+}
+
+// ResNet-18 in the CIFAR layout (batch 32) and torchvision's ResNet-50 at
+// 224 (batch 8): the widths where oneDNN's blocked kernels compete.
+void BenchResNetShapes(const std::string& filter) {
   struct Shape {
     const char* name;
     ConvGeometry g;
@@ -304,36 +299,47 @@ int main(int argc, char** argv) {
       {"i7 2048-512", Conv2(8, 2048, 7, 512, 1, 0), true},
   };
   for (const Shape& s : resnet) {
-    if (filter.empty() || std::string(s.name).find(filter) != std::string::npos)
+    if (Selected(filter, s.name))
       BenchConv(s.name, s.g, s.need_input, 5, /*large=*/true);
   }
-  if (filter.empty() ||
-      std::string("fc 400-120").find(filter) != std::string::npos)
-    BenchLinear("fc 400-120", 100, 400, 120, 200);
-  if (filter.empty() ||
-      std::string("fc 120-84").find(filter) != std::string::npos)
-    BenchLinear("fc 120-84", 100, 120, 84, 200);
-  if (filter.empty() ||
-      std::string("fc 84-10").find(filter) != std::string::npos)
-    BenchLinear("fc 84-10", 100, 84, 10, 200);
-  if (filter.empty() ||
-      std::string("mlp 100-200").find(filter) != std::string::npos)
-    BenchLinear("mlp 100-200", 10, 100, 200, 2000);
-  if (filter.empty() ||
-      std::string("mlp 200-10").find(filter) != std::string::npos)
-    BenchLinear("mlp 200-10", 10, 200, 10, 2000);
-  // gpt_tiny's position-wise products over a batch of 8 x 256 tokens.
+}
+
+// Dense layers: the seed models' small products and gpt_tiny's
+// position-wise products over a batch of 8 x 256 tokens.
+void BenchLinearShapes(const std::string& filter) {
   const struct {
     const char* name;
-    int64_t in, out;
-  } gpt[] = {{"gpt qkv 256-768", 256, 768},
-             {"gpt proj 256-256", 256, 256},
-             {"gpt fc 256-1024", 256, 1024},
-             {"gpt fc2 1024-256", 1024, 256}};
-  for (const auto& s : gpt) {
-    if (filter.empty() || std::string(s.name).find(filter) != std::string::npos)
-      BenchLinear(s.name, 2048, s.in, s.out, 10);
+    int64_t n, in, out;
+    int reps;
+  } linear[] = {
+      {"fc 400-120", 100, 400, 120, 200},
+      {"fc 120-84", 100, 120, 84, 200},
+      {"fc 84-10", 100, 84, 10, 200},
+      {"mlp 100-200", 10, 100, 200, 2000},
+      {"mlp 200-10", 10, 200, 10, 2000},
+      {"gpt qkv 256-768", 2048, 256, 768, 10},
+      {"gpt proj 256-256", 2048, 256, 256, 10},
+      {"gpt fc 256-1024", 2048, 256, 1024, 10},
+      {"gpt fc2 1024-256", 2048, 1024, 256, 10},
+  };
+  for (const auto& s : linear) {
+    if (Selected(filter, s.name)) BenchLinear(s.name, s.n, s.in, s.out, s.reps);
   }
+}
+
+}  // namespace
+}  // namespace cohort
+
+int main(int argc, char** argv) {
+  using namespace cohort;
+  // The engine runs each replica on one thread; so do these numbers.
+  openblas_set_num_threads(1);
+  SetOnednnThreads(1);
+  // An optional argument selects the cases whose name contains it.
+  const std::string filter = argc > 1 ? argv[1] : "";
+  BenchSeedShapes(filter);
+  BenchResNetShapes(filter);
+  BenchLinearShapes(filter);
   if (g_mismatch) {
     std::printf("MISMATCH: the algorithms disagree beyond 1e-4 relative\n");
     return 1;

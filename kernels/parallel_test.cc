@@ -8,7 +8,6 @@
 
 #include "common/update_options.h"
 #include "gtest/gtest.h"
-#include "kernels/batchnorm.h"
 #include "kernels/elementwise.h"
 #include "kernels/onednn_threads.h"
 #include "kernels/update_rules.h"
@@ -60,28 +59,6 @@ TEST(ParallelKernels, ElementwiseMapsAreThreadCountFree) {
     Add(out.data(), grad.data(), sum.data(), n);
     AddInPlace(a.data(), sum.data(), n);
     return sum;
-  });
-  EXPECT_EQ(one, two);
-}
-
-TEST(ParallelKernels, BatchNormIsThreadCountFree) {
-  const ChannelLayout l{4, 32, 1000};  // [N, C, H*W]-like, 128k elements
-  const int64_t n = l.outer * l.channels * l.inner;
-  const std::vector<float> x = Random(n, 3), dy = Random(n, 4);
-  auto [one, two] = OneAndTwo([&] {
-    std::vector<double> mean(l.channels), var(l.channels), s(l.channels),
-        q(l.channels);
-    ChannelMeanVar(l, x.data(), mean.data(), var.data());
-    std::vector<float> m(mean.begin(), mean.end()), k(l.channels, 0.5f),
-        t(l.channels, 0.1f), y(n), dx(n);
-    ChannelNormalize(l, x.data(), m.data(), k.data(), t.data(), y.data());
-    ChannelGradSums(l, dy.data(), x.data(), m.data(), s.data(), q.data());
-    std::vector<float> b(q.begin(), q.end()), d(s.begin(), s.end());
-    ChannelInputGrad(l, dy.data(), x.data(), m.data(), k.data(), b.data(),
-                     d.data(), dx.data());
-    y.insert(y.end(), dx.begin(), dx.end());
-    y.insert(y.end(), var.begin(), var.end());
-    return y;
   });
   EXPECT_EQ(one, two);
 }

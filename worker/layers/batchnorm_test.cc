@@ -4,6 +4,7 @@
 #include <random>
 
 #include "gtest/gtest.h"
+#include "kernels/onednn_threads.h"
 #include "worker/layers/grad_check.h"
 #include "worker/layers/param_store.h"
 
@@ -207,6 +208,33 @@ TEST(BatchNorm, RejectsBadOptionsAndShapes) {
   BatchNorm1d<float> image;
   s = image.Configure({3, 4, 4}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Channels run on the compute threads; every output, statistic and
+// gradient is the same on one thread and on two.
+TEST(BatchNorm2d, SameBitsOnOneAndTwoThreads) {
+  const int64_t c = 64, n = 4;
+  auto run = [&](int threads) {
+    SetOnednnThreads(threads);
+    BatchNorm2d<float> bn;
+    ParamStore<float> store;
+    BindLayer<float>(bn, {c, 32, 32}, store, std::vector<double>(c, 1.5),
+                     std::vector<double>(c, 0.25));
+    Tensor x({c, n, 32, 32}), dy({c, n, 32, 32}), y, dx;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<float>((i * 7919) % 1013) * 0.01f - 5.0f;
+      dy[i] = static_cast<float>((i * 104729) % 997) * 0.002f - 1.0f;
+    }
+    bn.Forward(x, &y, Mode::kTrain);
+    bn.Backward(dy, &dx);
+    std::vector<float> all(y.data(), y.data() + y.size());
+    all.insert(all.end(), dx.data(), dx.data() + dx.size());
+    const Tensor& g = store.grads();
+    all.insert(all.end(), g.data(), g.data() + g.size());
+    SetOnednnThreads(0);
+    return all;
+  };
+  EXPECT_EQ(run(1), run(2));
 }
 
 }  // namespace
