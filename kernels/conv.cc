@@ -231,14 +231,19 @@ bool OnednnWins(const ConvGeometry& g) {
          g.out_channels % 16 == 0;
 }
 
-// Whether oneDNN runs every pass of this (groups = 1) float convolution.
+// Whether oneDNN runs every pass of this (groups = 1) float convolution;
+// always for channel-blocked activations, which only oneDNN reads.
 template <typename T>
-bool UseOnednn(const ConvGeometry& g, ConvAlgorithm algorithm) {
+bool UseOnednn(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
-    if (algorithm == ConvAlgorithm::kOnednn) return true;
-    return algorithm == ConvAlgorithm::kAuto && OnednnWins(g);
+    if (ws.channel_block != 0) {
+      CHECK(g.groups == 1) << "channel-blocked activations need groups = 1";
+      return true;
+    }
+    if (ws.algorithm == ConvAlgorithm::kOnednn) return true;
+    return ws.algorithm == ConvAlgorithm::kAuto && OnednnWins(g);
   }
 }
 
@@ -246,10 +251,11 @@ template <typename T>
 void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
   DCHECK(g.out_h() > 0 && g.out_w() > 0);
-  ws->onednn = UseOnednn<T>(g, ws->algorithm);
+  ws->onednn = UseOnednn<T>(g, *ws);
   if constexpr (std::is_same_v<T, float>) {
     if (ws->onednn) {
-      conv_internal::OnednnForward(g, in, weight, bias, out, &ws->onednn_state);
+      conv_internal::OnednnForward(g, ws->channel_block, in, weight, bias, out,
+                                   &ws->onednn_state);
       ws->grid = ws->pointwise = false;
       ws->input = in;
       return;
@@ -303,8 +309,9 @@ void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
   CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
   if constexpr (std::is_same_v<T, float>) {
     if (ws->onednn) {  // a group of a grouped convolution; bias done
-      conv_internal::OnednnBackwardWeights(g, ws->input, grad_out, grad_weight,
-                                           nullptr, &ws->onednn_state);
+      conv_internal::OnednnBackwardWeights(g, ws->channel_block, ws->input,
+                                           grad_out, grad_weight, nullptr,
+                                           &ws->onednn_state);
       return;
     }
   }
@@ -335,9 +342,9 @@ template <typename T>
 void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
                             const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
   if constexpr (std::is_same_v<T, float>) {
-    if (UseOnednn<T>(g, ws->algorithm)) {
-      conv_internal::OnednnBackwardInput(g, grad_out, weight, grad_in,
-                                         &ws->onednn_state);
+    if (UseOnednn<T>(g, *ws)) {
+      conv_internal::OnednnBackwardInput(g, ws->channel_block, grad_out, weight,
+                                         grad_in, &ws->onednn_state);
       return;
     }
   }
@@ -390,6 +397,8 @@ GroupSlice Slice(const ConvGeometry& g, int64_t i) {
 template <typename T>
 void ConvForward(const ConvGeometry& g, const T* in, const T* weight,
                  const T* bias, T* out, ConvWorkspace<T>* ws) {
+  CHECK(ws->channel_block == 0 || g.groups == 1)
+      << "channel-blocked activations need groups = 1";
   if (g.depthwise()) {
     conv_internal::DepthwiseForward(g, in, weight, bias, out, ws);
     return;
@@ -416,8 +425,9 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
   CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
   if constexpr (std::is_same_v<T, float>) {
     if (g.groups == 1 && ws->onednn) {  // the bias gradient comes fused
-      conv_internal::OnednnBackwardWeights(g, ws->input, grad_out, grad_weight,
-                                           grad_bias, &ws->onednn_state);
+      conv_internal::OnednnBackwardWeights(g, ws->channel_block, ws->input,
+                                           grad_out, grad_weight, grad_bias,
+                                           &ws->onednn_state);
       return;
     }
   }

@@ -133,6 +133,11 @@ using OnednnStatePtr = std::unique_ptr<OnednnState, OnednnStateDeleter>;
 template <typename T>
 struct ConvWorkspace {
   ConvAlgorithm algorithm = ConvAlgorithm::kAuto;
+  // 0: activations and their gradients are batch-inner. 8 or 16
+  // (kernels/channel_blocked.h): they are in oneDNN's nChw{B}c layout, as a
+  // caller that keeps them between convolutions passes them; float and
+  // groups = 1 only, and every pass then runs on oneDNN.
+  int64_t channel_block = 0;
 
   const T* input = nullptr;    // what the backward passes read (maybe padded)
   bool grid = false;           // the last forward used the grid algorithm

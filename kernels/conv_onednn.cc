@@ -24,6 +24,13 @@ memory::desc BatchInner(int64_t n, int64_t c, int64_t h, int64_t w) {
                       Dims{h * w, n * h * w, w, 1});
 }
 
+// The same activation in oneDNN's nChw{block}c layout.
+memory::desc Blocked(int64_t n, int64_t c, int64_t h, int64_t w,
+                     int64_t block) {
+  return memory::desc({n, c, h, w}, memory::data_type::f32,
+                      block == 16 ? Tag::nChw16c : Tag::nChw8c);
+}
+
 memory::desc Plain(const Dims& dims, Tag tag) {
   return memory::desc(dims, memory::data_type::f32, tag);
 }
@@ -42,6 +49,12 @@ class Arena {
     if (b.size() < bytes + kAlign) b.resize(bytes + kAlign);
     const auto address = reinterpret_cast<uintptr_t>(b.data());
     return b.data() + (kAlign - address % kAlign) % kAlign;
+  }
+  // Counts the writes into `slot` on this thread, so that a caller can
+  // tell whether what it left there is still there.
+  static uint64_t& Writes(Slot slot) {
+    thread_local uint64_t writes[kSlots] = {};
+    return writes[slot];
   }
 };
 
@@ -82,10 +95,17 @@ struct Port {
   // Points the port at `data` (and, if temporary, its inner layout at the
   // arena) and, for an input, reorders `data` into the inner layout.
   void Bind(const float* data, dnnl::stream& stream) {
-    user.set_data_handle(const_cast<float*>(data));
+    BindHeld(data);
     if (same) return;
-    if (!owned) inner.set_data_handle(Arena::Get(slot, bytes));
+    if (!owned) ++Arena::Writes(slot);
     if (to_inner) to_inner->execute(stream, user, inner);
+  }
+  // Bind for an input whose inner layout the arena already holds: an
+  // earlier Bind of `data` to a port of the same layout and slot, with no
+  // write to that slot since.
+  void BindHeld(const float* data) {
+    user.set_data_handle(const_cast<float*>(data));
+    if (!same && !owned) inner.set_data_handle(Arena::Get(slot, bytes));
   }
   // For an output: brings the inner layout back to the caller's buffer.
   void Store(dnnl::stream& stream) {
@@ -111,6 +131,7 @@ namespace conv_internal {
 // primitive and ports.
 struct OnednnPlan {
   ConvGeometry g;
+  int64_t block = 0;  // 0: batch-inner activations; else nChw{block}c
   memory::desc src_md, dst_md, wei_md, bias_md;  // cohort's layouts
   Dims strides, dilates, pad_l, pad_r;
 
@@ -137,6 +158,11 @@ struct OnednnState {
   // oldest goes when a new one comes.
   std::vector<std::unique_ptr<OnednnPlan>> plans;
   OnednnPlan* last_forward = nullptr;
+  // The output gradient the last weight gradient left in the arena in the
+  // input gradient's layout, which then need not reorder it again.
+  const float* held_grad_out = nullptr;
+  OnednnPlan* held_plan = nullptr;
+  uint64_t held_writes = 0;
 };
 
 void OnednnStateDeleter::operator()(OnednnState* state) const { delete state; }
@@ -145,13 +171,22 @@ namespace {
 
 constexpr size_t kMaxPlans = 4;
 
+// What a primitive is told of a tensor in `user`'s layout: that layout
+// itself for channel-blocked activations (the caller keeps them so that no
+// pass reorders), "any" otherwise (the primitive picks, the ports reorder).
+memory::desc Act(const OnednnPlan& p, const memory::desc& user) {
+  if (p.block != 0) return user;
+  return memory::desc(user.dims(), memory::data_type::f32, Tag::any);
+}
+
+memory::desc Any(const memory::desc& user) {
+  return memory::desc(user.dims(), memory::data_type::f32, Tag::any);
+}
+
 dnnl::convolution_forward::desc ForwardDesc(const OnednnPlan& p, bool bias) {
-  const memory::desc any_src =
-      memory::desc(p.src_md.dims(), memory::data_type::f32, Tag::any);
-  const memory::desc any_dst =
-      memory::desc(p.dst_md.dims(), memory::data_type::f32, Tag::any);
-  const memory::desc any_wei =
-      memory::desc(p.wei_md.dims(), memory::data_type::f32, Tag::any);
+  const memory::desc any_src = Act(p, p.src_md);
+  const memory::desc any_dst = Act(p, p.dst_md);
+  const memory::desc any_wei = Any(p.wei_md);
   if (bias) {
     return {dnnl::prop_kind::forward_training,
             dnnl::algorithm::convolution_direct,
@@ -175,11 +210,17 @@ dnnl::convolution_forward::desc ForwardDesc(const OnednnPlan& p, bool bias) {
           p.pad_r};
 }
 
-std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g) {
+std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g, int64_t block) {
   auto p = std::make_unique<OnednnPlan>();
   p->g = g;
-  p->src_md = BatchInner(g.batch, g.in_channels, g.in_h, g.in_w);
-  p->dst_md = BatchInner(g.batch, g.out_channels, g.out_h(), g.out_w());
+  p->block = block;
+  if (block != 0) {
+    p->src_md = Blocked(g.batch, g.in_channels, g.in_h, g.in_w, block);
+    p->dst_md = Blocked(g.batch, g.out_channels, g.out_h(), g.out_w(), block);
+  } else {
+    p->src_md = BatchInner(g.batch, g.in_channels, g.in_h, g.in_w);
+    p->dst_md = BatchInner(g.batch, g.out_channels, g.out_h(), g.out_w());
+  }
   p->wei_md =
       Plain({g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, Tag::oihw);
   p->bias_md = Plain({g.out_channels}, Tag::x);
@@ -190,18 +231,19 @@ std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g) {
   return p;
 }
 
-OnednnPlan* FindPlan(const ConvGeometry& g, OnednnStatePtr* state) {
+OnednnPlan* FindPlan(const ConvGeometry& g, int64_t block,
+                     OnednnStatePtr* state) {
   if (*state == nullptr) state->reset(new OnednnState);
   OnednnState& s = **state;
   for (auto& p : s.plans) {
-    if (SameGeometry(p->g, g)) return p.get();
+    if (SameGeometry(p->g, g) && p->block == block) return p.get();
   }
   if (s.plans.size() == kMaxPlans) {
     // The oldest, unless the weight gradient still needs it.
     const bool keep_first = s.plans.front().get() == s.last_forward;
     s.plans.erase(s.plans.begin() + (keep_first ? 1 : 0));
   }
-  s.plans.push_back(MakePlan(g));
+  s.plans.push_back(MakePlan(g, block));
   return s.plans.back().get();
 }
 
@@ -233,11 +275,9 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
                           bool bias) {
   if (p->bww && p->bww_bias == bias) return;
   const auto& hint = ForwardPd(p, engine, p->fwd_bias);
-  const memory::desc any_dst(p->dst_md.dims(), memory::data_type::f32,
-                             Tag::any);
-  const memory::desc any_wei(p->wei_md.dims(), memory::data_type::f32,
-                             Tag::any);
-  const memory::desc src(p->src_md.dims(), memory::data_type::f32, Tag::any);
+  const memory::desc any_dst = Act(*p, p->dst_md);
+  const memory::desc any_wei = Any(p->wei_md);
+  const memory::desc src = Act(*p, p->src_md);
   const auto desc =
       bias ? dnnl::convolution_backward_weights::desc(
                  dnnl::algorithm::convolution_direct, src, any_wei, p->bias_md,
@@ -262,12 +302,9 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
 void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
   if (p->bwd) return;
   const auto& hint = ForwardPd(p, engine, p->fwd_bias);
-  const memory::desc any_src(p->src_md.dims(), memory::data_type::f32,
-                             Tag::any);
-  const memory::desc any_dst(p->dst_md.dims(), memory::data_type::f32,
-                             Tag::any);
-  const memory::desc any_wei(p->wei_md.dims(), memory::data_type::f32,
-                             Tag::any);
+  const memory::desc any_src = Act(*p, p->src_md);
+  const memory::desc any_dst = Act(*p, p->dst_md);
+  const memory::desc any_wei = Any(p->wei_md);
   const dnnl::convolution_backward_data::desc desc(
       dnnl::algorithm::convolution_direct, any_src, any_wei, any_dst,
       p->strides, p->dilates, p->pad_l, p->pad_r);
@@ -281,10 +318,11 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
 
 }  // namespace
 
-void OnednnForward(const ConvGeometry& g, const float* in, const float* weight,
-                   const float* bias, float* out, OnednnStatePtr* state) {
+void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
+                   const float* weight, const float* bias, float* out,
+                   OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, state);
+  OnednnPlan* p = FindPlan(g, block, state);
   OnednnState& s = **state;
   BuildForward(p, s.engine, bias != nullptr);
   p->src.Bind(in, s.stream);
@@ -303,11 +341,12 @@ void OnednnForward(const ConvGeometry& g, const float* in, const float* weight,
   s.last_forward = p;
 }
 
-void OnednnBackwardWeights(const ConvGeometry& g, const float* in,
-                           const float* grad_out, float* grad_weight,
-                           float* grad_bias, OnednnStatePtr* state) {
+void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
+                           const float* in, const float* grad_out,
+                           float* grad_weight, float* grad_bias,
+                           OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, state);
+  OnednnPlan* p = FindPlan(g, block, state);
   OnednnState& s = **state;
   CHECK(s.last_forward == p) << "oneDNN weight gradient without its forward";
   BuildBackwardWeights(p, s.engine, grad_bias != nullptr);
@@ -317,6 +356,9 @@ void OnednnBackwardWeights(const ConvGeometry& g, const float* in,
     src = p->bww_src.inner;
   }
   p->bww_ddst.Bind(grad_out, s.stream);
+  s.held_grad_out = grad_out;
+  s.held_plan = p;
+  s.held_writes = Arena::Writes(Arena::kOut);
   p->bww_dwei.Bind(grad_weight, s.stream);
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src},
@@ -331,14 +373,25 @@ void OnednnBackwardWeights(const ConvGeometry& g, const float* in,
   s.stream.wait();
 }
 
-void OnednnBackwardInput(const ConvGeometry& g, const float* grad_out,
-                         const float* weight, float* grad_in,
-                         OnednnStatePtr* state) {
+void OnednnBackwardInput(const ConvGeometry& g, int64_t block,
+                         const float* grad_out, const float* weight,
+                         float* grad_in, OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, state);
+  OnednnPlan* p = FindPlan(g, block, state);
   OnednnState& s = **state;
   BuildBackwardData(p, s.engine);
-  p->bwd_ddst.Bind(grad_out, s.stream);
+  // The layer runs the weight gradient just before, on the same output
+  // gradient: when both passes want it in one layout, it is reordered once.
+  const bool held =
+      s.held_grad_out == grad_out && s.held_plan == p &&
+      s.held_writes == Arena::Writes(Arena::kOut) &&
+      p->bww_ddst.inner.get_desc() == p->bwd_ddst.inner.get_desc();
+  s.held_grad_out = nullptr;
+  if (held) {
+    p->bwd_ddst.BindHeld(grad_out);
+  } else {
+    p->bwd_ddst.Bind(grad_out, s.stream);
+  }
   p->bwd_wei.Bind(weight, s.stream);
   p->bwd_dsrc.Bind(grad_in, s.stream);
   p->bwd->execute(s.stream, {{DNNL_ARG_DIFF_DST, p->bwd_ddst.inner},

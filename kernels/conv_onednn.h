@@ -37,22 +37,29 @@ namespace cohort {
 
 namespace conv_internal {
 
+// `block`: 0 for batch-inner activations and gradients; 8 or 16 for
+// activations kept in oneDNN's own nChw{block}c layout
+// (ConvWorkspace::channel_block), which no pass then reorders.
+
 // out = conv(in, weight) + bias (bias may be null); keeps what the weight
 // gradient needs in *state (created on first use).
-void OnednnForward(const ConvGeometry& g, const float* in, const float* weight,
-                   const float* bias, float* out, OnednnStatePtr* state);
+void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
+                   const float* weight, const float* bias, float* out,
+                   OnednnStatePtr* state);
 
 // grad_weight (and grad_bias unless null) of the input seen by the last
 // OnednnForward on *state, whose geometry must be g; `in` is that input.
-void OnednnBackwardWeights(const ConvGeometry& g, const float* in,
-                           const float* grad_out, float* grad_weight,
-                           float* grad_bias, OnednnStatePtr* state);
+void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
+                           const float* in, const float* grad_out,
+                           float* grad_weight, float* grad_bias,
+                           OnednnStatePtr* state);
 
 // grad_in = dLoss/dIn; needs no earlier forward (a transposed convolution
-// runs it as its own forward).
-void OnednnBackwardInput(const ConvGeometry& g, const float* grad_out,
-                         const float* weight, float* grad_in,
-                         OnednnStatePtr* state);
+// runs it as its own forward). Right after OnednnBackwardWeights on the
+// same grad_out, reuses that pass's reordered copy of it.
+void OnednnBackwardInput(const ConvGeometry& g, int64_t block,
+                         const float* grad_out, const float* weight,
+                         float* grad_in, OnednnStatePtr* state);
 
 }  // namespace conv_internal
 }  // namespace cohort
