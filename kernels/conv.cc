@@ -394,6 +394,18 @@ GroupSlice Slice(const ConvGeometry& g, int64_t i) {
 
 }  // namespace
 
+void ConvForwardScaled(const ConvGeometry& g, const float* in,
+                       const float* weight, const float* scale,
+                       const float* shift, const float* residual, bool relu,
+                       float* out, ConvWorkspace<float>* ws) {
+  CHECK(ws->channel_block != 0 && g.groups == 1)
+      << "scaled convolutions need channel-blocked activations, groups = 1";
+  conv_internal::OnednnScaledForward(g, ws->channel_block, in, weight, scale,
+                                     shift, residual, relu, out,
+                                     &ws->onednn_state);
+  ws->input = nullptr;
+}
+
 template <typename T>
 void ConvForward(const ConvGeometry& g, const T* in, const T* weight,
                  const T* bias, T* out, ConvWorkspace<T>* ws) {

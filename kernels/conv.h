@@ -173,6 +173,16 @@ template <typename T>
 void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
                        const T* weight, T* grad_in, ConvWorkspace<T>* ws);
 
+// Evaluation of a convolution (groups = 1, on ws->channel_block's layout)
+// with what follows it folded in: out = act(conv(in, weight) * scale[oc] +
+// shift[oc] + residual), `residual` (out's shape) optional, act ReLU when
+// `relu`; a batch norm's running statistics give scale and shift. Keeps
+// nothing for a backward pass.
+void ConvForwardScaled(const ConvGeometry& g, const float* in,
+                       const float* weight, const float* scale,
+                       const float* shift, const float* residual, bool relu,
+                       float* out, ConvWorkspace<float>* ws);
+
 extern template struct ConvWorkspace<float>;
 extern template struct ConvWorkspace<double>;
 

@@ -149,6 +149,16 @@ struct OnednnPlan {
 
   std::optional<dnnl::convolution_backward_data> bwd;
   Port bwd_ddst, bwd_wei, bwd_dsrc;
+
+  // Evaluation with the following batch norm (and sum, ReLU) fused in as
+  // post-ops, one primitive per combination (OnednnScaledForward).
+  struct Scaled {
+    bool residual, relu;
+    std::optional<dnnl::convolution_forward> primitive;
+    memory src, dst, scale, shift, sum;
+    Port wei;
+  };
+  std::vector<Scaled> scaled;
 };
 
 struct OnednnState {
@@ -316,7 +326,71 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
   p->bwd_dsrc = Port(p->src_md, pd.diff_src_desc(), engine, false, Arena::kIn);
 }
 
+// conv(src) * scale[oc] + shift[oc] (+ residual) (then ReLU), for
+// evaluation: the per-channel terms and the sum as binary post-ops, which
+// oneDNN applies while the output block is still in registers.
+OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
+                                bool residual, bool relu) {
+  for (auto& v : p->scaled) {
+    if (v.residual == residual && v.relu == relu) return v;
+  }
+  const memory::desc per_channel =
+      Plain({1, p->g.out_channels, 1, 1}, Tag::abcd);
+  dnnl::post_ops ops;
+  ops.append_binary(dnnl::algorithm::binary_mul, per_channel);
+  ops.append_binary(dnnl::algorithm::binary_add, per_channel);
+  if (residual) ops.append_binary(dnnl::algorithm::binary_add, p->dst_md);
+  if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  const dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+      p->src_md, Any(p->wei_md), p->dst_md, p->strides, p->dilates, p->pad_l,
+      p->pad_r);
+  const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
+  OnednnPlan::Scaled v;
+  v.residual = residual;
+  v.relu = relu;
+  v.primitive.emplace(pd);
+  v.src = memory(p->src_md, engine, DNNL_MEMORY_NONE);
+  v.dst = memory(p->dst_md, engine, DNNL_MEMORY_NONE);
+  v.scale = memory(per_channel, engine, DNNL_MEMORY_NONE);
+  v.shift = memory(per_channel, engine, DNNL_MEMORY_NONE);
+  v.sum = memory(p->dst_md, engine, DNNL_MEMORY_NONE);
+  v.wei = Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
+  p->scaled.push_back(std::move(v));
+  return p->scaled.back();
+}
+
 }  // namespace
+
+void OnednnScaledForward(const ConvGeometry& g, int64_t block, const float* in,
+                         const float* weight, const float* scale,
+                         const float* shift, const float* residual, bool relu,
+                         float* out, OnednnStatePtr* state) {
+  CHECK(block != 0) << "scaled convolutions need channel-blocked activations";
+  ApplyOnednnThreads();
+  OnednnPlan* p = FindPlan(g, block, state);
+  OnednnState& s = **state;
+  OnednnPlan::Scaled& v = BuildScaled(p, s.engine, residual != nullptr, relu);
+  v.src.set_data_handle(const_cast<float*>(in));
+  v.dst.set_data_handle(out);
+  v.scale.set_data_handle(const_cast<float*>(scale));
+  v.shift.set_data_handle(const_cast<float*>(shift));
+  v.wei.Bind(weight, s.stream);
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, v.src},
+      {DNNL_ARG_WEIGHTS, v.wei.inner},
+      {DNNL_ARG_DST, v.dst},
+      {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, v.scale},
+      {DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, v.shift}};
+  if (residual != nullptr) {
+    v.sum.set_data_handle(const_cast<float*>(residual));
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(2) | DNNL_ARG_SRC_1, v.sum);
+  }
+  v.primitive->execute(s.stream, args);
+  s.stream.wait();
+}
 
 void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
                    const float* weight, const float* bias, float* out,

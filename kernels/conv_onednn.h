@@ -47,6 +47,16 @@ void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
                    const float* weight, const float* bias, float* out,
                    OnednnStatePtr* state);
 
+// Evaluation on channel-blocked activations (block != 0):
+//   out = act(conv(in, weight) * scale[oc] + shift[oc] + residual)
+// with residual (of out's shape and layout) optional and act ReLU when
+// `relu`: a convolution, the batch norm after it, a residual sum and a
+// ReLU in one pass over the output. Keeps nothing for a backward pass.
+void OnednnScaledForward(const ConvGeometry& g, int64_t block, const float* in,
+                         const float* weight, const float* scale,
+                         const float* shift, const float* residual, bool relu,
+                         float* out, OnednnStatePtr* state);
+
 // grad_weight (and grad_bias unless null) of the input seen by the last
 // OnednnForward on *state, whose geometry must be g; `in` is that input.
 void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,

@@ -36,7 +36,23 @@ absl::Status Model<T>::Configure() {
     layer_outputs_.push_back(shape);
   }
   output_shape_ = shape;
+  ConnectBlockedNeighbours();
   return absl::OkStatus();
+}
+
+// Neighbours that keep the same channel-blocked layout hand their
+// activations and gradients over in it (layer.h); the model's input and
+// output stay in the engine's layouts.
+template <typename T>
+void Model<T>::ConnectBlockedNeighbours() {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int64_t block = layers_[i]->channel_block();
+    if (block == 0) continue;
+    const bool input = i > 0 && layers_[i - 1]->channel_block() == block;
+    const bool output =
+        i + 1 < layers_.size() && layers_[i + 1]->channel_block() == block;
+    layers_[i]->set_blocked_neighbours(input, output);
+  }
 }
 
 template <typename T>

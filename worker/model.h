@@ -104,6 +104,7 @@ class Model {
   // views, after the store is built.
   absl::Status FindTiedLayers();
   void TieWeights();
+  void ConnectBlockedNeighbours();
   void ComputeLayerOffsets();
 
   LayerList layers_;

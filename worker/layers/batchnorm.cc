@@ -100,25 +100,57 @@ void BatchNormBase<T>::OverSlices(const BasicTensor<T>& in,
 }
 
 template <typename T>
-void BatchNormBase<T>::NormalizeSlice(const Slice& s, const T* x, T* y) {
-  const int64_t c0 = s.first, c1 = s.first + s.layout.channels;
-  if (mode_ == Mode::kTrain) {
-    ChannelMeanVar(s.layout, x, &mean_d_[c0], &var_d_[c0]);
-    for (int64_t c = c0; c < c1; ++c) {
+void BatchNormBase<T>::Scales(int64_t c0, int64_t c1) {
+  for (int64_t c = c0; c < c1; ++c) {
+    if (mode_ == Mode::kTrain) {
       mean_[c] = static_cast<T>(mean_d_[c]);
       invstd_[c] = 1.0 / std::sqrt(var_d_[c] + options_.eps);
-    }
-  } else {
-    for (int64_t c = c0; c < c1; ++c) {
+    } else {
       mean_[c] = running_mean_[c];
       invstd_[c] =
           1.0 / std::sqrt(static_cast<double>(running_var_[c]) + options_.eps);
     }
-  }
-  for (int64_t c = c0; c < c1; ++c) {
     scale_[c] = static_cast<T>(weight_[c] * invstd_[c]);
   }
+}
+
+template <typename T>
+void BatchNormBase<T>::NormalizeSlice(const Slice& s, const T* x, T* y) {
+  const int64_t c0 = s.first, c1 = s.first + s.layout.channels;
+  if (mode_ == Mode::kTrain) {
+    ChannelMeanVar(s.layout, x, &mean_d_[c0], &var_d_[c0]);
+  }
+  Scales(c0, c1);
   ChannelNormalize(s.layout, x, &mean_[c0], &scale_[c0], bias_.data() + c0, y);
+}
+
+template <typename T>
+BlockedLayout BatchNormBase<T>::Blocked(const BasicTensor<T>& in) const {
+  return {in.dim(1), channels_, per_channel_, block_};
+}
+
+template <typename T>
+void BatchNormBase<T>::NormalizeBlocks(int64_t c0, int64_t c1, const T* x,
+                                       T* y) {
+  const BlockedLayout l = Blocked(*in_);
+  if (mode_ == Mode::kTrain) {
+    BlockedMeanVar(l, x, c0, c1, mean_d_.data(), var_d_.data());
+  }
+  Scales(c0, c1);
+  BlockedNormalize(l, x, c0, c1, mean_.data(), scale_.data(), bias_.data(),
+                   /*relu=*/false, y);
+}
+
+// Blocks are independent like channels (see OverSlices).
+template <typename T>
+template <typename Body>
+void BatchNormBase<T>::OverBlocks(const Body& body) const {
+  const int64_t blocks = channels_ / block_;
+  const int64_t per_block = std::max<int64_t>(block_ * count_, 1);
+  ParallelRanges(blocks, (kElementwiseGrain + per_block - 1) / per_block,
+                 [&](int64_t first, int64_t last) {
+                   body(first * block_, last * block_);
+                 });
 }
 
 template <typename T>
@@ -143,29 +175,32 @@ void BatchNormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   in_ = &in;
   mode_ = mode;
   EnsureShape(out, in.shape());
-  count_ = SliceAt(in, 0).layout.count();
-  OverSlices(in, [&](int64_t i) {
-    const Slice s = SliceAt(in, i);
-    NormalizeSlice(s, in.data() + s.offset, out->data() + s.offset);
-  });
+  if (block_ != 0) {
+    count_ = in.dim(1) * per_channel_;
+    OverBlocks([&](int64_t c0, int64_t c1) {
+      NormalizeBlocks(c0, c1, in.data(), out->data());
+    });
+  } else {
+    count_ = SliceAt(in, 0).layout.count();
+    OverSlices(in, [&](int64_t i) {
+      const Slice s = SliceAt(in, i);
+      NormalizeSlice(s, in.data() + s.offset, out->data() + s.offset);
+    });
+  }
   if (mode == Mode::kTrain) RunningStatistics();
 }
 
+// dx = k dy + b (x - mean) + d, with k = weight * invstd; the batch terms
+// b and d exist only when the statistics came from this batch.
 template <typename T>
-void BatchNormBase<T>::BackwardSlice(const Slice& s, const T* dy, const T* x,
-                                     T* dx) {
-  const int64_t c0 = s.first, c1 = s.first + s.layout.channels;
-  ChannelGradSums(s.layout, dy, x, &mean_[c0], &sum_dy_[c0], &sum_dy_xc_[c0]);
-  for (int64_t c = c0; c < c1; ++c) {
-    weight_grad_[c] = static_cast<T>(invstd_[c] * sum_dy_xc_[c]);
-    bias_grad_[c] = static_cast<T>(sum_dy_[c]);
-  }
-  if (dx == nullptr) return;
-  // dx = k dy + b (x - mean) + d, with k = weight * invstd; the batch terms
-  // b and d exist only when the statistics came from this batch.
+void BatchNormBase<T>::GradCoefficients(int64_t c0, int64_t c1,
+                                        bool input_grad) {
   const double inv_m = 1.0 / static_cast<double>(count_);
   const bool train = mode_ == Mode::kTrain;
   for (int64_t c = c0; c < c1; ++c) {
+    weight_grad_[c] = static_cast<T>(invstd_[c] * sum_dy_xc_[c]);
+    bias_grad_[c] = static_cast<T>(sum_dy_[c]);
+    if (!input_grad) continue;
     const double k = weight_[c] * invstd_[c];
     a_[c] = static_cast<T>(k);
     b_[c] = train ? static_cast<T>(-k * invstd_[c] * invstd_[c] *
@@ -173,7 +208,28 @@ void BatchNormBase<T>::BackwardSlice(const Slice& s, const T* dy, const T* x,
                   : T(0);
     d_[c] = train ? static_cast<T>(-k * sum_dy_[c] * inv_m) : T(0);
   }
+}
+
+template <typename T>
+void BatchNormBase<T>::BackwardSlice(const Slice& s, const T* dy, const T* x,
+                                     T* dx) {
+  const int64_t c0 = s.first, c1 = s.first + s.layout.channels;
+  ChannelGradSums(s.layout, dy, x, &mean_[c0], &sum_dy_[c0], &sum_dy_xc_[c0]);
+  GradCoefficients(c0, c1, dx != nullptr);
+  if (dx == nullptr) return;
   ChannelInputGrad(s.layout, dy, x, &mean_[c0], &a_[c0], &b_[c0], &d_[c0], dx);
+}
+
+template <typename T>
+void BatchNormBase<T>::BackwardBlocks(int64_t c0, int64_t c1, const T* dy,
+                                      const T* x, T* dx) {
+  const BlockedLayout l = Blocked(*in_);
+  BlockedGradSums(l, dy, x, c0, c1, mean_.data(), sum_dy_.data(),
+                  sum_dy_xc_.data());
+  GradCoefficients(c0, c1, dx != nullptr);
+  if (dx == nullptr) return;
+  BlockedInputGrad(l, dy, x, c0, c1, mean_.data(), a_.data(), b_.data(),
+                   d_.data(), dx);
 }
 
 template <typename T>
@@ -182,11 +238,36 @@ void BatchNormBase<T>::Backward(const BasicTensor<T>& grad_out,
   CHECK(in_ != nullptr) << Name() << ": Backward before Forward";
   CHECK_EQ(grad_out.size(), in_->size());
   if (grad_in != nullptr) EnsureShape(grad_in, in_->shape());
+  if (block_ != 0) {
+    OverBlocks([&](int64_t c0, int64_t c1) {
+      BackwardBlocks(c0, c1, grad_out.data(), in_->data(),
+                     grad_in != nullptr ? grad_in->data() : nullptr);
+    });
+    return;
+  }
   OverSlices(*in_, [&](int64_t i) {
     const Slice s = SliceAt(*in_, i);
     BackwardSlice(s, grad_out.data() + s.offset, in_->data() + s.offset,
                   grad_in != nullptr ? grad_in->data() + s.offset : nullptr);
   });
+}
+
+template <typename T>
+void BatchNormBase<T>::EvalScaleShift(T* scale, T* shift) const {
+  for (int64_t c = 0; c < channels_; ++c) {
+    const double k =
+        weight_[c] /
+        std::sqrt(static_cast<double>(running_var_[c]) + options_.eps);
+    scale[c] = static_cast<T>(k);
+    shift[c] = static_cast<T>(bias_[c] - running_mean_[c] * k);
+  }
+}
+
+template <typename T>
+void BatchNormBase<T>::set_channel_block(int64_t block) {
+  CHECK(block == 0 || (!dense_ && channels_ > 0 && channels_ % block == 0))
+      << Name() << ": channel blocks of " << block;
+  block_ = block;
 }
 
 template <typename T>

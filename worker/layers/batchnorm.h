@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "kernels/batchnorm.h"
+#include "kernels/batchnorm_blocked.h"
 #include "worker/layers/layer.h"
 
 namespace cohort {
@@ -49,6 +50,18 @@ class BatchNormBase : public Layer<T> {
   void Backward(const BasicTensor<T>& grad_out,
                 BasicTensor<T>* grad_in) override;
 
+  // After Configure, for an owner that keeps this layer's activations in
+  // oneDNN's nChw{block}c layout (kernels/channel_blocked.h) between
+  // convolutions: Forward and Backward then read and write that layout
+  // (shapes stay {C, N, H, W}). 0 returns to batch-inner. Spatial inputs
+  // whose channels are a multiple of `block` only.
+  void set_channel_block(int64_t block);
+
+  // Evaluation's affine map, y = x * scale[c] + shift[c], from the running
+  // statistics, for a layer before this one to fold in. Both have channels
+  // elements.
+  void EvalScaleShift(T* scale, T* shift) const;
+
  protected:
   BatchNormBase(const char* kind, BatchNormOptions o);
   // Checks the options and sizes the state for per-sample shape `in`, whose
@@ -70,6 +83,20 @@ class BatchNormBase : public Layer<T> {
   void OverSlices(const BasicTensor<T>& in, const Body& body) const;
   void NormalizeSlice(const Slice& s, const T* x, T* y);
   void BackwardSlice(const Slice& s, const T* dy, const T* x, T* dx);
+  // The channel-blocked passes, over channels [c0, c1) of whole blocks.
+  BlockedLayout Blocked(const BasicTensor<T>& in) const;
+  void NormalizeBlocks(int64_t c0, int64_t c1, const T* x, T* y);
+  void BackwardBlocks(int64_t c0, int64_t c1, const T* dy, const T* x, T* dx);
+  // Runs body(c0, c1) over ranges of whole channel blocks, on the compute
+  // threads.
+  template <typename Body>
+  void OverBlocks(const Body& body) const;
+  // scale_ (and mean_, invstd_) of channels [c0, c1) from this batch's
+  // statistics (training) or the running ones.
+  void Scales(int64_t c0, int64_t c1);
+  // The parameter gradients of channels [c0, c1) and, when `input_grad`,
+  // the input gradient's coefficients a_, b_, d_.
+  void GradCoefficients(int64_t c0, int64_t c1, bool input_grad);
   void RunningStatistics();
 
   const char* kind_;
@@ -85,6 +112,7 @@ class BatchNormBase : public Layer<T> {
   const BasicTensor<T>* in_ = nullptr;
   int64_t count_ = 0;  // elements per channel in the last Forward
   Mode mode_ = Mode::kTrain;
+  int64_t block_ = 0;  // set_channel_block
 };
 
 template <typename T>

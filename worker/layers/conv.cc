@@ -1,6 +1,7 @@
 #include "worker/layers/conv.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -254,6 +255,27 @@ void ConvLayer<T>::Backward(const BasicTensor<T>& grad_out,
   EnsureShape(grad_in, g.in_channels, g.batch, g.in_h, g.in_w);
   ConvBackwardInput<T>(g, grad_out.data(), weight_.data(), grad_in->data(),
                        &workspace_);
+}
+
+template <typename T>
+void ConvLayer<T>::ForwardScaled(const BasicTensor<T>& in, const T* scale,
+                                 const T* shift, const BasicTensor<T>* residual,
+                                 bool relu, BasicTensor<T>* out) {
+  ConvGeometry& g = geometry_;
+  g.batch = in.dim(1);
+  CHECK(HasShape(in, g.in_channels, g.batch, g.in_h, g.in_w))
+      << Name() << ": input " << ShapeString(in.shape());
+  CHECK(!options_.bias) << Name() << ": a scaled forward folds no bias";
+  EnsureShape(out, g.out_channels, g.batch, g.out_h(), g.out_w());
+  CHECK(residual == nullptr || residual->size() == out->size()) << Name();
+  if constexpr (std::is_same_v<T, float>) {
+    ConvForwardScaled(g, in.data(), weight_.data(), scale, shift,
+                      residual != nullptr ? residual->data() : nullptr, relu,
+                      out->data(), &workspace_);
+  } else {
+    LOG(FATAL) << Name() << ": scaled forward in float only";
+  }
+  input_ = nullptr;
 }
 
 template class ConvLayer<float>;

@@ -64,6 +64,17 @@ class ConvLayer : public Layer<T> {
   const ConvGeometry& geometry() const { return geometry_; }
   // Lets tests and benchmarks force the im2col algorithm.
   void set_algorithm(ConvAlgorithm a) { workspace_.algorithm = a; }
+  // For an owner that keeps this layer's activations in oneDNN's
+  // nChw{block}c layout (kernels/channel_blocked.h; float, groups = 1):
+  // Forward and Backward then read and write that layout, shapes unchanged.
+  // 0 returns to batch-inner.
+  void set_channel_block(int64_t block) { workspace_.channel_block = block; }
+  // Evaluation with channel blocks set (float, no bias): out = act(conv(in)
+  // * scale[oc] + shift[oc] + residual), residual optional, act ReLU when
+  // `relu` (kernels/conv.h's ConvForwardScaled).
+  void ForwardScaled(const BasicTensor<T>& in, const T* scale, const T* shift,
+                     const BasicTensor<T>* residual, bool relu,
+                     BasicTensor<T>* out);
 
  protected:
   ConvLayer(ConvOptions options, int spatial_dims);

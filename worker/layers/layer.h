@@ -91,6 +91,16 @@ class Layer {
   // Buffers()' names, as PyTorch's state_dict gives them ("running_mean").
   virtual std::vector<std::string> BufferNames() const { return {}; }
 
+  // Channel-blocked hand-over between neighbours (kernels/channel_blocked.h):
+  // the block of oneDNN's layout this layer keeps its activations in inside
+  // and can take its input and give its output in, after Configure; 0 (the
+  // default) for none.
+  virtual int64_t channel_block() const { return 0; }
+  // Called by the model after Configure when the layer before (`input`) or
+  // after (`output`) has the same channel_block(): that side's activation
+  // and its gradient then pass in the blocked layout, unconverted.
+  virtual void set_blocked_neighbours(bool input, bool output) {}
+
   // Sets the seed of any randomness the layer draws while training
   // (dropout); replicas get different streams.
   virtual void SeedRandom(uint64_t seed) {}

@@ -1,8 +1,12 @@
 #include "worker/layers/residual.h"
 
+#include <algorithm>
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "kernels/channel_blocked.h"
 #include "kernels/elementwise.h"
 #include "worker/layers/activation.h"
 
@@ -62,17 +66,142 @@ absl::StatusOr<Shape> ResidualBlock<T>::Configure(const Shape& in) {
   grads_.resize(main_.size() - 1);
   down_conv_.reset();
   down_bn_.reset();
-  if (out == in) return out;
-  down_conv_ = std::make_unique<Conv2d<T>>(
-      ConvOptions{out_channels_, 1, stride_, 0, /*bias=*/false});
-  down_bn_ = std::make_unique<BatchNorm2d<T>>();
-  ASSIGN_OR_RETURN(Shape s, down_conv_->Configure(in));
-  // A 3x3 convolution padded by 1 (whichever 1x1 ones surround it) and a
-  // 1x1 unpadded one give the same size at any stride.
-  CHECK(s == out) << Name() << ": shortcut " << ShapeString(s) << " vs "
-                  << ShapeString(out);
-  RETURN_IF_ERROR(down_bn_->Configure(s).status());
+  if (out != in) {
+    down_conv_ = std::make_unique<Conv2d<T>>(
+        ConvOptions{out_channels_, 1, stride_, 0, /*bias=*/false});
+    down_bn_ = std::make_unique<BatchNorm2d<T>>();
+    ASSIGN_OR_RETURN(Shape s, down_conv_->Configure(in));
+    // A 3x3 convolution padded by 1 (whichever 1x1 ones surround it) and a
+    // 1x1 unpadded one give the same size at any stride.
+    CHECK(s == out) << Name() << ": shortcut " << ShapeString(s) << " vs "
+                    << ShapeString(out);
+    RETURN_IF_ERROR(down_bn_->Configure(s).status());
+  }
+  ChooseLayout(in);
   return out;
+}
+
+// Channel-blocked where oneDNN would run every convolution anyway (tens of
+// channels and more: kernels/conv.cc's OnednnWins), so that the choice
+// changes the layout, not the algorithm.
+template <typename T>
+void ResidualBlock<T>::ChooseLayout(const Shape& in) {
+  block_ = 0;
+  int64_t block = 0;
+  if constexpr (std::is_same_v<T, float>) block = NativeChannelBlock();
+  if (!blocked_allowed_ || block == 0) return;
+  std::vector<Layer<T>*> layers;
+  for (auto& l : main_) layers.push_back(l.get());
+  if (down_conv_ != nullptr) {
+    layers.push_back(down_conv_.get());
+    layers.push_back(down_bn_.get());
+  }
+  for (Layer<T>* l : layers) {
+    if (auto* conv = dynamic_cast<ConvLayer<T>*>(l)) {
+      const ConvGeometry& g = conv->geometry();
+      if (g.groups != 1 || g.in_channels % block != 0 ||
+          g.out_channels % block != 0 ||
+          std::min(g.in_channels, g.out_channels) < 32) {
+        return;
+      }
+    } else if (dynamic_cast<BatchNormBase<T>*>(l) == nullptr &&
+               dynamic_cast<ReLU<T>*>(l) == nullptr) {
+      return;
+    }
+  }
+  block_ = block;
+  for (Layer<T>* l : layers) {
+    if (auto* conv = dynamic_cast<ConvLayer<T>*>(l)) {
+      conv->set_channel_block(block);
+    } else if (auto* bn = dynamic_cast<BatchNormBase<T>*>(l)) {
+      bn->set_channel_block(block);
+    }
+  }
+  PlanScaled();
+}
+
+template <typename T>
+void ResidualBlock<T>::PlanScaled() {
+  scaled_.clear();
+  down_scaled_.clear();
+  const auto step = [](Layer<T>* conv, Layer<T>* bn, bool relu) {
+    ScaledStep s{dynamic_cast<ConvLayer<T>*>(conv),
+                 dynamic_cast<BatchNormBase<T>*>(bn), relu};
+    return s;
+  };
+  size_t i = 0;
+  while (i + 1 < main_.size()) {
+    const bool relu = i + 2 < main_.size() &&
+                      dynamic_cast<ReLU<T>*>(main_[i + 2].get()) != nullptr;
+    ScaledStep s = step(main_[i].get(), main_[i + 1].get(), relu);
+    // The last group's ReLU would come before the sum, not after.
+    const bool last = i + (relu ? 3 : 2) == main_.size();
+    if (s.conv == nullptr || s.bn == nullptr || s.conv->options().bias ||
+        (last && relu)) {
+      break;
+    }
+    scaled_.push_back(std::move(s));
+    i += relu ? 3 : 2;
+    if (i == main_.size()) {
+      if (down_conv_ != nullptr) {
+        down_scaled_.push_back(step(down_conv_.get(), down_bn_.get(), false));
+      }
+      return;
+    }
+  }
+  scaled_.clear();
+}
+
+template <typename T>
+void ResidualBlock<T>::RunScaled(ScaledStep& step, const BasicTensor<T>& in,
+                                 const BasicTensor<T>* residual, bool relu,
+                                 BasicTensor<T>* out) {
+  const int64_t c = step.conv->options().out_channels;
+  step.scale.resize(c);
+  step.shift.resize(c);
+  step.bn->EvalScaleShift(step.scale.data(), step.shift.data());
+  step.conv->ForwardScaled(in, step.scale.data(), step.shift.data(), residual,
+                           relu, out);
+}
+
+// shortcut first, so that the last convolution adds it and applies the
+// block's ReLU as it writes the output.
+template <typename T>
+void ResidualBlock<T>::ForwardScaled(const BasicTensor<T>& in,
+                                     BasicTensor<T>* out) {
+  const BasicTensor<T>* shortcut = &in;
+  if (!down_scaled_.empty()) {
+    RunScaled(down_scaled_[0], in, nullptr, false, &s2_);
+    shortcut = &s2_;
+  }
+  const BasicTensor<T>* x = &in;
+  for (size_t i = 0; i < scaled_.size(); ++i) {
+    const bool last = i + 1 == scaled_.size();
+    BasicTensor<T>* y = last ? out : &acts_[i];
+    RunScaled(scaled_[i], *x, last ? shortcut : nullptr,
+              last || scaled_[i].relu, y);
+    x = y;
+  }
+}
+
+template <typename T>
+void ResidualBlock<T>::ToBlocked(const BasicTensor<T>& from,
+                                 BasicTensor<T>* to) const {
+  EnsureShape(to, from.shape());
+  if constexpr (std::is_same_v<T, float>) {
+    ToChannelBlocked(from.data(), from.dim(0), from.dim(1),
+                     from.dim(2) * from.dim(3), block_, to->data());
+  }
+}
+
+template <typename T>
+void ResidualBlock<T>::FromBlocked(const BasicTensor<T>& from,
+                                   BasicTensor<T>* to) const {
+  EnsureShape(to, from.shape());
+  if constexpr (std::is_same_v<T, float>) {
+    FromChannelBlocked(from.data(), from.dim(0), from.dim(1),
+                       from.dim(2) * from.dim(3), block_, to->data());
+  }
 }
 
 template <typename T>
@@ -149,6 +278,26 @@ void ResidualBlock<T>::SeedRandom(uint64_t seed) {
 template <typename T>
 void ResidualBlock<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                                Mode mode) {
+  const BasicTensor<T>* block_in = &in;
+  if (block_ != 0 && !blocked_input_) {
+    ToBlocked(in, &in_blocked_);
+    block_in = &in_blocked_;
+  }
+  // Where the block's output is formed: the caller's tensor, unless it
+  // wants another layout.
+  BasicTensor<T>* block_out =
+      block_ != 0 && !blocked_output_ ? &out_blocked_ : out;
+  if (block_ != 0 && mode == Mode::kEval && !scaled_.empty()) {
+    ForwardScaled(*block_in, block_out);
+  } else {
+    ForwardChain(*block_in, mode, block_out);
+  }
+  if (block_out != out) FromBlocked(*block_out, out);
+}
+
+template <typename T>
+void ResidualBlock<T>::ForwardChain(const BasicTensor<T>& in, Mode mode,
+                                    BasicTensor<T>* out) {
   const BasicTensor<T>* x = &in;
   for (size_t i = 0; i < main_.size(); ++i) {
     BasicTensor<T>* y = i + 1 < main_.size() ? &acts_[i] : &sum_;
@@ -171,23 +320,34 @@ template <typename T>
 void ResidualBlock<T>::Backward(const BasicTensor<T>& grad_out,
                                 BasicTensor<T>* grad_in) {
   CHECK_EQ(grad_out.size(), sum_.size()) << Name();
+  const BasicTensor<T>* block_grad_out = &grad_out;
+  if (block_ != 0 && !blocked_output_) {
+    ToBlocked(grad_out, &g_out_blocked_);
+    block_grad_out = &g_out_blocked_;
+  }
   EnsureShape(&g_sum_, sum_.shape());
-  ReluBackward(sum_.data(), grad_out.data(), g_sum_.data(), sum_.size());
+  ReluBackward(sum_.data(), block_grad_out->data(), g_sum_.data(), sum_.size());
   const BasicTensor<T>* g = &g_sum_;
   for (size_t i = main_.size() - 1; i > 0; --i) {
     main_[i]->Backward(*g, &grads_[i - 1]);
     g = &grads_[i - 1];
   }
-  main_[0]->Backward(*g, grad_in);
+  BasicTensor<T>* block_grad_in =
+      block_ != 0 && !blocked_input_ && grad_in != nullptr ? &g_in_blocked_
+                                                           : grad_in;
+  main_[0]->Backward(*g, block_grad_in);
   if (down_conv_ != nullptr) {
     down_bn_->Backward(g_sum_, &g_s1_);
-    down_conv_->Backward(g_s1_, grad_in != nullptr ? &g_down_in_ : nullptr);
-    if (grad_in != nullptr) {
-      AddInPlace(g_down_in_.data(), grad_in->data(), grad_in->size());
+    down_conv_->Backward(g_s1_,
+                         block_grad_in != nullptr ? &g_down_in_ : nullptr);
+    if (block_grad_in != nullptr) {
+      AddInPlace(g_down_in_.data(), block_grad_in->data(),
+                 block_grad_in->size());
     }
-  } else if (grad_in != nullptr) {
-    AddInPlace(g_sum_.data(), grad_in->data(), grad_in->size());
+  } else if (block_grad_in != nullptr) {
+    AddInPlace(g_sum_.data(), block_grad_in->data(), block_grad_in->size());
   }
+  if (block_grad_in != grad_in) FromBlocked(g_in_blocked_, grad_in);
 }
 
 template <typename T>

@@ -13,6 +13,15 @@
 // unchanged, else a 1x1 convolution with the stride (no bias) and a batch
 // norm. Per-sample {C, H, W} -> {out_channels, H', W'}.
 //
+// Layout: in float, where oneDNN runs the convolutions and every channel
+// count fills its channel blocks (kernels/channel_blocked.h), the block
+// converts its input and output gradient into oneDNN's nChw{B}c layout
+// once, keeps every activation and gradient inside in that layout, and
+// converts its output and input gradient back: two conversions each way
+// instead of a reorder into and out of every convolution pass. Evaluation
+// there folds each batch norm into the convolution before it, with the
+// ReLU and the residual sum, as one oneDNN pass per convolution.
+//
 // Composites: a block owns its sub-layers and the intermediate activations
 // and gradients between them (reused from step to step). Params(), Bind()
 // and Buffers() concatenate the sub-layers' in torchvision's state_dict
@@ -56,6 +65,16 @@ class ResidualBlock : public Layer<T> {
   void Backward(const BasicTensor<T>& grad_out,
                 BasicTensor<T>* grad_in) override;
 
+  // Whether Configure may choose the channel-blocked layout (default yes);
+  // tests and benchmarks compare the two. Call before Configure.
+  void set_channel_blocked(bool allowed) { blocked_allowed_ = allowed; }
+  // The channel block in use after Configure, 0 for batch-inner.
+  int64_t channel_block() const override { return block_; }
+  void set_blocked_neighbours(bool input, bool output) override {
+    blocked_input_ = input;
+    blocked_output_ = output;
+  }
+
  protected:
   // out_channels must be a positive multiple of `channel_multiple` and
   // stride at least 1 (Configure reports other values).
@@ -78,6 +97,30 @@ class ResidualBlock : public Layer<T> {
   // The sub-layers with parameters, in parameter order: the main branch's,
   // then the downsample's.
   std::vector<Part> Parts() const;
+  // After the sub-layers are configured: picks block_ and tells the
+  // convolutions and batch norms.
+  void ChooseLayout(const Shape& in);
+  // One convolution of the evaluation pass with its batch norm (and ReLU)
+  // folded in.
+  struct ScaledStep {
+    ConvLayer<T>* conv;
+    BatchNormBase<T>* bn;
+    bool relu;
+    std::vector<T> scale, shift;
+  };
+  // Fills scaled_ when the main branch is (convolution, batch norm[, ReLU])
+  // groups; leaves it empty otherwise.
+  void PlanScaled();
+  // The main branch, the shortcut, their sum and the ReLU, layer by layer.
+  void ForwardChain(const BasicTensor<T>& in, Mode mode, BasicTensor<T>* out);
+  // Evaluation on the channel-blocked path with scaled_.
+  void ForwardScaled(const BasicTensor<T>& in, BasicTensor<T>* out);
+  void RunScaled(ScaledStep& step, const BasicTensor<T>& in,
+                 const BasicTensor<T>* residual, bool relu,
+                 BasicTensor<T>* out);
+  // Converts between the caller's batch-inner tensors and block_'s layout.
+  void ToBlocked(const BasicTensor<T>& from, BasicTensor<T>* to) const;
+  void FromBlocked(const BasicTensor<T>& from, BasicTensor<T>* to) const;
 
   const char* const kind_;
   const int64_t out_channels_;
@@ -100,6 +143,17 @@ class ResidualBlock : public Layer<T> {
   // g_sum_: dLoss/dsum_.
   std::vector<BasicTensor<T>> grads_;
   BasicTensor<T> g_sum_, g_s1_, g_down_in_;
+  // Channel-blocked path: the converted input, output and output gradient,
+  // and the input gradient before its conversion.
+  bool blocked_allowed_ = true;
+  int64_t block_ = 0;
+  // The neighbours' side of the input and output is blocked too.
+  bool blocked_input_ = false, blocked_output_ = false;
+  BasicTensor<T> in_blocked_, out_blocked_, g_out_blocked_, g_in_blocked_;
+  // The main branch's steps (scaled_) and the shortcut's (down_scaled_,
+  // when it has a convolution) for evaluation.
+  std::vector<ScaledStep> scaled_;
+  std::vector<ScaledStep> down_scaled_;
 };
 
 template <typename T>

@@ -280,5 +280,76 @@ TEST(Bottleneck, GradientsMatchFiniteDifferences) {
   ExpectGradientsMatch(strided, {4, 5, 5}, 3);
 }
 
+// max |got - want| <= tol * (1 + max |want|) over two float tensors.
+void ExpectClose(const Tensor& got, const Tensor& want, const char* what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  double scale = 1;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  for (int64_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << what << " " << i;
+  }
+}
+
+// A float block with the channel-blocked layout against the same block on
+// batch-inner activations: output, running statistics, input and parameter
+// gradients after a training step, then an evaluation output.
+template <typename Block>
+void ExpectBlockedMatchesBatchInner(int64_t out_c, int64_t stride,
+                                    const Shape& in, int64_t batch) {
+  Block blocked(out_c, stride), plain(out_c, stride);
+  plain.set_channel_blocked(false);
+  ASSERT_TRUE(blocked.Configure(in).ok());
+  ASSERT_TRUE(plain.Configure(in).ok());
+  ASSERT_EQ(plain.channel_block(), 0);
+  if (blocked.channel_block() == 0) {
+    GTEST_SKIP() << "no channel-blocked layout on this machine";
+  }
+  ParamStore<float> stores[2];
+  Layer<float>* layers[2] = {&blocked, &plain};
+  for (int i = 0; i < 2; ++i) {
+    Layer<float>* one[] = {layers[i]};
+    stores[i].Build(one);
+    Rng rng(7);
+    stores[i].Initialize(rng);
+  }
+  Rng rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Tensor x({in[0], batch, in[1], in[2]}), out[2], dy, grad_in[2], eval[2];
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = normal(rng);
+  for (int i = 0; i < 2; ++i) layers[i]->Forward(x, &out[i], Mode::kTrain);
+  ExpectClose(out[0], out[1], "output");
+  dy.Resize(out[1].shape());
+  for (int64_t i = 0; i < dy.size(); ++i) dy[i] = normal(rng);
+  for (int i = 0; i < 2; ++i) layers[i]->Backward(dy, &grad_in[i]);
+  ExpectClose(grad_in[0], grad_in[1], "input gradient");
+  ExpectClose(stores[0].grads(), stores[1].grads(), "parameter gradients");
+  const auto buffers = blocked.Buffers(), plain_buffers = plain.Buffers();
+  ASSERT_EQ(buffers.size(), plain_buffers.size());
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    ExpectClose(*buffers[b], *plain_buffers[b], "running statistics");
+  }
+  for (int i = 0; i < 2; ++i) layers[i]->Forward(x, &eval[i], Mode::kEval);
+  ExpectClose(eval[0], eval[1], "evaluation output");
+}
+
+TEST(Bottleneck, ChannelBlockedMatchesBatchInner) {
+  // A strided downsample, and the identity shortcut.
+  ExpectBlockedMatchesBatchInner<Bottleneck<float>>(128, 2, {64, 9, 9}, 3);
+  ExpectBlockedMatchesBatchInner<Bottleneck<float>>(128, 1, {128, 6, 6}, 2);
+}
+
+TEST(BasicBlock, ChannelBlockedMatchesBatchInner) {
+  ExpectBlockedMatchesBatchInner<BasicBlock<float>>(32, 1, {32, 7, 7}, 2);
+  ExpectBlockedMatchesBatchInner<BasicBlock<float>>(64, 2, {32, 8, 8}, 2);
+}
+
+TEST(BasicBlock, NarrowChannelsStayBatchInner) {
+  BasicBlock<float> block(16);
+  ASSERT_TRUE(block.Configure({16, 5, 5}).ok());
+  EXPECT_EQ(block.channel_block(), 0);
+}
+
 }  // namespace
 }  // namespace cohort

@@ -1,0 +1,282 @@
+// The blocked kernels against kernels/batchnorm.h's on the same data copied
+// to the batch-inner layout {C, N * P}: every output, over the whole channel
+// range and over an inner range of blocks (whose neighbours must stay
+// untouched), for B = 4, 8 and 16, float and double.
+#include "kernels/batchnorm_blocked.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/batchnorm.h"
+
+namespace cohort {
+namespace {
+
+// Written before each call; a channel outside the range must keep it.
+constexpr double kUntouched = -12345.0;
+
+// Tolerance of an output whose terms have absolute values summing to
+// `magnitude`: T's outputs are rounded in T, the sums are doubles.
+template <typename T>
+double Tolerance(double magnitude) {
+  return std::is_same_v<T, float> ? 1e-5 * magnitude + 1e-6
+                                  : 1e-12 * magnitude + 1e-12;
+}
+double SumTolerance(double magnitude) { return 1e-12 * magnitude + 1e-12; }
+
+int64_t BlockedIndex(const BlockedLayout& l, int64_t n, int64_t c, int64_t p) {
+  return ((n * (l.channels / l.block) + c / l.block) * l.spatial + p) *
+             l.block +
+         c % l.block;
+}
+
+// Index of (n, c, p) in the batch-inner layout {C, N * P}.
+int64_t ChannelIndex(const BlockedLayout& l, int64_t n, int64_t c, int64_t p) {
+  return c * l.count() + n * l.spatial + p;
+}
+
+template <typename T>
+std::vector<T> ToChannelMajor(const BlockedLayout& l, const std::vector<T>& v) {
+  std::vector<T> out(v.size());
+  for (int64_t n = 0; n < l.batch; ++n) {
+    for (int64_t c = 0; c < l.channels; ++c) {
+      for (int64_t p = 0; p < l.spatial; ++p) {
+        out[ChannelIndex(l, n, c, p)] = v[BlockedIndex(l, n, c, p)];
+      }
+    }
+  }
+  return out;
+}
+
+// One shape's inputs in both layouts, and the reference kernels' outputs.
+template <typename T>
+struct Case {
+  BlockedLayout l;
+  ChannelLayout cl;
+  std::vector<T> x, dy;    // blocked
+  std::vector<T> xi, dyi;  // batch-inner
+  std::vector<T> mean, scale, shift, a, b, d;
+  std::vector<double> ref_mean, ref_var, ref_sum_dy, ref_sum_dy_xc;
+
+  Case(int64_t batch, int64_t channels, int64_t spatial, int64_t block) {
+    l = {batch, channels, spatial, block};
+    cl = {1, channels, l.count()};
+    std::mt19937_64 rng(channels * 131 + spatial * 7 + block);
+    std::normal_distribution<double> normal(0, 1);
+    std::uniform_real_distribution<double> uniform(-2, 2);
+    x.resize(batch * channels * spatial);
+    dy.resize(x.size());
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t c = 0; c < channels; ++c) {
+        // Every third channel sits far from zero, where an unshifted
+        // one-pass variance would lose its digits.
+        const double offset = c % 3 == 0 ? 1000.0 + c : 0.25 * c;
+        const double spread = 1.0 + 0.5 * (c % 4);
+        for (int64_t p = 0; p < spatial; ++p) {
+          const int64_t i = BlockedIndex(l, n, c, p);
+          x[i] = static_cast<T>(offset + spread * normal(rng));
+          dy[i] = static_cast<T>(normal(rng));
+        }
+      }
+    }
+    xi = ToChannelMajor(l, x);
+    dyi = ToChannelMajor(l, dy);
+    for (auto* v : {&scale, &shift, &a, &b, &d}) {
+      v->resize(channels);
+      for (T& e : *v) e = static_cast<T>(uniform(rng));
+    }
+    ref_mean.resize(channels);
+    ref_var.resize(channels);
+    ChannelMeanVar(cl, xi.data(), ref_mean.data(), ref_var.data());
+    mean.assign(ref_mean.begin(), ref_mean.end());
+    ref_sum_dy.resize(channels);
+    ref_sum_dy_xc.resize(channels);
+    ChannelGradSums(cl, dyi.data(), xi.data(), mean.data(), ref_sum_dy.data(),
+                    ref_sum_dy_xc.data());
+  }
+
+  // Calls f(c, i) for every batch-inner index i of channels [c0, c1).
+  template <typename F>
+  void ForEachElement(int64_t c0, int64_t c1, F f) const {
+    for (int64_t c = c0; c < c1; ++c) {
+      for (int64_t i = c * l.count(); i < (c + 1) * l.count(); ++i) f(c, i);
+    }
+  }
+};
+
+// The ranges each case runs over: all channels, and where there are at
+// least two blocks, an inner range that leaves a block out on a side.
+std::vector<std::pair<int64_t, int64_t>> Ranges(const BlockedLayout& l) {
+  std::vector<std::pair<int64_t, int64_t>> r = {{0, l.channels}};
+  const int64_t blocks = l.channels / l.block;
+  if (blocks >= 3) r.push_back({l.block, l.channels - l.block});
+  if (blocks == 2) r.push_back({l.block, l.channels});
+  return r;
+}
+
+bool Inside(int64_t c, int64_t c0, int64_t c1) { return c >= c0 && c < c1; }
+
+template <typename T>
+void CheckMeanVar(const Case<T>& k, int64_t c0, int64_t c1) {
+  std::vector<double> mean(k.l.channels, kUntouched);
+  std::vector<double> var(k.l.channels, kUntouched);
+  BlockedMeanVar(k.l, k.x.data(), c0, c1, mean.data(), var.data());
+  for (int64_t c = 0; c < k.l.channels; ++c) {
+    if (!Inside(c, c0, c1)) {
+      EXPECT_EQ(mean[c], kUntouched) << c;
+      EXPECT_EQ(var[c], kUntouched) << c;
+      continue;
+    }
+    EXPECT_NEAR(mean[c], k.ref_mean[c], SumTolerance(std::abs(k.ref_mean[c])))
+        << c;
+    EXPECT_NEAR(var[c], k.ref_var[c], SumTolerance(k.ref_var[c])) << c;
+  }
+}
+
+template <typename T>
+void CheckNormalize(const Case<T>& k, int64_t c0, int64_t c1, bool relu) {
+  std::vector<T> y(k.x.size(), static_cast<T>(kUntouched));
+  BlockedNormalize(k.l, k.x.data(), c0, c1, k.mean.data(), k.scale.data(),
+                   k.shift.data(), relu, y.data());
+  const std::vector<T> yi = ToChannelMajor(k.l, y);
+  std::vector<T> want(k.xi.size());
+  ChannelNormalize(k.cl, k.xi.data(), k.mean.data(), k.scale.data(),
+                   k.shift.data(), want.data());
+  k.ForEachElement(0, k.l.channels, [&](int64_t c, int64_t i) {
+    if (!Inside(c, c0, c1)) {
+      EXPECT_EQ(yi[i], static_cast<T>(kUntouched)) << c << " " << i;
+      return;
+    }
+    const T w = relu ? std::max(want[i], T(0)) : want[i];
+    const double terms = std::abs(double(k.xi[i] - k.mean[c]) * k.scale[c]) +
+                         std::abs(double(k.shift[c]));
+    EXPECT_NEAR(yi[i], w, Tolerance<T>(terms)) << c << " " << i;
+  });
+}
+
+template <typename T>
+void CheckGradSums(const Case<T>& k, int64_t c0, int64_t c1) {
+  std::vector<double> sum_dy(k.l.channels, kUntouched);
+  std::vector<double> sum_dy_xc(k.l.channels, kUntouched);
+  BlockedGradSums(k.l, k.dy.data(), k.x.data(), c0, c1, k.mean.data(),
+                  sum_dy.data(), sum_dy_xc.data());
+  std::vector<double> abs_dy(k.l.channels), abs_dy_xc(k.l.channels);
+  k.ForEachElement(0, k.l.channels, [&](int64_t c, int64_t i) {
+    abs_dy[c] += std::abs(double(k.dyi[i]));
+    abs_dy_xc[c] += std::abs(double(k.dyi[i]) * double(k.xi[i] - k.mean[c]));
+  });
+  for (int64_t c = 0; c < k.l.channels; ++c) {
+    if (!Inside(c, c0, c1)) {
+      EXPECT_EQ(sum_dy[c], kUntouched) << c;
+      EXPECT_EQ(sum_dy_xc[c], kUntouched) << c;
+      continue;
+    }
+    EXPECT_NEAR(sum_dy[c], k.ref_sum_dy[c], SumTolerance(abs_dy[c])) << c;
+    EXPECT_NEAR(sum_dy_xc[c], k.ref_sum_dy_xc[c], SumTolerance(abs_dy_xc[c]))
+        << c;
+  }
+}
+
+template <typename T>
+void CheckInputGrad(const Case<T>& k, int64_t c0, int64_t c1) {
+  std::vector<T> dx(k.x.size(), static_cast<T>(kUntouched));
+  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), c0, c1, k.mean.data(),
+                   k.a.data(), k.b.data(), k.d.data(), dx.data());
+  const std::vector<T> dxi = ToChannelMajor(k.l, dx);
+  std::vector<T> want(k.xi.size());
+  ChannelInputGrad(k.cl, k.dyi.data(), k.xi.data(), k.mean.data(), k.a.data(),
+                   k.b.data(), k.d.data(), want.data());
+  k.ForEachElement(0, k.l.channels, [&](int64_t c, int64_t i) {
+    if (!Inside(c, c0, c1)) {
+      EXPECT_EQ(dxi[i], static_cast<T>(kUntouched)) << c << " " << i;
+      return;
+    }
+    const double terms = std::abs(double(k.a[c]) * k.dyi[i]) +
+                         std::abs(double(k.b[c]) * (k.xi[i] - k.mean[c])) +
+                         std::abs(double(k.d[c]));
+    EXPECT_NEAR(dxi[i], want[i], Tolerance<T>(terms)) << c << " " << i;
+  });
+}
+
+// y == x and dx == dy give the out-of-place results bit for bit.
+template <typename T>
+void CheckInPlace(const Case<T>& k) {
+  const int64_t c_n = k.l.channels;
+  for (bool relu : {false, true}) {
+    std::vector<T> y(k.x.size()), in_place = k.x;
+    BlockedNormalize(k.l, k.x.data(), 0, c_n, k.mean.data(), k.scale.data(),
+                     k.shift.data(), relu, y.data());
+    BlockedNormalize(k.l, in_place.data(), 0, c_n, k.mean.data(),
+                     k.scale.data(), k.shift.data(), relu, in_place.data());
+    EXPECT_EQ(in_place, y) << "relu " << relu;
+  }
+  std::vector<T> dx(k.x.size()), in_place = k.dy;
+  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), 0, c_n, k.mean.data(),
+                   k.a.data(), k.b.data(), k.d.data(), dx.data());
+  BlockedInputGrad(k.l, in_place.data(), k.x.data(), 0, c_n, k.mean.data(),
+                   k.a.data(), k.b.data(), k.d.data(), in_place.data());
+  EXPECT_EQ(in_place, dx);
+}
+
+template <typename T>
+void CheckAllShapes() {
+  // P = 7 with B = 8 leaves a row that is not a whole number of 16-lane
+  // runs; P = 1 gives rows of a single position.
+  const int64_t shapes[][3] = {{3, 32, 7}, {2, 16, 1}, {2, 48, 5}, {1, 64, 2}};
+  // B = 4 (oneDNN's SSE block) checks that any divisor of 16 works.
+  for (int64_t block : {4, 8, 16}) {
+    for (const auto& s : shapes) {
+      const Case<T> k(s[0], s[1], s[2], block);
+      for (const auto& [c0, c1] : Ranges(k.l)) {
+        SCOPED_TRACE("N=" + std::to_string(s[0]) + " C=" +
+                     std::to_string(s[1]) + " P=" + std::to_string(s[2]) +
+                     " B=" + std::to_string(block) + " channels [" +
+                     std::to_string(c0) + ", " + std::to_string(c1) + ")");
+        CheckMeanVar(k, c0, c1);
+        CheckNormalize(k, c0, c1, false);
+        CheckNormalize(k, c0, c1, true);
+        CheckGradSums(k, c0, c1);
+        CheckInputGrad(k, c0, c1);
+      }
+      CheckInPlace(k);
+    }
+  }
+}
+
+TEST(BatchNormBlockedTest, FloatMatchesChannelKernels) {
+  CheckAllShapes<float>();
+}
+
+TEST(BatchNormBlockedTest, DoubleMatchesChannelKernels) {
+  CheckAllShapes<double>();
+}
+
+// A channel whose mean dwarfs its spread, with statistics exact in binary:
+// three elements of 4096 and three of 4097 in every channel.
+TEST(BatchNormBlockedTest, VarianceOfLargeMeanChannel) {
+  const BlockedLayout l{2, 8, 3, 8};
+  std::vector<float> x(l.batch * l.channels * l.spatial);
+  for (int64_t n = 0; n < l.batch; ++n) {
+    for (int64_t c = 0; c < l.channels; ++c) {
+      for (int64_t p = 0; p < l.spatial; ++p) {
+        x[BlockedIndex(l, n, c, p)] = 4096.0f + ((n * l.spatial + p) % 2);
+      }
+    }
+  }
+  std::vector<double> mean(l.channels), var(l.channels);
+  BlockedMeanVar(l, x.data(), 0, l.channels, mean.data(), var.data());
+  for (int64_t c = 0; c < l.channels; ++c) {
+    EXPECT_DOUBLE_EQ(mean[c], 4096.5) << c;
+    EXPECT_DOUBLE_EQ(var[c], 0.25) << c;
+  }
+}
+
+}  // namespace
+}  // namespace cohort

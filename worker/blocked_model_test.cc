@@ -1,0 +1,66 @@
+// Residual blocks that hand channel-blocked activations to each other
+// (Model's neighbour hand-over, worker/layers/layer.h) train and evaluate as
+// the same blocks on the engine's batch-inner layout do.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "kernels/channel_blocked.h"
+#include "worker/layers/residual.h"
+#include "worker/model.h"
+
+namespace cohort {
+namespace {
+
+std::unique_ptr<Model<float>> ThreeBlocks(bool blocked) {
+  Model<float>::LayerList layers;
+  layers.push_back(std::make_unique<Bottleneck<float>>(128, 1));
+  layers.push_back(std::make_unique<Bottleneck<float>>(128, 1));
+  layers.push_back(std::make_unique<BasicBlock<float>>(64, 2));
+  for (auto& l : layers) {
+    static_cast<ResidualBlock<float>*>(l.get())->set_channel_blocked(blocked);
+  }
+  auto model = Model<float>::Create(std::move(layers), {32, 8, 8});
+  EXPECT_TRUE(model.ok()) << model.status();
+  (*model)->InitializeParameters(5);
+  return *std::move(model);
+}
+
+void ExpectClose(const Tensor& got, const Tensor& want, const char* what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  double scale = 1;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  for (int64_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 5e-5 * scale) << what << " " << i;
+  }
+}
+
+TEST(BlockedModel, NeighboursHandOverBlockedActivations) {
+  if (NativeChannelBlock() == 0) {
+    GTEST_SKIP() << "no channel-blocked layout on this machine";
+  }
+  auto blocked = ThreeBlocks(true), plain = ThreeBlocks(false);
+  Rng rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Tensor x({32, 3, 8, 8});
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = normal(rng);
+  for (int step = 0; step < 2; ++step) {
+    const Tensor& y = blocked->Forward(x, Mode::kTrain);
+    const Tensor& want = plain->Forward(x, Mode::kTrain);
+    ExpectClose(y, want, "training output");
+    Tensor dy(want.shape());
+    for (int64_t i = 0; i < dy.size(); ++i) dy[i] = normal(rng);
+    blocked->Backward(dy);
+    plain->Backward(dy);
+    ExpectClose(blocked->grads(), plain->grads(), "parameter gradients");
+  }
+  ExpectClose(blocked->Forward(x, Mode::kEval), plain->Forward(x, Mode::kEval),
+              "evaluation output");
+}
+
+}  // namespace
+}  // namespace cohort
