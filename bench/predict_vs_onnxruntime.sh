@@ -103,7 +103,7 @@ PY
 seconds() {
   local start=$EPOCHREALTIME
   OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1 "$cohort" predict \
-    --checkpoint="$work/ckpt" --input="$3" --out="$4" --batch="$2" \
+    --checkpoint="$work/ckpt" --input="$3" --out="$4" --batch="$2" --threads="$1" \
     > "$work/predict.out" 2>&1 || { echo "cohort predict: $(cat "$work/predict.out")" >&2; return 1; }
   $py -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$start" "$EPOCHREALTIME"
 }

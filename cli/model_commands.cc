@@ -22,6 +22,7 @@
 #include "common/files.h"
 #include "common/safetensors.h"
 #include "common/status_macros.h"
+#include "worker/compute_threads.h"
 #include "worker/data/dataset.h"
 #include "worker/data/image_folder_dataset.h"
 #include "worker/data/npy.h"
@@ -323,12 +324,15 @@ absl::Status PredictSplit(TrainedModel& trained, const Split& split,
   return absl::OkStatus();
 }
 
+constexpr char kThreadsHelp[] =
+    "compute threads (default: OMP_NUM_THREADS, else one per core)";
+
 // The flags of `cohort predict`.
 struct PredictFlags {
   std::string checkpoint, input, out, data_dir, split = "test";
   int64_t batch = 256, top_k = -1;  // -1: not given
   std::string prompt, temperature = "1", generate_flag;
-  int64_t generate = 0, seed = 0;
+  int64_t generate = 0, seed = 0, threads = 0;  // 0: not given
   bool skip_damaged = false;
 };
 
@@ -353,6 +357,7 @@ void AddPredictFlags(FlagSet& flags, PredictFlags* f) {
                             kOutHelp),
                "FILE");
   flags.Int("batch", &f->batch, "samples per forward pass", 1, 1 << 20);
+  flags.Int("threads", &f->threads, kThreadsHelp, 1, 1024);
   flags.Int("top-k", &f->top_k,
             "classes per sample in a .csv (default 5); with --prompt, sample "
             "only among the K most likely tokens (default 0: all)",
@@ -444,6 +449,7 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
   if (!f.generate_flag.empty()) {
     ASSIGN_OR_RETURN(f.generate, ParseGenerateFlag(f.generate_flag));
   }
+  if (f.threads > 0) SetComputeThreads(static_cast<int>(f.threads));
   if (!f.prompt.empty() || f.generate != 0) return RunGenerate(f);
   RETURN_IF_ERROR(CheckPredictFlags(f));
   CommandInputs inputs;
@@ -462,7 +468,7 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
 
 absl::Status RunEvaluate(const std::vector<std::string>& args, bool* help) {
   std::string checkpoint, data_dir, split = "test", confusion;
-  int64_t batch = 256;
+  int64_t batch = 256, threads = 0;
   bool skip_damaged = false;
   FlagSet flags("evaluate");
   flags.String("checkpoint", &checkpoint,
@@ -480,12 +486,14 @@ absl::Status RunEvaluate(const std::vector<std::string>& args, bool* help) {
                             kOutHelp),
                "FILE");
   flags.Int("batch", &batch, "samples per forward pass", 1, 1 << 20);
+  flags.Int("threads", &threads, kThreadsHelp, 1, 1024);
   RETURN_IF_ERROR(flags.Parse(args));
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     *help = true;
     return absl::OkStatus();
   }
+  if (threads > 0) SetComputeThreads(static_cast<int>(threads));
   RETURN_IF_ERROR(Required(checkpoint, "checkpoint"));
   CommandInputs inputs;
   inputs.AddCheckpoint(checkpoint);

@@ -36,6 +36,10 @@ struct Avx<float> {
   static V Fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   // max(0, v) returns v when v is NaN, as std::max(v, 0) does.
   static V Relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
+  // v where r > 0, else +0; an ordered compare, so a NaN r gives 0.
+  static V KeepWherePositive(V r, V v) {
+    return _mm256_and_ps(_mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_GT_OQ), v);
+  }
   // The eight lanes of v as two vectors of doubles.
   static void Widen(V v, __m256d* out) {
     out[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
@@ -52,6 +56,9 @@ struct Avx<double> {
   static V Sub(V a, V b) { return _mm256_sub_pd(a, b); }
   static V Fmadd(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static V Relu(V v) { return _mm256_max_pd(_mm256_setzero_pd(), v); }
+  static V KeepWherePositive(V r, V v) {
+    return _mm256_and_pd(_mm256_cmp_pd(r, _mm256_setzero_pd(), _CMP_GT_OQ), v);
+  }
   static void Widen(V v, __m256d* out) { out[0] = v; }
 };
 
@@ -74,13 +81,38 @@ inline void LoadLanes(const T* lanes, typename Avx<T>::V* v) {
   }
 }
 
-// The run at x as doubles.
-template <typename T>
-inline void WidenRun(const T* x, __m256d* out) {
+// The vector of dy at o, with kMask the gradient through a ReLU whose
+// output is r: dy where r > 0, else 0 (NaN r included). Zeroing dy rather
+// than skipping terms gives what a separate ReLU backward would feed the
+// kernels, bit for bit.
+template <typename T, bool kMask>
+inline typename Avx<T>::V LoadGrad(const T* dy, const T* r, int64_t o) {
+  using A = Avx<T>;
+  if constexpr (kMask) {
+    return A::KeepWherePositive(A::Load(r + o), A::Load(dy + o));
+  } else {
+    return A::Load(dy + o);
+  }
+}
+
+// The scalar form of LoadGrad, for the tails.
+template <typename T, bool kMask>
+inline T Grad(const T* dy, const T* r, int64_t i) {
+  if constexpr (kMask) {
+    return r[i] > T(0) ? dy[i] : T(0);
+  } else {
+    return dy[i];
+  }
+}
+
+// The run of LoadGrad at i as doubles.
+template <typename T, bool kMask>
+inline void WidenGradRun(const T* dy, const T* r, int64_t i, __m256d* out) {
   using A = Avx<T>;
 #pragma GCC unroll 4
   for (int h = 0; h < kVecs<T>; ++h) {
-    A::Widen(A::Load(x + h * A::kWidth), out + h * (kWide / kVecs<T>));
+    A::Widen(LoadGrad<T, kMask>(dy, r, i + h * A::kWidth),
+             out + h * (kWide / kVecs<T>));
   }
 }
 
@@ -140,10 +172,10 @@ void ShiftedLaneSums(const T* x, int64_t n, const T* k, double* s, double* q) {
 }
 
 // Per-lane sums of dy and dy * (x - mu) over one row of n elements, added
-// to s and q.
-template <typename T>
-void GradLaneSums(const T* dy, const T* x, int64_t n, const T* mu, double* s,
-                  double* q) {
+// to s and q; dy masked by r as in LoadGrad (r unread without kMask).
+template <typename T, bool kMask>
+void GradLaneSums(const T* dy, const T* r, const T* x, int64_t n, const T* mu,
+                  double* s, double* q) {
   typename Avx<T>::V mv[kVecs<T>];
   LoadLanes(mu, mv);
   __m256d sv[kWide], qv[kWide];
@@ -152,14 +184,14 @@ void GradLaneSums(const T* dy, const T* x, int64_t n, const T* mu, double* s,
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     __m256d g[kWide], xc[kWide];
-    WidenRun(dy + i, g);
+    WidenGradRun<T, kMask>(dy, r, i, g);
     WidenDiffRun(x + i, mv, xc);
     AccumulateRun(g, xc, sv, qv);
   }
   AddLanes(sv, s);
   AddLanes(qv, q);
   for (int64_t j = 0; i + j < n; ++j) {
-    const double g = static_cast<double>(dy[i + j]);
+    const double g = static_cast<double>(Grad<T, kMask>(dy, r, i + j));
     s[j] += g, q[j] += g * static_cast<double>(x[i + j] - mu[j]);
   }
 }
@@ -190,11 +222,12 @@ void NormalizeRow(const T* x, int64_t n, const T* mu, const T* s, const T* t,
   }
 }
 
-// dx = a * dy + b * (x - mu) + d over one row of n elements; dx may equal
-// dy or x.
-template <typename T>
-void InputGradRow(const T* dy, const T* x, int64_t n, const T* mu, const T* a,
-                  const T* b, const T* d, T* dx) {
+// dx = a * dy + b * (x - mu) + d over one row of n elements, dy masked by
+// r as in LoadGrad (r unread without kMask). Each run is loaded before it
+// is stored, so dx may equal dy or x.
+template <typename T, bool kMask>
+void InputGradRow(const T* dy, const T* r, const T* x, int64_t n, const T* mu,
+                  const T* a, const T* b, const T* d, T* dx) {
   using A = Avx<T>;
   typename A::V mv[kVecs<T>], av[kVecs<T>], bv[kVecs<T>], dv[kVecs<T>];
   LoadLanes(mu, mv);
@@ -207,13 +240,13 @@ void InputGradRow(const T* dy, const T* x, int64_t n, const T* mu, const T* a,
     for (int h = 0; h < kVecs<T>; ++h) {
       const int64_t o = i + h * A::kWidth;
       const typename A::V xc = A::Sub(A::Load(x + o), mv[h]);
-      A::Store(dx + o,
-               A::Fmadd(av[h], A::Load(dy + o), A::Fmadd(bv[h], xc, dv[h])));
+      A::Store(dx + o, A::Fmadd(av[h], LoadGrad<T, kMask>(dy, r, o),
+                                A::Fmadd(bv[h], xc, dv[h])));
     }
   }
   for (int64_t j = 0; i + j < n; ++j) {
-    dx[i + j] =
-        std::fma(a[j], dy[i + j], std::fma(b[j], x[i + j] - mu[j], d[j]));
+    dx[i + j] = std::fma(a[j], Grad<T, kMask>(dy, r, i + j),
+                         std::fma(b[j], x[i + j] - mu[j], d[j]));
   }
 }
 
@@ -221,6 +254,50 @@ void InputGradRow(const T* dy, const T* x, int64_t n, const T* mu, const T* a,
 void FoldLanes(const double* lanes, int64_t base, int64_t block, double* out) {
   std::fill(out + base, out + base + block, 0.0);
   for (int64_t j = 0; j < kLanes; ++j) out[base + j % block] += lanes[j];
+}
+
+// BlockedGradSums with the mask chosen at compile time: the public
+// function branches once, and the unmasked loops carry no trace of the
+// mask (kept out of line, the two variants do not share registers).
+template <typename T, bool kMask>
+void GradSums(const BlockedLayout& l, const T* dy, const T* x, const T* r,
+              int64_t c0, int64_t c1, const T* mean, double* sum_dy,
+              double* sum_dy_xc) {
+  const int64_t bs = l.block, blocks = l.channels / bs;
+  const int64_t row = l.spatial * bs;
+  for (int64_t cb = c0 / bs; cb < c1 / bs; ++cb) {
+    T mu[kLanes];
+    SpreadOverLanes(mean, cb * bs, bs, mu);
+    double s[kLanes] = {}, q[kLanes] = {};
+    for (int64_t n = 0; n < l.batch; ++n) {
+      const int64_t off = (n * blocks + cb) * row;
+      GradLaneSums<T, kMask>(dy + off, kMask ? r + off : nullptr, x + off, row,
+                             mu, s, q);
+    }
+    FoldLanes(s, cb * bs, bs, sum_dy);
+    FoldLanes(q, cb * bs, bs, sum_dy_xc);
+  }
+}
+
+// BlockedInputGrad with the mask chosen at compile time.
+template <typename T, bool kMask>
+void InputGrad(const BlockedLayout& l, const T* dy, const T* x, const T* r,
+               int64_t c0, int64_t c1, const T* mean, const T* a, const T* b,
+               const T* d, T* dx) {
+  const int64_t bs = l.block, blocks = l.channels / bs;
+  const int64_t row = l.spatial * bs;
+  for (int64_t cb = c0 / bs; cb < c1 / bs; ++cb) {
+    T mu[kLanes], al[kLanes], bl[kLanes], dl[kLanes];
+    SpreadOverLanes(mean, cb * bs, bs, mu);
+    SpreadOverLanes(a, cb * bs, bs, al);
+    SpreadOverLanes(b, cb * bs, bs, bl);
+    SpreadOverLanes(d, cb * bs, bs, dl);
+    for (int64_t n = 0; n < l.batch; ++n) {
+      const int64_t off = (n * blocks + cb) * row;
+      InputGradRow<T, kMask>(dy + off, kMask ? r + off : nullptr, x + off, row,
+                             mu, al, bl, dl, dx + off);
+    }
+  }
 }
 
 }  // namespace
@@ -274,39 +351,24 @@ void BlockedNormalize(const BlockedLayout& l, const T* x, int64_t c0,
 
 template <typename T>
 void BlockedGradSums(const BlockedLayout& l, const T* dy, const T* x,
-                     int64_t c0, int64_t c1, const T* mean, double* sum_dy,
-                     double* sum_dy_xc) {
-  const int64_t bs = l.block, blocks = l.channels / bs;
-  const int64_t row = l.spatial * bs;
-  for (int64_t cb = c0 / bs; cb < c1 / bs; ++cb) {
-    T mu[kLanes];
-    SpreadOverLanes(mean, cb * bs, bs, mu);
-    double s[kLanes] = {}, q[kLanes] = {};
-    for (int64_t n = 0; n < l.batch; ++n) {
-      const int64_t off = (n * blocks + cb) * row;
-      GradLaneSums(dy + off, x + off, row, mu, s, q);
-    }
-    FoldLanes(s, cb * bs, bs, sum_dy);
-    FoldLanes(q, cb * bs, bs, sum_dy_xc);
+                     const NotDeduced<T>* relu_out, int64_t c0, int64_t c1,
+                     const T* mean, double* sum_dy, double* sum_dy_xc) {
+  if (relu_out != nullptr) {
+    GradSums<T, true>(l, dy, x, relu_out, c0, c1, mean, sum_dy, sum_dy_xc);
+  } else {
+    GradSums<T, false>(l, dy, x, nullptr, c0, c1, mean, sum_dy, sum_dy_xc);
   }
 }
 
 template <typename T>
 void BlockedInputGrad(const BlockedLayout& l, const T* dy, const T* x,
-                      int64_t c0, int64_t c1, const T* mean, const T* a,
-                      const T* b, const T* d, T* dx) {
-  const int64_t bs = l.block, blocks = l.channels / bs;
-  const int64_t row = l.spatial * bs;
-  for (int64_t cb = c0 / bs; cb < c1 / bs; ++cb) {
-    T mu[kLanes], al[kLanes], bl[kLanes], dl[kLanes];
-    SpreadOverLanes(mean, cb * bs, bs, mu);
-    SpreadOverLanes(a, cb * bs, bs, al);
-    SpreadOverLanes(b, cb * bs, bs, bl);
-    SpreadOverLanes(d, cb * bs, bs, dl);
-    for (int64_t n = 0; n < l.batch; ++n) {
-      const int64_t off = (n * blocks + cb) * row;
-      InputGradRow(dy + off, x + off, row, mu, al, bl, dl, dx + off);
-    }
+                      const NotDeduced<T>* relu_out, int64_t c0, int64_t c1,
+                      const T* mean, const T* a, const T* b, const T* d,
+                      T* dx) {
+  if (relu_out != nullptr) {
+    InputGrad<T, true>(l, dy, x, relu_out, c0, c1, mean, a, b, d, dx);
+  } else {
+    InputGrad<T, false>(l, dy, x, nullptr, c0, c1, mean, a, b, d, dx);
   }
 }
 
@@ -317,11 +379,11 @@ void BlockedInputGrad(const BlockedLayout& l, const T* dy, const T* x,
                                     int64_t, const T*, const T*, const T*,    \
                                     bool, T*);                                \
   template void BlockedGradSums<T>(const BlockedLayout&, const T*, const T*,  \
-                                   int64_t, int64_t, const T*, double*,       \
-                                   double*);                                  \
+                                   const T*, int64_t, int64_t, const T*,      \
+                                   double*, double*);                         \
   template void BlockedInputGrad<T>(const BlockedLayout&, const T*, const T*, \
-                                    int64_t, int64_t, const T*, const T*,     \
-                                    const T*, const T*, T*);
+                                    const T*, int64_t, int64_t, const T*,     \
+                                    const T*, const T*, const T*, T*);
 COHORT_INSTANTIATE(float)
 COHORT_INSTANTIATE(double)
 #undef COHORT_INSTANTIATE

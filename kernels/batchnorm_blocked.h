@@ -13,6 +13,12 @@
 // split channel blocks over threads. Per-channel arrays (mean, var, scale,
 // shift, sums, a, b, d) are indexed by absolute channel.
 //
+// The backward kernels fuse the backward of a ReLU applied after the norm:
+// given `relu_out`, the output of BlockedNormalize with `relu` (same layout
+// as x), they read dy as 0 wherever relu_out is not > 0 (NaN included),
+// exactly as if a separate ReLU backward had zeroed dy first. A null
+// relu_out reads dy unchanged.
+//
 // Plain functions of raw pointers; they own nothing and keep no state, so
 // they are thread-safe for disjoint channel ranges. Instantiated for float
 // and double.
@@ -47,19 +53,33 @@ void BlockedNormalize(const BlockedLayout& l, const T* x, int64_t c0,
                       int64_t c1, const T* mean, const T* scale, const T* shift,
                       bool relu, T* y);
 
-// sum_dy[c] = sum of dy; sum_dy_xc[c] = sum of dy * (x - mean[c]).
+namespace batchnorm_blocked_internal {
+template <typename T>
+struct Identity {
+  using type = T;
+};
+}  // namespace batchnorm_blocked_internal
+
+// T where template argument deduction does not look, so that callers may
+// pass a plain nullptr for relu_out and T comes from the other arguments.
+template <typename T>
+using NotDeduced = typename batchnorm_blocked_internal::Identity<T>::type;
+
+// sum_dy[c] = sum of dy; sum_dy_xc[c] = sum of dy * (x - mean[c]); dy
+// masked by `relu_out` when it is not null.
 template <typename T>
 void BlockedGradSums(const BlockedLayout& l, const T* dy, const T* x,
-                     int64_t c0, int64_t c1, const T* mean, double* sum_dy,
-                     double* sum_dy_xc);
+                     const NotDeduced<T>* relu_out, int64_t c0, int64_t c1,
+                     const T* mean, double* sum_dy, double* sum_dy_xc);
 
 // dx = a[c] * dy + b[c] * (x - mean[c]) + d[c]: the input gradient of batch
-// norm in train mode (and, with b = d = 0, in eval mode). `dx` may equal
-// `dy`.
+// norm in train mode (and, with b = d = 0, in eval mode). When `relu_out`
+// is not null, dy is masked by it; the b and d terms stay where dy is
+// masked. `dx` may equal `dy`.
 template <typename T>
 void BlockedInputGrad(const BlockedLayout& l, const T* dy, const T* x,
-                      int64_t c0, int64_t c1, const T* mean, const T* a,
-                      const T* b, const T* d, T* dx);
+                      const NotDeduced<T>* relu_out, int64_t c0, int64_t c1,
+                      const T* mean, const T* a, const T* b, const T* d, T* dx);
 
 }  // namespace cohort
 

@@ -1,12 +1,15 @@
 // The blocked kernels against kernels/batchnorm.h's on the same data copied
 // to the batch-inner layout {C, N * P}: every output, over the whole channel
 // range and over an inner range of blocks (whose neighbours must stay
-// untouched), for B = 4, 8 and 16, float and double.
+// untouched), for B = 4, 8 and 16, float and double. The backward kernels'
+// ReLU mask is checked against the same kernels unmasked on a dy zeroed by
+// hand.
 #include "kernels/batchnorm_blocked.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -165,7 +168,7 @@ template <typename T>
 void CheckGradSums(const Case<T>& k, int64_t c0, int64_t c1) {
   std::vector<double> sum_dy(k.l.channels, kUntouched);
   std::vector<double> sum_dy_xc(k.l.channels, kUntouched);
-  BlockedGradSums(k.l, k.dy.data(), k.x.data(), c0, c1, k.mean.data(),
+  BlockedGradSums(k.l, k.dy.data(), k.x.data(), nullptr, c0, c1, k.mean.data(),
                   sum_dy.data(), sum_dy_xc.data());
   std::vector<double> abs_dy(k.l.channels), abs_dy_xc(k.l.channels);
   k.ForEachElement(0, k.l.channels, [&](int64_t c, int64_t i) {
@@ -187,7 +190,7 @@ void CheckGradSums(const Case<T>& k, int64_t c0, int64_t c1) {
 template <typename T>
 void CheckInputGrad(const Case<T>& k, int64_t c0, int64_t c1) {
   std::vector<T> dx(k.x.size(), static_cast<T>(kUntouched));
-  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), c0, c1, k.mean.data(),
+  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), nullptr, c0, c1, k.mean.data(),
                    k.a.data(), k.b.data(), k.d.data(), dx.data());
   const std::vector<T> dxi = ToChannelMajor(k.l, dx);
   std::vector<T> want(k.xi.size());
@@ -218,11 +221,69 @@ void CheckInPlace(const Case<T>& k) {
     EXPECT_EQ(in_place, y) << "relu " << relu;
   }
   std::vector<T> dx(k.x.size()), in_place = k.dy;
-  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), 0, c_n, k.mean.data(),
+  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), nullptr, 0, c_n, k.mean.data(),
                    k.a.data(), k.b.data(), k.d.data(), dx.data());
-  BlockedInputGrad(k.l, in_place.data(), k.x.data(), 0, c_n, k.mean.data(),
-                   k.a.data(), k.b.data(), k.d.data(), in_place.data());
+  BlockedInputGrad(k.l, in_place.data(), k.x.data(), nullptr, 0, c_n,
+                   k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
+                   in_place.data());
   EXPECT_EQ(in_place, dx);
+}
+
+// The masked backward kernels against the unmasked ones on a dy zeroed
+// where relu_out is not > 0: the same numbers enter the same arithmetic, so
+// the results agree exactly, over every range and for dx == dy.
+template <typename T>
+void CheckReluMask(const Case<T>& k) {
+  const int64_t c_n = k.l.channels;
+  std::vector<T> relu_out(k.x.size());
+  BlockedNormalize(k.l, k.x.data(), 0, c_n, k.mean.data(), k.scale.data(),
+                   k.shift.data(), /*relu=*/true, relu_out.data());
+  // A NaN must mask like a non-positive value: one in the first run of the
+  // first row and one at the very end, in the scalar tail when the row is
+  // not a whole number of runs.
+  relu_out.front() = relu_out.back() = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> masked = k.dy;
+  int64_t zeroed = 0;
+  for (size_t i = 0; i < masked.size(); ++i) {
+    if (!(relu_out[i] > 0)) masked[i] = T(0), ++zeroed;
+  }
+  // Random shifts leave both sides of the ReLU populated.
+  ASSERT_GT(zeroed, 2);
+  ASSERT_LT(zeroed, static_cast<int64_t>(masked.size()));
+
+  for (const auto& [c0, c1] : Ranges(k.l)) {
+    SCOPED_TRACE("channels [" + std::to_string(c0) + ", " + std::to_string(c1) +
+                 ")");
+    std::vector<double> sum_dy(c_n, kUntouched), sum_dy_xc(c_n, kUntouched);
+    BlockedGradSums(k.l, k.dy.data(), k.x.data(), relu_out.data(), c0, c1,
+                    k.mean.data(), sum_dy.data(), sum_dy_xc.data());
+    std::vector<double> want_dy(c_n, kUntouched), want_dy_xc(c_n, kUntouched);
+    BlockedGradSums(k.l, masked.data(), k.x.data(), nullptr, c0, c1,
+                    k.mean.data(), want_dy.data(), want_dy_xc.data());
+    for (int64_t c = 0; c < c_n; ++c) {
+      EXPECT_EQ(sum_dy[c], want_dy[c]) << c;
+      EXPECT_EQ(sum_dy_xc[c], want_dy_xc[c]) << c;
+    }
+
+    std::vector<T> dx(k.x.size(), static_cast<T>(kUntouched));
+    BlockedInputGrad(k.l, k.dy.data(), k.x.data(), relu_out.data(), c0, c1,
+                     k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
+                     dx.data());
+    std::vector<T> want(k.x.size(), static_cast<T>(kUntouched));
+    BlockedInputGrad(k.l, masked.data(), k.x.data(), nullptr, c0, c1,
+                     k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
+                     want.data());
+    for (size_t i = 0; i < dx.size(); ++i) EXPECT_EQ(dx[i], want[i]) << i;
+  }
+
+  std::vector<T> in_place = k.dy, want(k.x.size());
+  BlockedInputGrad(k.l, masked.data(), k.x.data(), nullptr, 0, c_n,
+                   k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
+                   want.data());
+  BlockedInputGrad(k.l, in_place.data(), k.x.data(), relu_out.data(), 0, c_n,
+                   k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
+                   in_place.data());
+  EXPECT_EQ(in_place, want);
 }
 
 template <typename T>
@@ -256,6 +317,29 @@ TEST(BatchNormBlockedTest, FloatMatchesChannelKernels) {
 
 TEST(BatchNormBlockedTest, DoubleMatchesChannelKernels) {
   CheckAllShapes<double>();
+}
+
+template <typename T>
+void CheckReluMaskAllShapes() {
+  // With B = 8, P = 7 and P = 5 leave a scalar tail after the runs of each
+  // row, and P = 1 a row that is all tail; B = 16 rows are whole runs.
+  const int64_t shapes[][3] = {{3, 32, 7}, {2, 16, 1}, {2, 48, 5}, {1, 64, 2}};
+  for (int64_t block : {4, 8, 16}) {
+    for (const auto& s : shapes) {
+      SCOPED_TRACE("N=" + std::to_string(s[0]) + " C=" + std::to_string(s[1]) +
+                   " P=" + std::to_string(s[2]) +
+                   " B=" + std::to_string(block));
+      CheckReluMask(Case<T>(s[0], s[1], s[2], block));
+    }
+  }
+}
+
+TEST(BatchNormBlockedTest, FloatReluMaskMatchesZeroedGrad) {
+  CheckReluMaskAllShapes<float>();
+}
+
+TEST(BatchNormBlockedTest, DoubleReluMaskMatchesZeroedGrad) {
+  CheckReluMaskAllShapes<double>();
 }
 
 // A channel whose mean dwarfs its spread, with statistics exact in binary:

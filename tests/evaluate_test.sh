@@ -61,7 +61,19 @@ else
   fail "$what: evaluate and predict disagree with the report: $result"
 fi
 
+# --threads sets the compute threads; the predicted classes stay the same.
+"$cohort" predict --checkpoint="$ckpt" --out="$tmp/predictions1.csv" --top-k=3 \
+  --threads=1 > /dev/null 2> "$tmp/predict1.err" ||
+  fail "predict --threads=1: $(cat "$tmp/predict1.err")"
+if cmp -s <(cut -d, -f1-3 "$tmp/predictions.csv") <(cut -d, -f1-3 "$tmp/predictions1.csv"); then
+  ok "predict --threads=1 predicts the same classes"
+else
+  fail "predict --threads=1 predicts other classes than the default threads"
+fi
+
 # Bad input: one line, exit 2.
+expect_refused_text "predict: no compute threads" "--threads" \
+  "$cohort" predict --checkpoint="$ckpt" --out="$tmp/p.csv" --threads=0
 expect_refused_text "evaluate: an unknown split" "--split must be test or train, got \"val\"" \
   "$cohort" evaluate --checkpoint="$ckpt" --split=val
 expect_refused_text "predict: an unknown output kind" "--out must end in .npy (raw outputs) or .csv (top-k classes)" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The short chaos run (tests/chaos/chaos.py, about 180 s): a coordinator and
+# The short chaos run (tests/chaos/chaos.py, about 120 s): a coordinator and
 # 3 LeNet-5 workers, a worker killed with SIGKILL every 20-40 s and replaced
 # at once; the job must succeed with bounded detection and recovery times,
 # verified checkpoints and the accuracy of an undisturbed run.
@@ -11,5 +11,5 @@ set -u
 cohort="$1"
 chaos="$2"
 out="${TEST_UNDECLARED_OUTPUTS_DIR:-${TEST_TMPDIR:-$(mktemp -d)}}/chaos"
-exec /usr/bin/python3 "$chaos" --cohort="$cohort" --duration=180 \
+exec /usr/bin/python3 "$chaos" --cohort="$cohort" --duration=120 \
   --data-dir="${COHORT_DATA_DIR:-}" --workdir="$out" --seed="${CHAOS_SEED:-1}"

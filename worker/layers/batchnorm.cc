@@ -138,7 +138,7 @@ void BatchNormBase<T>::NormalizeBlocks(int64_t c0, int64_t c1, const T* x,
   }
   Scales(c0, c1);
   BlockedNormalize(l, x, c0, c1, mean_.data(), scale_.data(), bias_.data(),
-                   /*relu=*/false, y);
+                   fused_relu_, y);
 }
 
 // Blocks are independent like channels (see OverSlices).
@@ -173,6 +173,7 @@ void BatchNormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                                Mode mode) {
   CheckInput(in);
   in_ = &in;
+  out_ = out;
   mode_ = mode;
   EnsureShape(out, in.shape());
   if (block_ != 0) {
@@ -224,12 +225,13 @@ template <typename T>
 void BatchNormBase<T>::BackwardBlocks(int64_t c0, int64_t c1, const T* dy,
                                       const T* x, T* dx) {
   const BlockedLayout l = Blocked(*in_);
-  BlockedGradSums(l, dy, x, c0, c1, mean_.data(), sum_dy_.data(),
+  const T* relu_out = fused_relu_ ? out_->data() : nullptr;
+  BlockedGradSums(l, dy, x, relu_out, c0, c1, mean_.data(), sum_dy_.data(),
                   sum_dy_xc_.data());
   GradCoefficients(c0, c1, dx != nullptr);
   if (dx == nullptr) return;
-  BlockedInputGrad(l, dy, x, c0, c1, mean_.data(), a_.data(), b_.data(),
-                   d_.data(), dx);
+  BlockedInputGrad(l, dy, x, relu_out, c0, c1, mean_.data(), a_.data(),
+                   b_.data(), d_.data(), dx);
 }
 
 template <typename T>
@@ -264,10 +266,18 @@ void BatchNormBase<T>::EvalScaleShift(T* scale, T* shift) const {
 }
 
 template <typename T>
+void BatchNormBase<T>::set_fused_relu(bool fused) {
+  CHECK(!fused || block_ != 0)
+      << Name() << ": a fused ReLU needs channel blocks";
+  fused_relu_ = fused;
+}
+
+template <typename T>
 void BatchNormBase<T>::set_channel_block(int64_t block) {
   CHECK(block == 0 || (!dense_ && channels_ > 0 && channels_ % block == 0))
       << Name() << ": channel blocks of " << block;
   block_ = block;
+  if (block == 0) fused_relu_ = false;
 }
 
 template <typename T>

@@ -56,6 +56,12 @@ class BatchNormBase : public Layer<T> {
   // (shapes stay {C, N, H, W}). 0 returns to batch-inner. Spatial inputs
   // whose channels are a multiple of `block` only.
   void set_channel_block(int64_t block);
+  // With channel blocks set: applies a ReLU to the output, and Backward
+  // takes the gradient of that ReLU's output, for an owner that drops the
+  // ReLU layer after this one (one pass over the activation instead of two
+  // each way). Backward then reads the last Forward's output, which the
+  // caller keeps alive and unchanged until then.
+  void set_fused_relu(bool fused);
 
   // Evaluation's affine map, y = x * scale[c] + shift[c], from the running
   // statistics, for a layer before this one to fold in. Both have channels
@@ -113,6 +119,8 @@ class BatchNormBase : public Layer<T> {
   int64_t count_ = 0;  // elements per channel in the last Forward
   Mode mode_ = Mode::kTrain;
   int64_t block_ = 0;  // set_channel_block
+  bool fused_relu_ = false;
+  const BasicTensor<T>* out_ = nullptr;  // the last Forward's output
 };
 
 template <typename T>

@@ -86,6 +86,8 @@ absl::StatusOr<Shape> ResidualBlock<T>::Configure(const Shape& in) {
 // changes the layout, not the algorithm.
 template <typename T>
 void ResidualBlock<T>::ChooseLayout(const Shape& in) {
+  run_.clear();
+  for (size_t i = 0; i < main_.size(); ++i) run_.push_back(i);
   block_ = 0;
   int64_t block = 0;
   if constexpr (std::is_same_v<T, float>) block = NativeChannelBlock();
@@ -117,7 +119,25 @@ void ResidualBlock<T>::ChooseLayout(const Shape& in) {
       bn->set_channel_block(block);
     }
   }
+  FuseRelus();
   PlanScaled();
+}
+
+// A batch norm followed by a ReLU applies it itself; not the branch's last
+// ReLU, whose output holds the residual sum (a fused batch norm reads its
+// output in Backward).
+template <typename T>
+void ResidualBlock<T>::FuseRelus() {
+  run_.clear();
+  for (size_t i = 0; i < main_.size(); ++i) {
+    run_.push_back(i);
+    auto* bn = dynamic_cast<BatchNormBase<T>*>(main_[i].get());
+    if (bn != nullptr && i + 2 < main_.size() &&
+        dynamic_cast<ReLU<T>*>(main_[i + 1].get()) != nullptr) {
+      bn->set_fused_relu(true);
+      ++i;
+    }
+  }
 }
 
 template <typename T>
@@ -299,8 +319,9 @@ template <typename T>
 void ResidualBlock<T>::ForwardChain(const BasicTensor<T>& in, Mode mode,
                                     BasicTensor<T>* out) {
   const BasicTensor<T>* x = &in;
-  for (size_t i = 0; i < main_.size(); ++i) {
-    BasicTensor<T>* y = i + 1 < main_.size() ? &acts_[i] : &sum_;
+  for (size_t k = 0; k < run_.size(); ++k) {
+    const size_t i = run_[k];
+    BasicTensor<T>* y = k + 1 < run_.size() ? &acts_[i] : &sum_;
     main_[i]->Forward(*x, y, mode);
     x = y;
   }
@@ -328,14 +349,15 @@ void ResidualBlock<T>::Backward(const BasicTensor<T>& grad_out,
   EnsureShape(&g_sum_, sum_.shape());
   ReluBackward(sum_.data(), block_grad_out->data(), g_sum_.data(), sum_.size());
   const BasicTensor<T>* g = &g_sum_;
-  for (size_t i = main_.size() - 1; i > 0; --i) {
-    main_[i]->Backward(*g, &grads_[i - 1]);
-    g = &grads_[i - 1];
+  for (size_t k = run_.size() - 1; k > 0; --k) {
+    const size_t before = run_[k - 1];
+    main_[run_[k]]->Backward(*g, &grads_[before]);
+    g = &grads_[before];
   }
   BasicTensor<T>* block_grad_in =
       block_ != 0 && !blocked_input_ && grad_in != nullptr ? &g_in_blocked_
                                                            : grad_in;
-  main_[0]->Backward(*g, block_grad_in);
+  main_[run_[0]]->Backward(*g, block_grad_in);
   if (down_conv_ != nullptr) {
     down_bn_->Backward(g_sum_, &g_s1_);
     down_conv_->Backward(g_s1_,

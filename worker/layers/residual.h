@@ -100,6 +100,8 @@ class ResidualBlock : public Layer<T> {
   // After the sub-layers are configured: picks block_ and tells the
   // convolutions and batch norms.
   void ChooseLayout(const Shape& in);
+  // Fills run_, letting each batch norm apply the ReLU after it.
+  void FuseRelus();
   // One convolution of the evaluation pass with its batch norm (and ReLU)
   // folded in.
   struct ScaledStep {
@@ -129,6 +131,9 @@ class ResidualBlock : public Layer<T> {
   int64_t in_channels_ = 0;
   std::vector<const char*> main_names_;
   std::vector<std::unique_ptr<Layer<T>>> main_;
+  // The main-branch layers that run, in order: all of them, less the ReLUs
+  // that the batch norm before them applies (channel-blocked path).
+  std::vector<size_t> run_;
   // Null when the shortcut is the identity.
   std::unique_ptr<Conv2d<T>> down_conv_;
   std::unique_ptr<BatchNorm2d<T>> down_bn_;
