@@ -401,8 +401,8 @@ void ConvForwardScaled(const ConvGeometry& g, const float* in,
   CHECK(ws->channel_block != 0 && g.groups == 1)
       << "scaled convolutions need channel-blocked activations, groups = 1";
   conv_internal::OnednnScaledForward(g, ws->channel_block, in, weight, scale,
-                                     shift, residual, relu, out,
-                                     &ws->onednn_state);
+                                     shift, residual, relu, ws->weights_frozen,
+                                     out, &ws->onednn_state);
   ws->input = nullptr;
 }
 

@@ -138,6 +138,9 @@ struct ConvWorkspace {
   // caller that keeps them between convolutions passes them; float and
   // groups = 1 only, and every pass then runs on oneDNN.
   int64_t channel_block = 0;
+  // The weights will not change again (a model loaded to predict):
+  // ConvForwardScaled keeps them converted to its layout.
+  bool weights_frozen = false;
 
   const T* input = nullptr;    // what the backward passes read (maybe padded)
   bool grid = false;           // the last forward used the grid algorithm

@@ -153,7 +153,8 @@ struct OnednnPlan {
   // Evaluation with the following batch norm (and sum, ReLU) fused in as
   // post-ops, one primitive per combination (OnednnScaledForward).
   struct Scaled {
-    bool residual, relu;
+    bool residual, relu, frozen;
+    const float* converted = nullptr;  // frozen: the weights in wei.inner
     std::optional<dnnl::convolution_forward> primitive;
     memory src, dst, scale, shift, sum;
     Port wei;
@@ -330,9 +331,11 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
 // evaluation: the per-channel terms and the sum as binary post-ops, which
 // oneDNN applies while the output block is still in registers.
 OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
-                                bool residual, bool relu) {
+                                bool residual, bool relu, bool frozen) {
   for (auto& v : p->scaled) {
-    if (v.residual == residual && v.relu == relu) return v;
+    if (v.residual == residual && v.relu == relu && v.frozen == frozen) {
+      return v;
+    }
   }
   const memory::desc per_channel =
       Plain({1, p->g.out_channels, 1, 1}, Tag::abcd);
@@ -351,13 +354,17 @@ OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
   OnednnPlan::Scaled v;
   v.residual = residual;
   v.relu = relu;
+  v.frozen = frozen;
   v.primitive.emplace(pd);
   v.src = memory(p->src_md, engine, DNNL_MEMORY_NONE);
   v.dst = memory(p->dst_md, engine, DNNL_MEMORY_NONE);
   v.scale = memory(per_channel, engine, DNNL_MEMORY_NONE);
   v.shift = memory(per_channel, engine, DNNL_MEMORY_NONE);
   v.sum = memory(p->dst_md, engine, DNNL_MEMORY_NONE);
-  v.wei = Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
+  // Frozen weights keep a buffer of their own, which the arena's other
+  // users cannot overwrite.
+  v.wei = Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights,
+               /*own=*/frozen);
   p->scaled.push_back(std::move(v));
   return p->scaled.back();
 }
@@ -367,17 +374,23 @@ OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
 void OnednnScaledForward(const ConvGeometry& g, int64_t block, const float* in,
                          const float* weight, const float* scale,
                          const float* shift, const float* residual, bool relu,
-                         float* out, OnednnStatePtr* state) {
+                         bool frozen, float* out, OnednnStatePtr* state) {
   CHECK(block != 0) << "scaled convolutions need channel-blocked activations";
   ApplyOnednnThreads();
   OnednnPlan* p = FindPlan(g, block, state);
   OnednnState& s = **state;
-  OnednnPlan::Scaled& v = BuildScaled(p, s.engine, residual != nullptr, relu);
+  OnednnPlan::Scaled& v =
+      BuildScaled(p, s.engine, residual != nullptr, relu, frozen);
   v.src.set_data_handle(const_cast<float*>(in));
   v.dst.set_data_handle(out);
   v.scale.set_data_handle(const_cast<float*>(scale));
   v.shift.set_data_handle(const_cast<float*>(shift));
-  v.wei.Bind(weight, s.stream);
+  if (frozen && v.converted == weight) {
+    v.wei.BindHeld(weight);
+  } else {
+    v.wei.Bind(weight, s.stream);
+    if (frozen) v.converted = weight;
+  }
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, v.src},
       {DNNL_ARG_WEIGHTS, v.wei.inner},

@@ -52,10 +52,12 @@ void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
 // with residual (of out's shape and layout) optional and act ReLU when
 // `relu`: a convolution, the batch norm after it, a residual sum and a
 // ReLU in one pass over the output. Keeps nothing for a backward pass.
+// `frozen`: `weight` will not change again, so its converted copy is kept
+// and reused while the same pointer comes.
 void OnednnScaledForward(const ConvGeometry& g, int64_t block, const float* in,
                          const float* weight, const float* scale,
                          const float* shift, const float* residual, bool relu,
-                         float* out, OnednnStatePtr* state);
+                         bool frozen, float* out, OnednnStatePtr* state);
 
 // grad_weight (and grad_bias unless null) of the input seen by the last
 // OnednnForward on *state, whose geometry must be g; `in` is that input.

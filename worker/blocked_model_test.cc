@@ -62,5 +62,25 @@ TEST(BlockedModel, NeighboursHandOverBlockedActivations) {
               "evaluation output");
 }
 
+TEST(BlockedModel, FrozenParametersEvaluateTheSame) {
+  if (NativeChannelBlock() == 0) {
+    GTEST_SKIP() << "no channel-blocked layout on this machine";
+  }
+  auto frozen = ThreeBlocks(true), plain = ThreeBlocks(true);
+  frozen->FreezeParameters();
+  Rng rng(4);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int batch : {3, 2, 3}) {  // the converted weights serve every batch
+    Tensor x({32, batch, 8, 8});
+    for (int64_t i = 0; i < x.size(); ++i) x[i] = normal(rng);
+    const Tensor& want = plain->Forward(x, Mode::kEval);
+    const Tensor& got = frozen->Forward(x, Mode::kEval);
+    ASSERT_EQ(got.shape(), want.shape());
+    for (int64_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i], want[i]) << "batch " << batch << " element " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cohort

@@ -40,6 +40,11 @@ absl::Status Model<T>::Configure() {
   return absl::OkStatus();
 }
 
+template <typename T>
+void Model<T>::FreezeParameters() {
+  for (auto& l : layers_) l->FreezeParameters();
+}
+
 // Neighbours that keep the same channel-blocked layout hand their
 // activations and gradients over in it (layer.h); the model's input and
 // output stay in the engine's layouts.

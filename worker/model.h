@@ -61,6 +61,9 @@ class Model {
   // Runs every layer; the result stays valid until the next Forward. In
   // kTrain mode `input` must stay alive and unchanged until Backward.
   const BasicTensor<T>& Forward(const BasicTensor<T>& input, Mode mode);
+  // Every layer's FreezeParameters (layer.h): for a model whose parameters
+  // will not change again, such as one loaded to predict.
+  void FreezeParameters();
   // Back-propagates dLoss/dOutput of the last kTrain Forward; afterwards
   // grads() holds this batch's parameter gradients. Gradients are final
   // from the back of the flat buffer forward: after each layer with

@@ -43,6 +43,7 @@ absl::Status ForEachPrediction(
   Batch b;
   Tensor outputs;
   int64_t first = 0;
+  trained.model->FreezeParameters();  // a loaded model only predicts
   while (loader.Next(&b)) {
     RETURN_IF_ERROR(b.error);
     const Tensor& y = trained.model->Forward(b.features, Mode::kEval);

@@ -186,6 +186,7 @@ absl::StatusOr<std::string> LayersJson(const TrainedModel& trained) {
 std::vector<float> Predict(TrainedModel& trained, const float* inputs,
                            int64_t n, int64_t batch) {
   Model<float>& model = *trained.model;
+  model.FreezeParameters();  // a loaded model only predicts
   const Shape& in = trained.input_shape;
   const Shape& out = model.output_shape();
   const int64_t in_size = NumElements(in), out_size = NumElements(out);

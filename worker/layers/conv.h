@@ -75,6 +75,8 @@ class ConvLayer : public Layer<T> {
   void ForwardScaled(const BasicTensor<T>& in, const T* scale, const T* shift,
                      const BasicTensor<T>* residual, bool relu,
                      BasicTensor<T>* out);
+  // The scaled forward then converts the weights once, not on every call.
+  void FreezeParameters() override { workspace_.weights_frozen = true; }
 
  protected:
   ConvLayer(ConvOptions options, int spatial_dims);

@@ -101,6 +101,11 @@ class Layer {
   // and its gradient then pass in the blocked layout, unconverted.
   virtual void set_blocked_neighbours(bool input, bool output) {}
 
+  // Says that the parameter values will not change again (a model loaded
+  // to predict): a layer may keep what it derives from them (weights
+  // converted to another layout) from one Forward to the next.
+  virtual void FreezeParameters() {}
+
   // Sets the seed of any randomness the layer draws while training
   // (dropout); replicas get different streams.
   virtual void SeedRandom(uint64_t seed) {}

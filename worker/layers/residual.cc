@@ -173,6 +173,11 @@ void ResidualBlock<T>::PlanScaled() {
 }
 
 template <typename T>
+void ResidualBlock<T>::FreezeParameters() {
+  for (const Part& p : Parts()) p.layer->FreezeParameters();
+}
+
+template <typename T>
 void ResidualBlock<T>::RunScaled(ScaledStep& step, const BasicTensor<T>& in,
                                  const BasicTensor<T>* residual, bool relu,
                                  BasicTensor<T>* out) {

@@ -70,6 +70,8 @@ class ResidualBlock : public Layer<T> {
   void set_channel_blocked(bool allowed) { blocked_allowed_ = allowed; }
   // The channel block in use after Configure, 0 for batch-inner.
   int64_t channel_block() const override { return block_; }
+  // The convolutions of the evaluation pass keep their converted weights.
+  void FreezeParameters() override;
   void set_blocked_neighbours(bool input, bool output) override {
     blocked_input_ = input;
     blocked_output_ = output;
