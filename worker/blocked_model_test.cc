@@ -1,14 +1,13 @@
 // Residual blocks that hand channel-blocked activations to each other
 // (Model's neighbour hand-over, worker/layers/layer.h) train and evaluate as
 // the same blocks on the engine's batch-inner layout do.
-#include <algorithm>
-#include <cmath>
 #include <memory>
 #include <random>
 
 #include "gtest/gtest.h"
 #include "kernels/channel_blocked.h"
 #include "worker/layers/residual.h"
+#include "worker/layers/tensor_expect.h"
 #include "worker/model.h"
 
 namespace cohort {
@@ -28,17 +27,6 @@ std::unique_ptr<Model<float>> ThreeBlocks(bool blocked) {
   return *std::move(model);
 }
 
-void ExpectClose(const Tensor& got, const Tensor& want, const char* what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  double scale = 1;
-  for (int64_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  for (int64_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 5e-5 * scale) << what << " " << i;
-  }
-}
-
 TEST(BlockedModel, NeighboursHandOverBlockedActivations) {
   if (NativeChannelBlock() == 0) {
     GTEST_SKIP() << "no channel-blocked layout on this machine";
@@ -51,15 +39,16 @@ TEST(BlockedModel, NeighboursHandOverBlockedActivations) {
   for (int step = 0; step < 2; ++step) {
     const Tensor& y = blocked->Forward(x, Mode::kTrain);
     const Tensor& want = plain->Forward(x, Mode::kTrain);
-    ExpectClose(y, want, "training output");
+    ExpectTensorsClose(y, want, 5e-5, "training output");
     Tensor dy(want.shape());
     for (int64_t i = 0; i < dy.size(); ++i) dy[i] = normal(rng);
     blocked->Backward(dy);
     plain->Backward(dy);
-    ExpectClose(blocked->grads(), plain->grads(), "parameter gradients");
+    ExpectTensorsClose(blocked->grads(), plain->grads(), 5e-5,
+                       "parameter gradients");
   }
-  ExpectClose(blocked->Forward(x, Mode::kEval), plain->Forward(x, Mode::kEval),
-              "evaluation output");
+  ExpectTensorsClose(blocked->Forward(x, Mode::kEval),
+                     plain->Forward(x, Mode::kEval), 5e-5, "evaluation output");
 }
 
 TEST(BlockedModel, FrozenParametersEvaluateTheSame) {

@@ -10,6 +10,7 @@
 #include "worker/layers/activation.h"
 #include "worker/layers/grad_check.h"
 #include "worker/layers/param_store.h"
+#include "worker/layers/tensor_expect.h"
 
 namespace cohort {
 namespace {
@@ -280,18 +281,6 @@ TEST(Bottleneck, GradientsMatchFiniteDifferences) {
   ExpectGradientsMatch(strided, {4, 5, 5}, 3);
 }
 
-// max |got - want| <= tol * (1 + max |want|) over two float tensors.
-void ExpectClose(const Tensor& got, const Tensor& want, const char* what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  double scale = 1;
-  for (int64_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  for (int64_t i = 0; i < want.size(); ++i) {
-    ASSERT_NEAR(got[i], want[i], 2e-5 * scale) << what << " " << i;
-  }
-}
-
 // A float block with the channel-blocked layout against the same block on
 // batch-inner activations: output, running statistics, input and parameter
 // gradients after a training step, then an evaluation output.
@@ -319,19 +308,21 @@ void ExpectBlockedMatchesBatchInner(int64_t out_c, int64_t stride,
   Tensor x({in[0], batch, in[1], in[2]}), out[2], dy, grad_in[2], eval[2];
   for (int64_t i = 0; i < x.size(); ++i) x[i] = normal(rng);
   for (int i = 0; i < 2; ++i) layers[i]->Forward(x, &out[i], Mode::kTrain);
-  ExpectClose(out[0], out[1], "output");
+  ExpectTensorsClose(out[0], out[1], 2e-5, "output");
   dy.Resize(out[1].shape());
   for (int64_t i = 0; i < dy.size(); ++i) dy[i] = normal(rng);
   for (int i = 0; i < 2; ++i) layers[i]->Backward(dy, &grad_in[i]);
-  ExpectClose(grad_in[0], grad_in[1], "input gradient");
-  ExpectClose(stores[0].grads(), stores[1].grads(), "parameter gradients");
+  ExpectTensorsClose(grad_in[0], grad_in[1], 2e-5, "input gradient");
+  ExpectTensorsClose(stores[0].grads(), stores[1].grads(), 2e-5,
+                     "parameter gradients");
   const auto buffers = blocked.Buffers(), plain_buffers = plain.Buffers();
   ASSERT_EQ(buffers.size(), plain_buffers.size());
   for (size_t b = 0; b < buffers.size(); ++b) {
-    ExpectClose(*buffers[b], *plain_buffers[b], "running statistics");
+    ExpectTensorsClose(*buffers[b], *plain_buffers[b], 2e-5,
+                       "running statistics");
   }
   for (int i = 0; i < 2; ++i) layers[i]->Forward(x, &eval[i], Mode::kEval);
-  ExpectClose(eval[0], eval[1], "evaluation output");
+  ExpectTensorsClose(eval[0], eval[1], 2e-5, "evaluation output");
 }
 
 TEST(Bottleneck, ChannelBlockedMatchesBatchInner) {
