@@ -1,10 +1,12 @@
 #include "worker/layers/pool.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "kernels/elementwise.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 
@@ -66,13 +68,35 @@ const Pool2dGeometry& Pool2dBase<T>::GeometryFor(const BasicTensor<T>& in) {
   return geometry_;
 }
 
+namespace {
+
+// Runs body(planes, first plane) over ranges of g's planes on the compute
+// threads; planes are independent, so the result is the same at any count.
+template <typename Body>
+void OverPlanes(const Pool2dGeometry& g, const Body& body) {
+  const int64_t per_plane = std::max<int64_t>(g.in_h * g.in_w, 1);
+  ParallelRanges(g.planes, (kElementwiseGrain + per_plane - 1) / per_plane,
+                 [&](int64_t first, int64_t last) {
+                   Pool2dGeometry part = g;
+                   part.planes = last - first;
+                   body(part, first);
+                 });
+}
+
+}  // namespace
+
 template <typename T>
 void MaxPool2d<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                            Mode mode) {
   const Pool2dGeometry& g = this->GeometryFor(in);
   EnsureShape(out, {this->channels_, this->batch_, g.out_h, g.out_w});
   argmax_.resize(out->size());
-  MaxPool2dForward(g, in.data(), out->data(), argmax_.data());
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  OverPlanes(g, [&](const Pool2dGeometry& part, int64_t p) {
+    MaxPool2dForward(part, in.data() + p * in_plane,
+                     out->data() + p * out_plane,
+                     argmax_.data() + p * out_plane);
+  });
 }
 
 template <typename T>
@@ -82,7 +106,12 @@ void MaxPool2d<T>::Backward(const BasicTensor<T>& grad_out,
   CHECK_EQ(grad_out.size(), static_cast<int64_t>(argmax_.size()));
   if (grad_in == nullptr) return;
   EnsureShape(grad_in, {this->channels_, this->batch_, g.in_h, g.in_w});
-  MaxPool2dBackward(g, grad_out.data(), argmax_.data(), grad_in->data());
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  OverPlanes(g, [&](const Pool2dGeometry& part, int64_t p) {
+    MaxPool2dBackward(part, grad_out.data() + p * out_plane,
+                      argmax_.data() + p * out_plane,
+                      grad_in->data() + p * in_plane);
+  });
 }
 
 template <typename T>
@@ -90,7 +119,11 @@ void AvgPool2d<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                            Mode mode) {
   const Pool2dGeometry& g = this->GeometryFor(in);
   EnsureShape(out, {this->channels_, this->batch_, g.out_h, g.out_w});
-  AvgPool2dForward(g, in.data(), out->data());
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  OverPlanes(g, [&](const Pool2dGeometry& part, int64_t p) {
+    AvgPool2dForward(part, in.data() + p * in_plane,
+                     out->data() + p * out_plane);
+  });
 }
 
 template <typename T>
@@ -100,7 +133,11 @@ void AvgPool2d<T>::Backward(const BasicTensor<T>& grad_out,
   CHECK_EQ(grad_out.size(), g.planes * g.out_h * g.out_w);
   if (grad_in == nullptr) return;
   EnsureShape(grad_in, {this->channels_, this->batch_, g.in_h, g.in_w});
-  AvgPool2dBackward(g, grad_out.data(), grad_in->data());
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  OverPlanes(g, [&](const Pool2dGeometry& part, int64_t p) {
+    AvgPool2dBackward(part, grad_out.data() + p * out_plane,
+                      grad_in->data() + p * in_plane);
+  });
 }
 
 template <typename T>

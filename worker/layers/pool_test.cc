@@ -3,8 +3,10 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/onednn_threads.h"
 #include "worker/layers/grad_check.h"
 
 namespace cohort {
@@ -248,6 +250,39 @@ TEST(GlobalAvgPool, RejectsDenseInput) {
   GlobalAvgPool<float> pool;
   EXPECT_EQ(pool.Configure({10}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Planes go to the compute threads; every output bit stays the same.
+template <typename Pool>
+std::vector<float> PoolOnThreads(int threads, PoolOptions o) {
+  SetOnednnThreads(threads);
+  Pool pool(o);
+  const int64_t c = 64, n = 4;
+  EXPECT_TRUE(pool.Configure({c, 32, 32}).ok());
+  Tensor x({c, n, 32, 32}), y, dx;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>((i * 7919) % 1013) * 0.01f - 5.0f;
+  }
+  pool.Forward(x, &y, Mode::kTrain);
+  Tensor dy(y.shape());
+  for (int64_t i = 0; i < dy.size(); ++i) {
+    dy[i] = static_cast<float>((i * 104729) % 997) * 0.002f - 1.0f;
+  }
+  pool.Backward(dy, &dx);
+  std::vector<float> all(y.data(), y.data() + y.size());
+  all.insert(all.end(), dx.data(), dx.data() + dx.size());
+  SetOnednnThreads(0);
+  return all;
+}
+
+TEST(Pool2d, SameBitsOnOneAndTwoThreads) {
+  const PoolOptions stem{3, 2, 1}, pairs{2, 2, 0};
+  EXPECT_EQ(PoolOnThreads<MaxPool2d<float>>(1, stem),
+            PoolOnThreads<MaxPool2d<float>>(2, stem));
+  EXPECT_EQ(PoolOnThreads<MaxPool2d<float>>(1, pairs),
+            PoolOnThreads<MaxPool2d<float>>(2, pairs));
+  EXPECT_EQ(PoolOnThreads<AvgPool2d<float>>(1, stem),
+            PoolOnThreads<AvgPool2d<float>>(2, stem));
 }
 
 }  // namespace
