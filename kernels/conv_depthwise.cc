@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "common/logging.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 namespace conv_internal {
@@ -140,6 +142,124 @@ void Scatter(const ConvGeometry& g, const Grid& grid, const T* dy, int64_t n0,
   }
 }
 
+// Channels are independent: OverChannels runs body(first, last, slot) over
+// ranges of them on the compute threads, the same result at any thread
+// count; `slot`, below Slots(), names the scratch that range uses alone.
+int64_t Slots() {
+  ApplyOnednnThreads();
+  return omp_get_max_threads();
+}
+
+template <typename Body>
+void OverChannels(int64_t channels, int64_t per_channel, const Body& body) {
+  const int64_t grain =
+      (kElementwiseGrain + per_channel - 1) / std::max<int64_t>(per_channel, 1);
+  ParallelRanges(channels, grain, [&](int64_t first, int64_t last) {
+    body(first, last, int64_t{omp_get_thread_num()});
+  });
+}
+
+// Output channel oc of the forward pass from the padded input, through a
+// grid block of the caller's.
+template <typename T>
+void ForwardChannel(const ConvGeometry& g, const Grid& grid, int64_t oc,
+                    const T* padded, const T* weight, const T* bias, T* out,
+                    T* block) {
+  const int64_t m = g.out_channels / g.in_channels;
+  const int64_t taps = static_cast<int64_t>(grid.taps.size());
+  const T* x = padded + (oc / m) * g.batch * grid.plane;
+  const T* w = weight + oc * taps;
+  const T b = bias != nullptr ? bias[oc] : T(0);
+  T* y = out + oc * g.batch * grid.oh * grid.ow;
+  for (int64_t n0 = 0; n0 < g.batch; n0 += grid.per_block) {
+    const int64_t count = std::min(grid.per_block, g.batch - n0);
+    Taps(grid.Length(count), taps, w, grid.taps.data(), b, x + n0 * grid.plane,
+         block);
+    for (int64_t n = 0; n < count; ++n) {
+      for (int64_t r = 0; r < grid.oh; ++r) {
+        const T* src = block + n * grid.plane + r * g.stride * grid.wp;
+        T* dst = y + ((n0 + n) * grid.oh + r) * grid.ow;
+        if (g.stride == 1) {
+          std::memcpy(dst, src, grid.ow * sizeof(T));
+        } else {
+          for (int64_t c = 0; c < grid.ow; ++c) dst[c] = src[c * g.stride];
+        }
+      }
+    }
+  }
+}
+
+// Output channel oc's weight gradient.
+template <typename T>
+void WeightGradChannel(const ConvGeometry& g, const Grid& grid, int64_t oc,
+                       const T* padded, const T* grad_out, T* grad_weight,
+                       T* block) {
+  const int64_t m = g.out_channels / g.in_channels;
+  const int64_t taps = static_cast<int64_t>(grid.taps.size());
+  const T* x = padded + (oc / m) * g.batch * grid.plane;
+  const T* dy = grad_out + oc * g.batch * grid.oh * grid.ow;
+  T* gw = grad_weight + oc * taps;
+  std::fill(gw, gw + taps, T(0));
+  for (int64_t n0 = 0; n0 < g.batch; n0 += grid.per_block) {
+    const int64_t count = std::min(grid.per_block, g.batch - n0);
+    const int64_t len = grid.Length(count);
+    Scatter(g, grid, dy, n0, count, block);
+    const T* xb = x + n0 * grid.plane;
+    for (int64_t t = 0; t < taps; ++t) {
+      gw[t] += Dot(len, block, xb + grid.taps[t]);
+    }
+  }
+}
+
+// The input gradient's scratch for one range of channels: `block` starts
+// with `margin` zeros; `gp` holds one channel's padded gradient.
+template <typename T>
+struct InputGradScratch {
+  T* block;
+  T* gp;
+  T* part;
+};
+
+// Input channel c's gradient: the correlation of each of its output
+// channels' gradients with the mirrored taps, cropped to the input.
+template <typename T>
+void InputGradChannel(const ConvGeometry& g, const Grid& grid, int64_t c,
+                      const std::vector<int64_t>& mirrored, const T* grad_out,
+                      const T* weight, T* grad_in,
+                      const InputGradScratch<T>& s) {
+  const int64_t m = g.out_channels / g.in_channels;
+  const int64_t taps = static_cast<int64_t>(grid.taps.size());
+  const int64_t margin = grid.taps.back();
+  for (int64_t oc = c * m; oc < (c + 1) * m; ++oc) {
+    const T* dy = grad_out + oc * g.batch * grid.oh * grid.ow;
+    const T* w = weight + oc * taps;
+    for (int64_t n0 = 0; n0 < g.batch; n0 += grid.per_block) {
+      const int64_t count = std::min(grid.per_block, g.batch - n0);
+      const int64_t len = count * grid.plane;
+      // Scatter zeroes the grid up to the last output; the correlation
+      // reads the last sample's tail too.
+      Scatter(g, grid, dy, n0, count, s.block + margin);
+      const int64_t used = grid.Length(count);
+      std::memset(s.block + margin + used, 0, (len - used) * sizeof(T));
+      T* gb = s.gp + n0 * grid.plane;
+      if (oc == c * m) {
+        Taps(len, taps, w, mirrored.data(), T(0), s.block, gb);
+      } else {
+        Taps(len, taps, w, mirrored.data(), T(0), s.block, s.part);
+        for (int64_t i = 0; i < len; ++i) gb[i] += s.part[i];
+      }
+    }
+  }
+  T* dst = grad_in + c * g.batch * g.in_h * g.in_w;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t r = 0; r < g.in_h; ++r) {
+      std::memcpy(dst + (n * g.in_h + r) * g.in_w,
+                  s.gp + n * grid.plane + (r + g.pad_h) * grid.wp + g.pad_w,
+                  g.in_w * sizeof(T));
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -147,37 +267,26 @@ void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
   DCHECK(g.depthwise());
   const Grid grid(g);
-  const int64_t m = g.out_channels / g.in_channels;
   const int64_t taps = static_cast<int64_t>(grid.taps.size());
   Grow(&ws->padded, g.in_channels * g.batch * grid.plane);
-  Pad(in, g.in_channels * g.batch, g.in_h, g.in_w, g.pad_h, g.pad_w, grid,
-      ws->padded.data());
+  const int64_t in_plane = g.in_h * g.in_w;
+  OverChannels(g.in_channels, g.batch * grid.plane,
+               [&](int64_t c0, int64_t c1, int64_t) {
+                 Pad(in + c0 * g.batch * in_plane, (c1 - c0) * g.batch, g.in_h,
+                     g.in_w, g.pad_h, g.pad_w, grid,
+                     ws->padded.data() + c0 * g.batch * grid.plane);
+               });
   ws->input = ws->padded.data();
-  Grow(&ws->scratch, grid.Length(grid.per_block));
-  T* block = ws->scratch.data();
-  const int64_t out_plane = grid.oh * grid.ow;
-  for (int64_t oc = 0; oc < g.out_channels; ++oc) {
-    const T* x = ws->padded.data() + (oc / m) * g.batch * grid.plane;
-    const T* w = weight + oc * taps;
-    const T b = bias != nullptr ? bias[oc] : T(0);
-    T* y = out + oc * g.batch * out_plane;
-    for (int64_t n0 = 0; n0 < g.batch; n0 += grid.per_block) {
-      const int64_t count = std::min(grid.per_block, g.batch - n0);
-      const int64_t len = grid.Length(count);
-      Taps(len, taps, w, grid.taps.data(), b, x + n0 * grid.plane, block);
-      for (int64_t n = 0; n < count; ++n) {
-        for (int64_t r = 0; r < grid.oh; ++r) {
-          const T* src = block + n * grid.plane + r * g.stride * grid.wp;
-          T* dst = y + ((n0 + n) * grid.oh + r) * grid.ow;
-          if (g.stride == 1) {
-            std::memcpy(dst, src, grid.ow * sizeof(T));
-          } else {
-            for (int64_t c = 0; c < grid.ow; ++c) dst[c] = src[c * g.stride];
-          }
-        }
-      }
-    }
-  }
+  const int64_t block_len = grid.Length(grid.per_block);
+  Grow(&ws->scratch, Slots() * block_len);
+  OverChannels(g.out_channels, g.batch * grid.oh * grid.ow * taps,
+               [&](int64_t oc0, int64_t oc1, int64_t slot) {
+                 T* block = ws->scratch.data() + slot * block_len;
+                 for (int64_t oc = oc0; oc < oc1; ++oc) {
+                   ForwardChannel(g, grid, oc, ws->padded.data(), weight, bias,
+                                  out, block);
+                 }
+               });
 }
 
 template <typename T>
@@ -185,26 +294,17 @@ void DepthwiseWeightGrad(const ConvGeometry& g, const T* grad_out,
                          T* grad_weight, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "DepthwiseWeightGrad before DepthwiseForward";
   const Grid grid(g);
-  const int64_t m = g.out_channels / g.in_channels;
   const int64_t taps = static_cast<int64_t>(grid.taps.size());
-  Grow(&ws->scratch, grid.Length(grid.per_block));
-  T* block = ws->scratch.data();
-  const int64_t out_plane = grid.oh * grid.ow;
-  for (int64_t oc = 0; oc < g.out_channels; ++oc) {
-    const T* x = ws->input + (oc / m) * g.batch * grid.plane;
-    const T* dy = grad_out + oc * g.batch * out_plane;
-    T* gw = grad_weight + oc * taps;
-    std::fill(gw, gw + taps, T(0));
-    for (int64_t n0 = 0; n0 < g.batch; n0 += grid.per_block) {
-      const int64_t count = std::min(grid.per_block, g.batch - n0);
-      const int64_t len = grid.Length(count);
-      Scatter(g, grid, dy, n0, count, block);
-      const T* xb = x + n0 * grid.plane;
-      for (int64_t t = 0; t < taps; ++t) {
-        gw[t] += Dot(len, block, xb + grid.taps[t]);
-      }
-    }
-  }
+  const int64_t block_len = grid.Length(grid.per_block);
+  Grow(&ws->scratch, Slots() * block_len);
+  OverChannels(g.out_channels, g.batch * grid.oh * grid.ow * taps,
+               [&](int64_t oc0, int64_t oc1, int64_t slot) {
+                 T* block = ws->scratch.data() + slot * block_len;
+                 for (int64_t oc = oc0; oc < oc1; ++oc) {
+                   WeightGradChannel(g, grid, oc, ws->input, grad_out,
+                                     grad_weight, block);
+                 }
+               });
 }
 
 template <typename T>
@@ -219,45 +319,24 @@ void DepthwiseInputGrad(const ConvGeometry& g, const T* grad_out,
   const int64_t margin = grid.taps.back();
   std::vector<int64_t> mirrored(taps);
   for (int64_t t = 0; t < taps; ++t) mirrored[t] = margin - grid.taps[t];
-  Grow(&ws->scratch, margin + grid.per_block * grid.plane);
-  Grow(&ws->grad_padded, g.batch * grid.plane);
-  Grow(&ws->packed, grid.per_block * grid.plane);
-  T* block = ws->scratch.data();
-  T* gp = ws->grad_padded.data();
-  T* part = ws->packed.data();
-  std::memset(block, 0, margin * sizeof(T));
-  const int64_t out_plane = grid.oh * grid.ow;
-  for (int64_t c = 0; c < g.in_channels; ++c) {
-    for (int64_t oc = c * m; oc < (c + 1) * m; ++oc) {
-      const T* dy = grad_out + oc * g.batch * out_plane;
-      const T* w = weight + oc * taps;
-      for (int64_t n0 = 0; n0 < g.batch; n0 += grid.per_block) {
-        const int64_t count = std::min(grid.per_block, g.batch - n0);
-        const int64_t len = count * grid.plane;
-        // Scatter zeroes the grid up to the last output; the correlation
-        // reads the last sample's tail too.
-        Scatter(g, grid, dy, n0, count, block + margin);
-        const int64_t used = grid.Length(count);
-        std::memset(block + margin + used, 0, (len - used) * sizeof(T));
-        T* gb = gp + n0 * grid.plane;
-        if (oc == c * m) {
-          Taps(len, taps, w, mirrored.data(), T(0), block, gb);
-        } else {
-          Taps(len, taps, w, mirrored.data(), T(0), block, part);
-          for (int64_t i = 0; i < len; ++i) gb[i] += part[i];
+  const int64_t block_len = margin + grid.per_block * grid.plane;
+  const int64_t gp_len = g.batch * grid.plane;
+  const int64_t part_len = grid.per_block * grid.plane;
+  const int64_t slots = Slots();
+  Grow(&ws->scratch, slots * block_len);
+  Grow(&ws->grad_padded, slots * gp_len);
+  Grow(&ws->packed, slots * part_len);
+  OverChannels(
+      g.in_channels, m * g.batch * grid.plane * taps,
+      [&](int64_t c0, int64_t c1, int64_t slot) {
+        const InputGradScratch<T> s{ws->scratch.data() + slot * block_len,
+                                    ws->grad_padded.data() + slot * gp_len,
+                                    ws->packed.data() + slot * part_len};
+        std::memset(s.block, 0, margin * sizeof(T));
+        for (int64_t c = c0; c < c1; ++c) {
+          InputGradChannel(g, grid, c, mirrored, grad_out, weight, grad_in, s);
         }
-      }
-    }
-    // Crop the padding away.
-    T* dst = grad_in + c * g.batch * g.in_h * g.in_w;
-    for (int64_t n = 0; n < g.batch; ++n) {
-      for (int64_t r = 0; r < g.in_h; ++r) {
-        std::memcpy(dst + (n * g.in_h + r) * g.in_w,
-                    gp + n * grid.plane + (r + g.pad_h) * grid.wp + g.pad_w,
-                    g.in_w * sizeof(T));
-      }
-    }
-  }
+      });
 }
 
 #define COHORT_INSTANTIATE_DEPTHWISE(T)                                        \

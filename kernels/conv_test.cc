@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/onednn_threads.h"
 
 namespace cohort {
 namespace {
@@ -294,6 +295,39 @@ TEST(ConvGroups, OutputSizeCountsTheDilatedKernel) {
   EXPECT_EQ(g.patch(), 25);
   EXPECT_TRUE(g.depthwise());
   EXPECT_FALSE(With(Conv2(1, 6, 8, 8, 4, 3, 1, 1), 2, 1).depthwise());
+}
+
+// Depthwise channels go to the compute threads; every bit stays the same.
+std::vector<float> DepthwiseOnThreads(int threads, const ConvGeometry& g) {
+  SetOnednnThreads(threads);
+  std::vector<float> in(g.in_channels * g.batch * g.in_h * g.in_w),
+      w(g.out_channels * g.patch()), b(g.out_channels),
+      dy(g.out_channels * g.positions());
+  int64_t k = 0;
+  for (auto* v : {&in, &w, &b, &dy}) {
+    for (float& x : *v)
+      x = static_cast<float>((k++ * 7919) % 1013) * 0.002f - 1;
+  }
+  std::vector<float> out(dy.size()), gw(w.size()), gb(b.size()), gi(in.size());
+  ConvWorkspace<float> ws;
+  ConvForward<float>(g, in.data(), w.data(), b.data(), out.data(), &ws);
+  ConvBackwardWeights<float>(g, dy.data(), gw.data(), gb.data(), &ws);
+  ConvBackwardInput<float>(g, dy.data(), w.data(), gi.data(), &ws);
+  SetOnednnThreads(0);
+  for (auto* v : {&gw, &gb, &gi}) out.insert(out.end(), v->begin(), v->end());
+  return out;
+}
+
+TEST(ConvDepthwise, SameBitsOnOneAndTwoThreads) {
+  // MobileNetV2's 3x3 depthwise shapes in small: stride 1 and 2, and a
+  // multiplier of 2.
+  for (const ConvGeometry& g :
+       {With(Conv2(4, 96, 28, 28, 96, 3, 1, 1), 96, 1),
+        With(Conv2(4, 64, 27, 27, 64, 3, 2, 1), 64, 1),
+        With(Conv2(2, 48, 20, 20, 96, 3, 1, 1), 48, 1)}) {
+    EXPECT_EQ(DepthwiseOnThreads(1, g), DepthwiseOnThreads(2, g))
+        << g.in_channels << " channels at " << g.in_h;
+  }
 }
 
 }  // namespace
