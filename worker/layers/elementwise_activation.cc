@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "kernels/elementwise.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 
@@ -26,8 +27,11 @@ template <typename T>
 void ElementwiseActivation<T>::Forward(const BasicTensor<T>& in,
                                        BasicTensor<T>* out, Mode mode) {
   EnsureShape(out, in.shape());
-  ActivationForward(kind_, static_cast<T>(slope_), in.data(), out->data(),
-                    in.size());
+  // Elementwise, so ranges on the compute threads give the same bits.
+  ParallelRanges(in.size(), kElementwiseGrain, [&](int64_t a, int64_t b) {
+    ActivationForward(kind_, static_cast<T>(slope_), in.data() + a,
+                      out->data() + a, b - a);
+  });
   in_ = &in;
 }
 
@@ -38,8 +42,10 @@ void ElementwiseActivation<T>::Backward(const BasicTensor<T>& grad_out,
   CHECK_EQ(grad_out.size(), in_->size());
   if (grad_in == nullptr) return;
   EnsureShape(grad_in, in_->shape());
-  ActivationBackward(kind_, static_cast<T>(slope_), in_->data(),
-                     grad_out.data(), grad_in->data(), in_->size());
+  ParallelRanges(in_->size(), kElementwiseGrain, [&](int64_t a, int64_t b) {
+    ActivationBackward(kind_, static_cast<T>(slope_), in_->data() + a,
+                       grad_out.data() + a, grad_in->data() + a, b - a);
+  });
 }
 
 template class ElementwiseActivation<float>;

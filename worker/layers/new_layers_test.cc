@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/activations.h"
+#include "kernels/onednn_threads.h"
 #include "worker/layers/elementwise_activation.h"
 #include "worker/layers/grad_check.h"
 #include "worker/layers/norm.h"
@@ -254,6 +255,34 @@ TEST(Pool1d, RejectsBadOptionsAndShapes) {
             "maxpool1d(k9, s9, p1): the kernel does not fit the padded input "
             "8 of [2, 6]");
   EXPECT_EQ(*big.Configure({2, 6}), (Shape{2, 2}));  // (6 + 4 - 4) / 4 + 1
+}
+
+// The activations run in ranges on the compute threads; every bit of the
+// output and the input gradient stays the same.
+std::vector<float> ActivationOnThreads(int threads, ActivationKind kind) {
+  SetOnednnThreads(threads);
+  ElementwiseActivation<float> layer(kind);
+  EXPECT_TRUE(layer.Configure({96, 28, 28}).ok());
+  Tensor x({96, 4, 28, 28}), dy({96, 4, 28, 28}), y, dx;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>((i * 7919) % 1013) * 0.02f - 10.0f;
+    dy[i] = static_cast<float>((i * 104729) % 997) * 0.002f - 1.0f;
+  }
+  layer.Forward(x, &y, Mode::kTrain);
+  layer.Backward(dy, &dx);
+  std::vector<float> all(y.data(), y.data() + y.size());
+  all.insert(all.end(), dx.data(), dx.data() + dx.size());
+  SetOnednnThreads(0);
+  return all;
+}
+
+TEST(ElementwiseActivation, SameBitsOnOneAndTwoThreads) {
+  for (ActivationKind kind :
+       {ActivationKind::kGelu, ActivationKind::kGeluTanh, ActivationKind::kSilu,
+        ActivationKind::kRelu6, ActivationKind::kHardswish}) {
+    EXPECT_EQ(ActivationOnThreads(1, kind), ActivationOnThreads(2, kind))
+        << ActivationName(kind, 0.01);
+  }
 }
 
 }  // namespace
