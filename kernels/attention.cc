@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/fast_exp.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 namespace {
@@ -73,111 +75,164 @@ int64_t AttentionStride(int64_t columns) {
   return (columns + 15) / 16 * 16 + 16;
 }
 
+namespace {
+
+// The (sample, head) pairs are independent: OverHeads runs body(pair, slot)
+// for each, on the compute threads in float (whose products are the
+// single-threaded kernels of gemm_small.h) and in order in double (whose
+// go to OpenBLAS's threads); `slot`, below Slots<T>(), names the scratch
+// the call may use alone. Each pair is computed alike on any thread, so
+// the result does not depend on the count.
+template <typename T>
+int64_t Slots() {
+  if constexpr (!std::is_same_v<T, float>) return 1;
+  ApplyOnednnThreads();
+  return omp_get_max_threads();
+}
+
+template <typename T, typename Body>
+void OverHeads(int64_t pairs, const Body& body) {
+  if constexpr (!std::is_same_v<T, float>) {
+    for (int64_t i = 0; i < pairs; ++i) body(i, int64_t{0});
+  } else {
+    ParallelRanges(pairs, kRangeAlign, [&](int64_t first, int64_t last) {
+      const int64_t slot = omp_get_thread_num();
+      for (int64_t i = first; i < last; ++i) body(i, slot);
+    });
+  }
+}
+
+// Where one (sample, head) pair's rows start in the {rows, N * L} buffers,
+// and its slice of the probabilities.
+struct Head {
+  int64_t off;    // h * dh * nl + n * len
+  int64_t probs;  // (n * heads + h) * len: its first row of P
+};
+
+Head HeadAt(const AttentionDims& d, int64_t pair, int64_t nl) {
+  const int64_t n = pair / d.heads, h = pair % d.heads;
+  const int64_t dh = d.dim / d.heads;
+  return {h * dh * nl + n * d.length, pair * d.length};
+}
+
+}  // namespace
+
 template <typename T>
 void AttentionForward(const AttentionDims& d, const T* qkv, const uint8_t* keep,
                       T keep_scale, T* out, AttentionCache<T>* cache) {
-  const int64_t n_count = d.batch, len = d.length, dim = d.dim;
-  const int64_t heads = d.heads, dh = dim / heads;
-  const int64_t nl = d.stride > 0 ? d.stride : n_count * len;
+  const int64_t len = d.length, dim = d.dim;
+  const int64_t dh = dim / d.heads;
+  const int64_t nl = d.stride > 0 ? d.stride : d.batch * len;
   const int64_t ld = PaddedStride(len);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-  cache->probs.resize(n_count * heads * len * ld);
-  if (keep != nullptr) cache->scratch.resize(kQueryBlock * ld);
-  for (int64_t n = 0; n < n_count; ++n) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const T* q = qkv + h * dh * nl + n * len;
-      const T* k = q + dim * nl;
-      const T* v = k + dim * nl;
-      T* o = out + h * dh * nl + n * len;
-      const int64_t head = (n * heads + h) * len;
-      T* p = cache->probs.data() + head * ld;
-      const uint8_t* kp = keep != nullptr ? keep + head * len : nullptr;
-      for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock) {
-        const int64_t b = std::min(kQueryBlock, len - i0);
-        const int64_t kend = d.causal ? i0 + b : len;
-        T* pb = p + i0 * ld;
-        Gemm<T>(Trans::kYes, Trans::kNo, b, kend, dh, T(1), q + i0, nl, k, nl,
-                T(0), pb, ld);
-        for (int64_t r = 0; r < b; ++r) {
-          SoftmaxRow(pb + r * ld, d.causal ? i0 + r + 1 : len, kend, scale);
-        }
-        const T* pt = pb;
-        if (kp != nullptr) {
-          T* s = cache->scratch.data();
-          for (int64_t r = 0; r < b; ++r) {
-            DropRow(pb + r * ld, kp + (i0 + r) * len, keep_scale, s + r * ld,
-                    kend);
-          }
-          pt = s;
-        }
-        Gemm<T>(Trans::kNo, Trans::kYes, dh, b, kend, T(1), v, nl, pt, ld, T(0),
-                o + i0, nl);
+  cache->probs.resize(d.batch * d.heads * len * ld);
+  const int64_t scratch = kQueryBlock * ld;
+  if (keep != nullptr) cache->scratch.resize(Slots<T>() * scratch);
+  OverHeads<T>(d.batch * d.heads, [&](int64_t pair, int64_t slot) {
+    const Head at = HeadAt(d, pair, nl);
+    const T* q = qkv + at.off;
+    const T* k = q + dim * nl;
+    const T* v = k + dim * nl;
+    T* o = out + at.off;
+    T* p = cache->probs.data() + at.probs * ld;
+    const uint8_t* kp = keep != nullptr ? keep + at.probs * len : nullptr;
+    for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock) {
+      const int64_t b = std::min(kQueryBlock, len - i0);
+      const int64_t kend = d.causal ? i0 + b : len;
+      T* pb = p + i0 * ld;
+      Gemm<T>(Trans::kYes, Trans::kNo, b, kend, dh, T(1), q + i0, nl, k, nl,
+              T(0), pb, ld);
+      for (int64_t r = 0; r < b; ++r) {
+        SoftmaxRow(pb + r * ld, d.causal ? i0 + r + 1 : len, kend, scale);
       }
+      const T* pt = pb;
+      if (kp != nullptr) {
+        T* s = cache->scratch.data() + slot * scratch;
+        for (int64_t r = 0; r < b; ++r) {
+          DropRow(pb + r * ld, kp + (i0 + r) * len, keep_scale, s + r * ld,
+                  kend);
+        }
+        pt = s;
+      }
+      Gemm<T>(Trans::kNo, Trans::kYes, dh, b, kend, T(1), v, nl, pt, ld, T(0),
+              o + i0, nl);
     }
+  });
+}
+
+namespace {
+
+// One (sample, head) pair's share of AttentionBackward; `ds` and `dropped`
+// are the caller's scratch of one query block each.
+template <typename T>
+void HeadBackward(const AttentionDims& d, const Head& at, const T* qkv,
+                  const uint8_t* keep, T keep_scale, const T* grad_out,
+                  T* grad_qkv, const T* probs, T* ds, T* dropped) {
+  const int64_t len = d.length, dim = d.dim, dh = dim / d.heads;
+  const int64_t nl = d.stride > 0 ? d.stride : d.batch * len;
+  const int64_t ld = PaddedStride(len);
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
+  const T* q = qkv + at.off;
+  const T* k = q + dim * nl;
+  const T* v = k + dim * nl;
+  T* dq = grad_qkv + at.off;
+  T* dk = dq + dim * nl;
+  T* dv = dk + dim * nl;
+  const T* go = grad_out + at.off;
+  const T* p = probs + at.probs * ld;
+  const uint8_t* kp = keep != nullptr ? keep + at.probs * len : nullptr;
+  for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock) {
+    const int64_t b = std::min(kQueryBlock, len - i0);
+    const int64_t kend = d.causal ? i0 + b : len;
+    const T* pb = p + i0 * ld;
+    const T* pt = pb;
+    if (kp != nullptr) {
+      for (int64_t r = 0; r < b; ++r) {
+        DropRow(pb + r * ld, kp + (i0 + r) * len, keep_scale, dropped + r * ld,
+                kend);
+      }
+      pt = dropped;
+    }
+    // dV[:, :kend] += dO_block P~_block.
+    Gemm<T>(Trans::kNo, Trans::kNo, dh, kend, b, T(1), go + i0, nl, pt, ld,
+            T(1), dv, nl);
+    // dP~ = dO_block^T V[:, :kend].
+    Gemm<T>(Trans::kYes, Trans::kNo, b, kend, dh, T(1), go + i0, nl, v, nl,
+            T(0), ds, ld);
+    for (int64_t r = 0; r < b; ++r) {
+      const int64_t i = i0 + r;
+      SoftmaxBackwardRow(pb + r * ld, pt + r * ld,
+                         kp != nullptr ? kp + i * len : nullptr, keep_scale,
+                         scale, ds + r * ld, d.causal ? i + 1 : len, kend);
+    }
+    // dQ_block = K[:, :kend] dS^T; dK[:, :kend] += Q_block dS.
+    Gemm<T>(Trans::kNo, Trans::kYes, dh, b, kend, T(1), k, nl, ds, ld, T(0),
+            dq + i0, nl);
+    Gemm<T>(Trans::kNo, Trans::kNo, dh, kend, b, T(1), q + i0, nl, ds, ld, T(1),
+            dk, nl);
   }
 }
+
+}  // namespace
 
 template <typename T>
 void AttentionBackward(const AttentionDims& d, const T* qkv,
                        const uint8_t* keep, T keep_scale, const T* grad_out,
                        T* grad_qkv, AttentionCache<T>* cache) {
-  const int64_t n_count = d.batch, len = d.length, dim = d.dim;
-  const int64_t heads = d.heads, dh = dim / heads;
-  const int64_t nl = d.stride > 0 ? d.stride : n_count * len;
-  const int64_t ld = PaddedStride(len);
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
+  const int64_t nl = d.stride > 0 ? d.stride : d.batch * d.length;
+  const int64_t ld = PaddedStride(d.length);
   // dK and dV accumulate over query blocks; dQ is written block by block.
-  for (int64_t r = dim; r < 3 * dim; ++r) {
-    std::fill(grad_qkv + r * nl, grad_qkv + r * nl + n_count * len, T(0));
+  for (int64_t r = d.dim; r < 3 * d.dim; ++r) {
+    std::fill(grad_qkv + r * nl, grad_qkv + r * nl + d.batch * d.length, T(0));
   }
-  cache->scratch.resize((keep != nullptr ? 2 : 1) * kQueryBlock * ld);
-  T* ds = cache->scratch.data();
-  T* dropped = ds + kQueryBlock * ld;
-  for (int64_t n = 0; n < n_count; ++n) {
-    for (int64_t h = 0; h < heads; ++h) {
-      const int64_t off = h * dh * nl + n * len;
-      const T* q = qkv + off;
-      const T* k = q + dim * nl;
-      const T* v = k + dim * nl;
-      T* dq = grad_qkv + off;
-      T* dk = dq + dim * nl;
-      T* dv = dk + dim * nl;
-      const T* go = grad_out + off;
-      const int64_t head = (n * heads + h) * len;
-      const T* p = cache->probs.data() + head * ld;
-      const uint8_t* kp = keep != nullptr ? keep + head * len : nullptr;
-      for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock) {
-        const int64_t b = std::min(kQueryBlock, len - i0);
-        const int64_t kend = d.causal ? i0 + b : len;
-        const T* pb = p + i0 * ld;
-        const T* pt = pb;
-        if (kp != nullptr) {
-          for (int64_t r = 0; r < b; ++r) {
-            DropRow(pb + r * ld, kp + (i0 + r) * len, keep_scale,
-                    dropped + r * ld, kend);
-          }
-          pt = dropped;
-        }
-        // dV[:, :kend] += dO_block P~_block.
-        Gemm<T>(Trans::kNo, Trans::kNo, dh, kend, b, T(1), go + i0, nl, pt, ld,
-                T(1), dv, nl);
-        // dP~ = dO_block^T V[:, :kend].
-        Gemm<T>(Trans::kYes, Trans::kNo, b, kend, dh, T(1), go + i0, nl, v, nl,
-                T(0), ds, ld);
-        for (int64_t r = 0; r < b; ++r) {
-          const int64_t i = i0 + r;
-          SoftmaxBackwardRow(pb + r * ld, pt + r * ld,
-                             kp != nullptr ? kp + i * len : nullptr, keep_scale,
-                             scale, ds + r * ld, d.causal ? i + 1 : len, kend);
-        }
-        // dQ_block = K[:, :kend] dS^T; dK[:, :kend] += Q_block dS.
-        Gemm<T>(Trans::kNo, Trans::kYes, dh, b, kend, T(1), k, nl, ds, ld, T(0),
-                dq + i0, nl);
-        Gemm<T>(Trans::kNo, Trans::kNo, dh, kend, b, T(1), q + i0, nl, ds, ld,
-                T(1), dk, nl);
-      }
-    }
-  }
+  const int64_t block = kQueryBlock * ld;
+  const int64_t per_slot = (keep != nullptr ? 2 : 1) * block;
+  cache->scratch.resize(Slots<T>() * per_slot);
+  OverHeads<T>(d.batch * d.heads, [&](int64_t pair, int64_t slot) {
+    T* ds = cache->scratch.data() + slot * per_slot;
+    HeadBackward(d, HeadAt(d, pair, nl), qkv, keep, keep_scale, grad_out,
+                 grad_qkv, cache->probs.data(), ds, ds + block);
+  });
 }
 
 #define COHORT_INSTANTIATE_ATTENTION(T)                               \

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/onednn_threads.h"
 #include "worker/layers/grad_check.h"
 #include "worker/layers/norm.h"
 #include "worker/layers/param_store.h"
@@ -177,6 +179,34 @@ TEST(Attention, FloatMatchesDouble) {
     EXPECT_LT(worst(dxf, dxd, dxd.size()), 1e-4) << causal;
     EXPECT_LT(worst(sf->grads(), sd->grads(), sd->grads().size()), 1e-4)
         << causal;
+  }
+}
+
+// Attention's (sample, head) pairs go to the compute threads (32 here, so
+// that two threads share them); every bit stays the same, with and without
+// dropout.
+std::vector<float> AttentionOnThreads(int threads, double dropout) {
+  SetOnednnThreads(threads);
+  Attention<float> attn({4, true, dropout});
+  Tensor x, y, dx;
+  auto store = BuildRandom<float>(attn, 32, 8, 70, &x);
+  attn.SeedRandom(5);
+  attn.Forward(x, &y, Mode::kTrain);
+  Tensor g(y.shape());
+  for (int64_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.37f * i);
+  attn.Backward(g, &dx);
+  std::vector<float> all(y.data(), y.data() + y.size());
+  all.insert(all.end(), dx.data(), dx.data() + dx.size());
+  const Tensor& grads = store->grads();
+  all.insert(all.end(), grads.data(), grads.data() + grads.size());
+  SetOnednnThreads(0);
+  return all;
+}
+
+TEST(Attention, SameBitsOnOneAndTwoThreads) {
+  for (double dropout : {0.0, 0.25}) {
+    EXPECT_EQ(AttentionOnThreads(1, dropout), AttentionOnThreads(2, dropout))
+        << "dropout " << dropout;
   }
 }
 
