@@ -86,8 +86,7 @@ namespace {
 template <typename T>
 int64_t Slots() {
   if constexpr (!std::is_same_v<T, float>) return 1;
-  ApplyOnednnThreads();
-  return omp_get_max_threads();
+  return RangeSlots();
 }
 
 template <typename T, typename Body>
@@ -96,7 +95,7 @@ void OverHeads(int64_t pairs, const Body& body) {
     for (int64_t i = 0; i < pairs; ++i) body(i, int64_t{0});
   } else {
     ParallelRanges(pairs, kRangeAlign, [&](int64_t first, int64_t last) {
-      const int64_t slot = omp_get_thread_num();
+      const int64_t slot = RangeSlot();
       for (int64_t i = first; i < last; ++i) body(i, slot);
     });
   }

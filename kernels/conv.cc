@@ -220,6 +220,8 @@ bool Pointwise(const ConvGeometry& g) {
 //  - the stride-1 direct kernels: 0.5-0.66 from 32 channels a side; at 16
 //    only for images whose channels fill oneDNN's blocks of 16 (16-16 at
 //    32x32 0.63, 24-24 0.97, 1-D 16-32 0.97-1.25, 6-16 5x5 1.2).
+}  // namespace
+
 bool OnednnWins(const ConvGeometry& g) {
   const int64_t narrow = std::min(g.in_channels, g.out_channels);
   if (Pointwise(g)) return narrow >= 64;
@@ -230,6 +232,8 @@ bool OnednnWins(const ConvGeometry& g) {
   return narrow >= 16 && g.in_h > 1 && g.in_channels % 16 == 0 &&
          g.out_channels % 16 == 0;
 }
+
+namespace {
 
 // Whether oneDNN runs every pass of this (groups = 1) float convolution;
 // always for channel-blocked activations, which only oneDNN reads.

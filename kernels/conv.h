@@ -176,6 +176,11 @@ template <typename T>
 void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
                        const T* weight, T* grad_in, ConvWorkspace<T>* ws);
 
+// Whether oneDNN's primitives beat the other float algorithms for this
+// (groups = 1) geometry, measured per shape (kernels/conv.cc); kAuto's
+// choice, and where a caller may keep oneDNN's layout between layers.
+bool OnednnWins(const ConvGeometry& g);
+
 // Evaluation of a convolution (groups = 1, on ws->channel_block's layout)
 // with what follows it folded in: out = act(conv(in, weight) * scale[oc] +
 // shift[oc] + residual), `residual` (out's shape) optional, act ReLU when

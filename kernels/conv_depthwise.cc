@@ -144,19 +144,30 @@ void Scatter(const ConvGeometry& g, const Grid& grid, const T* dy, int64_t n0,
 
 // Channels are independent: OverChannels runs body(first, last, slot) over
 // ranges of them on the compute threads, the same result at any thread
-// count; `slot`, below Slots(), names the scratch that range uses alone.
-int64_t Slots() {
-  ApplyOnednnThreads();
-  return omp_get_max_threads();
-}
-
+// count; `slot`, below RangeSlots(), names the scratch that range uses
+// alone.
 template <typename Body>
 void OverChannels(int64_t channels, int64_t per_channel, const Body& body) {
   const int64_t grain =
       (kElementwiseGrain + per_channel - 1) / std::max<int64_t>(per_channel, 1);
   ParallelRanges(channels, grain, [&](int64_t first, int64_t last) {
-    body(first, last, int64_t{omp_get_thread_num()});
+    body(first, last, RangeSlot());
   });
+}
+
+// Runs body(oc, block) for every output channel on the compute threads,
+// `block` a grid block of ws->scratch that the call uses alone.
+template <typename T, typename Body>
+void OverOutputChannels(const ConvGeometry& g, const Grid& grid,
+                        ConvWorkspace<T>* ws, const Body& body) {
+  const int64_t taps = static_cast<int64_t>(grid.taps.size());
+  const int64_t block_len = grid.Length(grid.per_block);
+  Grow(&ws->scratch, RangeSlots() * block_len);
+  OverChannels(g.out_channels, g.batch * grid.oh * grid.ow * taps,
+               [&](int64_t oc0, int64_t oc1, int64_t slot) {
+                 T* block = ws->scratch.data() + slot * block_len;
+                 for (int64_t oc = oc0; oc < oc1; ++oc) body(oc, block);
+               });
 }
 
 // Output channel oc of the forward pass from the padded input, through a
@@ -277,16 +288,9 @@ void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
                      ws->padded.data() + c0 * g.batch * grid.plane);
                });
   ws->input = ws->padded.data();
-  const int64_t block_len = grid.Length(grid.per_block);
-  Grow(&ws->scratch, Slots() * block_len);
-  OverChannels(g.out_channels, g.batch * grid.oh * grid.ow * taps,
-               [&](int64_t oc0, int64_t oc1, int64_t slot) {
-                 T* block = ws->scratch.data() + slot * block_len;
-                 for (int64_t oc = oc0; oc < oc1; ++oc) {
-                   ForwardChannel(g, grid, oc, ws->padded.data(), weight, bias,
-                                  out, block);
-                 }
-               });
+  OverOutputChannels(g, grid, ws, [&](int64_t oc, T* block) {
+    ForwardChannel(g, grid, oc, ws->padded.data(), weight, bias, out, block);
+  });
 }
 
 template <typename T>
@@ -294,17 +298,9 @@ void DepthwiseWeightGrad(const ConvGeometry& g, const T* grad_out,
                          T* grad_weight, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "DepthwiseWeightGrad before DepthwiseForward";
   const Grid grid(g);
-  const int64_t taps = static_cast<int64_t>(grid.taps.size());
-  const int64_t block_len = grid.Length(grid.per_block);
-  Grow(&ws->scratch, Slots() * block_len);
-  OverChannels(g.out_channels, g.batch * grid.oh * grid.ow * taps,
-               [&](int64_t oc0, int64_t oc1, int64_t slot) {
-                 T* block = ws->scratch.data() + slot * block_len;
-                 for (int64_t oc = oc0; oc < oc1; ++oc) {
-                   WeightGradChannel(g, grid, oc, ws->input, grad_out,
-                                     grad_weight, block);
-                 }
-               });
+  OverOutputChannels(g, grid, ws, [&](int64_t oc, T* block) {
+    WeightGradChannel(g, grid, oc, ws->input, grad_out, grad_weight, block);
+  });
 }
 
 template <typename T>
@@ -322,7 +318,7 @@ void DepthwiseInputGrad(const ConvGeometry& g, const T* grad_out,
   const int64_t block_len = margin + grid.per_block * grid.plane;
   const int64_t gp_len = g.batch * grid.plane;
   const int64_t part_len = grid.per_block * grid.plane;
-  const int64_t slots = Slots();
+  const int64_t slots = RangeSlots();
   Grow(&ws->scratch, slots * block_len);
   Grow(&ws->grad_padded, slots * gp_len);
   Grow(&ws->packed, slots * part_len);

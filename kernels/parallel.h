@@ -44,6 +44,14 @@ void ParallelRanges(int64_t n, int64_t grain, const Body& body) {
   for (int64_t p = 0; p < parts; ++p) body(boundary(p), boundary(p + 1));
 }
 
+// Scratch for ParallelRanges bodies: RangeSlots() slots, one per compute
+// thread; a body running now may use slot RangeSlot() alone.
+inline int64_t RangeSlots() {
+  ApplyOnednnThreads();
+  return omp_get_max_threads();
+}
+inline int64_t RangeSlot() { return omp_get_thread_num(); }
+
 // Elements per range of a streaming elementwise loop: below this, waking
 // a second thread costs more than it saves.
 inline constexpr int64_t kElementwiseGrain = int64_t{1} << 15;

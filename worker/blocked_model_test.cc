@@ -3,6 +3,7 @@
 // the same blocks on the engine's batch-inner layout do.
 #include <memory>
 #include <random>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/channel_blocked.h"
@@ -15,15 +16,24 @@ namespace {
 
 std::unique_ptr<Model<float>> ThreeBlocks(bool blocked) {
   Model<float>::LayerList layers;
-  layers.push_back(std::make_unique<Bottleneck<float>>(128, 1));
-  layers.push_back(std::make_unique<Bottleneck<float>>(128, 1));
+  // Widths of 64 and more, where oneDNN runs every convolution.
+  layers.push_back(std::make_unique<Bottleneck<float>>(256, 1));
+  layers.push_back(std::make_unique<Bottleneck<float>>(256, 1));
   layers.push_back(std::make_unique<BasicBlock<float>>(64, 2));
   for (auto& l : layers) {
     static_cast<ResidualBlock<float>*>(l.get())->set_channel_blocked(blocked);
   }
-  auto model = Model<float>::Create(std::move(layers), {32, 8, 8});
+  std::vector<ResidualBlock<float>*> blocks;
+  for (auto& l : layers) {
+    blocks.push_back(static_cast<ResidualBlock<float>*>(l.get()));
+  }
+  auto model = Model<float>::Create(std::move(layers), {64, 8, 8});
   EXPECT_TRUE(model.ok()) << model.status();
   (*model)->InitializeParameters(5);
+  for (ResidualBlock<float>* b : blocks) {
+    EXPECT_EQ(b->channel_block(), blocked ? NativeChannelBlock() : 0)
+        << b->Name();
+  }
   return *std::move(model);
 }
 
@@ -34,7 +44,7 @@ TEST(BlockedModel, NeighboursHandOverBlockedActivations) {
   auto blocked = ThreeBlocks(true), plain = ThreeBlocks(false);
   Rng rng(9);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  Tensor x({32, 3, 8, 8});
+  Tensor x({64, 3, 8, 8});
   for (int64_t i = 0; i < x.size(); ++i) x[i] = normal(rng);
   for (int step = 0; step < 2; ++step) {
     const Tensor& y = blocked->Forward(x, Mode::kTrain);
@@ -60,7 +70,7 @@ TEST(BlockedModel, FrozenParametersEvaluateTheSame) {
   Rng rng(4);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int batch : {3, 2, 3}) {  // the converted weights serve every batch
-    Tensor x({32, batch, 8, 8});
+    Tensor x({64, batch, 8, 8});
     for (int64_t i = 0; i < x.size(); ++i) x[i] = normal(rng);
     const Tensor& want = plain->Forward(x, Mode::kEval);
     const Tensor& got = frozen->Forward(x, Mode::kEval);

@@ -1,6 +1,5 @@
 #include "worker/layers/residual.h"
 
-#include <algorithm>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -81,9 +80,8 @@ absl::StatusOr<Shape> ResidualBlock<T>::Configure(const Shape& in) {
   return out;
 }
 
-// Channel-blocked where oneDNN would run every convolution anyway (tens of
-// channels and more: kernels/conv.cc's OnednnWins), so that the choice
-// changes the layout, not the algorithm.
+// Channel-blocked where oneDNN would run every convolution anyway
+// (OnednnWins), so that the choice changes the layout, not the algorithm.
 template <typename T>
 void ResidualBlock<T>::ChooseLayout(const Shape& in) {
   run_.clear();
@@ -102,8 +100,7 @@ void ResidualBlock<T>::ChooseLayout(const Shape& in) {
     if (auto* conv = dynamic_cast<ConvLayer<T>*>(l)) {
       const ConvGeometry& g = conv->geometry();
       if (g.groups != 1 || g.in_channels % block != 0 ||
-          g.out_channels % block != 0 ||
-          std::min(g.in_channels, g.out_channels) < 32) {
+          g.out_channels % block != 0 || !OnednnWins(g)) {
         return;
       }
     } else if (dynamic_cast<BatchNormBase<T>*>(l) == nullptr &&
