@@ -107,6 +107,8 @@ int main(int argc, char** argv) {
       {"attention { heads: 4 }", {256, 256}, 8},
       {"attention { heads: 4 bidirectional: true }", {256, 256}, 8},
       {"transformer_block { heads: 4 }", {256, 256}, 8},
+      // DLRM on Criteo: 1 + 26 vectors of 16 features, batch 128.
+      {"interaction { kind: DOT dim: 16 }", {27 * 16}, 128},
   };
   std::printf(
       "float32, 1 thread; best of 5 x 10; wall ms, then this thread's CPU "

@@ -73,10 +73,27 @@ class Block(nn.Module):
         return (h + self.mlp(self.ln2(h))).transpose(1, 2)
 
 
+class Interact(nn.Module):
+    """cohort's interaction { kind: DOT }: DLRM's interact_features."""
+
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        t = x.view(x.shape[0], -1, self.dim)
+        z = torch.bmm(t, t.transpose(1, 2))
+        n = z.shape[1]
+        li = torch.tensor([i for i in range(n) for j in range(i)])
+        lj = torch.tensor([j for i in range(n) for j in range(i)])
+        return torch.cat([x[:, :self.dim], z[:, li, lj]], dim=1)
+
+
 CASES = [c + (N,) for c in CASES] + [
     ("attention causal", Attention(256, 4, True), (256, 256), 8),
     ("attention bidir", Attention(256, 4, False), (256, 256), 8),
     ("transformer_block", Block(256, 4), (256, 256), 8),
+    ("interaction dot 27 x 16", Interact(16), (27 * 16,), 128),
 ]
 print("float32, 1 thread; best of 5 x 10; wall ms, then this thread's CPU ms")
 only = sys.argv[1] if len(sys.argv) > 1 else ""

@@ -162,11 +162,12 @@ void PrintResult(const std::string& report) {
   if (num("test_accuracy") >= 0) {
     std::printf(" | test accuracy %.2f%%", 100 * num("test_accuracy"));
   }
-  // A regression's metrics, found after "test_metrics" in the report.
+  // A regression's or a click-through-rate model's metrics, found after
+  // "test_metrics" in the report.
   const size_t at = json->find("\"test_metrics\": {");
   if (at != std::string::npos) {
     const std::string metrics = json->substr(at, json->find('}', at) - at);
-    for (const char* key : {"mse", "mae", "r2"}) {
+    for (const char* key : {"mse", "mae", "r2", "auc", "normalized_entropy"}) {
       const std::optional<double> v = ReportNumber(metrics, key);
       if (v) std::printf(" | test %s %.4g", key, *v);
     }

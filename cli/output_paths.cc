@@ -105,6 +105,14 @@ void CommandInputs::AddDataSet(const DatasetSpec& data,
       add("data.tokens.train", data.tokens().train());
       add("data.tokens.test", data.tokens().test());
       break;
+    case DatasetSpec::CRITEO:
+      for (const std::string& f : data.criteo().train()) {
+        add("data.criteo.train", f);
+      }
+      for (const std::string& f : data.criteo().test()) {
+        add("data.criteo.test", f);
+      }
+      break;
     case DatasetSpec::MNIST:
     case DatasetSpec::CIFAR10:
     case DatasetSpec::IMAGE_FOLDER:

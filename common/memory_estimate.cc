@@ -19,9 +19,12 @@ void Add(MemoryEstimate* e, std::string what, CheckedInt bytes) {
 
 // Optimizer state buffers per parameter: SGD's and LARS's momentum buffer
 // (only with momentum), Adam's and LAMB's two moments, RMSprop's square
-// average (and momentum buffer, and gradient average when centered).
+// average (and momentum buffer, and gradient average when centered),
+// Adagrad's sum of squares.
 int OptimizerSlots(const OptimizerSpec& o) {
   switch (o.kind()) {
+    case OptimizerSpec::ADAGRAD:
+      return 1;
     case OptimizerSpec::SGD:
     case OptimizerSpec::LARS:
       return o.momentum() != 0 ? 1 : 0;
@@ -39,6 +42,8 @@ std::string OptimizerState(const OptimizerSpec& o) {
       return "momentum";
     case OptimizerSpec::RMSPROP:
       return "RMSPROP averages";
+    case OptimizerSpec::ADAGRAD:
+      return "ADAGRAD sums";
     default:
       return absl::StrCat(OptimizerSpec::Kind_Name(o.kind()), " moments");
   }

@@ -19,6 +19,13 @@ Shape DataSampleShape(const DatasetSpec& data) {
       return {data.csv().features()};
     case DatasetSpec::TOKENS:
       return {1, data.tokens().context()};
+    case DatasetSpec::CRITEO: {
+      // Dense features, then a pair of floats per categorical row id.
+      const CriteoSpec& c = data.criteo();
+      const int64_t dense = c.dense() > 0 ? c.dense() : 13;
+      const int64_t categorical = c.categorical() > 0 ? c.categorical() : 26;
+      return {dense + 2 * categorical};
+    }
     case DatasetSpec::IMAGE_FOLDER: {
       const ImageFolderSpec& f = data.image_folder();
       const int64_t side = f.image_size() > 0 ? f.image_size() : 224;

@@ -47,6 +47,15 @@ LarsOptions LarsOptionsOf(const OptimizerSpec& spec) {
   return o;
 }
 
+AdagradOptions AdagradOptionsOf(const OptimizerSpec& spec) {
+  AdagradOptions o;
+  o.lr_decay = spec.lr_decay();
+  o.weight_decay = spec.weight_decay();
+  o.initial_accumulator_value = spec.initial_accumulator_value();
+  o.eps = spec.eps();
+  return o;
+}
+
 RuleOptions RuleOptionsOf(const OptimizerSpec& spec) {
   RuleOptions r;
   switch (spec.kind()) {
@@ -66,6 +75,10 @@ RuleOptions RuleOptionsOf(const OptimizerSpec& spec) {
     case OptimizerSpec::LARS:
       r.kind = RuleKind::kLars;
       r.lars = LarsOptionsOf(spec);
+      break;
+    case OptimizerSpec::ADAGRAD:
+      r.kind = RuleKind::kAdagrad;
+      r.adagrad = AdagradOptionsOf(spec);
       break;
     default:  // SGD; the validator refuses unknown kinds
       r.kind = RuleKind::kSgd;

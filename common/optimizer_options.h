@@ -18,6 +18,7 @@ AdamOptions AdamOptionsOf(const OptimizerSpec& spec);
 RmspropOptions RmspropOptionsOf(const OptimizerSpec& spec);
 LambOptions LambOptionsOf(const OptimizerSpec& spec);
 LarsOptions LarsOptionsOf(const OptimizerSpec& spec);
+AdagradOptions AdagradOptionsOf(const OptimizerSpec& spec);
 
 // The rule `spec` names and its options (for MakeUpdateRule).
 RuleOptions RuleOptionsOf(const OptimizerSpec& spec);

@@ -168,6 +168,9 @@ absl::Status CheckOptimizer(const OptimizerSpec& o, const Scope& s) {
   RETURN_IF_ERROR(NonNegative(s, o, "eps", o.eps()));
   RETURN_IF_ERROR(NonNegative(s, o, "clip_grad_norm", o.clip_grad_norm()));
   RETURN_IF_ERROR(NonNegative(s, o, "clip_grad_value", o.clip_grad_value()));
+  RETURN_IF_ERROR(NonNegative(s, o, "lr_decay", o.lr_decay()));
+  RETURN_IF_ERROR(NonNegative(s, o, "initial_accumulator_value",
+                              o.initial_accumulator_value()));
   RETURN_IF_ERROR(UnitInterval(s, o, "alpha", o.alpha()));
   RETURN_IF_ERROR(
       NonNegative(s, o, "trust_coefficient", o.trust_coefficient()));
@@ -181,6 +184,7 @@ absl::Status CheckOptimizer(const OptimizerSpec& o, const Scope& s) {
   const bool sgd = k == OptimizerSpec::SGD;
   const bool rmsprop = k == OptimizerSpec::RMSPROP;
   const bool lars = k == OptimizerSpec::LARS;
+  const bool adagrad = k == OptimizerSpec::ADAGRAD;
   const bool adam_like = k == OptimizerSpec::ADAM ||
                          k == OptimizerSpec::ADAMW || k == OptimizerSpec::LAMB;
   std::string kind = OptimizerSpec::Kind_Name(k);
@@ -192,8 +196,13 @@ absl::Status CheckOptimizer(const OptimizerSpec& o, const Scope& s) {
       OnlyFor(adam_like, o.beta1() != 0, s, o, "beta1", adam, kind));
   RETURN_IF_ERROR(
       OnlyFor(adam_like, o.beta2() != 0, s, o, "beta2", adam, kind));
-  RETURN_IF_ERROR(OnlyFor(adam_like || rmsprop, o.eps() != 0, s, o, "eps",
-                          "ADAM, ADAMW, LAMB and RMSPROP", kind));
+  RETURN_IF_ERROR(OnlyFor(adam_like || rmsprop || adagrad, o.eps() != 0, s, o,
+                          "eps", "ADAM, ADAMW, LAMB, RMSPROP and ADAGRAD",
+                          kind));
+  RETURN_IF_ERROR(
+      OnlyFor(adagrad, o.lr_decay() != 0, s, o, "lr_decay", "ADAGRAD", kind));
+  RETURN_IF_ERROR(OnlyFor(adagrad, o.initial_accumulator_value() != 0, s, o,
+                          "initial_accumulator_value", "ADAGRAD", kind));
   RETURN_IF_ERROR(
       OnlyFor(rmsprop, o.alpha() != 0, s, o, "alpha", "RMSPROP", kind));
   RETURN_IF_ERROR(
@@ -433,6 +442,56 @@ absl::Status CheckLoss(const JobSpec& j, const Scope& s) {
   return CheckClassWeighting(j, s, kind, loss);
 }
 
+// Float target elements per sample: the NumPy target's shape, one for the
+// other kinds with float targets (a single column or label).
+int64_t FloatTargetElements(const DatasetSpec& d) {
+  int64_t n = 1;
+  if (d.kind() == DatasetSpec::NUMPY) {
+    for (int64_t k : d.numpy().target_shape()) n *= k;
+  }
+  return n;
+}
+
+// The metrics the job's evaluation gives (worker/objective.h).
+std::vector<std::string> EvalMetrics(const JobSpec& j) {
+  const bool floats = HasFloatTargets(j.data());
+  const LossKind kind =
+      j.has_loss() ? j.loss() : (floats ? MSE : CROSS_ENTROPY);
+  std::vector<std::string> given = {"loss"};
+  if (j.data().kind() == DatasetSpec::TOKENS) {
+    given.insert(given.end(), {"accuracy", "perplexity"});
+  } else if (!floats) {
+    given.insert(given.end(), {"accuracy", "top5_accuracy"});
+  } else if (kind == BCE_WITH_LOGITS) {
+    given.push_back("accuracy");
+    // A click-through-rate model: one logit per sample.
+    if (FloatTargetElements(j.data()) == 1) {
+      given.insert(given.end(), {"auc", "normalized_entropy"});
+    }
+  } else {
+    given.insert(given.end(), {"mse", "mae", "r2"});
+  }
+  return given;
+}
+
+absl::Status CheckEvalMetric(const EvalSpec& e, const JobSpec& j,
+                             const Scope& es) {
+  const std::vector<std::string> given = EvalMetrics(j);
+  if (e.metric().empty() ||
+      std::find(given.begin(), given.end(), e.metric()) != given.end()) {
+    return absl::OkStatus();
+  }
+  const bool binary = e.metric() == "auc" || e.metric() == "normalized_entropy";
+  return es.Error(
+      e, "metric", -1,
+      absl::StrCat("\"", e.metric(),
+                   "\" is not a metric this job's evaluation gives: one of ",
+                   absl::StrJoin(given, ", "),
+                   binary ? " (auc and normalized_entropy need loss "
+                            "BCE_WITH_LOGITS and one float target per sample)"
+                          : ""));
+}
+
 // Validation-driven control: the metric must be one the job's evaluation
 // gives (worker/objective.h), and early stopping and the best checkpoint
 // need evaluation, and all-reduce mode (PS state lives on the shards, and
@@ -441,29 +500,7 @@ absl::Status CheckControl(const JobSpec& j, const Scope& s) {
   const EvalSpec& e = j.eval();
   const Scope es = s.Nested(j, "eval", -1);
   const Scope cs = s.Nested(j, "checkpoint", -1);
-  if (!e.metric().empty()) {
-    const bool floats = HasFloatTargets(j.data());
-    const LossKind kind =
-        j.has_loss() ? j.loss() : (floats ? MSE : CROSS_ENTROPY);
-    std::vector<std::string> given = {"loss"};
-    if (j.data().kind() == DatasetSpec::TOKENS) {
-      given.insert(given.end(), {"accuracy", "perplexity"});
-    } else if (!floats) {
-      given.insert(given.end(), {"accuracy", "top5_accuracy"});
-    } else if (kind == BCE_WITH_LOGITS) {
-      given.push_back("accuracy");
-    } else {
-      given.insert(given.end(), {"mse", "mae", "r2"});
-    }
-    if (std::find(given.begin(), given.end(), e.metric()) == given.end()) {
-      return es.Error(
-          e, "metric", -1,
-          absl::StrCat(
-              "\"", e.metric(),
-              "\" is not a metric this job's evaluation gives: one of ",
-              absl::StrJoin(given, ", ")));
-    }
-  }
+  RETURN_IF_ERROR(CheckEvalMetric(e, j, es));
   RETURN_IF_ERROR(NonNegative(es, e, "early_stopping_patience",
                               e.early_stopping_patience()));
   RETURN_IF_ERROR(Require(e.min_delta() >= 0 && std::isfinite(e.min_delta()),
@@ -579,6 +616,7 @@ absl::Status CheckSizes(const JobSpec& j, const Scope& s) {
         sizes.status().message()));
   }
   RETURN_IF_ERROR(CheckTokenModel(j, s));
+  RETURN_IF_ERROR(CheckTableModel(j, s));
   const absl::Status fits =
       CheckNoOverflow(EstimateWorkerMemory(j, *sizes, WorkerMemoryOptions()));
   if (fits.ok()) return fits;

@@ -60,7 +60,7 @@ absl::StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 std::string DescribeJobSpec(const JobSpec& spec);
 
 // Whether `data`'s targets are float tensors (NUMPY with target_shape, CSV
-// with regression) rather than class labels.
+// with regression, CRITEO's 0/1 labels) rather than class labels.
 bool HasFloatTargets(const DatasetSpec& data);
 
 // Fills the cluster defaults documented in proto/job.proto (zero, or unset
@@ -78,6 +78,12 @@ void FillImageFolderDefaults(ImageFolderSpec* spec);
 // context, val_fraction 0.1 without a test file). Idempotent; FillJobDefaults
 // calls it for kind TOKENS, LoadTokens on specs built in code.
 void FillTokensDefaults(TokensSpec* spec);
+
+// Fills the Criteo data defaults (13 dense and 26 categorical columns,
+// val_fraction 0.1 without test files, a single table_rows value repeated
+// for every categorical feature). Idempotent; FillJobDefaults calls it for
+// kind CRITEO, LoadCriteo on specs built in code.
+void FillCriteoDefaults(CriteoSpec* spec);
 
 // Fills every default documented in proto/job.proto (the cluster's too).
 // Idempotent. ParseJobSpec calls it after validation.

@@ -182,6 +182,42 @@ absl::Status CheckTokens(const TokensSpec& t, const Scope& s) {
                  t.vocab_size());
 }
 
+// Column counts: 0 means Criteo's own; a line must fit the loader's
+// buffer (1 MiB), so anything near it is a typo.
+constexpr int kMaxCriteoColumns = 1 << 16;
+
+absl::Status CheckCriteo(const CriteoSpec& c, const Scope& s) {
+  RETURN_IF_ERROR(Require(c.train_size() > 0, s, c, "train",
+                          "at least one training file (text or .gz)", "none"));
+  RETURN_IF_ERROR(Require(c.dense() >= 0 && c.dense() <= kMaxCriteoColumns, s,
+                          c, "dense", "in [1, 65536] (0: 13)", c.dense()));
+  RETURN_IF_ERROR(
+      Require(c.categorical() >= 0 && c.categorical() <= kMaxCriteoColumns, s,
+              c, "categorical", "in [1, 65536] (0: 26)", c.categorical()));
+  const int categorical = c.categorical() > 0 ? c.categorical() : 26;
+  RETURN_IF_ERROR(
+      Require(c.table_rows_size() == 1 || c.table_rows_size() == categorical, s,
+              c, "table_rows",
+              absl::StrCat("1 value (every table) or ", categorical,
+                           " (one per categorical feature)"),
+              absl::StrCat(c.table_rows_size(), " values")));
+  // Row ids travel as two floats, r >> 24 and r & 0xFFFFFF, each exact.
+  for (int i = 0; i < c.table_rows_size(); ++i) {
+    if (c.table_rows(i) <= 0 || c.table_rows(i) > (int64_t{1} << 48)) {
+      return s.Error(
+          c, "table_rows", i,
+          absl::StrCat("must be in [1, 2^48], got ", c.table_rows(i)));
+    }
+  }
+  RETURN_IF_ERROR(Require(std::isfinite(c.val_fraction()) &&
+                              c.val_fraction() >= 0 && c.val_fraction() < 1,
+                          s, c, "val_fraction",
+                          "in (0, 1) (0: 0.1 without test files)",
+                          c.val_fraction()));
+  return OnlyFor(c.test().empty(), c.val_fraction() != 0, s, c, "val_fraction",
+                 "no test files", "test files");
+}
+
 }  // namespace
 
 absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
@@ -199,6 +235,9 @@ absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
   bool tokens = d.kind() == DatasetSpec::TOKENS;
   RETURN_IF_ERROR(
       OnlyFor(tokens, d.has_tokens(), s, d, "tokens", "TOKENS", kind));
+  bool criteo = d.kind() == DatasetSpec::CRITEO;
+  RETURN_IF_ERROR(
+      OnlyFor(criteo, d.has_criteo(), s, d, "criteo", "CRITEO", kind));
   if (tokens) {
     if (!d.has_tokens()) {
       return s.Error(d, "tokens", -1,
@@ -207,6 +246,17 @@ absl::Status CheckData(const DatasetSpec& d, const Scope& s) {
     RETURN_IF_ERROR(Require(d.no_normalize() == false, s, d, "no_normalize",
                             "unset (token ids are never normalised)", "true"));
     return CheckTokens(d.tokens(), s.Nested(d, "tokens", -1));
+  }
+  if (criteo) {
+    if (!d.has_criteo()) {
+      return s.Error(d, "criteo", -1,
+                     "kind CRITEO needs a criteo { train table_rows } block");
+    }
+    RETURN_IF_ERROR(Require(d.no_normalize() == false, s, d, "no_normalize",
+                            "unset (CRITEO features are log-scaled counts "
+                            "and ids, never normalised)",
+                            "true"));
+    return CheckCriteo(d.criteo(), s.Nested(d, "criteo", -1));
   }
   bool images = d.kind() == DatasetSpec::IMAGE_FOLDER;
   RETURN_IF_ERROR(OnlyFor(images, d.has_image_folder(), s, d, "image_folder",
@@ -261,6 +311,52 @@ absl::Status CheckTokenModel(const JobSpec& j, const Scope& s) {
         absl::StrCat(at, "the embedding's vocab_size ", e.vocab_size(),
                      " is below the data's vocabulary (data.tokens.vocab_size ",
                      vocab, "): every id must have a row"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The embedding_bag layers of `layers`, those inside branch paths too.
+void CollectEmbeddingBags(
+    const google::protobuf::RepeatedPtrField<LayerSpec>& layers,
+    std::vector<const EmbeddingBagSpec*>* bags) {
+  for (const LayerSpec& l : layers) {
+    if (l.has_embedding_bag()) bags->push_back(&l.embedding_bag());
+    for (const BranchSpec::Path& p : l.branch().paths()) {
+      CollectEmbeddingBags(p.layers(), bags);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status CheckTableModel(const JobSpec& j, const Scope& s) {
+  if (j.data().kind() != DatasetSpec::CRITEO) return absl::OkStatus();
+  absl::StatusOr<std::vector<LayerSpec>> layers = LayerSpecs(j.model());
+  if (!layers.ok()) return absl::OkStatus();
+  google::protobuf::RepeatedPtrField<LayerSpec> all(layers->begin(),
+                                                    layers->end());
+  std::vector<const EmbeddingBagSpec*> bags;
+  CollectEmbeddingBags(all, &bags);
+  const CriteoSpec& c = j.data().criteo();  // table_rows: one per feature
+  const Scope model = s.Nested(j, "model", -1);
+  const std::string at = j.model().zoo().empty()
+                             ? model.At(j.model(), "layers", -1)
+                             : model.At(j.model(), "zoo", -1);
+  // A bag of one table per categorical feature reads them in order; one of
+  // another count reads a selection this check cannot see.
+  for (const EmbeddingBagSpec* bag : bags) {
+    if (bag->rows_size() != c.table_rows_size()) continue;
+    for (int t = 0; t < bag->rows_size(); ++t) {
+      if (bag->rows(t) >= c.table_rows(t)) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, "embedding_bag table ", t, " has ", bag->rows(t),
+          " rows, fewer than data.criteo.table_rows gives categorical "
+          "feature ",
+          t, " (", c.table_rows(t),
+          "): an id could fall past it; give the table as many rows"));
+    }
   }
   return absl::OkStatus();
 }

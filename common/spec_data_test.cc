@@ -280,5 +280,22 @@ TEST(ParseJobSpec, FillsImageFolderDefaults) {
   EXPECT_EQ(again.SerializeAsString(), f.SerializeAsString());
 }
 
+// A CRITEO job's tables must hold every row the data's hashing can give.
+TEST(ParseJobSpec, ChecksTablesAgainstCriteoRows) {
+  auto job = [](const std::string& rows) {
+    return "name: \"t\"\nmodel { zoo: \"dlrm_small\" }\nbatch_size: 8\n"
+           "epochs: 1\noptimizer { kind: ADAGRAD lr: 0.1 }\n"
+           "loss: BCE_WITH_LOGITS\n"
+           "data { kind: CRITEO criteo { train: \"a.txt\" table_rows: " +
+           rows + " } }\n";
+  };
+  EXPECT_EQ(ErrorOf(job("32768")), "OK");
+  EXPECT_EQ(ErrorOf(job("1000")), "OK");  // more rows than ids: unused rows
+  EXPECT_EQ(ErrorOf(job("65536")),
+            "jobs/x.textproto:2:9: embedding_bag table 0 has 32768 rows, "
+            "fewer than data.criteo.table_rows gives categorical feature 0 "
+            "(65536): an id could fall past it; give the table as many rows");
+}
+
 }  // namespace
 }  // namespace cohort

@@ -38,6 +38,8 @@ bool HasFloatTargets(const DatasetSpec& d) {
       return d.numpy().target_shape_size() > 0;
     case DatasetSpec::CSV:
       return d.csv().regression();
+    case DatasetSpec::CRITEO:
+      return true;
     default:
       return false;
   }
@@ -66,6 +68,7 @@ void FillJobDefaults(JobSpec* j) {
     FillImageFolderDefaults(d->mutable_image_folder());
   }
   if (d->kind() == DatasetSpec::TOKENS) FillTokensDefaults(d->mutable_tokens());
+  if (d->kind() == DatasetSpec::CRITEO) FillCriteoDefaults(d->mutable_criteo());
   OptimizerSpec* o = j->mutable_optimizer();
   switch (o->kind()) {
     case OptimizerSpec::ADAM:
@@ -85,6 +88,9 @@ void FillJobDefaults(JobSpec* j) {
     case OptimizerSpec::LARS:
       if (o->trust_coefficient() == 0) o->set_trust_coefficient(0.001f);
       break;
+    case OptimizerSpec::ADAGRAD:
+      if (o->eps() == 0) o->set_eps(1e-10f);
+      break;
     default:
       break;
   }
@@ -102,6 +108,18 @@ void FillTokensDefaults(TokensSpec* t) {
   }
   if (t->stride() == 0) t->set_stride(t->context());
   if (t->test().empty() && t->val_fraction() == 0) t->set_val_fraction(0.1f);
+}
+
+void FillCriteoDefaults(CriteoSpec* c) {
+  if (c->dense() == 0) c->set_dense(13);
+  if (c->categorical() == 0) c->set_categorical(26);
+  if (c->test().empty() && c->val_fraction() == 0) c->set_val_fraction(0.1f);
+  // One value means every feature's table.
+  if (c->table_rows_size() == 1) {
+    while (c->table_rows_size() < c->categorical()) {
+      c->add_table_rows(c->table_rows(0));
+    }
+  }
 }
 
 void FillImageFolderDefaults(ImageFolderSpec* f) {

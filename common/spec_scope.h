@@ -140,6 +140,9 @@ absl::Status CheckData(const DatasetSpec& d, const Scope& s);
 // An embedding layer reads token ids: it needs TOKENS data whose
 // vocabulary fits its table (`j`'s defaults filled).
 absl::Status CheckTokenModel(const JobSpec& j, const Scope& s);
+// A CRITEO job's embedding_bag tables (one per categorical feature) have
+// at least the rows data.criteo.table_rows gives each feature.
+absl::Status CheckTableModel(const JobSpec& j, const Scope& s);
 
 // The text-format parser's `message`, with the nearest field name added
 // when it reports an unknown field (spec_suggest.cc): `Message type

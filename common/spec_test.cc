@@ -60,7 +60,7 @@ TEST(ParseJobSpec, ReportsUnknownEnumName) {
 TEST(ParseJobSpec, RejectsUnknownEnumNumber) {
   EXPECT_EQ(ErrorOf(Valid("data { kind: 9 }\n")),
             "jobs/x.textproto:6:8: data.kind must be one of SYNTHETIC, MNIST, "
-            "CIFAR10, NUMPY, CSV, IMAGE_FOLDER, TOKENS, got 9");
+            "CIFAR10, NUMPY, CSV, IMAGE_FOLDER, TOKENS, CRITEO, got 9");
 }
 
 TEST(ParseJobSpec, PointsAtInvalidTopLevelValue) {
@@ -299,8 +299,15 @@ TEST(ParseJobSpec, ChecksOptimizer) {
        "6:32: optimizer.trust_coefficient applies only to LARS, got kind "
        "LAMB"},
       {"kind: LARS lr: 0.1 eps: 0.01",
-       "6:32: optimizer.eps applies only to ADAM, ADAMW, LAMB and RMSPROP, "
-       "got kind LARS"},
+       "6:32: optimizer.eps applies only to ADAM, ADAMW, LAMB, RMSPROP and "
+       "ADAGRAD, got kind LARS"},
+      {"kind: ADAM lr: 0.1 lr_decay: 0.01",
+       "6:32: optimizer.lr_decay applies only to ADAGRAD, got kind ADAM"},
+      {"kind: SGD lr: 0.1 initial_accumulator_value: 0.1",
+       "6:31: optimizer.initial_accumulator_value applies only to ADAGRAD, "
+       "got kind SGD"},
+      {"kind: ADAGRAD lr: 0.1 lr_decay: -1",
+       "6:35: optimizer.lr_decay must be >= 0, got -1"},
       {"kind: LAMB lr: 0.1 nesterov: true momentum: 0.9",
        "6:47: optimizer.momentum applies only to SGD, RMSPROP and LARS, got "
        "kind LAMB"},
@@ -453,6 +460,52 @@ TEST(ParseJobSpec, ChecksEarlyStoppingAndKeepBest) {
             "OK");
 }
 
+// The click-through-rate metrics: BCE_WITH_LOGITS on one float target.
+TEST(ParseJobSpec, AcceptsAucAndNormalizedEntropyForBceOnOneTarget) {
+  // Float targets of `target_shape` (line 6), the eval block on line 7.
+  auto numpy = [](const std::string& target_shape) {
+    return "name: \"t\"\nmodel { layers { linear { out_features: 1 } } }\n"
+           "batch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n"
+           "data { kind: NUMPY numpy { shape: 16 target_shape: " +
+           target_shape +
+           " train_x: \"x\" train_y: \"y\" test_x: \"tx\" test_y: \"ty\" } "
+           "}\n";
+  };
+  const std::string bce = "loss: BCE_WITH_LOGITS\n";
+  for (const char* metric : {"auc", "normalized_entropy"}) {
+    const std::string eval = std::string("eval { metric: \"") + metric +
+                             "\" early_stopping_patience: 2 }\n";
+    EXPECT_EQ(ErrorOf(numpy("1") + eval + bce), "OK") << metric;
+    EXPECT_EQ(ErrorOf(numpy("[1, 1]") + eval + bce), "OK") << metric;
+    const std::string csv =
+        "name: \"t\"\nmodel { layers { linear { out_features: 1 } } }\n"
+        "batch_size: 8\nepochs: 1\noptimizer { lr: 0.1 }\n"
+        "data { kind: CSV csv { train: \"a.csv\" test: \"b.csv\" target: "
+        "\"y\" features: 3 regression: true } }\n";
+    EXPECT_EQ(ErrorOf(csv + eval + bce), "OK") << metric;
+    const std::string why =
+        " (auc and normalized_entropy need loss BCE_WITH_LOGITS and one float "
+        "target per sample)";
+    EXPECT_EQ(ErrorOf(numpy("4") + eval + bce),
+              std::string(kFile) + ":7:8: eval.metric \"" + metric +
+                  "\" is not a metric this job's evaluation gives: one of "
+                  "loss, accuracy" +
+                  why)
+        << metric;
+    EXPECT_EQ(ErrorOf(numpy("1") + eval),
+              std::string(kFile) + ":7:8: eval.metric \"" + metric +
+                  "\" is not a metric this job's evaluation gives: one of "
+                  "loss, mse, mae, r2" +
+                  why)
+        << metric;
+    EXPECT_EQ(ErrorOf(Valid(eval)),
+              std::string(kFile) + ":6:8: eval.metric \"" + metric +
+                  "\" is not a metric this job's evaluation gives: one of "
+                  "loss, accuracy, top5_accuracy" +
+                  why)
+        << metric;
+  }
+}
 TEST(ParseJobSpec, AcceptsBottleneckBlocksAndTheResnet50Zoo) {
   EXPECT_EQ(
       ErrorOf(WithLayers(

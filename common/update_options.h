@@ -46,6 +46,14 @@ struct RmspropOptions {
   bool centered = false;
 };
 
+// torch.optim.Adagrad's hyper-parameters, used as given.
+struct AdagradOptions {
+  double lr_decay = 0;
+  double weight_decay = 0;
+  double initial_accumulator_value = 0;
+  double eps = 1e-10;
+};
+
 // LAMB's hyper-parameters (kernels/update_rules.h has the formula).
 struct LambOptions {
   double beta1 = 0.9;
@@ -63,7 +71,7 @@ struct LarsOptions {
 
 // Which rule, with its hyper-parameters: what a job's optimizer spec says
 // (common/optimizer_options.h), for kernels/update_rules.h's MakeUpdateRule.
-enum class RuleKind { kSgd, kAdam, kRmsprop, kLamb, kLars };
+enum class RuleKind { kSgd, kAdam, kRmsprop, kLamb, kLars, kAdagrad };
 struct RuleOptions {
   RuleKind kind = RuleKind::kSgd;
   SgdOptions sgd;    // kSgd
@@ -71,6 +79,7 @@ struct RuleOptions {
   RmspropOptions rmsprop;
   LambOptions lamb;
   LarsOptions lars;
+  AdagradOptions adagrad;
 };
 
 // LAMB's and LARS's per-tensor factor from the tensor's two norms:

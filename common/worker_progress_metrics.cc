@@ -56,7 +56,9 @@ void DeclareWorkerProgress(PrometheusText& t) {
             "Epochs the worker has finished.");
   t.Declare("cohort_worker_test_metric", Type::kGauge,
             "Every metric of the newest evaluated epoch, by name (loss, "
-            "accuracy, top5_accuracy; loss, mse, mae, r2 for regression).");
+            "accuracy, top5_accuracy; loss, mse, mae, r2 for regression; "
+            "loss, accuracy, auc, normalized_entropy for BCE_WITH_LOGITS on "
+            "one target).");
   t.Declare("cohort_worker_best_metric", Type::kGauge,
             "The best evaluation so far by eval.metric (label metric), as "
             "early stopping and keep_best see it.");

@@ -95,6 +95,34 @@ class Builder {
     Next().mutable_sequence_pool()->set_mode(SequencePoolSpec::MEAN);
     return *this;
   }
+  // Recommendation models.
+  Builder& Slice(int64_t begin, int64_t end) {
+    SliceSpec* s = Next().mutable_slice();
+    s->set_begin(begin);
+    s->set_end(end);
+    return *this;
+  }
+  Builder& EmbeddingBags(int tables, int64_t rows, int dim) {
+    EmbeddingBagSpec* e = Next().mutable_embedding_bag();
+    for (int t = 0; t < tables; ++t) e->add_rows(rows);
+    e->set_dim(dim);
+    return *this;
+  }
+  Builder& DotInteraction(int dim) {
+    InteractionSpec* i = Next().mutable_interaction();
+    i->set_kind(InteractionSpec::DOT);
+    i->set_dim(dim);
+    return *this;
+  }
+  // A CONCAT branch of the given paths' layers.
+  Builder& Concat(std::vector<Builder> paths) {
+    BranchSpec* branch = Next().mutable_branch();
+    for (Builder& path : paths) {
+      BranchSpec::Path* p = branch->add_paths();
+      for (LayerSpec& l : path.Take()) *p->add_layers() = std::move(l);
+    }
+    return *this;
+  }
   std::vector<LayerSpec> Take() { return std::move(layers_); }
 
  private:
@@ -110,6 +138,12 @@ class Builder {
 
   std::vector<LayerSpec> layers_;
 };
+
+// Criteo's columns, and the rows of each of dlrm_small's tables (a CRITEO
+// data set for it sets table_rows to this).
+constexpr int64_t kCriteoDense = 13;
+constexpr int kCriteoCategorical = 26;
+constexpr int64_t kDlrmSmallRows = 32768;
 
 void LeNetBody(Builder& b) {
   b.ReLU().MaxPool(2).Conv2d(16, 5).ReLU().MaxPool(2).Flatten();
@@ -157,6 +191,20 @@ std::vector<LayerSpec> MakeZoo(const std::string& name) {
     b.Embedding(256, 256).PositionalEmbedding();
     for (int i = 0; i < 4; ++i) b.TransformerBlock(4);
     b.PositionLayerNorm().TiedLmHead();
+  } else if (name == "dlrm_small") {
+    // DLRM (Naumov et al. 2019) for Criteo's 13 dense and 26 categorical
+    // features: the dense ones through a bottom MLP to 16 features, each
+    // categorical one through its own table of 16-feature rows, the dot
+    // products of every pair of the 27 vectors, a top MLP to one logit.
+    Builder bottom, sparse;
+    bottom.Slice(0, kCriteoDense).Linear(64).ReLU().Linear(16).ReLU();
+    sparse.Slice(kCriteoDense, kCriteoDense + 2 * kCriteoCategorical)
+        .EmbeddingBags(kCriteoCategorical, kDlrmSmallRows, 16);
+    std::vector<Builder> paths;
+    paths.push_back(std::move(bottom));
+    paths.push_back(std::move(sparse));
+    b.Concat(std::move(paths)).DotInteraction(16);
+    b.Linear(128).ReLU().Linear(64).ReLU().Linear(1);
   } else if (name == "vit_tiny") {
     // A vision transformer of ViT-Ti's width: 16x16 patches of 192
     // features, a learned position per patch, pre-norm encoder blocks
@@ -171,11 +219,16 @@ std::vector<LayerSpec> MakeZoo(const std::string& name) {
 
 const std::map<std::string, Shape>& ZooShapes() {
   static const auto* shapes = new std::map<std::string, Shape>{
-      {"mlp_seed", {100}},         {"mlp_mnist", {1, 28, 28}},
-      {"lenet5", {1, 28, 28}},     {"lenet_cifar", {3, 32, 32}},
-      {"conv1d_bn", {3, 10000}},   {"resnet18_cifar", {3, 32, 32}},
-      {"resnet50", {3, 224, 224}}, {"gpt_tiny", {1, 256}},
+      {"mlp_seed", {100}},
+      {"mlp_mnist", {1, 28, 28}},
+      {"lenet5", {1, 28, 28}},
+      {"lenet_cifar", {3, 32, 32}},
+      {"conv1d_bn", {3, 10000}},
+      {"resnet18_cifar", {3, 32, 32}},
+      {"resnet50", {3, 224, 224}},
+      {"gpt_tiny", {1, 256}},
       {"vit_tiny", {3, 224, 224}},
+      {"dlrm_small", {kCriteoDense + 2 * kCriteoCategorical}},
   };
   return *shapes;
 }

@@ -27,6 +27,10 @@
 //                                pre-norm blocks of 3 heads (MLP 768),
 //                                per-position layer norm, mean over the
 //                                patches, fc 192-1000
+//   dlrm_small     [65]          DLRM for Criteo data (table_rows: 32768):
+//                                dense features 13-64-16, 26 embedding
+//                                tables of 32768 x 16, dot interaction,
+//                                top MLP 367-128-64-1 (ReLU throughout)
 //
 // They live here, below the engines (worker/zoo.h builds their layers), so
 // that the spec validator, the coordinator and the parameter-server shards

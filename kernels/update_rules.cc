@@ -279,6 +279,62 @@ class Rmsprop : public UpdateRule<T> {
   BasicTensor<T> grad_avg_;  // empty unless centered
 };
 
+// torch.optim.Adagrad over one run at this step's rate `clr`, weight decay
+// `wd` (0 for an excluded run).
+template <typename T>
+void AdagradKernel(T* p, const T* g, T* sum, int64_t n, T clr, T wd, T eps) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = g[i] + wd * p[i];
+    sum[i] += gi * gi;
+    p[i] -= clr * (gi / (std::sqrt(sum[i]) + eps));
+  }
+}
+
+template <typename T>
+class Adagrad : public UpdateRule<T> {
+ public:
+  Adagrad(const AdagradOptions& options, int64_t n, const RuleLayout& layout)
+      : n_(n),
+        runs_(RunsOf(layout, n)),
+        options_(options),
+        sum_(Shape{n}),
+        step_(Shape{1}) {
+    std::fill(sum_.data(), sum_.data() + n,
+              static_cast<T>(options.initial_accumulator_value));
+  }
+
+  void Step(absl::Span<T> params, absl::Span<const T> grads,
+            double lr) override {
+    CHECK_EQ(static_cast<int64_t>(params.size()), n_);
+    CHECK_EQ(static_cast<int64_t>(grads.size()), n_);
+    step_[0] += 1;
+    // In double, as PyTorch computes it in Python, then rounded once.
+    const T clr = static_cast<T>(
+        lr / (1 + (static_cast<double>(step_[0]) - 1) * options_.lr_decay));
+    const T wd = static_cast<T>(options_.weight_decay);
+    const T eps = static_cast<T>(options_.eps);
+    for (const Run& r : runs_) {
+      T* p = params.data() + r.begin;
+      const T* g = grads.data() + r.begin;
+      T* s = sum_.data() + r.begin;
+      const T run_wd = r.decay ? wd : T{0};
+      ParallelRanges(
+          r.end - r.begin, kElementwiseGrain, [&](int64_t b, int64_t e) {
+            AdagradKernel<T>(p + b, g + b, s + b, e - b, clr, run_wd, eps);
+          });
+    }
+  }
+
+  std::vector<BasicTensor<T>*> State() override { return {&sum_, &step_}; }
+
+ private:
+  int64_t n_;
+  std::vector<Run> runs_;
+  AdagradOptions options_;
+  BasicTensor<T> sum_;
+  BasicTensor<T> step_;
+};
+
 // Sum of x[i] * y[i] over one piece, in double, always from the piece's
 // first element: four running sums the compiler can keep in flight.
 template <typename T>
@@ -559,6 +615,14 @@ std::unique_ptr<UpdateRule<T>> MakeRmspropRule(const RmspropOptions& options,
 }
 
 template <typename T>
+std::unique_ptr<UpdateRule<T>> MakeAdagradRule(const AdagradOptions& options,
+                                               int64_t num_elements,
+                                               const RuleLayout& layout) {
+  CHECK_GE(num_elements, 0);
+  return std::make_unique<Adagrad<T>>(options, num_elements, layout);
+}
+
+template <typename T>
 std::unique_ptr<UpdateRule<T>> MakeLambRule(const LambOptions& options,
                                             int64_t num_elements,
                                             const RuleLayout& layout) {
@@ -587,6 +651,8 @@ std::unique_ptr<UpdateRule<T>> MakeUpdateRule(const RuleOptions& options,
       return MakeLambRule<T>(options.lamb, num_elements, layout);
     case RuleKind::kLars:
       return MakeLarsRule<T>(options.lars, num_elements, layout);
+    case RuleKind::kAdagrad:
+      return MakeAdagradRule<T>(options.adagrad, num_elements, layout);
     case RuleKind::kSgd:
       break;
   }
@@ -600,6 +666,7 @@ std::unique_ptr<UpdateRule<T>> MakeUpdateRule(const RuleOptions& options,
   COHORT_DEFINE_RULE(MakeSgdRule, SgdOptions, T)         \
   COHORT_DEFINE_RULE(MakeAdamRule, AdamOptions, T)       \
   COHORT_DEFINE_RULE(MakeRmspropRule, RmspropOptions, T) \
+  COHORT_DEFINE_RULE(MakeAdagradRule, AdagradOptions, T) \
   COHORT_DEFINE_RULE(MakeLambRule, LambOptions, T)       \
   COHORT_DEFINE_RULE(MakeLarsRule, LarsOptions, T)       \
   COHORT_DEFINE_RULE(MakeUpdateRule, RuleOptions, T)

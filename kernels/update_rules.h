@@ -13,6 +13,12 @@
 //          s = alpha s + (1 - alpha) g^2;  centered: a = alpha a + (1 -
 //          alpha) g, d = sqrt(s - a^2) + eps, else d = sqrt(s) + eps;
 //          momentum: b = mu b + g / d, p -= lr b;  else p -= lr g / d.
+//   Adagrad (torch.optim.Adagrad): g = grad + wd * p;  t += 1;
+//          s += g^2 (s starts at initial_accumulator_value);
+//          p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(s) + eps).  An
+//          element whose gradient is 0 (a row of an embedding table no
+//          sample touched) keeps its value and its sum, as PyTorch's sparse
+//          Adagrad leaves untouched rows.
 //
 // Two rules scale each parameter TENSOR's step by a ratio of norms over
 // that whole tensor (a "trust ratio", 1 where either norm is 0):
@@ -147,8 +153,8 @@ class UpdateRule {
   // momentum {buffer}, without none; Adam/AdamW and LAMB {m, v, step},
   // where `step` has shape {1} and holds the number of steps taken (exact
   // in float up to 2^24 steps); RMSprop {square_avg} then {momentum buffer}
-  // with momentum, then {grad_avg} when centered. Writing into them
-  // restores a checkpoint.
+  // with momentum, then {grad_avg} when centered; Adagrad {sum, step}. Writing
+  // into them restores a checkpoint.
   virtual std::vector<BasicTensor<T>*> State() = 0;
 };
 
@@ -169,6 +175,11 @@ std::unique_ptr<UpdateRule<T>> MakeAdamRule(const AdamOptions& options,
 
 template <typename T>
 std::unique_ptr<UpdateRule<T>> MakeRmspropRule(const RmspropOptions& options,
+                                               int64_t num_elements,
+                                               const RuleLayout& layout = {});
+
+template <typename T>
+std::unique_ptr<UpdateRule<T>> MakeAdagradRule(const AdagradOptions& options,
                                                int64_t num_elements,
                                                const RuleLayout& layout = {});
 
@@ -195,6 +206,7 @@ std::unique_ptr<UpdateRule<T>> MakeUpdateRule(const RuleOptions& options,
   COHORT_DECLARE_RULE(MakeSgdRule, SgdOptions, T)         \
   COHORT_DECLARE_RULE(MakeAdamRule, AdamOptions, T)       \
   COHORT_DECLARE_RULE(MakeRmspropRule, RmspropOptions, T) \
+  COHORT_DECLARE_RULE(MakeAdagradRule, AdagradOptions, T) \
   COHORT_DECLARE_RULE(MakeLambRule, LambOptions, T)       \
   COHORT_DECLARE_RULE(MakeLarsRule, LarsOptions, T)       \
   COHORT_DECLARE_RULE(MakeUpdateRule, RuleOptions, T)

@@ -182,6 +182,10 @@ std::vector<std::pair<const char*, RuleMaker>> EveryRule() {
   LarsOptions lars;
   lars.momentum = 0.9;
   lars.weight_decay = 0.01;
+  AdagradOptions adagrad;
+  adagrad.lr_decay = 0.1;
+  adagrad.initial_accumulator_value = 0.1;
+  adagrad.weight_decay = 0.01;
   return {
       {"sgd",
        [=](int64_t n, const RuleLayout& l) {
@@ -203,7 +207,30 @@ std::vector<std::pair<const char*, RuleMaker>> EveryRule() {
        [=](int64_t n, const RuleLayout& l) {
          return MakeLarsRule<float>(lars, n, l);
        }},
+      {"adagrad",
+       [=](int64_t n, const RuleLayout& l) {
+         return MakeAdagradRule<float>(adagrad, n, l);
+       }},
   };
+}
+
+// An embedding table's rows that no sample touched have a zero gradient:
+// Adagrad must leave their values and sums exactly as they were, as
+// PyTorch's sparse Adagrad does, so dense and sparse tables train alike.
+TEST(UpdateRuleTest, AdagradLeavesZeroGradientElementsUntouched) {
+  AdagradOptions options;
+  options.initial_accumulator_value = 0.25;
+  std::unique_ptr<UpdateRule<float>> rule = MakeAdagradRule<float>(options, 4);
+  std::vector<float> p = {1.0f, -2.0f, 3.0f, 0.5f};
+  const std::vector<float> g = {0.0f, 0.5f, 0.0f, -1.0f};
+  rule->Step(absl::MakeSpan(p), g, 0.1);
+  EXPECT_EQ(p[0], 1.0f);
+  EXPECT_EQ(p[2], 3.0f);
+  const BasicTensor<float>& sum = *rule->State()[0];
+  EXPECT_EQ(sum[0], 0.25f);
+  EXPECT_EQ(sum[1], 0.5f);  // 0.25 + 0.5^2
+  EXPECT_FLOAT_EQ(p[1], -2.0f - 0.1f * 0.5f / (std::sqrt(0.5f) + 1e-10f));
+  EXPECT_EQ((*rule->State()[1])[0], 1.0f);  // steps taken
 }
 
 TEST(UpdateRuleTest, SliceCountDoesNotChangeOneBit) {

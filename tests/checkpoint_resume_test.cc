@@ -121,6 +121,13 @@ TEST(CheckpointResume, RmspropIsExact) {
       false, kSynthetic, kWide);
 }
 
+TEST(CheckpointResume, AdagradIsExact) {
+  ExpectExactResume(
+      "kind: ADAGRAD lr: 0.01 lr_decay: 0.01 initial_accumulator_value: 0.1 "
+      "weight_decay: 0.01 no_decay_bias_and_norm: true",
+      false, kSynthetic, kWide);
+}
+
 TEST(CheckpointResume, LambIsExact) {
   ExpectExactResume(
       "kind: LAMB lr: 0.01 weight_decay: 0.01 no_decay_bias_and_norm: true",

@@ -1,7 +1,7 @@
 """Compares cohort's optimizers (kernels/update_rules through
 worker/optim/optim_dump) with PyTorch 1.13 over 20 steps on the same
-tensors and gradients: torch.optim.SGD, Adam, AdamW and RMSprop, and LAMB and
-LARS written here from their formulas (kernels/update_rules.h), each without
+tensors and gradients: torch.optim.SGD, Adam, AdamW, RMSprop and Adagrad,
+and LAMB and LARS written here from their formulas (kernels/update_rules.h), each without
 and with weight decay and with biases and norm parameters excluded from it
 (torch's param_groups recipe), in float64 and float32.
 
@@ -86,6 +86,14 @@ def cases(wd):
          f"momentum: 0.5 centered: true weight_decay: {wd}",
          lambda g: torch.optim.RMSprop(g, lr=alr, alpha=f32(0.9), eps=eps,
                                        momentum=0.5, centered=True)),
+        ("Adagrad", f"kind: ADAGRAD lr: 0.05 eps: 1e-10 weight_decay: {wd}",
+         lambda g: torch.optim.Adagrad(g, lr=lr, eps=f32(1e-10))),
+        ("Adagrad+decay+initial",
+         f"kind: ADAGRAD lr: 0.05 lr_decay: 0.1 initial_accumulator_value: "
+         f"0.25 eps: 1e-10 weight_decay: {wd}",
+         lambda g: torch.optim.Adagrad(g, lr=lr, lr_decay=f32(0.1),
+                                       initial_accumulator_value=0.25,
+                                       eps=f32(1e-10))),
         ("LAMB", f"kind: LAMB lr: 0.01 beta1: 0.9 beta2: 0.999 eps: 1e-6 "
          f"weight_decay: {wd}", ("lamb", alr, b1, b2, f32(1e-6))),
         ("LARS", f"kind: LARS lr: 0.5 momentum: 0.9 trust_coefficient: 0.02 "

@@ -246,6 +246,12 @@ TEST(PsEquivalence, SyncRmspropWithoutDecayOnBiases) {
       "no_decay_bias_and_norm: true");
 }
 
+// Adagrad in the shards: its sums and step count live beside each
+// partition, as RMSprop's averages do.
+TEST(PsEquivalence, SyncAdagrad) {
+  ExpectEquivalent("kind: ADAGRAD lr: 0.01 lr_decay: 0.01");
+}
+
 // With SSP and ASYNC shards the workers share the data: a fast worker
 // claims the chunks a straggler does not get to, and every chunk is pushed
 // exactly once. Each of worker 1's steps takes `delay`. With ASYNC worker 0

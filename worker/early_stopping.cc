@@ -18,7 +18,12 @@ int ControlMetricIndex(absl::string_view metric) {
 }
 
 bool HigherIsBetter(absl::string_view metric) {
-  return metric == "accuracy" || metric == "top5_accuracy" || metric == "r2";
+  return metric == "accuracy" || metric == "top5_accuracy" || metric == "r2" ||
+         metric == "auc";
+}
+
+bool MayBeUndefined(absl::string_view metric) {
+  return metric == "r2" || metric == "auc" || metric == "normalized_entropy";
 }
 
 std::string ControlMetric(const EvalSpec& eval, bool float_targets) {

@@ -23,15 +23,23 @@
 namespace cohort {
 
 // The metrics an evaluation can drive control with, in a fixed order (the
-// index travels in the elastic agreement).
-inline constexpr std::array<absl::string_view, 7> kControlMetrics = {
-    "loss", "accuracy", "top5_accuracy", "mse", "mae", "r2", "perplexity"};
+// index travels in the elastic agreement: new names go at the end).
+inline constexpr std::array<absl::string_view, 9> kControlMetrics = {
+    "loss", "accuracy", "top5_accuracy", "mse", "mae", "r2", "perplexity",
+    // BCE_WITH_LOGITS on one target
+    "auc", "normalized_entropy"};
 
 // Index of `metric` in kControlMetrics, or -1.
 int ControlMetricIndex(absl::string_view metric);
 // Whether a larger value of `metric` is better (accuracy, top5_accuracy,
-// r2); loss, mse and mae are better smaller.
+// r2, auc); loss, mse, mae, perplexity and normalized_entropy are better
+// smaller.
 bool HigherIsBetter(absl::string_view metric);
+// Whether an evaluation leaves `metric` out where the test set leaves it
+// undefined (r2 of targets that do not vary; auc and normalized_entropy of
+// labels of one class), rather than never giving it: such an evaluation
+// counts as no improvement.
+bool MayBeUndefined(absl::string_view metric);
 // eval.metric, or its default: accuracy for class labels, loss otherwise.
 std::string ControlMetric(const EvalSpec& eval, bool float_targets);
 

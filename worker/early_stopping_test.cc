@@ -46,6 +46,47 @@ TEST(EarlyStoppingTest, LowerIsBetterForLossMseMae) {
   EXPECT_FALSE(HigherIsBetter("loss"));
 }
 
+// The click-through-rate metrics: AUC higher is better, normalized entropy
+// lower; both appended to the control metrics, whose earlier indices (in
+// checkpoints and the elastic agreement) keep their meaning.
+TEST(EarlyStoppingTest, AucHigherAndNormalizedEntropyLowerIsBetter) {
+  EarlyStopping auc("auc", 1, 0);
+  auc.Observe(1, 0.70);
+  EXPECT_TRUE(auc.Observe(2, 0.75));
+  EXPECT_FALSE(auc.Observe(3, 0.74));
+  EXPECT_TRUE(auc.ShouldStop());
+  EXPECT_EQ(auc.state().best, 0.75);
+  EarlyStopping ne("normalized_entropy", 1, 0);
+  ne.Observe(1, 0.9);
+  EXPECT_TRUE(ne.Observe(2, 0.8));
+  EXPECT_FALSE(ne.Observe(3, 0.85));
+  EXPECT_TRUE(ne.ShouldStop());
+  EXPECT_EQ(ne.state().best, 0.8);
+  EXPECT_EQ(ControlMetricIndex("perplexity"), 6);
+  EXPECT_EQ(ControlMetricIndex("auc"), 7);
+  EXPECT_EQ(ControlMetricIndex("normalized_entropy"), 8);
+  for (const char* m : {"r2", "auc", "normalized_entropy"}) {
+    EXPECT_TRUE(MayBeUndefined(m)) << m;
+  }
+  for (const char* m : {"loss", "accuracy", "top5_accuracy", "perplexity"}) {
+    EXPECT_FALSE(MayBeUndefined(m)) << m;
+  }
+}
+
+TEST(EarlyStoppingTest, AucStateTravelsInACheckpoint) {
+  EarlyStopping es("normalized_entropy", 3, 0);
+  es.Observe(4, 0.8125);
+  es.Observe(8, 0.9);
+  absl::StatusOr<EarlyStoppingState> back =
+      EarlyStoppingState::Decode(es.state().Encode());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(*back == es.state()) << es.state().Encode();
+  EarlyStopping resumed("normalized_entropy", 3, 0);
+  EXPECT_TRUE(resumed.Restore(*back));
+  EarlyStopping other("auc", 3, 0);
+  EXPECT_FALSE(other.Restore(*back));  // another metric's best
+}
+
 TEST(EarlyStoppingTest, MinDeltaAsWritten) {
   // 0.5 + 0.001 is not more than 0.001 better than 0.5 (the float
   // 0.001f is slightly more than 0.001; the spec's text is what counts).

@@ -7,6 +7,8 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/loss.h"
+#include "worker/metrics/normalized_entropy.h"
+#include "worker/metrics/roc_auc.h"
 
 namespace cohort {
 namespace {
@@ -58,7 +60,9 @@ Objective::Objective(const JobSpec& spec, const Dataset& test)
       target_shape_(test.target_shape()),
       target_elements_(float_targets_ ? NumElements(target_shape_) : 0),
       classes_(test.num_classes()),
-      reference_(TargetMean(test, 0)) {}
+      reference_(TargetMean(test, 0)),
+      binary_(kind_ == BCE_WITH_LOGITS && float_targets_ && !token_targets_ &&
+              target_elements_ == 1) {}
 
 absl::Status Objective::CheckModelOutput(const Shape& out) const {
   RETURN_IF_ERROR(CheckOutputShape(out));
@@ -168,7 +172,12 @@ void Objective::Accumulate(const Tensor& out, const Batch& batch,
     v[EvalSums::kTop5] += CountTopK<float>(out, batch.labels, 5);
     return;
   }
-  const Tensor& t = batch.targets;
+  AccumulateFloats(out, batch.targets, sums);
+}
+
+void Objective::AccumulateFloats(const Tensor& out, const Tensor& t,
+                                 EvalSums* sums) const {
+  double* v = sums->v;
   CHECK_EQ(out.size(), t.size())
       << "Objective: output " << ShapeString(out.shape()) << " vs targets "
       << ShapeString(t.shape());
@@ -188,6 +197,19 @@ void Objective::Accumulate(const Tensor& out, const Batch& batch,
   v[EvalSums::kSqError] += sq_error;
   v[EvalSums::kShifted] += shifted;
   v[EvalSums::kShiftedSq] += shifted_sq;
+  if (binary_) AccumulateBinary(out, t, sums);
+}
+
+void Objective::AccumulateBinary(const Tensor& out, const Tensor& t,
+                                 EvalSums* sums) const {
+  double positives = 0;
+  for (int64_t i = 0; i < t.size(); ++i) {
+    positives += t[i];
+    // The threshold the accuracy uses, so that soft labels split alike.
+    (t[i] >= 0.5f ? sums->positive_scores : sums->negative_scores)
+        .push_back(out[i]);
+  }
+  sums->v[EvalSums::kPositives] += positives;
 }
 
 Metrics Objective::Finish(const EvalSums& sums) const {
@@ -211,11 +233,19 @@ Metrics Objective::Finish(const EvalSums& sums) const {
     if (classes_ > 5) m.emplace_back("top5_accuracy", v[EvalSums::kTop5] / n);
     return m;
   }
+  FinishFloats(sums, &m);
+  return m;
+}
+
+void Objective::FinishFloats(const EvalSums& sums, Metrics* metrics) const {
+  const double* v = sums.v;
+  Metrics& m = *metrics;
   const double e = v[EvalSums::kElements];
-  if (e <= 0) return m;
+  if (e <= 0) return;
   if (kind_ == BCE_WITH_LOGITS) {
     m.emplace_back("accuracy", v[EvalSums::kTop1] / e);
-    return m;
+    if (binary_) FinishBinary(sums, metrics);
+    return;
   }
   m.emplace_back("mse", v[EvalSums::kSqError] / e);
   m.emplace_back("mae", v[EvalSums::kAbsError] / e);
@@ -224,7 +254,17 @@ Metrics Objective::Finish(const EvalSums& sums) const {
   const double sst =
       v[EvalSums::kShiftedSq] - mean_shift * v[EvalSums::kShifted];
   if (sst > 0) m.emplace_back("r2", 1 - v[EvalSums::kSqError] / sst);
-  return m;
+}
+
+// Left out, like R² of constant targets, where the labels are of one class.
+void Objective::FinishBinary(const EvalSums& sums, Metrics* m) const {
+  const absl::StatusOr<double> auc =
+      RocAucOfGroups(sums.positive_scores, sums.negative_scores);
+  if (auc.ok()) m->emplace_back("auc", *auc);
+  const double n = sums.v[EvalSums::kSamples];
+  const absl::StatusOr<double> ne = NormalizedEntropy(
+      sums.v[EvalSums::kLoss] / n, sums.v[EvalSums::kPositives] / n);
+  if (ne.ok()) m->emplace_back("normalized_entropy", *ne);
 }
 
 double MetricOr(const Metrics& metrics, const std::string& name,

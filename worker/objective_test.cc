@@ -1,6 +1,7 @@
 #include "worker/objective.h"
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -14,6 +15,8 @@ namespace {
 class TinyData : public Dataset {
  public:
   explicit TinyData(bool floats) : target_(floats ? Shape{1} : Shape{}) {}
+  // Float targets of shape `target`.
+  explicit TinyData(Shape target) : target_(std::move(target)) {}
   int64_t size() const override { return 4; }
   const Shape& sample_shape() const override { return shape_; }
   const Shape& target_shape() const override { return target_; }
@@ -23,7 +26,9 @@ class TinyData : public Dataset {
     if (target_.empty()) {
       out.label = index % 3;
     } else {
-      out.target[0] = 100 + index;
+      for (int64_t i = 0; i < NumElements(target_); ++i) {
+        out.target[i] = 100 + index;
+      }
     }
     return absl::OkStatus();
   }
@@ -100,6 +105,109 @@ TEST(Objective, ExplicitMseOnClassesUsesOneHotTargets) {
   int64_t correct = 0;
   EXPECT_EQ(objective.Loss(out, batch, &grad, &scratch, &correct), 0);
   EXPECT_EQ(correct, 1);
+}
+
+// A click-through-rate evaluation: one logit per sample, 0/1 labels.
+EvalSums BinaryEvaluation(const Objective& objective,
+                          const std::vector<float>& logits,
+                          const std::vector<float>& labels) {
+  const int64_t n = static_cast<int64_t>(logits.size());
+  Batch batch;
+  batch.targets.Resize({n, 1});
+  Tensor out({n, 1}), scratch;
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = logits[i];
+    batch.targets[i] = labels[i];
+  }
+  EvalSums sums;
+  objective.Accumulate(out, batch, &scratch, &sums);
+  return sums;
+}
+
+double LogLoss(double logit, double label) {
+  const double p = 1 / (1 + std::exp(-logit));
+  return -(label * std::log(p) + (1 - label) * std::log(1 - p));
+}
+
+TEST(Objective, BinaryMetricsMatchTheirDefinitions) {
+  TinyData data(true);
+  const Objective objective(Spec(BCE_WITH_LOGITS), data);
+  EXPECT_TRUE(objective.keeps_scores());
+  const std::vector<float> logits = {2, -1, 0.5f, 0.5f, -3, 1};
+  const std::vector<float> labels = {1, 0, 1, 0, 0, 0};
+  const Metrics m =
+      objective.Finish(BinaryEvaluation(objective, logits, labels));
+  // Positives {2, 0.5} against negatives {-1, 0.5, -3, 1}: 2 beats all
+  // four; 0.5 beats two and ties one.
+  EXPECT_EQ(MetricOr(m, "auc", -1), (4 + 2.5) / 8);
+  double loss = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    loss += LogLoss(logits[i], labels[i]);
+  }
+  const double p = 2.0 / 6;
+  const double entropy = -(p * std::log(p) + (1 - p) * std::log(1 - p));
+  EXPECT_NEAR(MetricOr(m, "normalized_entropy", -1), loss / 6 / entropy, 1e-6);
+  EXPECT_NEAR(MetricOr(m, "loss", -1), loss / 6, 1e-6);
+  // All but the negatives at 0.5 and 1 are on the right side of 0.
+  EXPECT_NEAR(MetricOr(m, "accuracy", -1), 4.0 / 6, 1e-12);
+  EXPECT_EQ(m.back().first, "normalized_entropy");
+}
+
+// An evaluation split in parts (replicas, workers) and added up gives the
+// same AUC to the last bit, whatever the parts' order.
+TEST(Objective, BinaryMetricsOfPartsAddUpToTheWhole) {
+  TinyData data(true);
+  const Objective objective(Spec(BCE_WITH_LOGITS), data);
+  const std::vector<float> logits = {0.1f, 0.7f, -0.2f, 0.7f, 1.5f, -2};
+  const std::vector<float> labels = {0, 1, 1, 0, 1, 0};
+  const Metrics whole =
+      objective.Finish(BinaryEvaluation(objective, logits, labels));
+  EvalSums parts =
+      BinaryEvaluation(objective, {logits.begin() + 4, logits.end()},
+                       {labels.begin() + 4, labels.end()});
+  parts.Add(BinaryEvaluation(objective, {logits.begin(), logits.begin() + 4},
+                             {labels.begin(), labels.begin() + 4}));
+  const Metrics split = objective.Finish(parts);
+  ASSERT_GT(MetricOr(whole, "auc", -1), 0);
+  EXPECT_EQ(MetricOr(split, "auc", -1), MetricOr(whole, "auc", -1));
+  // The loss of a batch is a float mean: its sums round differently.
+  EXPECT_NEAR(MetricOr(split, "normalized_entropy", -1),
+              MetricOr(whole, "normalized_entropy", -1), 1e-6);
+}
+
+// As R² of constant targets: undefined, so not reported.
+TEST(Objective, BinaryMetricsAreLeftOutForLabelsOfOneClass) {
+  TinyData data(true);
+  const Objective objective(Spec(BCE_WITH_LOGITS), data);
+  for (float label : {0.0f, 1.0f}) {
+    const Metrics m = objective.Finish(
+        BinaryEvaluation(objective, {0.3f, -1}, {label, label}));
+    EXPECT_EQ(MetricOr(m, "auc", -1), -1) << label;
+    EXPECT_EQ(MetricOr(m, "normalized_entropy", -1), -1) << label;
+    EXPECT_GE(MetricOr(m, "accuracy", -1), 0) << label;
+  }
+}
+
+TEST(Objective, BinaryMetricsNeedBceOnOneTarget) {
+  TinyData one(true), two(Shape{2});
+  EXPECT_FALSE(Objective(Spec(MSE), one).keeps_scores());
+  EXPECT_FALSE(Objective(Spec(BCE_WITH_LOGITS), two).keeps_scores());
+  const Objective mse(Spec(MSE), one);
+  const Metrics m = mse.Finish(BinaryEvaluation(mse, {0.3f, -1, 2}, {1, 0, 1}));
+  EXPECT_EQ(MetricOr(m, "auc", -1), -1);
+  EXPECT_EQ(MetricOr(m, "normalized_entropy", -1), -1);
+  // Multi-label BCE: per-element accuracy only.
+  const Objective multi(Spec(BCE_WITH_LOGITS), two);
+  Batch batch;
+  batch.targets.Resize({2, 2});
+  Tensor out({2, 2}), scratch;
+  for (int i = 0; i < 4; ++i) batch.targets[i] = i % 2, out[i] = i - 1.5f;
+  EvalSums sums;
+  multi.Accumulate(out, batch, &scratch, &sums);
+  EXPECT_TRUE(sums.positive_scores.empty() && sums.negative_scores.empty());
+  const Metrics mm = multi.Finish(sums);
+  EXPECT_EQ(MetricOr(mm, "auc", -1), -1);
+  EXPECT_GE(MetricOr(mm, "accuracy", -1), 0);
 }
 
 }  // namespace

@@ -150,7 +150,9 @@ struct EpochResult {
   double test_loss = -1;      // -1: not evaluated
   double test_accuracy = -1;  // -1: not evaluated, or not a classification
   // Every metric of the evaluation, loss first (worker/objective.h): loss,
-  // accuracy, top5_accuracy for classes; loss, mse, mae, r2 for regression.
+  // accuracy, top5_accuracy for classes; loss, mse, mae, r2 for regression;
+  // loss, accuracy, auc, normalized_entropy for BCE_WITH_LOGITS on one
+  // target.
   std::vector<std::pair<std::string, double>> test_metrics;
   double seconds = 0;  // training time of the epoch (no evaluation)
   // Since training began, at the end of this epoch's evaluation.

@@ -85,8 +85,9 @@ absl::Status TrainingLoop::Control(bool epoch_done) {
       found = true;
     }
   }
-  // R² is left out when the test targets do not vary: no improvement.
-  if (!found && metric != "r2") {
+  // R² is left out when the test targets do not vary, AUC and normalized
+  // entropy when the labels are of one class: no improvement.
+  if (!found && !MayBeUndefined(metric)) {
     std::string given;
     for (const auto& m : last_metrics_) {
       absl::StrAppend(&given, given.empty() ? "" : ", ", m.first);
@@ -95,7 +96,10 @@ absl::Status TrainingLoop::Control(bool epoch_done) {
         absl::StrCat("eval.metric ", metric,
                      ": this job's evaluation does not give it (it "
                      "gives ",
-                     given, "; top5_accuracy needs more than 5 classes)"));
+                     given,
+                     "; top5_accuracy needs more than 5 classes; auc and "
+                     "normalized_entropy need loss BCE_WITH_LOGITS on one "
+                     "target)"));
   }
   const bool better = control_->Observe(step_, value);
   if (better && spec_.checkpoint().keep_best() && Checkpoints()) {

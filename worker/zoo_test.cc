@@ -40,6 +40,11 @@ TEST(Zoo, ParameterCountsMatchTheArchitectures) {
   // nn.TransformerEncoderLayer(192, 3, 768, norm_first=True), LayerNorm(192)
   // and Linear(192, 1000).
   EXPECT_EQ(Params("vit_tiny"), 2158120);
+  // bench/ctr_torch.py's Dlrm: bottom 13-64-16, 26 EmbeddingBag(32768, 16),
+  // top (16 + 27 * 26 / 2)-128-64-1.
+  EXPECT_EQ(Params("dlrm_small"), (13 * 64 + 64) + (64 * 16 + 16) +
+                                      26 * 32768 * 16 + (367 * 128 + 128) +
+                                      (128 * 64 + 64) + (64 * 1 + 1));
 }
 
 TEST(Zoo, OutputsHaveTheirClassCount) {
@@ -50,7 +55,8 @@ TEST(Zoo, OutputsHaveTheirClassCount) {
     auto model = BuildModel<float>(spec, *ZooInputShape(name), 1);
     ASSERT_TRUE(model.ok()) << name << ": " << model.status();
     const bool imagenet = name == "resnet50" || name == "vit_tiny";
-    EXPECT_EQ((*model)->output_shape(), Shape({imagenet ? 1000 : 10})) << name;
+    const int64_t classes = name == "dlrm_small" ? 1 : imagenet ? 1000 : 10;
+    EXPECT_EQ((*model)->output_shape(), Shape({classes})) << name;
   }
 }
 

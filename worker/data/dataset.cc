@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/data/cifar10.h"
+#include "worker/data/criteo_dataset.h"
 #include "worker/data/csv_dataset.h"
 #include "worker/data/image_folder_dataset.h"
 #include "worker/data/mnist.h"
@@ -31,6 +32,11 @@ const Shape& Dataset::target_shape() const {
   return *kClassLabels;
 }
 
+const std::vector<int64_t>& Dataset::categorical_rows() const {
+  static const std::vector<int64_t>* const kNone = new std::vector<int64_t>();
+  return *kNone;
+}
+
 absl::Status LabelledDataset::Read(int64_t index, uint64_t /*draw*/,
                                    SampleOut& out) const {
   out.label = Get(index, out.features);
@@ -49,7 +55,7 @@ absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("data.kind ", static_cast<int>(spec.kind()),
                      " is not a known data set kind (SYNTHETIC, MNIST, "
-                     "CIFAR10, NUMPY, CSV, IMAGE_FOLDER or TOKENS)."));
+                     "CIFAR10, NUMPY, CSV, IMAGE_FOLDER, TOKENS or CRITEO)."));
   }
   if (spec.kind() == DatasetSpec::SYNTHETIC) {
     return LoadSynthetic(spec, job_seed);
@@ -60,6 +66,7 @@ absl::StatusOr<DataSplits> LoadDataset(const DatasetSpec& spec,
   if (spec.kind() == DatasetSpec::NUMPY) return LoadNumpy(spec, dir);
   if (spec.kind() == DatasetSpec::CSV) return LoadCsv(spec, dir);
   if (spec.kind() == DatasetSpec::TOKENS) return LoadTokens(spec, dir);
+  if (spec.kind() == DatasetSpec::CRITEO) return LoadCriteo(spec, dir);
   const std::string kind = DatasetSpec::Kind_Name(spec.kind());
   if (dir.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(

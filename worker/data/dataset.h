@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/tensor.h"
@@ -49,6 +50,12 @@ class Dataset {
   // A class per target element (the TOKENS data set: the next token at
   // each position, ids stored as floats): float targets and classes.
   bool token_targets() const { return float_targets() && num_classes() > 0; }
+
+  // For samples that end in categorical row ids (the CRITEO data set: a
+  // pair of floats per feature, EmbeddingBagSpec), the rows of each
+  // feature's table, so that a model's embedding tables can be checked
+  // against them before training; empty for every other data set.
+  virtual const std::vector<int64_t>& categorical_rows() const;
 
   // Writes sample `index`'s features (float32, normalised unless the spec
   // says otherwise, laid out as sample_shape, channel-major) and its target

@@ -52,9 +52,9 @@ TEST(LoadDataset, TrainLimitKeepsTheFirstRecords) {
 
 TEST(LoadDataset, SpecErrors) {
   DatasetSpec spec;
-  spec.set_kind(static_cast<DatasetSpec::Kind>(7));
+  spec.set_kind(static_cast<DatasetSpec::Kind>(8));
   EXPECT_THAT(LoadDataset(spec, "", 0).status().message(),
-              HasSubstr("data.kind 7 is not a known data set kind"));
+              HasSubstr("data.kind 8 is not a known data set kind"));
   spec.set_kind(DatasetSpec::MNIST);
   absl::Status s = LoadDataset(spec, "", 0).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

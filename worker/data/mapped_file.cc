@@ -23,24 +23,27 @@ absl::Status MappedFile::Map(const std::string& path) {
     return absl::ErrnoToStatus(err,
                                absl::StrCat("cannot open ", QuoteName(path)));
   }
+  const absl::Status mapped = MapDescriptor(fd, path);
+  close(fd);  // the mapping keeps the file
+  return mapped;
+}
+
+absl::Status MappedFile::MapDescriptor(int fd, const std::string& name) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
     return absl::InvalidArgumentError(
-        absl::StrCat(QuoteName(path), " is not a regular file"));
+        absl::StrCat(QuoteName(name), " is not a regular file"));
   }
   if (st.st_size > 0) {
     void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (map == MAP_FAILED) {
       const int err = errno;
-      close(fd);
       return absl::ErrnoToStatus(err,
-                                 absl::StrCat("cannot map ", QuoteName(path)));
+                                 absl::StrCat("cannot map ", QuoteName(name)));
     }
     map_ = map;
     bytes_ = st.st_size;
   }
-  close(fd);  // the mapping keeps the file
   return absl::OkStatus();
 }
 

@@ -24,6 +24,10 @@ class MappedFile {
   // Maps `path` (a regular file; an empty one maps nothing). Errors name
   // the path.
   absl::Status Map(const std::string& path);
+  // Maps the open regular file `fd` (which the caller still owns and may
+  // close: the mapping keeps the file), e.g. an unlinked temporary file
+  // that has no path. Errors name `name`.
+  absl::Status MapDescriptor(int fd, const std::string& name);
 
   absl::string_view view() const {
     return absl::string_view(static_cast<const char*>(map_), bytes_);

@@ -19,6 +19,7 @@
 #include "worker/exchange/ps_exchange.h"
 #include "worker/exchange/replica_sum.h"
 #include "worker/loss.h"
+#include "worker/metrics/gather_by_sum.h"
 #include "worker/optim/grad_clip.h"
 #include "worker/optim/optimizer.h"
 #include "worker/replica_pool.h"
@@ -475,7 +476,7 @@ absl::Status CpuEngine::EvaluateShare(int r, const Dataset& test, int64_t share,
 }
 
 // Every replica evaluates its share of the test set; the sums are then
-// added up across workers.
+// added up across workers, and the scores AUC needs gathered from them all.
 absl::StatusOr<EvalSums> CpuEngine::Evaluate(const Dataset& test,
                                              bool across_workers) {
   const int R = options_.replicas;
@@ -495,13 +496,23 @@ absl::StatusOr<EvalSums> CpuEngine::Evaluate(const Dataset& test,
                               shares, &sums[r]);
   });
   for (const absl::Status& s : status) RETURN_IF_ERROR(s);
+  // In replica order, as the gather is in worker order: the scores are
+  // then laid out alike however the job is split (AUC sorts them anyway).
   for (int r = 1; r < R; ++r) sums[0].Add(sums[r]);
-  if (!across_workers) return sums[0];
+  EvalSums total = std::move(sums[0]);
+  if (!across_workers) return total;
   float flat[EvalSums::kCount];
-  for (int i = 0; i < EvalSums::kCount; ++i) flat[i] = sums[0].v[i];
+  for (int i = 0; i < EvalSums::kCount; ++i) flat[i] = total.v[i];
   RETURN_IF_ERROR(dist_->comm->AllReduceSum(flat, EvalSums::kCount));
-  EvalSums total;
   for (int i = 0; i < EvalSums::kCount; ++i) total.v[i] = flat[i];
+  if (objective_.keeps_scores()) {
+    std::vector<float>* scores[] = {&total.positive_scores,
+                                    &total.negative_scores};
+    RETURN_IF_ERROR(GatherBySum(dist_->comm->rank(), dist_->comm->size(),
+                                scores, [this](float* data, int64_t n) {
+                                  return dist_->comm->AllReduceSum(data, n);
+                                }));
+  }
   return total;
 }
 

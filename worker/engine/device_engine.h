@@ -120,8 +120,9 @@ class DeviceEngine {
 
   // Evaluates the test set. With `across_workers`, every replica of the
   // job takes its share, BatchNorm statistics are averaged over the job
-  // first, and the sums are the job's; otherwise this worker's replicas
-  // share the whole test set among themselves.
+  // first, and the sums (and the scores, when the objective keeps them)
+  // are the job's; otherwise this worker's replicas share the whole test
+  // set among themselves.
   virtual absl::StatusOr<EvalSums> Evaluate(const Dataset& test,
                                             bool across_workers) = 0;
 

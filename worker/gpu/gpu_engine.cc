@@ -72,6 +72,11 @@ absl::Status GpuEngine::CheckSupported() const {
         "step's update is queued before its gradient is checked); on GPUs "
         "a NaN or infinite gradient fails the job");
   }
+  if (spec_.optimizer().kind() == OptimizerSpec::ADAGRAD) {
+    return absl::UnimplementedError(
+        "optimizer ADAGRAD runs on CPU devices only (--devices=cpu:N) for "
+        "now; on GPUs use SGD, ADAM, ADAMW, RMSPROP, LAMB or LARS");
+  }
   return absl::OkStatus();
 }
 

@@ -272,7 +272,10 @@ class GpuEngine : public DeviceEngine {
   absl::Status CopyResult(Device& d, int k);
   absl::Status TakeResult(Device& d);
   absl::Status AverageBuffers();
-  absl::Status EvaluateOn(Device& d, const Dataset& test);
+  absl::Status EvaluateOn(Device& d, const Dataset& test, EvalSums* sums);
+  // Sums `count` host floats over the job's workers through the GPUs'
+  // all-reduce, in place (the evaluation's score gathering).
+  absl::Status AllReduceOverWorkers(float* data, int64_t count);
   // The optimizer's state tensors on `d`: device pointer and length.
   std::vector<std::pair<float*, int64_t>> OptimizerState(const Device& d) const;
 

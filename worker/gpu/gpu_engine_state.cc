@@ -8,6 +8,7 @@
 #include "kernels/cuda/ops.h"
 #include "worker/engine/model_state.h"
 #include "worker/gpu/gpu_engine_impl.h"
+#include "worker/metrics/gather_by_sum.h"
 
 namespace cohort {
 namespace gpu_engine {
@@ -38,13 +39,14 @@ absl::Status GpuEngine::AverageBuffers() {
 }
 
 // One GPU's share of the test set, one batch at a time through the slot
-// that holds no staged training batch; its sums (EvalSums, as floats) into
-// d.pair. The forward runs on the GPU; the output comes back to the host
+// that holds no staged training batch; its sums into *sums and (as floats)
+// into d.pair. The forward runs on the GPU; the output comes back to the host
 // (a few KB a batch) and Objective::Accumulate, which the CPU engine uses
 // too, scores it: every loss, top-1/top-5 for classes, the error sums and
-// the targets' spread for float targets, computed once for both devices.
-// Evaluation is not the hot path.
-absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
+// the targets' spread for float targets, and the scores AUC needs,
+// computed once for both devices. Evaluation is not the hot path.
+absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test,
+                                   EvalSums* sums) {
   const int64_t n = test.size();
   const int64_t total = TotalReplicas();
   const int64_t g = GlobalReplica(static_cast<int>(&d - devices_.data()));
@@ -56,7 +58,6 @@ absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
   read.skip_bad_samples = spec_.data().skip_bad_samples();
   Loader loader(&test, std::move(idx), spec_.eval().batch_size(), false,
                 BatchLayout::kBatchOuter, 1, 2, read);
-  EvalSums sums;
   Batch b;
   Tensor out, scratch;
   const cudaStream_t s = d.context->stream();
@@ -77,10 +78,10 @@ absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
         "reading evaluation outputs"));
     RETURN_IF_ERROR(
         CudaStatus(cudaStreamSynchronize(s), "waiting for evaluation outputs"));
-    objective_.Accumulate(out, b, &scratch, &sums);
+    objective_.Accumulate(out, b, &scratch, sums);
   }
   float flat[EvalSums::kCount];
-  for (int i = 0; i < EvalSums::kCount; ++i) flat[i] = sums.v[i];
+  for (int i = 0; i < EvalSums::kCount; ++i) flat[i] = sums->v[i];
   // On the compute stream, which the all-reduce that follows waits for (a
   // legacy stream copy would not be ordered with it). A pageable source is
   // staged before the call returns.
@@ -94,7 +95,10 @@ absl::Status GpuEngine::EvaluateOn(Device& d, const Dataset& test) {
 // exist on GPUs: parameter-server mode is CPU only.)
 absl::StatusOr<EvalSums> GpuEngine::Evaluate(const Dataset& test, bool) {
   if (nccl_ != nullptr) RETURN_IF_ERROR(AverageBuffers());
-  RETURN_IF_ERROR(OnEveryGpu([&](Device& d) { return EvaluateOn(d, test); }));
+  std::vector<EvalSums> local(devices_.size());
+  RETURN_IF_ERROR(OnEveryGpu([&](Device& d) {
+    return EvaluateOn(d, test, &local[&d - devices_.data()]);
+  }));
   RETURN_IF_ERROR(
       AllReduce([](Device& d) { return d.pair.data(); }, EvalSums::kCount));
   float flat[EvalSums::kCount];
@@ -103,9 +107,59 @@ absl::StatusOr<EvalSums> GpuEngine::Evaluate(const Dataset& test, bool) {
   RETURN_IF_ERROR(CudaStatus(cudaMemcpy(flat, devices_[0].pair.data(),
                                         sizeof(flat), cudaMemcpyDeviceToHost),
                              "reading evaluation sums"));
+  // The scores in GPU order, then in worker order: the layout of the
+  // CPU engine's replicas and workers.
   EvalSums sums;
+  for (const EvalSums& l : local) sums.Add(l);
   for (int i = 0; i < EvalSums::kCount; ++i) sums.v[i] = flat[i];
+  if (objective_.keeps_scores() && dist_ != nullptr) {
+    std::vector<float>* scores[] = {&sums.positive_scores,
+                                    &sums.negative_scores};
+    RETURN_IF_ERROR(GatherBySum(dist_->rank, dist_->world_size, scores,
+                                [this](float* data, int64_t n) {
+                                  return AllReduceOverWorkers(data, n);
+                                }));
+  }
   return sums;
+}
+
+// This worker's values go in on its first GPU and zeros on the others, so
+// that the all-reduce over every GPU of the job adds up one copy per
+// worker. Staged in buffers of the call's own (a test set's scores need not
+// stay on the GPUs), freed on their GPUs.
+absl::Status GpuEngine::AllReduceOverWorkers(float* data, int64_t count) {
+  std::vector<DeviceFloats> staged(devices_.size());
+  auto index = [this](const Device& d) { return &d - devices_.data(); };
+  absl::Status status = OnEveryGpu([&](Device& d) -> absl::Status {
+    DeviceFloats& buffer = staged[index(d)];
+    RETURN_IF_ERROR(buffer.Reserve(std::max<int64_t>(1, count)));
+    const size_t bytes = count * sizeof(float);
+    const cudaStream_t s = d.context->stream();
+    // On the compute stream, which the all-reduce runs on.
+    return index(d) == 0
+               ? CudaStatus(cudaMemcpyAsync(buffer.data(), data, bytes,
+                                            cudaMemcpyHostToDevice, s),
+                            "evaluation scores")
+               : CudaStatus(cudaMemsetAsync(buffer.data(), 0, bytes, s),
+                            "zeroing evaluation scores");
+  });
+  if (status.ok()) {
+    status =
+        AllReduce([&](Device& d) { return staged[index(d)].data(); }, count);
+  }
+  if (status.ok()) status = devices_[0].context->Activate();
+  if (status.ok()) status = devices_[0].context->Synchronize();
+  if (status.ok()) {
+    status =
+        CudaStatus(cudaMemcpy(data, staged[0].data(), count * sizeof(float),
+                              cudaMemcpyDeviceToHost),
+                   "reading gathered evaluation scores");
+  }
+  const absl::Status freed = OnEveryGpu([&](Device& d) {
+    staged[index(d)] = DeviceFloats();
+    return absl::OkStatus();
+  });
+  return status.ok() ? freed : status;
 }
 
 // SGD and LARS with momentum: the buffer; Adam and LAMB: m and v; RMSprop:

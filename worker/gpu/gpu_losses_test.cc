@@ -45,9 +45,12 @@ void WriteNpy(const std::string& path, const std::string& shape,
 }
 
 // A NUMPY data set of 512 training and 64 test samples of 20 features and
-// 10 float targets, a smooth function of the features (or, with `binary`,
-// 0/1 labels of a multi-label task); returns the job's data block.
-std::string RegressionData(const std::string& name, bool binary) {
+// `targets` (at most 10) float targets, a smooth function of the features
+// (or, with `binary`, 0/1 labels of a multi-label task; with one target a
+// click-through-rate task, noisy as those are: every fifth label flipped);
+// returns the job's data block.
+std::string RegressionData(const std::string& name, bool binary,
+                           int targets = 10) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir =
       absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
@@ -59,19 +62,20 @@ std::string RegressionData(const std::string& name, bool binary) {
     std::vector<float> x, y;
     for (int64_t i = first; i < first + n; ++i) {
       for (int j = 0; j < 20; ++j) x.push_back(Feature(i, j));
-      for (int j = 0; j < 10; ++j) {
+      for (int j = 0; j < targets; ++j) {
         const float v = 0.5f * Feature(i, j + 10) + 0.25f * Feature(i, j);
-        y.push_back(binary ? (v > 0 ? 1.0f : 0.0f) : v);
+        const bool flip = targets == 1 && i % 5 == 0;
+        y.push_back(binary ? ((v > 0) != flip ? 1.0f : 0.0f) : v);
       }
     }
     WriteNpy(absl::StrCat(dir, "/", split, "_x.npy"),
              absl::StrCat("(", n, ", 20)"), x);
     WriteNpy(absl::StrCat(dir, "/", split, "_y.npy"),
-             absl::StrCat("(", n, ", 10)"), y);
+             absl::StrCat("(", n, ", ", targets, ")"), y);
   }
   return absl::StrCat("data { kind: NUMPY dir: \"", dir,
-                      "\" numpy { shape: 20 target_shape: 10 "
-                      "train_x: \"train_x.npy\" train_y: \"train_y.npy\" "
+                      "\" numpy { shape: 20 target_shape: ", targets,
+                      " train_x: \"train_x.npy\" train_y: \"train_y.npy\" "
                       "test_x: \"test_x.npy\" test_y: \"test_y.npy\" } }\n");
 }
 
@@ -266,6 +270,33 @@ TEST(GpuLosses, MultiLabelBceFollowsTheCpu) {
   REQUIRE_GPU();
   ExpectGpuFollowsCpu(
       Spec(RegressionData("bce", true), "loss: BCE_WITH_LOGITS"), {"accuracy"});
+}
+
+// One logit per sample: normalized entropy as the test loss, and an AUC
+// (every score, sorted) that moves by 1/(P N) = 1/1024 per pair of test
+// scores rounding swaps, so within a few of those.
+void ExpectClickThroughRateFollowsCpu(const std::string& name,
+                                      const std::vector<int>& gpus) {
+  const JobSpec spec =
+      Spec(RegressionData(name, true, 1), "loss: BCE_WITH_LOGITS", 1);
+  ExpectGpuFollowsCpu(spec, {"accuracy", "normalized_entropy"}, 2e-3, 5e-3,
+                      gpus);
+  const Outcome cpu = TrainOn(spec, {}, static_cast<int>(gpus.size()));
+  const Outcome gpu = TrainOn(spec, gpus);
+  ASSERT_TRUE(cpu.status.ok() && gpu.status.ok()) << gpu.status;
+  EXPECT_GT(Metric(cpu.result, "auc"), 0.6);
+  EXPECT_NEAR(Metric(gpu.result, "auc"), Metric(cpu.result, "auc"), 4.0 / 1024);
+}
+
+TEST(GpuLosses, ClickThroughRateMetricsFollowTheCpu) {
+  REQUIRE_GPU();
+  ExpectClickThroughRateFollowsCpu("ctr", {0});
+}
+
+// Two GPUs' scores are put together before the AUC is computed.
+TEST(GpuLosses, TwoGpusClickThroughRateMetricsFollowTwoCpuReplicas) {
+  REQUIRE_GPUS(2);
+  ExpectClickThroughRateFollowsCpu("ctr_two_gpus", {0, 1});
 }
 
 TEST(GpuLosses, MseOnClassLabelsFollowsTheCpu) {

@@ -1,0 +1,182 @@
+#include "worker/layers/embedding_bag.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "kernels/elementwise.h"
+#include "kernels/parallel.h"
+
+namespace cohort {
+
+template <typename T>
+int64_t DecodeRowId(T hi, T lo) {
+  const T radix = static_cast<T>(kRowIdRadix);
+  // Written so that NaN fails every comparison and is refused.
+  if (!(hi >= 0 && hi < radix && lo >= 0 && lo < radix)) return -1;
+  const int64_t h = static_cast<int64_t>(hi), l = static_cast<int64_t>(lo);
+  if (static_cast<T>(h) != hi || static_cast<T>(l) != lo) return -1;
+  return h * kRowIdRadix + l;
+}
+
+template <typename T>
+absl::Status DecodeRowIds(const T* in, int64_t n,
+                          absl::Span<const int64_t> table_rows, int64_t* rows) {
+  const int64_t tables = static_cast<int64_t>(table_rows.size());
+  for (int64_t s = 0; s < n; ++s) {
+    const T* pairs = in + s * 2 * tables;
+    for (int64_t t = 0; t < tables; ++t) {
+      const T hi = pairs[2 * t], lo = pairs[2 * t + 1];
+      const int64_t row = DecodeRowId(hi, lo);
+      if (row < 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "sample %d, categorical feature %d: the pair (%.17g, %.17g) is "
+            "not a row id (two integers in [0, 2^24): row / 2^24, row mod "
+            "2^24)",
+            s, t, static_cast<double>(hi), static_cast<double>(lo)));
+      }
+      if (row >= table_rows[t]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "sample ", s, ", categorical feature ", t, ": row ", row,
+            " is past its table's ", table_rows[t], " rows (rows[", t, "])"));
+      }
+      rows[t * n + s] = row;
+    }
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+void GatherRows(const T* table, int64_t dim, absl::Span<const int64_t> rows,
+                T* out, int64_t stride) {
+  for (size_t s = 0; s < rows.size(); ++s) {
+    const T* row = table + rows[s] * dim;
+    std::copy(row, row + dim, out + static_cast<int64_t>(s) * stride);
+  }
+}
+
+template <typename T>
+void ScatterAddRows(const T* grad, int64_t stride,
+                    absl::Span<const int64_t> rows, int64_t dim,
+                    T* grad_table) {
+  for (size_t s = 0; s < rows.size(); ++s) {
+    const T* g = grad + static_cast<int64_t>(s) * stride;
+    T* row = grad_table + rows[s] * dim;
+    for (int64_t d = 0; d < dim; ++d) row[d] += g[d];
+  }
+}
+
+template <typename T>
+EmbeddingBag<T>::EmbeddingBag(std::vector<int64_t> rows, int64_t dim,
+                              EmbeddingBagMode mode)
+    : rows_(std::move(rows)), dim_(dim), mode_(mode) {}
+
+template <typename T>
+std::string EmbeddingBag<T>::Name() const {
+  return absl::StrCat("embedding_bag(", rows_.size(), " tables, dim ", dim_,
+                      mode_ == EmbeddingBagMode::kMean ? ", mean)" : ", sum)");
+}
+
+template <typename T>
+absl::StatusOr<Shape> EmbeddingBag<T>::Configure(const Shape& in) {
+  const int64_t tables = static_cast<int64_t>(rows_.size());
+  if (tables == 0 || dim_ <= 0 ||
+      std::any_of(rows_.begin(), rows_.end(),
+                  [](int64_t r) { return r <= 0; })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(),
+                     ": needs at least one table, every table's rows and dim "
+                     "positive"));
+  }
+  if (in.size() != 1 || in[0] != 2 * tables) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        Name(), ": expects a flat input {", 2 * tables,
+        "} (a pair of floats per feature's row id) but got ", ShapeString(in)));
+  }
+  return Shape{tables * dim_};
+}
+
+template <typename T>
+std::vector<ParamDecl> EmbeddingBag<T>::Params() const {
+  std::vector<ParamDecl> decls;
+  for (size_t t = 0; t < rows_.size(); ++t) {
+    // U(-1/sqrt(rows), 1/sqrt(rows)): the fan-in rule with fan_in = rows.
+    decls.push_back({absl::StrCat(t, ".weight"),
+                     {rows_[t], dim_},
+                     ParamDecl::Init::kFanInUniform,
+                     rows_[t]});
+  }
+  return decls;
+}
+
+template <typename T>
+void EmbeddingBag<T>::Bind(std::vector<BasicTensor<T>> values,
+                           std::vector<BasicTensor<T>> grads) {
+  CHECK(values.size() == rows_.size() && grads.size() == rows_.size())
+      << Name() << ": Bind";
+  tables_ = std::move(values);
+  grads_ = std::move(grads);
+}
+
+template <typename T>
+void EmbeddingBag<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
+                              Mode mode) {
+  const int64_t tables = static_cast<int64_t>(rows_.size());
+  CHECK(in.rank() == 2 && in.dim(1) == 2 * tables)
+      << Name() << ": input " << ShapeString(in.shape());
+  batch_ = in.dim(0);
+  ids_.resize(tables * batch_);
+  const absl::Status ids = DecodeRowIds(in.data(), batch_, rows_, ids_.data());
+  CHECK(ids.ok()) << Name() << ": " << ids.message()
+                  << "; the sample is counted within this batch";
+  EnsureShape(out, {batch_, tables * dim_});
+  for (int64_t t = 0; t < tables; ++t) {
+    GatherRows(tables_[t].data(), dim_,
+               absl::MakeConstSpan(ids_.data() + t * batch_, batch_),
+               out->data() + t * dim_, tables * dim_);
+  }
+  (void)mode;  // the ids are kept either way; Backward needs them
+}
+
+template <typename T>
+void EmbeddingBag<T>::Backward(const BasicTensor<T>& grad_out,
+                               BasicTensor<T>* grad_in) {
+  const int64_t tables = static_cast<int64_t>(rows_.size());
+  CHECK(grad_out.rank() == 2 && grad_out.dim(0) == batch_ &&
+        grad_out.dim(1) == tables * dim_)
+      << Name() << ": output gradient " << ShapeString(grad_out.shape())
+      << " after a Forward of " << batch_ << " samples";
+  for (int64_t t = 0; t < tables; ++t) {
+    T* g = grads_[t].data();
+    // Tables can be large: the zeroing is the pass that costs.
+    ParallelRanges(
+        rows_[t] * dim_, kElementwiseGrain,
+        [g](int64_t a, int64_t b) { std::fill(g + a, g + b, T(0)); });
+    ScatterAddRows(grad_out.data() + t * dim_, tables * dim_,
+                   absl::MakeConstSpan(ids_.data() + t * batch_, batch_), dim_,
+                   g);
+  }
+  if (grad_in != nullptr) {
+    EnsureShape(grad_in, {batch_, 2 * tables});
+    std::fill(grad_in->data(), grad_in->data() + grad_in->size(), T(0));
+  }
+}
+
+#define COHORT_INSTANTIATE_ROWS(T)                                            \
+  template int64_t DecodeRowId<T>(T, T);                                      \
+  template absl::Status DecodeRowIds<T>(const T*, int64_t,                    \
+                                        absl::Span<const int64_t>, int64_t*); \
+  template void GatherRows<T>(const T*, int64_t, absl::Span<const int64_t>,   \
+                              T*, int64_t);                                   \
+  template void ScatterAddRows<T>(const T*, int64_t,                          \
+                                  absl::Span<const int64_t>, int64_t, T*);
+COHORT_INSTANTIATE_ROWS(float)
+COHORT_INSTANTIATE_ROWS(double)
+#undef COHORT_INSTANTIATE_ROWS
+
+template class EmbeddingBag<float>;
+template class EmbeddingBag<double>;
+
+}  // namespace cohort
