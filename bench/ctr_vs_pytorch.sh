@@ -14,11 +14,14 @@
 #   - cohort train --threads=THREADS: one process, dense table gradients;
 #   - cohort local --workers=2 --threads=THREADS: 2 workers, batch 64 each,
 #     the tables' whole gradients all-reduced every step.
-# Printed per run: training samples/s, test AUC, peak RSS of the process
-# (cohort local: the coordinator's report, the largest worker), and bytes
-# all-reduced per step per worker. Needs NumPy and PyTorch in
-# /usr/bin/python3. Exit status 1 if a run fails or an AUC is below 0.7.
+# Printed per run: training samples/s, test AUC, the process's peak RSS
+# (not for cohort local's workers) and wall seconds (data parsing
+# included). Needs NumPy and PyTorch in /usr/bin/python3. Exit status 1 if a run fails or an AUC is below 0.7.
 set -euo pipefail
+if [[ $# -lt 1 ]]; then
+  echo "usage: bench/ctr_vs_pytorch.sh COHORT [--rows=R1,R2] [--train-rows=N] [--test-rows=N] [--threads=T] [--data=DIR]" >&2
+  exit 2
+fi
 cohort=$(realpath "$1")
 shift
 rows=100000,1000000
@@ -99,11 +102,11 @@ status=0
 echo "| table rows | run | samples/s | test AUC | peak RSS MB | seconds |"
 echo "|---|---|---|---|---|---|"
 for r in ${rows//,/ }; do
-  line=$(/usr/bin/time -f "rss_kb %M" $py "$root/bench/ctr_torch.py" \
+  line=$(/usr/bin/time -f "%M" -o "$tmp/rss" $py "$root/bench/ctr_torch.py" \
     --train "$data/train-00000.txt" --test "$data/test.txt" --batch 128 \
-    --lr 0.05 --rows "$r" --threads "$threads" 2>&1)
-  read -r _ sps _ auc _ _ _ _ _ secs _ rss <<< "$(tr '\n' ' ' <<< "$line")"
-  echo "| $r | PyTorch, 1 process | ${sps%.*} | $auc | $((rss / 1024)) | $secs |"
+    --lr 0.05 --rows "$r" --threads "$threads")
+  read -r _ sps _ auc _ _ _ _ _ secs <<< "$line"
+  echo "| $r | PyTorch, 1 process | ${sps%.*} | $auc | $(($(cat "$tmp/rss") / 1024)) | $secs |"
   $py -c "import sys; sys.exit(0 if $auc >= 0.7 else 1)" || status=1
 
   spec "$r" 128 > "$tmp/one.textproto"
@@ -116,7 +119,8 @@ for r in ${rows//,/ }; do
   spec "$r" 64 > "$tmp/two.textproto"
   start=$SECONDS
   "$cohort" local --workers=2 --threads="$threads" --job="$tmp/two.textproto" \
-    --quiet --report="$tmp/two.json" >/dev/null || status=1
+    --quiet --report="$tmp/two.json" >"$tmp/two.log" 2>&1 ||
+    { status=1; tail -3 "$tmp/two.log" >&2; }
   read -r sps auc <<< "$(report "$tmp/two.json" samples_per_s test_metrics.auc)"
   echo "| $r | cohort local, 2 workers, all-reduce | ${sps%.*} | $auc | - | $((SECONDS - start)) |"
 done
