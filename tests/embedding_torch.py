@@ -12,7 +12,6 @@ weight's gradient sums both uses. Prints the worst difference per case
 (relative to the largest magnitude of the compared tensor) and exits 1
 above 1e-5.
 """
-import subprocess
 import sys
 
 try:
@@ -22,43 +21,12 @@ except ImportError:
     print("SKIP: python3-torch is not installed")
     sys.exit(0)
 
+from dump_compare import DumpChecks  # noqa: E402
+
 layer_dump, model_dump = sys.argv[1], sys.argv[2]
 torch.manual_seed(21)
 torch.set_default_dtype(torch.float64)
-TOLERANCE = 1e-5
-failed = 0
-
-
-def run(args, numbers):
-    stdin = "\n".join(repr(v) for v in torch.cat(
-        [t.flatten() for t in numbers]).tolist())
-    r = subprocess.run(args, input=stdin, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip())
-    return [float(v) for v in r.stdout.split()]
-
-
-def compare(case, out, pieces):
-    """pieces: (name, want) with `want` already in the engine's layout."""
-    global failed
-    at, worst, what = 0, 0.0, ""
-    for name, want in pieces:
-        n = want.numel()
-        got = torch.tensor(out[at:at + n])
-        at += n
-        d = ((got - want.flatten()).abs().max() /
-             max(want.abs().max().item(), 1e-300)).item()
-        if d >= worst:
-            worst, what = d, name
-    if at != len(out):
-        print(f"FAIL: {case}: the dump printed {len(out)} numbers, "
-              f"PyTorch has {at}")
-        failed += 1
-        return
-    ok = worst <= TOLERANCE
-    failed += not ok
-    print(f"{'ok' if ok else 'FAIL'}: {case}: worst difference {worst:.2e} "
-          f"of the largest value ({what})")
+checks = DumpChecks(1e-5)
 
 
 def ids(vocab, n, length):
@@ -73,10 +41,10 @@ def embedding_case(vocab, dim, n, length):
     y.backward(dy)
     # ids {1, N, L}; activations {D, N, L}: torch's [N, L, D] turned around.
     cohort = lambda t: t.permute(2, 0, 1)
-    out = run([layer_dump, f"embedding {{ vocab_size: {vocab} dim: {dim} }}",
+    out = checks.run([layer_dump, f"embedding {{ vocab_size: {vocab} dim: {dim} }}",
                str(n), "1", str(length)],
               [x.double(), cohort(dy), emb.weight.detach()])
-    compare(f"embedding({vocab}, {dim}) on [{n}, {length}]", out,
+    checks.compare(f"embedding({vocab}, {dim}) on [{n}, {length}]", out,
             [("output", cohort(y.detach())),
              ("input gradient", torch.zeros(n * length)),
              ("weight gradient", emb.weight.grad)])
@@ -91,10 +59,10 @@ def positional_case(dim, n, length):
     dy = torch.randn(y.shape)
     y.backward(dy)
     cohort = lambda t: t.transpose(0, 1)   # [N, D, L] -> {D, N, L}
-    out = run([layer_dump, "positional_embedding {}", str(n), str(dim),
+    out = checks.run([layer_dump, "positional_embedding {}", str(n), str(dim),
                str(length)], [cohort(x.detach()), cohort(dy),
                               wpe.weight.detach()])
-    compare(f"positional_embedding on [{n}, {dim}, {length}]", out,
+    checks.compare(f"positional_embedding on [{n}, {dim}, {length}]", out,
             [("output", cohort(y.detach())),
              ("input gradient", cohort(x.grad)),
              ("weight gradient", wpe.weight.grad)])
@@ -119,11 +87,11 @@ def tied_case(vocab, dim, n, length, conv):
         params.append(mix)
     spec += "layers { tied_lm_head {} }"
     weights = [p.detach() for m in params for p in m.parameters()]
-    out = run([model_dump, spec, str(n), "1", str(length)],
+    out = checks.run([model_dump, spec, str(n), "1", str(length)],
               [x.double(), cohort(dy)] + weights)
     grads = [(name, p.grad) for m, name in zip(params, ["wte", "wpe", "conv"])
              for p in m.parameters()]
-    compare(f"tied model embedding({vocab}, {dim}) -> positional"
+    checks.compare(f"tied model embedding({vocab}, {dim}) -> positional"
             f"{' -> conv1d k1' if conv else ''} -> tied head on [{n}, {length}]",
             out, [("logits", cohort(logits.detach()))] +
             [(f"{name} gradient", g) for name, g in grads])
@@ -140,4 +108,4 @@ try:
 except RuntimeError as e:
     print(f"FAIL: a dump refused its input: {e}")
     sys.exit(1)
-sys.exit(1 if failed else 0)
+sys.exit(1 if checks.failed else 0)

@@ -30,45 +30,13 @@ except ImportError:
     sys.exit(0)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dump_compare import DumpChecks  # noqa: E402
 from torch_save import save  # noqa: E402  (the safetensors writer)
 
 layer_dump, model_dump, to_onnx, onnx_check, tmp = sys.argv[1:6]
 torch.manual_seed(22)
 torch.set_default_dtype(torch.float64)
-TOLERANCE = 1e-5
-failed = 0
-
-
-def run(args, numbers):
-    stdin = "\n".join(repr(v) for v in torch.cat(
-        [t.flatten().double() for t in numbers]).tolist())
-    r = subprocess.run(args, input=stdin, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip())
-    return [float(v) for v in r.stdout.split()]
-
-
-def compare(case, out, pieces):
-    """pieces: (name, want), `want` in the engine's layout ({N, F})."""
-    global failed
-    at, worst, what = 0, 0.0, ""
-    for name, want in pieces:
-        n = want.numel()
-        got = torch.tensor(out[at:at + n])
-        at += n
-        d = ((got - want.flatten()).abs().max() /
-             max(want.abs().max().item(), 1e-300)).item()
-        if d >= worst:
-            worst, what = d, name
-    if at != len(out):
-        print(f"FAIL: {case}: the dump printed {len(out)} numbers, "
-              f"PyTorch has {at}")
-        failed += 1
-        return
-    ok = worst <= TOLERANCE
-    failed += not ok
-    print(f"{'ok' if ok else 'FAIL'}: {case}: worst difference {worst:.2e} "
-          f"of the largest value ({what})")
+checks = DumpChecks(1e-5)
 
 
 class Slice(nn.Module):
@@ -142,10 +110,10 @@ def layer_case(case, text, module, x, grad_input=True):
     dy = torch.randn(y.shape)
     y.backward(dy)
     params = list(module.parameters())
-    out = run([layer_dump, text, str(x.shape[0]), str(x.shape[1])],
+    out = checks.run([layer_dump, text, str(x.shape[0]), str(x.shape[1])],
               [x.detach(), dy] + [p.detach() for p in params])
     dx = x.grad if grad_input else torch.zeros(x.shape)
-    compare(case, out, [("output", y.detach()), ("input gradient", dx)] +
+    checks.compare(case, out, [("output", y.detach()), ("input gradient", dx)] +
             [(f"table {i} gradient", p.grad) for i, p in enumerate(params)])
 
 
@@ -244,9 +212,9 @@ def model_case(dense, rows, dim, n):
     dy = torch.randn(y.shape)
     y.backward(dy)
     params = list(model.parameters())
-    out = run([model_dump, text_of(layers), str(n), str(x.shape[1])],
+    out = checks.run([model_dump, text_of(layers), str(n), str(x.shape[1])],
               [x, dy] + [p.detach() for p in params])
-    compare(f"DLRM (dense {dense}, {len(rows)} tables, dim {dim}) on "
+    checks.compare(f"DLRM (dense {dense}, {len(rows)} tables, dim {dim}) on "
             f"[{n}, {x.shape[1]}]", out, [("output", y.detach())] +
             [(f"{name} gradient", p.grad)
              for name, p in model.named_parameters()])
@@ -254,7 +222,6 @@ def model_case(dense, rows, dim, n):
 
 def onnx_case(dense, rows, dim, n):
     """torch's DLRM -> safetensors -> ONNX -> ONNX Runtime, against torch."""
-    global failed
     model, layers = dlrm(dense, rows, dim)
     model = model.float()
     gen = torch.Generator().manual_seed(8)
@@ -271,7 +238,7 @@ def onnx_case(dense, rows, dim, n):
                        text=True)
     if r.returncode != 0:
         print(f"FAIL: DLRM ONNX export: {r.stderr.strip()}")
-        failed += 1
+        checks.failed += 1
         return
     try:
         import onnx
@@ -289,7 +256,7 @@ def onnx_case(dense, rows, dim, n):
         print("ok: SKIPPED the ONNX checker: python3-onnx is not installed")
     except Exception as e:  # the checker's own exception types vary
         print(f"FAIL: DLRM ONNX export: the checker refuses it: {e}")
-        failed += 1
+        checks.failed += 1
     ort = os.environ.get("COHORT_NODE_DIR", "/opt/cohort-node")
     if not shutil.which("node") or not os.path.exists(
             os.path.join(ort, "node_modules", "onnxruntime-node",
@@ -301,7 +268,7 @@ def onnx_case(dense, rows, dim, n):
                         os.path.join(tmp, "y.npy")],
                        capture_output=True, text=True)
     ok = r.returncode == 0
-    failed += not ok
+    checks.failed += not ok
     print(f"{'ok' if ok else 'FAIL'}: DLRM ONNX Runtime against torch: "
           f"{(r.stdout + r.stderr).strip()}")
 
@@ -324,4 +291,4 @@ except RuntimeError as e:
     print(f"FAIL: a dump refused its input: {e}")
     sys.exit(1)
 onnx_case(13, [20] * 26, 16, 9)
-sys.exit(1 if failed else 0)
+sys.exit(1 if checks.failed else 0)
