@@ -269,7 +269,8 @@ absl::Status PredictArray(TrainedModel& trained, const std::string& input,
   ASSIGN_OR_RETURN(const std::vector<float> x,
                    Inputs(*array, trained.input_shape));
   const int64_t n = array->shape()[0];
-  const std::vector<float> y = Predict(trained, x.data(), n, batch);
+  ASSIGN_OR_RETURN(const std::vector<float> y,
+                   Predict(trained, x.data(), n, batch));
   std::vector<int64_t> shape = {n};
   const Shape& o = trained.model->output_shape();
   shape.insert(shape.end(), o.begin(), o.end());

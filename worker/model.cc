@@ -157,6 +157,12 @@ const BasicTensor<T>& Model<T>::Forward(const BasicTensor<T>& input,
 }
 
 template <typename T>
+absl::Status Model<T>::InputError() const {
+  for (const auto& l : layers_) RETURN_IF_ERROR(l->InputError());
+  return absl::OkStatus();
+}
+
+template <typename T>
 void Model<T>::Backward(const BasicTensor<T>& grad_output,
                         const std::function<void(int64_t)>& ready) {
   const BasicTensor<T>* g = &grad_output;

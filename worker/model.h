@@ -61,6 +61,9 @@ class Model {
   // Runs every layer; the result stays valid until the next Forward. In
   // kTrain mode `input` must stay alive and unchanged until Backward.
   const BasicTensor<T>& Forward(const BasicTensor<T>& input, Mode mode);
+  // What was wrong with the last Forward's input, from the first layer
+  // that says (Layer::InputError): the caller fails the step with it.
+  absl::Status InputError() const;
   // Every layer's FreezeParameters (layer.h): for a model whose parameters
   // will not change again, such as one loaded to predict.
   void FreezeParameters();

@@ -47,6 +47,7 @@ absl::Status ForEachPrediction(
   while (loader.Next(&b)) {
     RETURN_IF_ERROR(b.error);
     const Tensor& y = trained.model->Forward(b.features, Mode::kEval);
+    RETURN_IF_ERROR(trained.model->InputError());
     SampleMajor(y, trained.model->output_shape(), b.size(), &outputs);
     each(first, outputs, b);
     first += b.size();
@@ -76,6 +77,7 @@ absl::StatusOr<SplitEvaluation> EvaluateSplit(TrainedModel& trained,
     // The model's output and the batch's targets share the loader's
     // layout, which is what the objective compares.
     const Tensor& y = trained.model->Forward(b.features, Mode::kEval);
+    RETURN_IF_ERROR(trained.model->InputError());
     objective.Accumulate(y, b, &scratch, &sums);
     if (k == 0) continue;
     const int64_t classes = y.size() / b.size();  // flat [N, K]

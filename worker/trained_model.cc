@@ -183,8 +183,9 @@ absl::StatusOr<std::string> LayersJson(const TrainedModel& trained) {
   return out + "]";
 }
 
-std::vector<float> Predict(TrainedModel& trained, const float* inputs,
-                           int64_t n, int64_t batch) {
+absl::StatusOr<std::vector<float>> Predict(TrainedModel& trained,
+                                           const float* inputs, int64_t n,
+                                           int64_t batch) {
   Model<float>& model = *trained.model;
   model.FreezeParameters();  // a loaded model only predicts
   const Shape& in = trained.input_shape;
@@ -209,6 +210,7 @@ std::vector<float> Predict(TrainedModel& trained, const float* inputs,
       }
     }
     const Tensor& y = model.Forward(x, Mode::kEval);
+    RETURN_IF_ERROR(model.InputError());
     // Outputs of rank >= 2 come batch-inner too: back to sample-major.
     const bool inner_out = out.size() >= 2;
     const int64_t oc = out[0], orest = out_size / oc;

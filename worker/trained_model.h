@@ -90,9 +90,12 @@ absl::StatusOr<std::string> LayersJson(const TrainedModel& trained);
 
 // Runs the model in evaluation mode over `n` samples of input_shape at
 // `inputs` (sample-major), `batch` at a time; returns the outputs
-// sample-major, output_shape() per sample.
-std::vector<float> Predict(TrainedModel& trained, const float* inputs,
-                           int64_t n, int64_t batch);
+// sample-major, output_shape() per sample. InvalidArgument when an input
+// is one the model cannot compute on (Model::InputError: a row id past its
+// table).
+absl::StatusOr<std::vector<float>> Predict(TrainedModel& trained,
+                                           const float* inputs, int64_t n,
+                                           int64_t batch);
 
 }  // namespace cohort
 

@@ -283,6 +283,7 @@ void CpuEngine::ReplicaStep(int r, int batches, BatchSource& source,
     const absl::Time t1 = absl::Now();
     Trace("data", r, t0, t1);
     BatchStep(r, k + 1 == batches, exchange);
+    if (!rep.error.ok()) return;
     timing.data_s += absl::ToDoubleSeconds(t1 - t0);
     timing.compute_s += Seconds(t1);
     weighted_loss += rep.result.loss * rep.result.seen;
@@ -298,7 +299,10 @@ void CpuEngine::ReplicaStep(int r, int batches, BatchSource& source,
 void CpuEngine::BatchStep(int r, bool last, GradientExchange* exchange) {
   Replica& rep = replicas_[r];
   const absl::Time forward_start = absl::Now();
-  Loss(rep, rep.model->Forward(rep.batch.features, Mode::kTrain));
+  const Tensor& out = rep.model->Forward(rep.batch.features, Mode::kTrain);
+  rep.error = rep.model->InputError();
+  if (!rep.error.ok()) return;
+  Loss(rep, out);
   const absl::Time backward_start = absl::Now();
   Trace("forward", r, forward_start, backward_start);
   if (!last) {
@@ -470,6 +474,7 @@ absl::Status CpuEngine::EvaluateShare(int r, const Dataset& test, int64_t share,
   while (loader.Next(&b)) {
     RETURN_IF_ERROR(b.error);
     const Tensor& out = replicas_[r].model->Forward(b.features, Mode::kEval);
+    RETURN_IF_ERROR(replicas_[r].model->InputError());
     objective_.Accumulate(out, b, &scratch, sums);
   }
   return absl::OkStatus();

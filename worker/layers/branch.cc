@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/broadcast.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "kernels/elementwise.h"
 
 namespace cohort {
@@ -165,6 +166,16 @@ std::vector<std::string> Branch<T>::BufferNames() const {
     }
   }
   return all;
+}
+
+template <typename T>
+absl::Status Branch<T>::InputError() const {
+  for (const Path& path : paths_) {
+    for (const std::unique_ptr<Layer<T>>& l : path) {
+      RETURN_IF_ERROR(l->InputError());
+    }
+  }
+  return absl::OkStatus();
 }
 
 template <typename T>

@@ -51,6 +51,8 @@ class Branch final : public Layer<T> {
   std::vector<BasicTensor<T>*> Buffers() override;
   std::vector<std::string> BufferNames() const override;
   void SeedRandom(uint64_t seed) override;
+  // The first of its paths' layers' (layer.h).
+  absl::Status InputError() const override;
   void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                Mode mode) override;
   void Backward(const BasicTensor<T>& grad_out,

@@ -127,10 +127,15 @@ void EmbeddingBag<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   CHECK(in.rank() == 2 && in.dim(1) == 2 * tables)
       << Name() << ": input " << ShapeString(in.shape());
   batch_ = in.dim(0);
-  ids_.resize(tables * batch_);
-  const absl::Status ids = DecodeRowIds(in.data(), batch_, rows_, ids_.data());
-  CHECK(ids.ok()) << Name() << ": " << ids.message()
-                  << "; the sample is counted within this batch";
+  // Ids past a bad one stay row 0: the step computes harmlessly and then
+  // fails with input_error_.
+  ids_.assign(tables * batch_, 0);
+  input_error_ = DecodeRowIds(in.data(), batch_, rows_, ids_.data());
+  if (!input_error_.ok()) {
+    input_error_ = absl::InvalidArgumentError(
+        absl::StrCat(Name(), ": ", input_error_.message(),
+                     " (the sample counted within its batch)"));
+  }
   EnsureShape(out, {batch_, tables * dim_});
   for (int64_t t = 0; t < tables; ++t) {
     GatherRows(tables_[t].data(), dim_,

@@ -17,9 +17,9 @@
 // gradient's rows added in sample order, so repeated rows sum the same way
 // every time. Ids have no gradient (grad_in, when asked for, is zeros). An
 // id that is not a pair of integers in [0, 2^24), or whose row is past its
-// table, is a CHECK failure naming the feature: data sets validate ids when
-// they open their files, and a trainer can check them first with
-// DecodeRowIds and rows().
+// table, is looked up as row 0 and reported by InputError (naming the
+// feature), with which the caller fails the step: CRITEO data cannot hold
+// one (the spec check and the data set see to it), arrays of ids can.
 //
 // The gathers and scatter-adds are free functions over (row ids, table), so
 // that a path that moves only the rows a batch touches (a sparse
@@ -95,6 +95,8 @@ class EmbeddingBag : public Layer<T> {
                Mode mode) override;
   void Backward(const BasicTensor<T>& grad_out,
                 BasicTensor<T>* grad_in) override;
+  // The first bad row id of the last Forward (InputError in layer.h).
+  absl::Status InputError() const override { return input_error_; }
 
   // Rows of each table, in feature order: a data set's ids must be below
   // them.
@@ -108,6 +110,7 @@ class EmbeddingBag : public Layer<T> {
   std::vector<BasicTensor<T>> tables_, grads_;  // views, after Bind
   int64_t batch_ = 0;                           // N of the last Forward
   std::vector<int64_t> ids_;  // its rows, table-major (DecodeRowIds)
+  absl::Status input_error_;
 };
 
 extern template class EmbeddingBag<float>;

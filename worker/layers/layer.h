@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
@@ -109,6 +110,14 @@ class Layer {
   // Sets the seed of any randomness the layer draws while training
   // (dropout); replicas get different streams.
   virtual void SeedRandom(uint64_t seed) {}
+
+  // What was wrong with the last Forward's input, for a layer that reads
+  // values only the data can get wrong (an embedding bag's row ids from a
+  // data set that does not check them): InvalidArgument naming the layer,
+  // sample and value; OK otherwise. Such a layer computes with a harmless
+  // stand-in (row 0) instead of failing, and whoever called Forward fails
+  // the step with this status.
+  virtual absl::Status InputError() const { return absl::OkStatus(); }
 
   // `in` has the batch dimension (see the layouts above). The layer may keep
   // a pointer to `in` for Backward: the caller keeps it alive and unchanged
