@@ -3,8 +3,8 @@
 // of a 1M-row table per step, at dim 16 and 64, on the compute threads
 // (OMP_NUM_THREADS).
 //
-//   bazel build //bench:sparse_update_bench && \
-//     bazel-bin/bench/sparse_update_bench [STEPS]
+//   bazel build //bench:sparse_update_bench
+//   bazel-bin/bench/sparse_update_bench [STEPS]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -278,7 +278,6 @@ void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
   DCHECK(g.depthwise());
   const Grid grid(g);
-  const int64_t taps = static_cast<int64_t>(grid.taps.size());
   Grow(&ws->padded, g.in_channels * g.batch * grid.plane);
   const int64_t in_plane = g.in_h * g.in_w;
   OverChannels(g.in_channels, g.batch * grid.plane,

@@ -64,7 +64,11 @@ absl::StatusOr<HeartbeatResponse> JobTracker::Heartbeat(
   response.set_state(state_);
   response.set_stop(state_ == FAILED || state_ == STOPPED);
   response.set_reason(reason_);
-  if (IsTerminal(state_)) m->knows_end = true;
+  // An answer that tells the end does not mark the worker as knowing it:
+  // on a loaded machine the worker's deadline may pass before the answer
+  // is read. It knows once it calls Finish, which every worker does on
+  // hearing the end; until then (or its heartbeats stop) the coordinator
+  // stays to answer its status query (the waits of JobTracker::WaitForEnd).
   return response;
 }
 
