@@ -18,6 +18,12 @@ as torch.optim.Adagrad does (touched rows only) and the dense ones alike.
 
 Prints one line: "train_samples_per_s X auc Y normalized_entropy Z
 samples N seconds S" (the training pass's rate, data parsing excluded).
+
+  ctr_torch.py --cohort-model ROWS
+
+prints the same model as a cohort `model { ... }` block with tables of ROWS
+rows instead (what the zoo's dlrm_small is at 32768), so that the scripts
+comparing the two sides take both from here.
 """
 import argparse
 import gzip
@@ -107,7 +113,30 @@ def auc(scores, labels):
     return (ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg)
 
 
+def cohort_model(rows):
+    tables = ", ".join([str(rows)] * CATEGORICAL)
+    dense_mlp = " ".join(f"layers {{ linear {{ out_features: {w} }} }} "
+                         "layers { relu {} }" for w in (64, DIM))
+    top = " ".join(f"layers {{ linear {{ out_features: {w} }} }} "
+                   "layers { relu {} }" for w in (128, 64))
+    return f"""model {{
+  layers {{ branch {{ combine: CONCAT
+    paths {{ layers {{ slice {{ begin: 0 end: {DENSE} }} }} {dense_mlp} }}
+    paths {{
+      layers {{ slice {{ begin: {DENSE} end: {DENSE + 2 * CATEGORICAL} }} }}
+      layers {{ embedding_bag {{ rows: [{tables}] dim: {DIM} }} }}
+    }}
+  }} }}
+  layers {{ interaction {{ kind: DOT dim: {DIM} }} }}
+  {top}
+  layers {{ linear {{ out_features: 1 }} }}
+}}"""
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--cohort-model":
+        print(cohort_model(int(sys.argv[2])))
+        return 0
     p = argparse.ArgumentParser()
     p.add_argument("--train", nargs="+", required=True)
     p.add_argument("--test", required=True)

@@ -50,29 +50,12 @@ if [[ ! -f "$data/meta.json" ]]; then
 fi
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 
-# The zoo's dlrm_small as layers, with tables of $1 rows.
+# The zoo's dlrm_small as layers (bench/ctr_torch.py writes them), with
+# tables of $1 rows, batch $2.
 spec() {
-  local tables
-  tables=$(printf '%s, ' $(yes "$1" | head -26))
   cat <<SPEC
 name: "ctr-bench"
-model {
-  layers { branch { combine: CONCAT
-    paths {
-      layers { slice { begin: 0 end: 13 } }
-      layers { linear { out_features: 64 } } layers { relu {} }
-      layers { linear { out_features: 16 } } layers { relu {} }
-    }
-    paths {
-      layers { slice { begin: 13 end: 65 } }
-      layers { embedding_bag { rows: [${tables%, }] dim: 16 } }
-    }
-  } }
-  layers { interaction { kind: DOT dim: 16 } }
-  layers { linear { out_features: 128 } } layers { relu {} }
-  layers { linear { out_features: 64 } } layers { relu {} }
-  layers { linear { out_features: 1 } }
-}
+$($py "$root/bench/ctr_torch.py" --cohort-model "$1")
 data { kind: CRITEO dir: "$data" criteo { train: "train-00000.txt" test: "test.txt" table_rows: $1 } }
 batch_size: $2
 epochs: 1

@@ -24,26 +24,10 @@ $py "$root/tools/make-ctr-data" --out "$data" --train-rows 200000 \
   --test-rows 20000 --files 2 --gzip --seed 3 || fail "make-ctr-data"
 bayes=$($py -c "import json; print(json.load(open('$data/meta.json'))['bayes_auc']['test'])")
 
-tables=$(printf '4096, %.0s' $(seq 26))
+model=$($py "$root/bench/ctr_torch.py" --cohort-model 4096)
 cat > "$tmp/job.textproto" <<SPEC
 name: "ctr"
-model {
-  layers { branch { combine: CONCAT
-    paths {
-      layers { slice { begin: 0 end: 13 } }
-      layers { linear { out_features: 64 } } layers { relu {} }
-      layers { linear { out_features: 16 } } layers { relu {} }
-    }
-    paths {
-      layers { slice { begin: 13 end: 65 } }
-      layers { embedding_bag { rows: [${tables%, }] dim: 16 } }
-    }
-  } }
-  layers { interaction { kind: DOT dim: 16 } }
-  layers { linear { out_features: 128 } } layers { relu {} }
-  layers { linear { out_features: 64 } } layers { relu {} }
-  layers { linear { out_features: 1 } }
-}
+$model
 data {
   kind: CRITEO
   dir: "$data"
