@@ -617,6 +617,7 @@ absl::Status CheckSizes(const JobSpec& j, const Scope& s) {
   }
   RETURN_IF_ERROR(CheckTokenModel(j, s));
   RETURN_IF_ERROR(CheckTableModel(j, s));
+  RETURN_IF_ERROR(CheckSparseTables(j, s));
   const absl::Status fits =
       CheckNoOverflow(EstimateWorkerMemory(j, *sizes, WorkerMemoryOptions()));
   if (fits.ok()) return fits;

@@ -318,6 +318,8 @@ absl::Status CheckTokenModel(const JobSpec& j, const Scope& s) {
 namespace {
 
 // The embedding_bag layers of `layers`, those inside branch paths too.
+}  // namespace
+
 void CollectEmbeddingBags(
     const google::protobuf::RepeatedPtrField<LayerSpec>& layers,
     std::vector<const EmbeddingBagSpec*>* bags) {
@@ -328,8 +330,6 @@ void CollectEmbeddingBags(
     }
   }
 }
-
-}  // namespace
 
 absl::Status CheckTableModel(const JobSpec& j, const Scope& s) {
   if (j.data().kind() != DatasetSpec::CRITEO) return absl::OkStatus();

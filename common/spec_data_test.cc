@@ -297,5 +297,39 @@ TEST(ParseJobSpec, ChecksTablesAgainstCriteoRows) {
             "(65536): an id could fall past it; give the table as many rows");
 }
 
+TEST(ParseJobSpec, ChecksSparseTablesModeOptimizerAndAccumulation) {
+  auto job = [](const std::string& mode, const std::string& optimizer,
+                const std::string& extra = "") {
+    return "name: \"t\"\nmodel { layers { embedding_bag { rows: 100 rows: "
+           "50 dim: 4 sparse: true } } layers { flatten {} } layers { linear "
+           "{ out_features: 1 } } }\nbatch_size: 8\nepochs: 1\noptimizer { " +
+           optimizer +
+           " }\nloss: BCE_WITH_LOGITS\ndata { kind: SYNTHETIC synthetic { "
+           "shape: 4 classes: 2 } }\n" +
+           mode + extra;
+  };
+  const std::string ps = "mode: PS\nps { shards: 2 }\n";
+  EXPECT_EQ(ErrorOf(job(ps, "kind: ADAGRAD lr: 0.1")), "OK");
+  EXPECT_EQ(ErrorOf(job(ps, "kind: ADAM lr: 0.1")), "OK");
+  EXPECT_EQ(ErrorOf(job(ps, "kind: SGD lr: 0.1")), "OK");
+  EXPECT_EQ(ErrorOf(job(ps,
+                        "kind: ADAM lr: 0.1 weight_decay: 0.01 "
+                        "no_decay_bias_and_norm: true")),
+            "OK");
+  EXPECT_THAT(ErrorOf(job("", "kind: ADAGRAD lr: 0.1")),
+              HasSubstr("embedding_bag.sparse needs mode PS"));
+  EXPECT_THAT(ErrorOf(job(ps, "kind: SGD lr: 0.1 momentum: 0.9")),
+              HasSubstr("optimizer.kind cannot step the sparse embedding_bag "
+                        "tables: SGD momentum has no row-wise step"));
+  EXPECT_THAT(ErrorOf(job(ps, "kind: RMSPROP lr: 0.1")),
+              HasSubstr("kind RMSPROP has no row-wise step"));
+  EXPECT_THAT(ErrorOf(job(ps, "kind: ADAGRAD lr: 0.1 weight_decay: 0.01")),
+              HasSubstr("weight_decay would decay every row"));
+  EXPECT_THAT(ErrorOf(job(ps, "kind: ADAGRAD lr: 0.1",
+                          "gradient_accumulation_steps: 2\n")),
+              HasSubstr("gradient_accumulation_steps must be 0 or 1 with "
+                        "sparse embedding_bag tables"));
+}
+
 }  // namespace
 }  // namespace cohort

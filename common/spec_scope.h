@@ -143,6 +143,13 @@ absl::Status CheckTokenModel(const JobSpec& j, const Scope& s);
 // A CRITEO job's embedding_bag tables (one per categorical feature) have
 // at least the rows data.criteo.table_rows gives each feature.
 absl::Status CheckTableModel(const JobSpec& j, const Scope& s);
+// Every embedding_bag in `layers`, branches' paths included, in order.
+void CollectEmbeddingBags(
+    const google::protobuf::RepeatedPtrField<LayerSpec>& layers,
+    std::vector<const EmbeddingBagSpec*>* bags);
+// Sparse tables (embedding_bag.sparse) need PS mode, an optimizer that
+// steps rows one at a time, and no gradient accumulation.
+absl::Status CheckSparseTables(const JobSpec& j, const Scope& s);
 
 // The text-format parser's `message`, with the nearest field name added
 // when it reports an unknown field (spec_suggest.cc): `Message type

@@ -114,6 +114,7 @@ absl::StatusOr<std::unique_ptr<Model<T>>> Model<T>::Create(
   m->store_.Build(absl::MakeSpan(m->raw_layers_));
   m->TieWeights();
   m->ComputeLayerOffsets();
+  m->CollectSparseTables();
   return m;
 }
 
@@ -129,6 +130,7 @@ absl::StatusOr<std::unique_ptr<Model<T>>> Model<T>::CreateReplica(
   // The replica's heads read the shared values and write its own gradients.
   m->TieWeights();
   m->ComputeLayerOffsets();
+  m->CollectSparseTables();
   return m;
 }
 
@@ -154,6 +156,21 @@ const BasicTensor<T>& Model<T>::Forward(const BasicTensor<T>& input,
     x = &acts_[i];
   }
   return *x;
+}
+
+template <typename T>
+void Model<T>::CollectSparseTables() {
+  for (auto& l : layers_) l->CollectSparseTables(&sparse_tables_);
+  CHECK_EQ(sparse_tables_.size(), store_.sparse_entries().size())
+      << "layers declare sparse tables they do not hand over";
+  for (size_t i = 0; i < sparse_tables_.size(); ++i) {
+    sparse_tables_[i]->set_id(static_cast<int>(i));
+  }
+}
+
+template <typename T>
+void Model<T>::SetRowFetcher(RowFetcher* fetcher) {
+  for (SparseTable* t : sparse_tables_) t->set_fetcher(fetcher);
 }
 
 template <typename T>

@@ -75,6 +75,15 @@ class Model {
   void Backward(const BasicTensor<T>& grad_output,
                 const std::function<void(int64_t)>& ready = nullptr);
 
+  // The sparse tables (ParamDecl::sparse), in declaration order, their
+  // ids 0, 1, ... that order; param_store().sparse_entries() names them.
+  const std::vector<SparseTable*>& sparse_tables() const {
+    return sparse_tables_;
+  }
+  // Where every sparse table fetches its rows; `fetcher` must outlive the
+  // model's use of them.
+  void SetRowFetcher(RowFetcher* fetcher);
+
   BasicTensor<T>& params() { return store_.values(); }
   BasicTensor<T>& grads() { return store_.grads(); }
   const ParamStore<T>& param_store() const { return store_; }
@@ -112,6 +121,7 @@ class Model {
   void TieWeights();
   void ConnectBlockedNeighbours();
   void ComputeLayerOffsets();
+  void CollectSparseTables();
 
   LayerList layers_;
   std::vector<Layer<T>*> raw_layers_;
@@ -121,6 +131,7 @@ class Model {
   // Offset of each layer's first parameter in the flat buffer (or -1).
   std::vector<int64_t> layer_offsets_;
   ParamStore<T> store_;
+  std::vector<SparseTable*> sparse_tables_;  // owned by their layers
   size_t tied_embedding_ = 0;         // with tied_heads_: the first embedding
   std::vector<size_t> tied_heads_;    // indices of the TiedLmHead layers
   std::vector<BasicTensor<T>> acts_;  // acts_[i]: output of layer i

@@ -1,7 +1,8 @@
 // embedding_bag: one nn.EmbeddingBag table per categorical feature, a flat
 // {2 T} sample of row ids (each a pair of floats, r / 2^24 and r mod 2^24)
 // -> {T dim}. Table t is {rows[t], dim}. Like the token embeddings, the
-// tables are left out of weight decay by no_decay_bias_and_norm.
+// tables are left out of weight decay by no_decay_bias_and_norm. Sparse
+// tables (the spec's `sparse`) are no parameters of the flat buffer.
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -51,6 +52,9 @@ absl::StatusOr<InferredLayer> InferEmbeddingBag(const LayerSpec& l,
   }
   InferredLayer r;
   r.output = {CheckedInt(tables) * e.dim()};
+  // Sparse tables live on the parameter-server shards, outside the flat
+  // buffers that these sizes lay out (the shards' partitions among them).
+  if (e.sparse()) return r;
   for (int64_t rows : e.rows()) {
     r.params.push_back(CheckedInt(rows) * e.dim());
     r.no_decay.push_back(true);

@@ -14,7 +14,8 @@ std::unique_ptr<Layer<T>> MakeEmbeddingBag(const LayerSpec& l) {
   return std::make_unique<EmbeddingBag<T>>(
       std::vector<int64_t>(e.rows().begin(), e.rows().end()), e.dim(),
       e.mode() == EmbeddingBagSpec::MEAN ? EmbeddingBagMode::kMean
-                                         : EmbeddingBagMode::kSum);
+                                         : EmbeddingBagMode::kSum,
+      e.sparse());
 }
 
 }  // namespace

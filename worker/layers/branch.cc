@@ -179,6 +179,13 @@ absl::Status Branch<T>::InputError() const {
 }
 
 template <typename T>
+void Branch<T>::CollectSparseTables(std::vector<SparseTable*>* out) {
+  for (Path& path : paths_) {
+    for (std::unique_ptr<Layer<T>>& l : path) l->CollectSparseTables(out);
+  }
+}
+
+template <typename T>
 void Branch<T>::SeedRandom(uint64_t seed) {
   // Distinct streams per layer, so that two dropouts draw different masks.
   uint64_t k = 0;

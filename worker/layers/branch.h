@@ -53,6 +53,7 @@ class Branch final : public Layer<T> {
   void SeedRandom(uint64_t seed) override;
   // The first of its paths' layers' (layer.h).
   absl::Status InputError() const override;
+  void CollectSparseTables(std::vector<SparseTable*>* out) override;
   void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                Mode mode) override;
   void Backward(const BasicTensor<T>& grad_out,

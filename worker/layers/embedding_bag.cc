@@ -70,12 +70,17 @@ void ScatterAddRows(const T* grad, int64_t stride,
 
 template <typename T>
 EmbeddingBag<T>::EmbeddingBag(std::vector<int64_t> rows, int64_t dim,
-                              EmbeddingBagMode mode)
-    : rows_(std::move(rows)), dim_(dim), mode_(mode) {}
+                              EmbeddingBagMode mode, bool sparse)
+    : rows_(std::move(rows)), dim_(dim), mode_(mode), sparse_(sparse) {
+  if (sparse_) {
+    for (int64_t r : rows_) sparse_tables_.emplace_back(r, dim_);
+  }
+}
 
 template <typename T>
 std::string EmbeddingBag<T>::Name() const {
-  return absl::StrCat("embedding_bag(", rows_.size(), " tables, dim ", dim_,
+  return absl::StrCat("embedding_bag(", rows_.size(),
+                      sparse_ ? " sparse tables, dim " : " tables, dim ", dim_,
                       mode_ == EmbeddingBagMode::kMean ? ", mean)" : ", sum)");
 }
 
@@ -102,13 +107,21 @@ template <typename T>
 std::vector<ParamDecl> EmbeddingBag<T>::Params() const {
   std::vector<ParamDecl> decls;
   for (size_t t = 0; t < rows_.size(); ++t) {
-    // U(-1/sqrt(rows), 1/sqrt(rows)): the fan-in rule with fan_in = rows.
-    decls.push_back({absl::StrCat(t, ".weight"),
-                     {rows_[t], dim_},
-                     ParamDecl::Init::kFanInUniform,
-                     rows_[t]});
+    // U(-1/sqrt(rows), 1/sqrt(rows)) (DLRM's), row by row from the
+    // table's seed so that dense and sparse tables start alike.
+    ParamDecl d{absl::StrCat(t, ".weight"),
+                {rows_[t], dim_},
+                ParamDecl::Init::kRowUniform,
+                rows_[t]};
+    d.sparse = sparse_;
+    decls.push_back(std::move(d));
   }
   return decls;
+}
+
+template <typename T>
+void EmbeddingBag<T>::CollectSparseTables(std::vector<SparseTable*>* out) {
+  for (SparseTable& t : sparse_tables_) out->push_back(&t);
 }
 
 template <typename T>
@@ -137,6 +150,10 @@ void EmbeddingBag<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                      " (the sample counted within its batch)"));
   }
   EnsureShape(out, {batch_, tables * dim_});
+  if (sparse_) {
+    SparseForward(out);
+    return;
+  }
   for (int64_t t = 0; t < tables; ++t) {
     GatherRows(tables_[t].data(), dim_,
                absl::MakeConstSpan(ids_.data() + t * batch_, batch_),
@@ -153,7 +170,8 @@ void EmbeddingBag<T>::Backward(const BasicTensor<T>& grad_out,
         grad_out.dim(1) == tables * dim_)
       << Name() << ": output gradient " << ShapeString(grad_out.shape())
       << " after a Forward of " << batch_ << " samples";
-  for (int64_t t = 0; t < tables; ++t) {
+  if (sparse_) SparseBackward(grad_out);
+  for (int64_t t = 0; t < tables && !sparse_; ++t) {
     T* g = grads_[t].data();
     // Tables can be large: the zeroing is the pass that costs.
     ParallelRanges(
@@ -166,6 +184,69 @@ void EmbeddingBag<T>::Backward(const BasicTensor<T>& grad_out,
   if (grad_in != nullptr) {
     EnsureShape(grad_in, {batch_, 2 * tables});
     std::fill(grad_in->data(), grad_in->data() + grad_in->size(), T(0));
+  }
+}
+
+// Each table's unique rows (sorted) and each sample's slot among them.
+template <typename T>
+absl::Status EmbeddingBag<T>::FetchRows() {
+  const int64_t tables = static_cast<int64_t>(rows_.size());
+  slots_.resize(ids_.size());
+  std::vector<RowRequest> requests(tables);
+  for (int64_t t = 0; t < tables; ++t) {
+    SparseTable& table = sparse_tables_[t];
+    const int64_t* ids = ids_.data() + t * batch_;
+    table.ids.assign(ids, ids + batch_);
+    std::sort(table.ids.begin(), table.ids.end());
+    table.ids.erase(std::unique(table.ids.begin(), table.ids.end()),
+                    table.ids.end());
+    for (int64_t s = 0; s < batch_; ++s) {
+      slots_[t * batch_ + s] =
+          std::lower_bound(table.ids.begin(), table.ids.end(), ids[s]) -
+          table.ids.begin();
+    }
+    table.values.resize(table.ids.size() * dim_);
+    requests[t] = {table.id(), table.ids, table.values.data()};
+  }
+  RowFetcher* fetcher = sparse_tables_[0].fetcher();
+  if (fetcher == nullptr) {
+    return absl::FailedPreconditionError(
+        "its sparse tables have no row source (they are served by "
+        "parameter-server shards, in PS mode)");
+  }
+  return fetcher->Fetch(requests);
+}
+
+template <typename T>
+void EmbeddingBag<T>::SparseForward(BasicTensor<T>* out) {
+  const int64_t tables = static_cast<int64_t>(rows_.size());
+  const absl::Status fetched = FetchRows();
+  if (!fetched.ok() && input_error_.ok()) {
+    input_error_ = absl::Status(
+        fetched.code(),
+        absl::StrCat(Name(), ": fetching rows: ", fetched.message()));
+  }
+  for (int64_t t = 0; t < tables; ++t) {
+    const std::vector<float>& values = sparse_tables_[t].values;
+    for (int64_t s = 0; s < batch_; ++s) {
+      const float* row = values.data() + slots_[t * batch_ + s] * dim_;
+      T* o = out->data() + s * tables * dim_ + t * dim_;
+      for (int64_t d = 0; d < dim_; ++d) o[d] = static_cast<T>(row[d]);
+    }
+  }
+}
+
+template <typename T>
+void EmbeddingBag<T>::SparseBackward(const BasicTensor<T>& grad_out) {
+  const int64_t tables = static_cast<int64_t>(rows_.size());
+  for (int64_t t = 0; t < tables; ++t) {
+    SparseTable& table = sparse_tables_[t];
+    table.grads.assign(table.ids.size() * dim_, 0.0f);
+    for (int64_t s = 0; s < batch_; ++s) {
+      const T* g = grad_out.data() + s * tables * dim_ + t * dim_;
+      float* row = table.grads.data() + slots_[t * batch_ + s] * dim_;
+      for (int64_t d = 0; d < dim_; ++d) row[d] += static_cast<float>(g[d]);
+    }
   }
 }
 

@@ -22,8 +22,16 @@
 // one (the spec check and the data set see to it), arrays of ids can.
 //
 // The gathers and scatter-adds are free functions over (row ids, table), so
-// that a path that moves only the rows a batch touches (a sparse
-// parameter-server exchange) can reuse them.
+// that a path that moves only the rows a batch touches can reuse them.
+//
+// Sparse tables (EmbeddingBagSpec.sparse) are declared (ParamDecl::sparse)
+// but not bound: the layer keeps one SparseTable per table. Forward takes
+// each table's unique rows of the batch (ascending), fetches them in one
+// RowFetcher call for all tables, and gathers from them; Backward leaves
+// those rows' gradients in the SparseTable, summed in sample order. Both
+// kinds initialise row r from the table's seed alone (kRowUniform), so a
+// sparse model starts where the dense one does. A failed fetch fails the
+// step through InputError like a bad id.
 //
 // Ownership: the tables are views into the model's buffers (Bind); the
 // layer owns the last batch's row ids. Forward and Backward allocate
@@ -79,8 +87,10 @@ enum class EmbeddingBagMode { kSum, kMean };
 template <typename T>
 class EmbeddingBag : public Layer<T> {
  public:
-  // Rows of each table, in feature order, and the features per row.
-  EmbeddingBag(std::vector<int64_t> rows, int64_t dim, EmbeddingBagMode mode);
+  // Rows of each table, in feature order, and the features per row;
+  // `sparse`: the tables are read by row (above).
+  EmbeddingBag(std::vector<int64_t> rows, int64_t dim, EmbeddingBagMode mode,
+               bool sparse = false);
 
   // "embedding_bag(26 tables, dim 16, sum)".
   std::string Name() const override;
@@ -95,8 +105,10 @@ class EmbeddingBag : public Layer<T> {
                Mode mode) override;
   void Backward(const BasicTensor<T>& grad_out,
                 BasicTensor<T>* grad_in) override;
-  // The first bad row id of the last Forward (InputError in layer.h).
+  // The first bad row id of the last Forward, or its failed fetch
+  // (InputError in layer.h).
   absl::Status InputError() const override { return input_error_; }
+  void CollectSparseTables(std::vector<SparseTable*>* out) override;
 
   // Rows of each table, in feature order: a data set's ids must be below
   // them.
@@ -107,10 +119,20 @@ class EmbeddingBag : public Layer<T> {
   std::vector<int64_t> rows_;
   int64_t dim_;
   EmbeddingBagMode mode_;
+  bool sparse_;
   std::vector<BasicTensor<T>> tables_, grads_;  // views, after Bind
-  int64_t batch_ = 0;                           // N of the last Forward
+  std::vector<SparseTable> sparse_tables_;      // when sparse_
+  // Sparse: per table, each sample's index into its table's ids,
+  // table-major like ids_.
+  std::vector<int64_t> slots_;
+  int64_t batch_ = 0;         // N of the last Forward
   std::vector<int64_t> ids_;  // its rows, table-major (DecodeRowIds)
   absl::Status input_error_;
+
+  // Sparse: the batch's unique rows per table and their fetched values.
+  absl::Status FetchRows();
+  void SparseForward(BasicTensor<T>* out);
+  void SparseBackward(const BasicTensor<T>& grad_out);
 };
 
 extern template class EmbeddingBag<float>;

@@ -1,7 +1,8 @@
 // embedding_bag: row ids as pairs of floats, the gather and the
 // scatter-add against hand-computed values, the tables' names, shapes and
 // initialisation, gradients against finite differences, float against
-// double, rows past 2^24, and the refusals. Its agreement with PyTorch's
+// double, rows past 2^24, the refusals, and sparse tables (fetched by row)
+// against dense ones. Its agreement with PyTorch's
 // nn.EmbeddingBag is tests/recsys_torch_test.
 #include "worker/layers/embedding_bag.h"
 
@@ -12,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/sparse_rows.h"
 #include "gtest/gtest.h"
 #include "worker/layers/param_store.h"
 
@@ -106,7 +109,8 @@ TEST(EmbeddingBag, DeclaresOneTablePerFeatureNamedAsAModuleList) {
   for (size_t t = 0; t < 3; ++t) {
     EXPECT_EQ(p[t].name, std::to_string(t) + ".weight");
     EXPECT_EQ(p[t].shape, (Shape{rows[t], 4}));
-    EXPECT_EQ(p[t].init, ParamDecl::Init::kFanInUniform);
+    EXPECT_EQ(p[t].init, ParamDecl::Init::kRowUniform);
+    EXPECT_FALSE(p[t].sparse);
     EXPECT_EQ(p[t].fan_in, rows[t]);
   }
 }
@@ -292,6 +296,126 @@ TEST(EmbeddingBag, AnIdPastItsTableIsAnInputErrorNamingTheFeature) {
   EXPECT_EQ(bag.layer.InputError().code(), absl::StatusCode::kInvalidArgument);
   bag.layer.Forward(Ids<float>({{9, 4}, {3, 2}}), &y, Mode::kEval);
   EXPECT_TRUE(bag.layer.InputError().ok());
+}
+
+// Serves rows from dense copies of the tables and records what was asked.
+class DenseFetcher : public RowFetcher {
+ public:
+  absl::Status Fetch(absl::Span<const RowRequest> requests) override {
+    ++calls;
+    if (!fail.ok()) return fail;
+    for (const RowRequest& r : requests) {
+      const std::vector<float>& table = tables[r.table];
+      asked.push_back(std::vector<int64_t>(r.ids.begin(), r.ids.end()));
+      for (size_t i = 0; i < r.ids.size(); ++i) {
+        std::copy(table.begin() + r.ids[i] * dim,
+                  table.begin() + (r.ids[i] + 1) * dim, r.values + i * dim);
+      }
+    }
+    return absl::OkStatus();
+  }
+  std::vector<std::vector<float>> tables;
+  int64_t dim = 0;
+  int calls = 0;
+  std::vector<std::vector<int64_t>> asked;
+  absl::Status fail;
+};
+
+TEST(EmbeddingBag, SparseTablesStartAsDenseOnesDoAndLeaveTheFlatBuffer) {
+  Bag<float> dense({5, 300}, 3);
+  dense.Build({4});
+  EmbeddingBag<float> sparse({5, 300}, 3, EmbeddingBagMode::kSum, true);
+  ASSERT_TRUE(sparse.Configure({4}).ok());
+  EXPECT_EQ(sparse.Name(), "embedding_bag(2 sparse tables, dim 3, sum)");
+  ParamStore<float> store;
+  Layer<float>* list[] = {&sparse};
+  store.Build(list);
+  EXPECT_TRUE(store.entries().empty());
+  EXPECT_EQ(store.num_parameters(), 0);
+  ASSERT_EQ(store.sparse_entries().size(), 2u);
+  EXPECT_EQ(store.sparse_entries()[1].name, "0.1.weight");
+  EXPECT_EQ(store.sparse_entries()[1].shape, (Shape{300, 3}));
+  Rng a(5), b(5);
+  dense.store.Initialize(a);
+  store.Initialize(b);
+  for (size_t t = 0; t < 2; ++t) {
+    const ParamStore<float>::SparseEntry& e = store.sparse_entries()[t];
+    std::vector<float> row(3);
+    for (int64_t r : {int64_t{0}, e.shape[0] - 1}) {
+      SparseRowInit(e.seed, r, 3, 1 / std::sqrt(double(e.shape[0])),
+                    row.data());
+      for (int d = 0; d < 3; ++d) {
+        EXPECT_EQ(row[d], dense.table(t)[r * 3 + d]) << t << " " << r;
+      }
+    }
+  }
+}
+
+TEST(EmbeddingBag, SparseForwardAndBackwardEqualTheDenseLayers) {
+  Bag<float> dense({6, 9}, 2);
+  dense.Build({4});
+  Rng rng(3);
+  dense.store.Initialize(rng);
+  EmbeddingBag<float> sparse({6, 9}, 2, EmbeddingBagMode::kSum, true);
+  ASSERT_TRUE(sparse.Configure({4}).ok());
+  DenseFetcher fetcher;
+  fetcher.dim = 2;
+  std::vector<SparseTable*> tables;
+  sparse.CollectSparseTables(&tables);
+  ASSERT_EQ(tables.size(), 2u);
+  for (int t = 0; t < 2; ++t) {
+    tables[t]->set_id(t);
+    tables[t]->set_fetcher(&fetcher);
+    fetcher.tables.emplace_back(dense.table(t),
+                                dense.table(t) + dense.layer.rows()[t] * 2);
+  }
+  const Tensor x = Ids<float>({{5, 1}, {0, 8}, {5, 8}, {2, 1}});
+  Tensor out_dense, out_sparse;
+  dense.layer.Forward(x, &out_dense, Mode::kTrain);
+  sparse.Forward(x, &out_sparse, Mode::kTrain);
+  ASSERT_TRUE(sparse.InputError().ok()) << sparse.InputError();
+  EXPECT_EQ(fetcher.calls, 1);  // one call for all tables
+  EXPECT_EQ(fetcher.asked[0], (std::vector<int64_t>{0, 2, 5}));
+  EXPECT_EQ(fetcher.asked[1], (std::vector<int64_t>{1, 8}));
+  ASSERT_EQ(out_sparse.size(), out_dense.size());
+  for (int64_t i = 0; i < out_dense.size(); ++i) {
+    EXPECT_EQ(out_sparse[i], out_dense[i]) << i;
+  }
+  Tensor g({4, 4});
+  for (int64_t i = 0; i < g.size(); ++i) g[i] = 0.25f * (i + 1);
+  dense.layer.Backward(g, nullptr);
+  sparse.Backward(g, nullptr);
+  for (int t = 0; t < 2; ++t) {
+    const SparseTable& st = *tables[t];
+    ASSERT_EQ(st.grads.size(), st.ids.size() * 2);
+    for (size_t i = 0; i < st.ids.size(); ++i) {
+      for (int d = 0; d < 2; ++d) {
+        EXPECT_EQ(st.grads[i * 2 + d], dense.grad(t)[st.ids[i] * 2 + d])
+            << "table " << t << " row " << st.ids[i];
+      }
+    }
+  }
+}
+
+TEST(EmbeddingBag, AFailedFetchIsTheStepsErrorNamingTheLayer) {
+  EmbeddingBag<float> sparse({4}, 2, EmbeddingBagMode::kSum, true);
+  ASSERT_TRUE(sparse.Configure({2}).ok());
+  Tensor out;
+  sparse.Forward(Ids<float>({{1}}), &out, Mode::kEval);
+  EXPECT_EQ(sparse.InputError().code(), absl::StatusCode::kFailedPrecondition)
+      << sparse.InputError();
+  DenseFetcher fetcher;
+  fetcher.fail = absl::UnavailableError("shard 1 at h:1 is down");
+  std::vector<SparseTable*> tables;
+  sparse.CollectSparseTables(&tables);
+  tables[0]->set_fetcher(&fetcher);
+  sparse.Forward(Ids<float>({{1}}), &out, Mode::kEval);
+  EXPECT_EQ(sparse.InputError().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(sparse.InputError().message().find("embedding_bag(1 sparse"),
+            std::string::npos)
+      << sparse.InputError();
+  EXPECT_NE(sparse.InputError().message().find("shard 1 at h:1"),
+            std::string::npos);
 }
 
 }  // namespace

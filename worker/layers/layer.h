@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
+#include "worker/layers/sparse_table.h"
 
 namespace cohort {
 
@@ -54,6 +55,10 @@ struct ParamDecl {
     kZeros,           // BatchNorm shift.
     kNormal,          // N(0, std^2): GPT-2's 0.02 for transformer weights.
     kConstant,        // every element `value`: PReLU's starting slopes.
+    kRowUniform,      // {rows, dim}, row r = SparseRowInit(seed, r, dim,
+                      // 1/sqrt(fan_in)) with one seed drawn per tensor
+                      // (common/sparse_rows.h): a table's initial rows are
+                      // the same whether it is dense or sparse.
   };
   std::string name;  // e.g. "weight", "bias"
   Shape shape;
@@ -61,6 +66,10 @@ struct ParamDecl {
   int64_t fan_in = 1;
   double std = 0.02;  // kNormal only
   double value = 0;   // kConstant only
+  // A sparse table (EmbeddingBagSpec.sparse): named and initialised like
+  // the others, but kept out of the flat buffers (the layer reads it by
+  // row through its SparseTable); Bind hands it empty views.
+  bool sparse = false;
   // Which tensors weight decay skips (optimizer.no_decay_bias_and_norm)
   // follows from the layer specs: common/model_sizes.h.
 };
@@ -118,6 +127,10 @@ class Layer {
   // stand-in (row 0) instead of failing, and whoever called Forward fails
   // the step with this status.
   virtual absl::Status InputError() const { return absl::OkStatus(); }
+
+  // The sparse tables this layer reads by row (its ParamDecls marked
+  // sparse, same order), appended to `out`. Default: none.
+  virtual void CollectSparseTables(std::vector<SparseTable*>* out) {}
 
   // `in` has the batch dimension (see the layouts above). The layer may keep
   // a pointer to `in` for Backward: the caller keeps it alive and unchanged

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/sparse_rows.h"
 
 namespace cohort {
 namespace {
@@ -20,6 +21,13 @@ void ParamStore<T>::Layout(absl::Span<Layer<T>* const> layers) {
   int64_t total = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     for (const ParamDecl& d : layers[i]->Params()) {
+      if (d.sparse) {
+        order_.push_back({true, sparse_entries_.size()});
+        sparse_entries_.push_back(
+            {absl::StrCat(i, ".", d.name), d.shape, d.fan_in});
+        continue;
+      }
+      order_.push_back({false, entries_.size()});
       entries_.push_back({absl::StrCat(i, ".", d.name), d.shape, total, d.init,
                           d.fan_in, d.std, d.value});
       num_parameters_ += NumElements(d.shape);
@@ -33,13 +41,18 @@ template <typename T>
 void ParamStore<T>::BindAll(absl::Span<Layer<T>* const> layers, T* values) {
   size_t e = 0;
   for (Layer<T>* layer : layers) {
-    const size_t count = layer->Params().size();
     std::vector<BasicTensor<T>> v, g;
-    for (size_t k = 0; k < count; ++k, ++e) {
+    for (const ParamDecl& d : layer->Params()) {
+      if (d.sparse) {  // stored elsewhere: empty views keep the order
+        v.emplace_back();
+        g.emplace_back();
+        continue;
+      }
       v.push_back(
           BasicTensor<T>::View(values + entries_[e].offset, entries_[e].shape));
       g.push_back(BasicTensor<T>::View(grads_.data() + entries_[e].offset,
                                        entries_[e].shape));
+      ++e;
     }
     layer->Bind(std::move(v), std::move(g));
   }
@@ -65,33 +78,52 @@ void ParamStore<T>::BuildShared(absl::Span<Layer<T>* const> layers,
 
 template <typename T>
 void ParamStore<T>::Initialize(Rng& rng) {
-  for (const Entry& e : entries_) {
-    T* p = values_.data() + e.offset;
-    const int64_t n = NumElements(e.shape);
-    switch (e.init) {
-      case ParamDecl::Init::kKaimingUniform:
-      case ParamDecl::Init::kFanInUniform: {
-        // kaiming_uniform_(a=sqrt(5)) and the bias rule both reduce to
-        // U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
-        const double bound = 1.0 / std::sqrt(static_cast<double>(e.fan_in));
-        std::uniform_real_distribution<double> dist(-bound, bound);
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(dist(rng));
-        break;
+  for (const auto& [sparse, i] : order_) {
+    if (sparse) {
+      sparse_entries_[i].seed = rng();
+    } else {
+      InitializeEntry(entries_[i], rng);
+    }
+  }
+}
+
+template <typename T>
+void ParamStore<T>::InitializeEntry(const Entry& e, Rng& rng) {
+  T* p = values_.data() + e.offset;
+  const int64_t n = NumElements(e.shape);
+  switch (e.init) {
+    case ParamDecl::Init::kKaimingUniform:
+    case ParamDecl::Init::kFanInUniform: {
+      // kaiming_uniform_(a=sqrt(5)) and the bias rule both reduce to
+      // U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+      const double bound = 1.0 / std::sqrt(static_cast<double>(e.fan_in));
+      std::uniform_real_distribution<double> dist(-bound, bound);
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(dist(rng));
+      break;
+    }
+    case ParamDecl::Init::kOnes:
+      for (int64_t i = 0; i < n; ++i) p[i] = T(1);
+      break;
+    case ParamDecl::Init::kZeros:
+      for (int64_t i = 0; i < n; ++i) p[i] = T(0);
+      break;
+    case ParamDecl::Init::kNormal: {
+      std::normal_distribution<double> dist(0.0, e.std);
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(dist(rng));
+      break;
+    }
+    case ParamDecl::Init::kConstant:
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(e.value);
+      break;
+    case ParamDecl::Init::kRowUniform: {
+      // The seed a sparse table of the same declaration would draw.
+      const uint64_t seed = rng();
+      const int64_t dim = e.shape.back();
+      const double bound = 1.0 / std::sqrt(static_cast<double>(e.fan_in));
+      for (int64_t r = 0; r < n / dim; ++r) {
+        SparseRowInit(seed, r, dim, bound, p + r * dim);
       }
-      case ParamDecl::Init::kOnes:
-        for (int64_t i = 0; i < n; ++i) p[i] = T(1);
-        break;
-      case ParamDecl::Init::kZeros:
-        for (int64_t i = 0; i < n; ++i) p[i] = T(0);
-        break;
-      case ParamDecl::Init::kNormal: {
-        std::normal_distribution<double> dist(0.0, e.std);
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(dist(rng));
-        break;
-      }
-      case ParamDecl::Init::kConstant:
-        for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(e.value);
-        break;
+      break;
     }
   }
 }

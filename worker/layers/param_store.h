@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/tensor.h"
@@ -32,6 +33,15 @@ class ParamStore {
     double value;  // kConstant's
   };
 
+  // A sparse table (ParamDecl::sparse): declared, named and seeded like
+  // the others, but stored elsewhere (worker/layers/sparse_table.h).
+  struct SparseEntry {
+    std::string name;
+    Shape shape;  // {rows, dim}
+    int64_t fan_in;
+    uint64_t seed = 0;  // drawn by Initialize (kRowUniform)
+  };
+
   ParamStore() = default;
   ParamStore(const ParamStore&) = delete;
   ParamStore& operator=(const ParamStore&) = delete;
@@ -46,24 +56,34 @@ class ParamStore {
   // they are identical by construction, so nothing needs to be broadcast.
   void BuildShared(absl::Span<Layer<T>* const> layers, ParamStore& owner);
 
-  // Fills every parameter as its declaration says (PyTorch's defaults).
+  // Fills every parameter as its declaration says (PyTorch's defaults),
+  // and draws the sparse tables' seeds, all in declaration order.
   void Initialize(Rng& rng);
 
   BasicTensor<T>& values() { return values_; }
   const BasicTensor<T>& values() const { return values_; }
   BasicTensor<T>& grads() { return grads_; }
   const BasicTensor<T>& grads() const { return grads_; }
+  // The tensors of the flat buffers.
   const std::vector<Entry>& entries() const { return entries_; }
+  // The sparse tables, in declaration order.
+  const std::vector<SparseEntry>& sparse_entries() const {
+    return sparse_entries_;
+  }
   // Parameters proper (excludes alignment padding).
   int64_t num_parameters() const { return num_parameters_; }
 
  private:
   std::vector<Entry> entries_;
+  std::vector<SparseEntry> sparse_entries_;
+  // Declaration order over both: (sparse, index into its list).
+  std::vector<std::pair<bool, size_t>> order_;
   BasicTensor<T> values_;
   BasicTensor<T> grads_;
   int64_t num_parameters_ = 0;
 
   void Layout(absl::Span<Layer<T>* const> layers);
+  void InitializeEntry(const Entry& e, Rng& rng);
   void BindAll(absl::Span<Layer<T>* const> layers, T* values);
 };
 
