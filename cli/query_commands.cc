@@ -1,6 +1,7 @@
 // `cohort status`, `cohort metrics`, `cohort stop`: operator queries.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -127,6 +128,33 @@ std::string Histogram(const ShardStats& st) {
   return out.empty() ? "-" : out;
 }
 
+// Rows moved per push as text: "-" before the first push.
+std::string PerPush(int64_t rows, int64_t pushes) {
+  return pushes > 0 ? absl::StrFormat("%.1f", static_cast<double>(rows) /
+                                                  static_cast<double>(pushes))
+                    : std::string("-");
+}
+
+// The shards' sparse tables (EmbeddingBagSpec.sparse), when the job has
+// any: rows each shard stores, and rows moved per push (a worker's step
+// pushes the rows its batches touched and pulled).
+void PrintShardRows(const google::protobuf::RepeatedPtrField<ShardStatus>& ss) {
+  const bool any = std::any_of(ss.begin(), ss.end(), [](const ShardStatus& s) {
+    const ShardStats& st = s.stats();
+    return st.rows_held() > 0 || st.rows_pushed() > 0 || st.rows_pulled() > 0;
+  });
+  if (!any) return;
+  std::printf("\n%-5s %-12s %-17s %s\n", "SHARD", "ROWS HELD",
+              "ROWS PUSHED/PUSH", "ROWS PULLED/PUSH");
+  for (const ShardStatus& s : ss) {
+    const ShardStats& st = s.stats();
+    std::printf("%-5d %-12lld %-17s %s\n", s.index(),
+                static_cast<long long>(st.rows_held()),
+                PerPush(st.rows_pushed(), st.pushes()).c_str(),
+                PerPush(st.rows_pulled(), st.pushes()).c_str());
+  }
+}
+
 void PrintShards(const google::protobuf::RepeatedPtrField<ShardStatus>& ss) {
   if (ss.empty()) return;
   std::printf("\n%-5s %-22s %-8s %-6s %-10s %-9s %-9s %-8s %s\n", "SHARD",
@@ -141,6 +169,7 @@ void PrintShards(const google::protobuf::RepeatedPtrField<ShardStatus>& ss) {
                 static_cast<long long>(s.stats().version()),
                 Histogram(s.stats()).c_str());
   }
+  PrintShardRows(ss);
 }
 
 // The generations after the first: why each was opened and how long the

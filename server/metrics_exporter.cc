@@ -90,6 +90,13 @@ void DeclareShardStats(PrometheusText& t) {
             "every chunk is applied.");
   t.Declare("cohort_shard_pull_wait_seconds_total", Type::kCounter,
             "Time pulls spent waiting for slower workers.");
+  t.Declare("cohort_shard_rows_held", Type::kGauge,
+            "Rows of sparse tables the shard stores (rows a gradient "
+            "reached).");
+  t.Declare("cohort_shard_pushed_rows_total", Type::kCounter,
+            "Rows of sparse tables whose gradients pushes carried.");
+  t.Declare("cohort_shard_pulled_rows_total", Type::kCounter,
+            "Rows of sparse tables sent to workers.");
 }
 
 void AddShardStats(PrometheusText& t, const PrometheusLabels& labels,
@@ -102,6 +109,9 @@ void AddShardStats(PrometheusText& t, const PrometheusLabels& labels,
   t.Add("cohort_shard_version", labels, s.version());
   t.Add("cohort_shard_min_clock", labels, s.min_clock());
   t.Add("cohort_shard_pull_wait_seconds_total", labels, s.wait_s());
+  t.Add("cohort_shard_rows_held", labels, s.rows_held());
+  t.Add("cohort_shard_pushed_rows_total", labels, s.rows_pushed());
+  t.Add("cohort_shard_pulled_rows_total", labels, s.rows_pulled());
 }
 
 void AddShards(PrometheusText& t, const StatusResponse& s) {

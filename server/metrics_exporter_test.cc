@@ -65,6 +65,9 @@ StatusResponse TwoWorkerStatus() {
   shard->mutable_stats()->set_bytes_pushed(4000);
   shard->mutable_stats()->set_bytes_pulled(5000);
   shard->mutable_stats()->set_version(6);
+  shard->mutable_stats()->set_rows_held(300);
+  shard->mutable_stats()->set_rows_pushed(700);
+  shard->mutable_stats()->set_rows_pulled(1400);
   return s;
 }
 
@@ -106,6 +109,9 @@ TEST(CoordinatorMetricsTest, ExportsTheJobWorkersAndShards) {
            "cohort_shard_pushed_bytes_total{shard=\"0\",host=\"s0\"} 4000",
            "cohort_shard_pulled_bytes_total{shard=\"0\",host=\"s0\"} 5000",
            "cohort_shard_version{shard=\"0\",host=\"s0\"} 6",
+           "cohort_shard_rows_held{shard=\"0\",host=\"s0\"} 300",
+           "cohort_shard_pushed_rows_total{shard=\"0\",host=\"s0\"} 700",
+           "cohort_shard_pulled_rows_total{shard=\"0\",host=\"s0\"} 1400",
            "cohort_shard_heartbeat_age_seconds{shard=\"0\",host=\"s0\"} 0.25",
            "cohort_shard_serving{shard=\"0\",host=\"s0\"} 1",
        }) {
@@ -155,6 +161,9 @@ TEST(ShardMetricsTest, ExportsItsStatistics) {
   s.set_min_clock(4);
   s.set_wait_s(0.75);
   s.set_checkpoint_version(-1);
+  s.set_rows_held(40);
+  s.set_rows_pushed(120);
+  s.set_rows_pulled(250);
   for (int k = 0; k < 9; ++k) s.add_staleness_histogram(k == 0 ? 8 : k == 8);
   const std::string text = ShardMetricsText(s);
   EXPECT_THAT(PrometheusFormatProblems(text), ::testing::IsEmpty()) << text;
@@ -167,6 +176,11 @@ TEST(ShardMetricsTest, ExportsItsStatistics) {
            "cohort_shard_version 10",
            "cohort_shard_min_clock 4",
            "cohort_shard_pull_wait_seconds_total 0.75",
+           "# TYPE cohort_shard_rows_held gauge",
+           "cohort_shard_rows_held 40",
+           "# TYPE cohort_shard_pushed_rows_total counter",
+           "cohort_shard_pushed_rows_total 120",
+           "cohort_shard_pulled_rows_total 250",
            "cohort_shard_push_staleness_total{clocks=\"0\"} 8",
            "cohort_shard_push_staleness_total{clocks=\"7\"} 0",
            "cohort_shard_push_staleness_total{clocks=\"8+\"} 1",

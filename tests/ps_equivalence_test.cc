@@ -93,8 +93,9 @@ void WirePs(const JobSpec& spec, const std::vector<std::string>& shards, int w,
             int workers, int replicas, PsLink* link, DistributedContext* d) {
   d->ps_mode = true;
   d->ps_connect =
-      [=, &spec](float* params,
-                 const std::vector<int64_t>& sizes) -> absl::StatusOr<PsLink*> {
+      [=, &spec](
+          float* params, const std::vector<int64_t>& sizes,
+          const std::vector<SparseTableInfo>&) -> absl::StatusOr<PsLink*> {
     ASSIGN_OR_RETURN(
         std::vector<Partition> plan,
         PlanPartitions(sizes, kShards, spec.ps().partition_bytes()));

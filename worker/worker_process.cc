@@ -142,10 +142,12 @@ absl::StatusOr<std::string> ShardAddress(CoordinatorClient& coordinator,
 }
 
 // Partition plan from the coordinator, a client to the shards, the initial
-// parameters from rank 0 to the shards and back from them to everyone.
+// parameters and the sparse tables from rank 0 to the shards, and the
+// parameters back from them to everyone.
 absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
                      const std::string& worker_id, float* params,
                      const std::vector<int64_t>& param_sizes,
+                     const std::vector<SparseTableInfo>& tables,
                      const SecurityOptions& security, PsLink* ps) {
   ASSIGN_OR_RETURN(PlanPartitionsResponse plan,
                    coordinator.PlanPartitions(param_sizes));
@@ -156,6 +158,7 @@ absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
   po.worker_id = worker_id;
   po.rank = join.rank();
   po.security = security;
+  po.tables = tables;
   if (join.job().ps().rpc_timeout_ms() > 0) {
     po.rpc_timeout = absl::Milliseconds(join.job().ps().rpc_timeout_ms());
   }
@@ -395,11 +398,11 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   PsLink ps;
   if (join.job().mode() == PS) {
     dist.ps_mode = true;
-    dist.ps_connect =
-        [&](float* params,
-            const std::vector<int64_t>& sizes) -> absl::StatusOr<PsLink*> {
-      RETURN_IF_ERROR(
-          PsSetup(client, join, worker_id, params, sizes, o.security, &ps));
+    dist.ps_connect = [&](float* params, const std::vector<int64_t>& sizes,
+                          const std::vector<SparseTableInfo>& tables)
+        -> absl::StatusOr<PsLink*> {
+      RETURN_IF_ERROR(PsSetup(client, join, worker_id, params, sizes, tables,
+                              o.security, &ps));
       return &ps;
     };
     dist.claim_chunks = [&client](int64_t epoch, int count) {

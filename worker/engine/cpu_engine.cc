@@ -216,9 +216,15 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> CpuEngine::CreateExchange() {
   const int64_t n = replicas_[0].model->grads().size();
   if (dist_ == nullptr) return std::make_unique<LocalExchange>();
   if (dist_->ps_mode) {
-    return std::make_unique<PsExchange>(ReplicaGrads(), n,
-                                        replicas_[0].model->params().data(),
-                                        dist_->ps_connect);
+    // Sparse tables are read by row from the shards, through the exchange.
+    std::vector<std::vector<SparseTable*>> tables;
+    for (Replica& rep : replicas_) tables.push_back(rep.model->sparse_tables());
+    auto ps = std::make_unique<PsExchange>(
+        ReplicaGrads(), n, replicas_[0].model->params().data(),
+        dist_->ps_connect, std::move(tables),
+        SparseTableInfos(*replicas_[0].model));
+    for (Replica& rep : replicas_) rep.model->SetRowFetcher(ps.get());
+    return ps;
   }
   std::vector<int64_t> offsets;
   for (const auto& e : replicas_[0].model->param_store().entries()) {

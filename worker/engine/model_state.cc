@@ -1,6 +1,7 @@
 #include "worker/engine/model_state.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -79,6 +80,22 @@ const float* RestoreBuffers(const float* from, Model<float>& model) {
     from += b->size();
   }
   return from;
+}
+
+std::vector<SparseTableInfo> SparseTableInfos(const Model<float>& model) {
+  std::vector<SparseTableInfo> infos;
+  const auto& entries = model.param_store().sparse_entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    SparseTableInfo info;
+    info.set_id(static_cast<int>(i));
+    info.set_name(model.TensorName(entries[i].name));
+    info.set_rows(entries[i].shape[0]);
+    info.set_dim(static_cast<int>(entries[i].shape[1]));
+    info.set_seed(entries[i].seed);
+    info.set_bound(1.0 / std::sqrt(static_cast<double>(entries[i].fan_in)));
+    infos.push_back(std::move(info));
+  }
+  return infos;
 }
 
 }  // namespace cohort

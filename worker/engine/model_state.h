@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/checkpoint.h"
+#include "proto/ps.pb.h"
 #include "worker/model.h"
 
 namespace cohort {
@@ -34,6 +35,11 @@ void AppendBufferTensors(Model<float>& model,
 // each parameter's PyTorch-style name, shape and offset into the flat
 // "params" tensor, and the "buffer.I" tensors' names in order.
 std::string StateNamesJson(const Model<float>& model);
+
+// The model's sparse tables as the parameter-server shards take them
+// (InitHeader.tables): ids in order, tensor names, sizes, seeds (drawn by
+// InitializeParameters) and initial bounds.
+std::vector<SparseTableInfo> SparseTableInfos(const Model<float>& model);
 
 // Copies the parameters (RestoreParams) or the buffers (RestoreBuffers)
 // from `from` into the model; returns the first value after them.

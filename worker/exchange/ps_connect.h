@@ -8,16 +8,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proto/ps.pb.h"
 
 namespace cohort {
 
 struct PsLink;  // worker/exchange/ps_exchange.h
 
-// Connects to the shards once the model's parameter sizes are known and
+// Connects to the shards once the model's parameter sizes and sparse tables
+// (EmbeddingBagSpec.sparse, as the shards' Init takes them) are known, and
 // leaves the parameters training starts from (the shards' initial values)
-// in `params`. The link stays owned by the worker process.
+// in `params`. The link stays owned by the worker process. Called once,
+// from the training thread.
 using PsConnect = std::function<absl::StatusOr<PsLink*>(
-    float* params, const std::vector<int64_t>& param_sizes)>;
+    float* params, const std::vector<int64_t>& param_sizes,
+    const std::vector<SparseTableInfo>& tables)>;
 
 }  // namespace cohort
 

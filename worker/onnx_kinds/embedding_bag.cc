@@ -33,6 +33,13 @@ absl::StatusOr<std::string> ExportEmbeddingBag(GraphBuilder& g,
     return absl::InvalidArgumentError(
         absl::StrCat("layer ", io.prefix, " (embedding_bag) has no tables"));
   }
+  if (l.embedding_bag().sparse()) {
+    // The rows are on the parameter-server shards, not in the model file.
+    return absl::UnimplementedError(absl::StrCat(
+        "layer ", io.prefix,
+        " (embedding_bag) has sparse tables, which live on the "
+        "parameter-server shards: a model with them cannot be exported"));
+  }
   std::string ids;
   GraphBuilder::Int(g.Node("Cast", {io.in}, &ids), "to",
                     onnx::TensorProto::INT64);
