@@ -15,6 +15,7 @@ SparseUpdateRule::SparseUpdateRule(int64_t num_rows, int64_t dim,
     : num_rows_(num_rows),
       dim_(dim),
       state_stride_(state_per_row),
+      state_init_(state_init),
       state_(num_rows * state_per_row, state_init) {}
 
 absl::Span<float> SparseUpdateRule::State(int64_t row) {
@@ -39,15 +40,26 @@ absl::Status SparseUpdateRule::Step(float* table, int64_t dim,
           rows[i], " at position ", i, " follows ", rows[i - 1]));
     }
   }
+  // A dense table's row r is slot r of the table and of the state.
+  StepSlots(table, state_.data(), rows, grads, lr);
+  return absl::OkStatus();
+}
+
+void SparseUpdateRule::StepSlots(float* values, float* state,
+                                 absl::Span<const int64_t> slots,
+                                 const float* grads, double lr) {
   ++steps_;
   // A touched row is a few dozen floats: split the rows so that a range
   // still holds about kElementwiseGrain elements.
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / dim_);
-  ParallelRanges(static_cast<int64_t>(rows.size()), grain,
+  ParallelRanges(static_cast<int64_t>(slots.size()), grain,
                  [&](int64_t begin, int64_t end) {
-                   StepRows(table, rows, grads, lr, begin, end);
+                   StepRows(values, state, slots, grads, lr, begin, end);
                  });
-  return absl::OkStatus();
+}
+
+void SparseUpdateRule::InitRowState(float* state) const {
+  std::fill(state, state + state_stride_, state_init_);
 }
 
 namespace {
@@ -60,13 +72,13 @@ class SparseSgd : public SparseUpdateRule {
   int state_per_row() const override { return 0; }
 
  protected:
-  void StepRows(float* table, absl::Span<const int64_t> rows,
-                const float* grads, double lr, int64_t begin,
-                int64_t end) override {
+  void StepRows(float* values, float* /*state*/,
+                absl::Span<const int64_t> slots, const float* grads, double lr,
+                int64_t begin, int64_t end) override {
     const float rate = static_cast<float>(lr);
     const int64_t d = dim();
     for (int64_t k = begin; k < end; ++k) {
-      float* p = table + rows[k] * d;
+      float* p = values + slots[k] * d;
       const float* g = grads + k * d;
       for (int64_t i = 0; i < d; ++i) p[i] -= rate * g[i];
     }
@@ -94,7 +106,7 @@ class SparseAdagrad : public SparseUpdateRule {
   int state_per_row() const override { return static_cast<int>(dim()); }
 
  protected:
-  void StepRows(float* table, absl::Span<const int64_t> rows,
+  void StepRows(float* values, float* state, absl::Span<const int64_t> slots,
                 const float* grads, double lr, int64_t begin,
                 int64_t end) override {
     // In double, as PyTorch computes it in Python, then rounded once (as
@@ -104,8 +116,8 @@ class SparseAdagrad : public SparseUpdateRule {
     const float eps = static_cast<float>(options_.eps);
     const int64_t d = dim();
     for (int64_t k = begin; k < end; ++k) {
-      AdagradRow(table + rows[k] * d, grads + k * d, RowState(rows[k]), d, clr,
-                 eps);
+      AdagradRow(values + slots[k] * d, grads + k * d, state + slots[k] * d, d,
+                 clr, eps);
     }
   }
 
@@ -147,7 +159,7 @@ class SparseAdam : public SparseUpdateRule {
   int state_per_row() const override { return static_cast<int>(2 * dim()); }
 
  protected:
-  void StepRows(float* table, absl::Span<const int64_t> rows,
+  void StepRows(float* values, float* state, absl::Span<const int64_t> slots,
                 const float* grads, double lr, int64_t begin,
                 int64_t end) override {
     const double t = static_cast<double>(steps());
@@ -160,8 +172,8 @@ class SparseAdam : public SparseUpdateRule {
     s.neg_step_size = static_cast<float>(-(lr * std::sqrt(bc2) / bc1));
     const int64_t d = dim();
     for (int64_t k = begin; k < end; ++k) {
-      float* state = RowState(rows[k]);
-      SparseAdamRow(table + rows[k] * d, grads + k * d, state, state + d, d, s);
+      float* m = state + slots[k] * 2 * d;
+      SparseAdamRow(values + slots[k] * d, grads + k * d, m, m + d, d, s);
     }
   }
 

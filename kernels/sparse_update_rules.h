@@ -31,14 +31,18 @@
 // (RMSprop, LAMB, LARS).
 //
 // State layout: per row, state_per_row() floats beside each other (Adagrad:
-// the row's sums; SparseAdam: the row's m then its v; SGD: none), so that a
-// later row store can keep a row's state next to the row itself. The state
-// is allocated densely for the whole table here (Adam on a 40M x 64 shard
-// would be 20 GB: such a store will allocate rows lazily instead, which this
-// layout allows without changing the update kernels, whose unit is a row).
+// the row's sums; SparseAdam: the row's m then its v; SGD: none). A rule
+// made for a table of rows allocates that state densely (Step and State);
+// a rule made for 0 rows owns nothing and steps rows whose values and state
+// live in the caller's store at arbitrary slots (StepSlots): a parameter-
+// server shard keeps only the rows a gradient reached (Adam on a dense
+// 40M x 64 table would be 20 GB), creating each row's state with
+// InitRowState. Both paths run the same row kernels, so they agree bit for
+// bit.
 //
-// Ownership: a rule owns its state, sized at construction; Step never
-// allocates. The caller owns the table and the gradients. Thread safety:
+// Ownership: a rule owns its dense state, sized at construction; Step and
+// StepSlots never allocate. The caller owns the table (or the store of rows
+// and their state) and the gradients. Thread safety:
 // none; one thread steps a given rule (Step itself splits the rows over the
 // compute threads, with results independent of their number).
 #ifndef COHORT_KERNELS_SPARSE_UPDATE_RULES_H_
@@ -68,9 +72,22 @@ class SparseUpdateRule {
   absl::Status Step(float* table, int64_t dim, absl::Span<const int64_t> rows,
                     const float* grads, double lr);
 
-  // Floats of state per row (0 for SGD), and row `row`'s state.
+  // Steps rows kept in the caller's store: the k-th row's values are at
+  // values + slots[k] * dim() and its state at state + slots[k] *
+  // state_per_row(); its gradient at grads + k * dim(). Advances the step
+  // count once, whatever the number of rows (none included). The slots must
+  // be distinct and lie within the caller's buffers: a programmer error
+  // otherwise, unchecked (the caller maps checked row ids to its slots).
+  void StepSlots(float* values, float* state, absl::Span<const int64_t> slots,
+                 const float* grads, double lr);
+
+  // Floats of state per row (0 for SGD), and row `row`'s dense state.
   virtual int state_per_row() const = 0;
   absl::Span<float> State(int64_t row);
+
+  // Writes a row's state before its first step (state_per_row() floats):
+  // Adagrad's initial_accumulator_value, SparseAdam's zero moments.
+  void InitRowState(float* state) const;
 
   // The table's scalar state for checkpoints: steps taken so far.
   int64_t steps() const { return steps_; }
@@ -83,27 +100,26 @@ class SparseUpdateRule {
   SparseUpdateRule(int64_t num_rows, int64_t dim, int state_per_row,
                    float state_init);
 
-  // Row `row`'s state, unchecked (the rows Step passes on are checked).
-  float* RowState(int64_t row) { return state_.data() + row * state_stride_; }
-
-  // Steps rows [begin, end) of the checked `rows` at step `steps()` (this
-  // one counted); called concurrently on disjoint ranges.
-  virtual void StepRows(float* table, absl::Span<const int64_t> rows,
-                        const float* grads, double lr, int64_t begin,
-                        int64_t end) = 0;
+  // Steps entries [begin, end) of `slots` (StepSlots' layout) at step
+  // `steps()` (this one counted); called concurrently on disjoint ranges.
+  virtual void StepRows(float* values, float* state,
+                        absl::Span<const int64_t> slots, const float* grads,
+                        double lr, int64_t begin, int64_t end) = 0;
 
  private:
   int64_t num_rows_;
   int64_t dim_;
   int64_t state_stride_;
+  float state_init_;
   std::vector<float> state_;  // num_rows_ x state_stride_
   int64_t steps_ = 0;
 };
 
 // The rule `options.kind` names for a {rows, dim} table: kSgd, kAdagrad or
-// kAdam (SparseAdam, with adam.beta1, beta2 and eps). InvalidArgument naming
-// the option for anything PyTorch refuses with sparse gradients (see
-// above), and for a negative row count or a dim below 1.
+// kAdam (SparseAdam, with adam.beta1, beta2 and eps); for 0 rows, a rule
+// that steps only a caller's store (StepSlots). InvalidArgument naming the
+// option for anything PyTorch refuses with sparse gradients (see above),
+// and for a negative row count or a dim below 1.
 absl::StatusOr<std::unique_ptr<SparseUpdateRule>> MakeSparseUpdateRule(
     const RuleOptions& options, int64_t rows, int64_t dim);
 

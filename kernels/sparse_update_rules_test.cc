@@ -4,6 +4,7 @@
 // tests/sparse_optim_torch_test.sh.
 #include "kernels/sparse_update_rules.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -182,6 +183,78 @@ TEST(SparseAdagradTest, BitIdenticalToDenseRule) {
           << "row " << r << " step " << step;
     }
   }
+}
+
+// A store keeps rows at slots of its choosing: stepping them there with a
+// rule for 0 rows gives the dense table's rows and state, bit for bit.
+TEST(SparseUpdateRuleTest, StepSlotsEqualsStepOnTheSameRows) {
+  const int64_t kRows = 30, kDim = 5;
+  for (RuleKind kind : {RuleKind::kSgd, RuleKind::kAdagrad, RuleKind::kAdam}) {
+    RuleOptions o;
+    o.kind = kind;
+    o.adagrad.initial_accumulator_value = 0.25;
+    o.adagrad.lr_decay = 0.05;
+    auto dense = Make(o, kRows, kDim);
+    auto slotted = Make(o, 0, kDim);
+    ASSERT_NE(dense, nullptr);
+    ASSERT_NE(slotted, nullptr);
+    const int spr = dense->state_per_row();
+    EXPECT_EQ(slotted->state_per_row(), spr);
+    std::mt19937 gen(11);
+    std::normal_distribution<float> normal(0, 1);
+    std::vector<float> table(kRows * kDim);
+    for (float& x : table) x = normal(gen);
+    // The store holds row r at slot kRows - 1 - r: reversed.
+    std::vector<float> values(kRows * kDim), state(kRows * spr);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t slot = kRows - 1 - r;
+      std::copy_n(table.data() + r * kDim, kDim, values.data() + slot * kDim);
+      slotted->InitRowState(state.data() + slot * spr);
+    }
+    for (int step = 0; step < 6; ++step) {
+      std::vector<int64_t> rows, slots;
+      for (int64_t r = step % 3; r < kRows; r += 1 + step % 4) {
+        rows.push_back(r);
+        slots.push_back(kRows - 1 - r);
+      }
+      if (step == 2) {  // no rows: the step still counts
+        rows.clear();
+        slots.clear();
+      }
+      std::vector<float> grads(rows.size() * kDim);
+      for (float& g : grads) g = normal(gen);
+      ASSERT_TRUE(
+          dense->Step(table.data(), kDim, rows, grads.data(), 0.1).ok());
+      slotted->StepSlots(values.data(), state.data(), slots, grads.data(), 0.1);
+      EXPECT_EQ(slotted->steps(), dense->steps());
+    }
+    for (int64_t r = 0; r < kRows; ++r) {
+      const int64_t slot = kRows - 1 - r;
+      ASSERT_EQ(0, std::memcmp(table.data() + r * kDim,
+                               values.data() + slot * kDim, kDim * 4))
+          << "kind " << static_cast<int>(kind) << " row " << r;
+      ASSERT_EQ(0, std::memcmp(dense->State(r).data(),
+                               state.data() + slot * spr, spr * 4))
+          << "kind " << static_cast<int>(kind) << " row " << r;
+    }
+  }
+}
+
+TEST(SparseUpdateRuleTest, InitRowStateIsTheRulesFreshState) {
+  RuleOptions o;
+  o.kind = RuleKind::kAdagrad;
+  o.adagrad.initial_accumulator_value = 0.5;
+  auto adagrad = Make(o, 0, 3);
+  ASSERT_NE(adagrad, nullptr);
+  std::vector<float> state(3, -1.0f);
+  adagrad->InitRowState(state.data());
+  EXPECT_EQ(state, (std::vector<float>{0.5f, 0.5f, 0.5f}));
+  o.kind = RuleKind::kAdam;
+  auto adam = Make(o, 0, 2);
+  ASSERT_NE(adam, nullptr);
+  state.assign(5, -1.0f);
+  adam->InitRowState(state.data());
+  EXPECT_EQ(state, (std::vector<float>{0, 0, 0, 0, -1}));
 }
 
 TEST(SparseUpdateRuleTest, BadRowsChangeNothing) {

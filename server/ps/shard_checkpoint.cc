@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <utility>
 
@@ -31,6 +32,67 @@ std::string ParamsName(const Partition& p) {
 std::string OptimizerName(const Partition& p, int k) {
   return absl::StrCat("p", p.id(), "/opt", k);
 }
+std::string TableTensor(const SparseTableInfo& t, absl::string_view what) {
+  return absl::StrCat("t", t.id(), "/", what);
+}
+
+// Integers below 2^48 as two float tensors of 24 bits each (floats hold
+// integers below 2^24 exactly): high and low parts.
+constexpr int64_t kLowBits = 24;
+constexpr int64_t kLowMask = (int64_t{1} << kLowBits) - 1;
+
+std::pair<std::vector<float>, std::vector<float>> SplitInts(
+    const std::vector<int64_t>& v) {
+  std::vector<float> hi(v.size()), lo(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    hi[i] = static_cast<float>(v[i] >> kLowBits);
+    lo[i] = static_cast<float>(v[i] & kLowMask);
+  }
+  return {std::move(hi), std::move(lo)};
+}
+
+// The integers SplitInts encoded; DATA_LOSS naming the tensor for a part
+// that is not an integer in [0, 2^24) or parts of different lengths.
+absl::StatusOr<std::vector<int64_t>> JoinInts(const std::vector<float>& hi,
+                                              const std::vector<float>& lo,
+                                              const std::string& path,
+                                              const std::string& name) {
+  if (hi.size() != lo.size()) {
+    return absl::DataLossError(absl::StrCat(path, ": ", name, " has ",
+                                            hi.size(), " high and ", lo.size(),
+                                            " low parts"));
+  }
+  std::vector<int64_t> out(hi.size());
+  for (size_t i = 0; i < hi.size(); ++i) {
+    for (float part : {hi[i], lo[i]}) {
+      if (!(part >= 0 && part <= kLowMask) ||
+          part != static_cast<float>(static_cast<int64_t>(part))) {
+        return absl::DataLossError(
+            absl::StrCat(path, ": ", name, " entry ", i, " has part ", part,
+                         ", not an integer in [0, 2^24)"));
+      }
+    }
+    out[i] =
+        (static_cast<int64_t>(hi[i]) << kLowBits) | static_cast<int64_t>(lo[i]);
+  }
+  return out;
+}
+
+void PutTable(const SparseTableInfo& t, const RowStore::Contents& rows,
+              std::vector<CheckpointTensor>* out) {
+  const int64_t n = rows.ids.size();
+  auto [hi, lo] = SplitInts(rows.ids);
+  out->push_back({TableTensor(t, "ids_hi"), {n}, std::move(hi)});
+  out->push_back({TableTensor(t, "ids_lo"), {n}, std::move(lo)});
+  out->push_back({TableTensor(t, "values"),
+                  {static_cast<int64_t>(rows.values.size())},
+                  rows.values});
+  out->push_back({TableTensor(t, "state"),
+                  {static_cast<int64_t>(rows.state.size())},
+                  rows.state});
+  auto [steps_hi, steps_lo] = SplitInts({rows.steps});
+  out->push_back({TableTensor(t, "steps"), {2}, {steps_hi[0], steps_lo[0]}});
+}
 
 void PutRanges(
     const std::map<int64_t, int64_t>& ranges,
@@ -48,6 +110,33 @@ std::map<int64_t, int64_t> GetRanges(
   std::map<int64_t, int64_t> out;
   for (const auto& r : in) out[r.first()] = r.end();
   return out;
+}
+
+using TakeTensor =
+    std::function<absl::StatusOr<std::vector<float>>(const std::string&)>;
+
+// Table `t`'s stored rows (PutTable's tensors), from `take`.
+absl::StatusOr<RowStore::Contents> DecodeTableRows(const SparseTableInfo& t,
+                                                   const TakeTensor& take,
+                                                   const std::string& path) {
+  RowStore::Contents rows;
+  ASSIGN_OR_RETURN(std::vector<float> hi, take(TableTensor(t, "ids_hi")));
+  ASSIGN_OR_RETURN(std::vector<float> lo, take(TableTensor(t, "ids_lo")));
+  ASSIGN_OR_RETURN(rows.ids,
+                   JoinInts(hi, lo, path, TableTensor(t, "ids_hi/lo")));
+  ASSIGN_OR_RETURN(rows.values, take(TableTensor(t, "values")));
+  ASSIGN_OR_RETURN(rows.state, take(TableTensor(t, "state")));
+  ASSIGN_OR_RETURN(std::vector<float> steps, take(TableTensor(t, "steps")));
+  if (steps.size() != 2) {
+    return absl::DataLossError(absl::StrCat(path, ": ", TableTensor(t, "steps"),
+                                            " has ", steps.size(),
+                                            " values, not 2"));
+  }
+  ASSIGN_OR_RETURN(
+      std::vector<int64_t> count,
+      JoinInts({steps[0]}, {steps[1]}, path, TableTensor(t, "steps")));
+  rows.steps = count[0];
+  return rows;
 }
 
 // Partitions in id order, so that two layouts compare as sets.
@@ -159,6 +248,7 @@ Checkpoint EncodeShardCheckpoint(const ShardState::Capture& c,
   ckpt.step = c.version;
   ckpt.spec_hash = TrainingHash(job);
   ckpt.metadata["kind"] = kKind;
+  for (const SparseTableInfo& t : c.tables) *st.add_tables() = t;
   ckpt.metadata["ps_state"] = st.SerializeAsString();
   for (size_t i = 0; i < c.partitions.size(); ++i) {
     const Partition& p = c.partitions[i];
@@ -168,6 +258,9 @@ Checkpoint EncodeShardCheckpoint(const ShardState::Capture& c,
       ckpt.tensors.push_back(
           {OptimizerName(p, k), {static_cast<int64_t>(v.size())}, v});
     }
+  }
+  for (size_t i = 0; i < c.tables.size(); ++i) {
+    PutTable(c.tables[i], c.rows[i], &ckpt.tensors);
   }
   return ckpt;
 }
@@ -236,6 +329,11 @@ absl::StatusOr<ShardState::Capture> DecodeShardCheckpoint(
       opt.push_back(std::move(v));
     }
     c.optimizer_state.push_back(std::move(opt));
+  }
+  for (const SparseTableInfo& t : st.tables()) {
+    c.tables.push_back(t);
+    ASSIGN_OR_RETURN(RowStore::Contents rows, DecodeTableRows(t, take, path));
+    c.rows.push_back(std::move(rows));
   }
   c.clocks.assign(st.clocks().begin(), st.clocks().end());
   c.next_sync_clock = st.next_sync_clock();

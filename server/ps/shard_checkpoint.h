@@ -10,7 +10,13 @@
 //     the consistency bookkeeping (clocks, chunk watermark and ranges, the
 //     per-worker push seqs);
 //   tensors "p<id>/params" and "p<id>/opt<k>" (the optimizer's state
-//     tensors) of every partition, in layout order.
+//     tensors) of every partition, in layout order;
+//   per sparse table (ShardCheckpointState.tables), its stored rows:
+//     "t<id>/ids_hi" and "t<id>/ids_lo" (the row ids in slot order, as two
+//     float tensors of 24 bits each, id = hi * 2^24 + lo, exact for the
+//     48-bit ids a table may have), "t<id>/values" and "t<id>/state" (the
+//     rows' values and rule state, slot after slot) and "t<id>/steps" (the
+//     rule's step count, {hi, lo} likewise).
 //
 // Thread safety: the functions are thread-safe for different directories.
 // ShardCheckpointer owns one thread; see its comment.
@@ -51,7 +57,8 @@ struct ShardRestoreCheck {
 ShardRestoreCheck RestoreCheckOf(const RegisterShardResponse& assignment);
 
 // Takes `ckpt` (read from `path`, named in messages) apart. DATA_LOSS when
-// it is not a shard checkpoint or lacks a tensor; FAILED_PRECONDITION when
+// it is not a shard checkpoint, lacks a tensor or holds a row id or step
+// count that is not an exact 48-bit integer; FAILED_PRECONDITION when
 // it is of another job (model, optimizer...), run, shard index or layout
 // than `job` and `expect` say. The parameters are moved, not copied.
 absl::StatusOr<ShardState::Capture> DecodeShardCheckpoint(

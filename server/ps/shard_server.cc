@@ -65,6 +65,17 @@ class ShardServer::Service final : public GatedService<ParameterServer> {
           if (grpc::Status a = token_check_.Check(ctx); !a.ok()) return a;
           return serve();
         });
+    GateServerStreaming<PullRowsRequest, PullRowsResponse>(
+        "PullRows",
+        [this](grpc::ServerContext* ctx, const PullRowsRequest* request,
+               grpc::internal::WriterInterface<PullRowsResponse>* writer) {
+          return ServePullRows(ctx, request, writer);
+        },
+        [this](grpc::ServerContext* ctx,
+               const std::function<grpc::Status()>& serve) {
+          if (grpc::Status a = token_check_.Check(ctx); !a.ok()) return a;
+          return serve();
+        });
     CheckAllGated();
   }
 
@@ -108,12 +119,25 @@ class ShardServer::Service final : public GatedService<ParameterServer> {
     const PushHeader header = req.header();
     absl::StatusOr<std::vector<Partition>> layout = state_->CheckPush(header);
     if (!layout.ok()) return ToGrpc(layout.status());
-    absl::StatusOr<std::vector<std::vector<float>>> grads = Assemble(
-        reader, &req, *layout, absl::StrCat("push from rank ", header.rank()),
-        state_->TakeStaging());
+    const std::string what = absl::StrCat("push from rank ", header.rank());
+    ChunkAssembler chunks(*layout, what, state_->TakeStaging());
+    RowAssembler rows(state_->sparse_layout(), what);
+    while (reader->Read(&req)) {
+      absl::Status s;
+      if (req.has_chunk()) {
+        s = chunks.Add(req.chunk());
+      } else if (req.has_rows()) {
+        s = rows.Add(req.rows());
+      } else {
+        s = absl::InvalidArgumentError(
+            absl::StrCat(what, ": a second header in the stream"));
+      }
+      if (!s.ok()) return ToGrpc(s);
+    }
+    absl::StatusOr<std::vector<std::vector<float>>> grads = chunks.Finish();
     if (!grads.ok()) return ToGrpc(grads.status());
     absl::StatusOr<PushResponse> r =
-        state_->ApplyPush(header, *std::move(grads));
+        state_->ApplyPush(header, *std::move(grads), rows.Finish());
     if (!r.ok()) return ToGrpc(r.status());
     *response = *std::move(r);
     return grpc::Status::OK;
@@ -144,6 +168,41 @@ class ShardServer::Service final : public GatedService<ParameterServer> {
         const int64_t len = std::min(kPerChunk, n - off);
         chunk->set_offset(off);
         chunk->set_data(reinterpret_cast<const char*>(v.data() + off), len * 4);
+        if (!writer->Write(msg)) return grpc::Status::CANCELLED;
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  // After the admission (see the constructor): PullRows' wait and checks
+  // are the state's; the rows go out per table in the request's order.
+  grpc::Status ServePullRows(
+      grpc::ServerContext* ctx, const PullRowsRequest* request,
+      grpc::internal::WriterInterface<PullRowsResponse>* writer) {
+    const absl::Time deadline =
+        std::min(DeadlineOf(ctx), absl::Now() + state_->pull_timeout());
+    absl::StatusOr<ShardState::RowsSnapshot> snap =
+        state_->PullRows(*request, deadline);
+    if (!snap.ok()) return ToGrpc(snap.status());
+    PullRowsResponse msg;
+    msg.mutable_header()->set_version(snap->version);
+    msg.mutable_header()->set_min_clock(snap->min_clock);
+    if (!writer->Write(msg)) return grpc::Status::CANCELLED;
+    RowChunk* chunk = msg.mutable_rows();
+    for (const ShardState::RowsSnapshot::Table& t : snap->tables) {
+      // A row's id (a varint of at most 10 bytes) counts too, so that a
+      // chunk of one-float rows stays within the receive limit.
+      const int64_t per_chunk =
+          std::max<int64_t>(1, kMaxChunkBytes / (int64_t{4} * t.dim + 10));
+      const int64_t n = t.ids.size();
+      chunk->set_table(t.table);
+      for (int64_t first = 0; first < n; first += per_chunk) {
+        const int64_t len = std::min(per_chunk, n - first);
+        chunk->mutable_ids()->Assign(t.ids.begin() + first,
+                                     t.ids.begin() + first + len);
+        chunk->set_data(
+            reinterpret_cast<const char*>(t.values.data() + first * t.dim),
+            len * t.dim * 4);
         if (!writer->Write(msg)) return grpc::Status::CANCELLED;
       }
     }

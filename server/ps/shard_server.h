@@ -1,7 +1,9 @@
 // The parameter-server shard's gRPC service (proto/ps.proto) over a
-// ShardState: Init and Push stream chunks in and are staged, validated and
-// only then applied; Pull waits as the consistency model says, copies the
-// parameters under the lock and streams them after.
+// ShardState: Init and Push stream chunks (and a push's sparse rows) in and
+// are staged, validated and only then applied; Pull waits as the
+// consistency model says, takes the parameters under the lock and streams
+// them after; PullRows waits the same, copies the rows asked for and
+// streams them in chunks of at most kMaxChunkBytes.
 //
 // With checkpoints (the job's checkpoint.dir), it also owns the thread that
 // writes the shard's checkpoints (shard_checkpoint.h).

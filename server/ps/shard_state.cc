@@ -11,6 +11,7 @@
 #include "client/restart_window.h"
 #include "common/logging.h"
 #include "common/model_sizes.h"
+#include "common/status_macros.h"
 
 namespace cohort {
 namespace {
@@ -30,85 +31,6 @@ bool SamePartition(const Partition& a, const Partition& b) {
 }
 
 }  // namespace
-
-// --- ChunkAssembler ---
-
-ChunkAssembler::ChunkAssembler(const std::vector<Partition>& partitions,
-                               std::string what,
-                               std::vector<std::vector<float>> buffers)
-    : what_(std::move(what)) {
-  slots_.reserve(partitions.size());
-  const bool reuse = buffers.size() == partitions.size();
-  for (const Partition& p : partitions) {
-    index_[p.id()] = slots_.size();
-    Slot s;
-    s.partition = p;
-    if (reuse) s.values = std::move(buffers[slots_.size()]);
-    s.values.resize(p.count());
-    slots_.push_back(std::move(s));
-  }
-}
-
-absl::Status ChunkAssembler::Add(const TensorChunk& chunk) {
-  const std::string& data = chunk.data();
-  if (static_cast<int64_t>(data.size()) > kMaxChunkBytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(what_, ": partition ", chunk.partition(),
-                     " chunk at offset ", chunk.offset(), " has ", data.size(),
-                     " bytes, more than the limit of ", kMaxChunkBytes));
-  }
-  auto it = index_.find(chunk.partition());
-  if (it == index_.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what_, ": unknown partition ", chunk.partition(),
-                     " (this shard does not hold it)"));
-  }
-  if (data.size() % 4 != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what_, ": partition ", chunk.partition(), " chunk at offset ",
-        chunk.offset(), " has ", data.size(), " bytes, not a multiple of 4"));
-  }
-  Slot& s = slots_[it->second];
-  const int64_t n = data.size() / 4;
-  // Compared without adding, so that no offset can overflow.
-  if (chunk.offset() < 0 || chunk.offset() > s.partition.count() - n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what_, ": partition ", chunk.partition(), " chunk of ", n,
-        " elements at offset ", chunk.offset(),
-        " lies outside the partition's ", s.partition.count(), " elements"));
-  }
-  std::memcpy(s.values.data() + chunk.offset(), data.data(), data.size());
-  s.covered.emplace_back(chunk.offset(), chunk.offset() + n);
-  bytes_ += data.size();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<std::vector<float>>> ChunkAssembler::Finish() {
-  std::vector<std::vector<float>> out;
-  out.reserve(slots_.size());
-  for (Slot& s : slots_) {
-    std::sort(s.covered.begin(), s.covered.end());
-    int64_t next = 0;
-    for (const auto& [begin, end] : s.covered) {
-      if (begin == end) continue;
-      if (begin < next) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what_, ": partition ", s.partition.id(), " element ",
-                         begin, " is covered twice"));
-      }
-      if (begin > next) break;
-      next = end;
-    }
-    if (next != s.partition.count()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what_, ": partition ", s.partition.id(), " element ",
-                       next, " is not covered"));
-    }
-    out.push_back(std::move(s.values));
-  }
-  slots_.clear();
-  return out;
-}
 
 // --- ShardState ---
 
@@ -164,9 +86,9 @@ absl::Status ShardState::CheckInitHeaderLocked(const InitHeader& h) const {
                      " is outside [world_size ", h.world_size(), ", ",
                      kMaxTotalReplicas, "]"));
   }
-  if (h.partitions().empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": no partitions for shard ", shard_index_));
+  if (h.partitions().empty() && h.tables().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": no partitions and no sparse tables for shard ", shard_index_));
   }
   std::set<int32_t> ids;
   int64_t elements = 0;
@@ -193,7 +115,7 @@ absl::Status ShardState::CheckInitHeaderLocked(const InitHeader& h) const {
           absl::StrCat(what, ": partition ", p.id(), " appears twice"));
     }
   }
-  return absl::OkStatus();
+  return CheckTablesLocked(h);
 }
 
 bool ShardState::SameLayoutLocked(const InitHeader& h) const {
@@ -204,7 +126,7 @@ bool ShardState::SameLayoutLocked(const InitHeader& h) const {
   for (size_t i = 0; i < parts_.size(); ++i) {
     if (!SamePartition(h.partitions(i), parts_[i].partition)) return false;
   }
-  return true;
+  return SameTablesLocked(h);
 }
 
 absl::StatusOr<bool> ShardState::CheckInit(const InitHeader& header) const {
@@ -216,11 +138,11 @@ absl::StatusOr<bool> ShardState::CheckInit(const InitHeader& header) const {
     return false;
   }
   if (!SameLayoutLocked(header)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("init from ", header.worker_id(), ": shard ", shard_index_,
-                     " is already initialized with a different layout (",
-                     parts_.size(), " partitions, world_size ", world_size_,
-                     ", total_replicas ", total_replicas_, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "init from ", header.worker_id(), ": shard ", shard_index_,
+        " is already initialized with a different layout (", parts_.size(),
+        " partitions, ", tables_.size(), " sparse tables, world_size ",
+        world_size_, ", total_replicas ", total_replicas_, ")"));
   }
   return true;
 }
@@ -257,7 +179,11 @@ absl::StatusOr<bool> ShardState::Init(const InitHeader& header,
         NewOptimizer(job_.optimizer(), p.count(), PartitionLayout(job_, p));
     parts.push_back(std::move(part));
   }
+  ASSIGN_OR_RETURN(
+      std::vector<std::unique_ptr<RowStore>> stores,
+      MakeStoresLocked({header.tables().begin(), header.tables().end()}));
   parts_ = std::move(parts);
+  SetTablesLocked(std::move(stores));
   world_size_ = header.world_size();
   total_replicas_ = header.total_replicas();
   clocks_.assign(world_size_, 0);
@@ -356,7 +282,7 @@ absl::StatusOr<std::vector<Partition>> ShardState::CheckPush(
 }
 
 void ShardState::StepLocked(const std::vector<std::vector<float>>& grads,
-                            double lr) {
+                            const PushedRows& rows, double lr) {
   for (size_t i = 0; i < parts_.size(); ++i) {
     std::shared_ptr<std::vector<float>>& params = parts_[i].params;
     // A pull is still streaming this buffer: leave it to the pull.
@@ -366,6 +292,7 @@ void ShardState::StepLocked(const std::vector<std::vector<float>>& grads,
     parts_[i].optimizer->Step(absl::MakeSpan(*params),
                               absl::MakeConstSpan(grads[i]), lr);
   }
+  StepTablesLocked(rows, lr);
   ++version_;
 }
 
@@ -383,7 +310,8 @@ std::vector<std::vector<float>> ShardState::TakeStaging() {
 }
 
 absl::Status ShardState::AccumulateLocked(
-    const PushHeader& h, std::vector<std::vector<float>>& grads) {
+    const PushHeader& h, std::vector<std::vector<float>>& grads,
+    const PushedRows& rows) {
   const std::string what = absl::StrCat("push from rank ", h.rank());
   if (h.clock() < next_sync_clock_) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -406,7 +334,8 @@ absl::Status ShardState::AccumulateLocked(
   }
   Pending& p = pending_[h.clock()];
   const float w = static_cast<float>(h.weight());
-  if (p.sum.empty()) {
+  AccumulateRowsLocked(p, rows, h.weight());
+  if (p.ranks.empty()) {
     for (auto& g : grads) {
       if (h.weight() != 1) {
         for (float& x : g) x *= w;
@@ -449,7 +378,8 @@ bool ShardState::AdvanceSyncLocked() {
       for (auto& g : it->second.sum) {
         for (float& x : g) x *= inv;
       }
-      StepLocked(it->second.sum, it->second.lr);
+      StepLocked(it->second.sum, AveragedRowsLocked(it->second, inv),
+                 it->second.lr);
       RecycleLocked(std::move(it->second.sum));
       pending_.erase(it);
       ++next_sync_clock_;
@@ -465,7 +395,8 @@ bool ShardState::AdvanceSyncLocked() {
 }
 
 absl::StatusOr<PushResponse> ShardState::ApplyPush(
-    const PushHeader& h, std::vector<std::vector<float>> grads) {
+    const PushHeader& h, std::vector<std::vector<float>> grads,
+    PushedRows rows) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = CheckPushLocked(h); !s.ok()) return s;
   if (grads.size() != parts_.size()) {
@@ -480,6 +411,8 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
     }
     bytes += grads[i].size() * 4;
   }
+  RETURN_IF_ERROR(SortPushedRowsLocked(h, rows));
+  bytes += rows.bytes();
   PushResponse response;
   auto last = last_seq_.find(h.worker_id());
   if (last != last_seq_.end() && h.seq() <= last->second) {
@@ -500,7 +433,7 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
     return response;
   }
   if (job_.ps().consistency() == SYNC) {
-    if (absl::Status s = AccumulateLocked(h, grads); !s.ok()) return s;
+    if (absl::Status s = AccumulateLocked(h, grads, rows); !s.ok()) return s;
     ++staleness_[0];
   } else {
     if (absl::Status s = CheckChunksLocked(h); !s.ok()) return s;
@@ -515,7 +448,7 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
     // averages them): applying every worker's push with the full rate
     // would take total_replicas / w times larger steps per sample than the
     // other modes at the same spec.
-    StepLocked(grads, h.lr() * h.weight() / total_replicas_);
+    StepLocked(grads, rows, h.lr() * h.weight() / total_replicas_);
     RecycleLocked(std::move(grads));
     const int64_t lag =
         std::max<int64_t>(0, version_before - h.based_on_version());
@@ -526,128 +459,11 @@ absl::StatusOr<PushResponse> ShardState::ApplyPush(
   ++pushes_;
   ++window_pushes_;
   bytes_pushed_ += bytes;
+  rows_pushed_ += rows.rows();
   changed_.SignalAll();
   response.set_version(version_);
   MaybeCaptureLocked(/*force=*/false);
   return response;
-}
-
-int64_t ShardState::MinClockLocked() const {
-  if (job_.ps().consistency() != SYNC) {
-    return total_replicas_ > 0 ? watermark_ / total_replicas_ : 0;
-  }
-  if (clocks_.empty()) return 0;
-  return *std::min_element(clocks_.begin(), clocks_.end());
-}
-
-bool ShardState::PullReadyLocked(int64_t clock) const {
-  if (shut_down_) return true;
-  if (!initialized_) return false;
-  switch (job_.ps().consistency()) {
-    case SYNC:
-      return next_sync_clock_ >= clock;  // steps applied
-    case SSP:
-      return watermark_ >= (clock - job_.ps().staleness()) * total_replicas_;
-    default:
-      return true;
-  }
-}
-
-std::string ShardState::SlowestLocked() const {
-  if (!initialized_) return "no Init from rank 0 yet";
-  if (job_.ps().consistency() != SYNC) {
-    return absl::StrCat("chunk ", watermark_, " (round ", MinClockLocked(),
-                        ") is not pushed yet");
-  }
-  const int64_t min = MinClockLocked();
-  std::vector<std::string> ranks;
-  for (size_t r = 0; r < clocks_.size(); ++r) {
-    if (clocks_[r] == min) ranks.push_back(absl::StrCat(r));
-  }
-  return absl::StrCat("slowest rank(s) ", absl::StrJoin(ranks, ", "),
-                      " at clock ", min);
-}
-
-absl::StatusOr<ShardState::Snapshot> ShardState::WaitForPull(
-    int32_t rank, int64_t clock, absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  const std::string what = absl::StrCat("pull from rank ", rank, " for clock ",
-                                        clock, " on shard ", shard_index_);
-  if (clock < 0 || clock > kMaxClock) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": clock is outside [0, ", kMaxClock, "]"));
-  }
-  if (absl::Status s = AwaitingRestoreLocked(what); !s.ok()) return s;
-  if (restored_ && initialized_ && !shut_down_ && rank >= 0 &&
-      rank < world_size_) {
-    RecoverOnPullLocked(rank, clock);
-  }
-  const absl::Time start = absl::Now();
-  bool waited = false;
-  while (!PullReadyLocked(clock)) {
-    waited = true;
-    if (changed_.WaitWithDeadline(&mu_, deadline) && !PullReadyLocked(clock)) {
-      wait_ += absl::Now() - start;
-      return absl::DeadlineExceededError(absl::StrCat(
-          what, ": waited ", absl::FormatDuration(absl::Now() - start), "; ",
-          SlowestLocked()));
-    }
-  }
-  if (waited) wait_ += absl::Now() - start;
-  if (shut_down_) return ShuttingDown();
-  if (rank < 0 || rank >= world_size_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": rank is outside [0, ", world_size_, ")"));
-  }
-  Snapshot snap;
-  snap.version = version_;
-  snap.min_clock = MinClockLocked();
-  snap.partitions.reserve(parts_.size());
-  snap.values.reserve(parts_.size());
-  for (const Part& p : parts_) {
-    snap.partitions.push_back(p.partition);
-    snap.values.push_back(p.params);
-    bytes_pulled_ += p.params->size() * 4;
-  }
-  ++pulls_;
-  ++window_pulls_;
-  return snap;
-}
-
-ShardStats ShardState::StatsLocked() const {
-  ShardStats s;
-  s.set_pushes(pushes_);
-  s.set_pulls(pulls_);
-  s.set_duplicate_pushes(duplicates_);
-  s.set_bytes_pushed(bytes_pushed_);
-  s.set_bytes_pulled(bytes_pulled_);
-  const double window = absl::ToDoubleSeconds(absl::Now() - window_start_);
-  if (window > 0) {
-    s.set_pushes_per_s(window_pushes_ / window);
-    s.set_pulls_per_s(window_pulls_ / window);
-  }
-  s.set_version(version_);
-  s.set_min_clock(MinClockLocked());
-  for (int64_t n : staleness_) s.add_staleness_histogram(n);
-  s.set_wait_s(absl::ToDoubleSeconds(wait_));
-  s.set_checkpoint_version(checkpoint_version_);
-  s.set_restored(restored_);
-  s.set_restored_version(restored_version_);
-  return s;
-}
-
-ShardStats ShardState::Stats() const {
-  absl::ReaderMutexLock lock(&mu_);
-  return StatsLocked();
-}
-
-ShardStats ShardState::TakeStats() {
-  absl::MutexLock lock(&mu_);
-  ShardStats s = StatsLocked();
-  window_start_ = absl::Now();
-  window_pushes_ = 0;
-  window_pulls_ = 0;
-  return s;
 }
 
 void ShardState::Shutdown() {

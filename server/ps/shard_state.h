@@ -1,10 +1,22 @@
 // The state of one parameter-server shard, without any RPC: its partitions'
-// parameters and optimizers, the workers' clocks, push deduplication, the
-// consistency model's waits and the statistics the shard reports.
+// parameters and optimizers, the rows it owns of the sparse tables
+// (row_store.h), the workers' clocks, push deduplication, the consistency
+// model's waits and the statistics the shard reports.
 //
 // The gRPC service (shard_server.h) assembles every Init and Push into a
-// staging buffer with ChunkAssembler first and hands the whole of it here,
-// so a malformed request is refused before anything changes.
+// staging buffer with ChunkAssembler (and a push's rows with RowAssembler,
+// shard_rows.h) first and hands the whole of it here, so a malformed
+// request is refused before anything changes.
+//
+// Sparse tables (InitHeader.tables) are stepped with the job's optimizer in
+// its row-wise form (kernels/sparse_update_rules.h): SYNC sums a step's
+// rows with the pushes' weights as it sums the dense gradient, averages
+// them when the step is complete and steps each table's rows in ascending
+// order; SSP and ASYNC step a push's rows at once, at the dense part's
+// lr * weight / total_replicas. Every table's rule counts every applied
+// update, rows or none, so that Adagrad's lr_decay and Adam's bias
+// correction stay in step with the dense rules. A shard may hold tables and
+// no partitions (then a pull returns the header only).
 //
 // Checkpoints and restore (shard_checkpoint.h does the files): with a
 // checkpoint policy set, the state is captured right after Init and then
@@ -13,7 +25,9 @@
 // state is copied), and handed to the writer thread (NextCapture), which
 // writes it outside the lock. A SYNC capture is always taken between steps
 // (no step half pushed), so the capture is exactly the shard after
-// `version` updates.
+// `version` updates. The sparse tables' stored rows are not copy-on-write:
+// a capture copies every stored row and its rule state under the lock, a
+// cost that grows with the rows held (for Adagrad, 8 * dim bytes a row).
 //
 // After a restore (a replacement shard started from the dead one's newest
 // checkpoint), the updates the dead shard applied after that checkpoint
@@ -80,6 +94,8 @@
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
+#include "server/ps/row_store.h"
+#include "server/ps/shard_rows.h"
 
 namespace cohort {
 
@@ -147,6 +163,20 @@ class ShardState {
     std::vector<std::shared_ptr<const std::vector<float>>> values;
   };
 
+  // What PullRows returns: the rows asked for, copied under the lock, per
+  // table in the request's order and ids in the request's order.
+  struct RowsSnapshot {
+    int64_t version = 0;
+    int64_t min_clock = 0;
+    struct Table {
+      int32_t table = 0;
+      int32_t dim = 0;
+      std::vector<int64_t> ids;
+      std::vector<float> values;  // {ids.size(), dim}
+    };
+    std::vector<Table> tables;
+  };
+
   // What a checkpoint holds: the shard between two updates. Parameters are
   // shared with the live state (copy-on-write: never written while shared);
   // the rest is copied.
@@ -166,6 +196,9 @@ class ShardState {
     std::map<int64_t, int64_t> applied_ahead;  // [first, end)
     std::map<int64_t, int64_t> forgiven;       // [first, end)
     std::map<std::string, uint64_t> last_seq;
+    // The sparse tables, and per table its stored rows (copied).
+    std::vector<SparseTableInfo> tables;
+    std::vector<RowStore::Contents> rows;
   };
 
   // `job` must carry the optimizer and PS settings; zero PS fields get their
@@ -178,10 +211,11 @@ class ShardState {
   // registers). FAILED_PRECONDITION once initialized.
   absl::Status Configure(const JobSpec& job, int shard_index);
 
-  // Checks an Init header. true: already initialized with this layout (the
-  // values can be skipped); false: the values are needed.
-  // FAILED_PRECONDITION for a different layout, INVALID_ARGUMENT for a bad
-  // header.
+  // Checks an Init header. true: already initialized with this layout and
+  // these sparse tables (the values can be skipped); false: the values are
+  // needed. FAILED_PRECONDITION for a different layout or tables,
+  // INVALID_ARGUMENT for a bad header (tables included, and an optimizer
+  // without a row-wise form when there are tables).
   absl::StatusOr<bool> CheckInit(const InitHeader& header) const;
   // Initializes with `values` (one buffer per header partition, assembled by
   // a ChunkAssembler over header.partitions()). Returns whether it already
@@ -193,11 +227,17 @@ class ShardState {
   // Init; INVALID_ARGUMENT for a bad header (rank, seq, clock, lr, weight).
   absl::StatusOr<std::vector<Partition>> CheckPush(
       const PushHeader& header) const;
+  // The sparse tables and this shard's place among the shards, for a
+  // RowAssembler (no tables before Init).
+  SparseLayout sparse_layout() const;
   // Applies (or, for SYNC, accumulates) a push assembled over CheckPush's
-  // layout. A seq not above the worker's last is acknowledged as a
-  // duplicate and changes nothing but the duplicate count.
+  // layout, with its rows (a RowAssembler's, checked again here).
+  // A seq not above the worker's last is acknowledged as a duplicate and
+  // changes nothing but the duplicate count. INVALID_ARGUMENT, changing
+  // nothing, naming the rank, table and row for a bad row.
   absl::StatusOr<PushResponse> ApplyPush(const PushHeader& header,
-                                         std::vector<std::vector<float>> grads);
+                                         std::vector<std::vector<float>> grads,
+                                         PushedRows rows = {});
 
   // Staging buffers for a push over CheckPush's layout, recycled from
   // earlier pushes when possible (contents undefined).
@@ -208,8 +248,17 @@ class ShardState {
   // ranks; UNAVAILABLE after Shutdown.
   absl::StatusOr<Snapshot> WaitForPull(int32_t rank, int64_t clock,
                                        absl::Time deadline);
+  // The rows `request` names, after WaitForPull's wait, with the same
+  // errors; INVALID_ARGUMENT naming the table and row for an unknown table,
+  // a row outside its table or owned by another shard, or data in the
+  // request. A row never stored reads as its initial value and stays not
+  // stored.
+  absl::StatusOr<RowsSnapshot> PullRows(const PullRowsRequest& request,
+                                        absl::Time deadline);
 
-  // Statistics; TakeStats also starts a new rate window.
+  // Statistics; TakeStats also starts a new rate window. Bytes pushed and
+  // pulled count a row as 8 bytes of id and 4 a value, beside the dense
+  // parts' 4 a value.
   ShardStats Stats() const;
   ShardStats TakeStats();
 
@@ -260,9 +309,17 @@ class ShardState {
     std::shared_ptr<std::vector<float>> params;  // copy-on-write
     std::unique_ptr<UpdateRule<float>> optimizer;
   };
+  // SYNC: one table's row gradients of one step so far, in the order the
+  // rows first came.
+  struct PendingRows {
+    absl::flat_hash_map<int64_t, int64_t> index;  // row id -> position
+    std::vector<int64_t> ids;
+    std::vector<float> sum;  // {ids.size(), dim}
+  };
   // SYNC: one step's gradients so far.
   struct Pending {
     std::vector<std::vector<float>> sum;
+    std::vector<PendingRows> rows;  // per table
     int64_t weight = 0;
     double lr = 0;
     std::set<int32_t> ranks;
@@ -275,8 +332,43 @@ class ShardState {
   absl::Status CheckPushLocked(const PushHeader& header) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   absl::Status AccumulateLocked(const PushHeader& h,
-                                std::vector<std::vector<float>>& grads)
+                                std::vector<std::vector<float>>& grads,
+                                const PushedRows& rows)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // WaitForPull's checks and wait, shared with PullRows: OK once `clock`
+  // may be read; `what` starts every error message.
+  absl::Status WaitReadyLocked(int32_t rank, int64_t clock, absl::Time deadline,
+                               const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sparse tables (shard_state_rows.cc).
+  int NumShardsLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::Status CheckTablesLocked(const InitHeader& h) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  bool SameTablesLocked(const InitHeader& h) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Empty stores for `tables` (already checked); INVALID_ARGUMENT when the
+  // job's optimizer has no row-wise form.
+  absl::StatusOr<std::vector<std::unique_ptr<RowStore>>> MakeStoresLocked(
+      const std::vector<SparseTableInfo>& tables) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void SetTablesLocked(std::vector<std::unique_ptr<RowStore>> stores)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks a push's rows (one entry per table or none; ids owned, in range,
+  // unique) and sorts each table's rows by id.
+  absl::Status SortPushedRowsLocked(const PushHeader& h, PushedRows& rows) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void AccumulateRowsLocked(Pending& p, const PushedRows& rows, int32_t weight)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A complete step's rows, times `inv` (1 / its weight), sorted by id.
+  PushedRows AveragedRowsLocked(Pending& p, float inv)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Steps every table (those without rows too): one update.
+  void StepTablesLocked(const PushedRows& rows, double lr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The stores a capture holds, checked (sizes, ids, owners): nothing
+  // changes before they all are.
+  absl::StatusOr<std::vector<std::unique_ptr<RowStore>>> RestoreStoresLocked(
+      const Capture& c) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // SYNC: applies the steps that are complete (every rank pushed them, or
   // after a restore moved past them) and skips those nobody will push;
   // true if next_sync_clock_ moved.
@@ -302,7 +394,9 @@ class ShardState {
   void MaybeCaptureLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckCaptureLocked(const Capture& c) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void StepLocked(const std::vector<std::vector<float>>& grads, double lr)
+  // One update: every partition and every table.
+  void StepLocked(const std::vector<std::vector<float>>& grads,
+                  const PushedRows& rows, double lr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecycleLocked(std::vector<std::vector<float>> buffers)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -325,6 +419,9 @@ class ShardState {
   int32_t world_size_ ABSL_GUARDED_BY(mu_) = 0;
   int32_t total_replicas_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Part> parts_ ABSL_GUARDED_BY(mu_);
+  // The sparse tables, by id, and what checking their row ids needs.
+  std::vector<std::unique_ptr<RowStore>> tables_ ABSL_GUARDED_BY(mu_);
+  SparseLayout sparse_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);  // per rank (SYNC)
   // SSP and ASYNC: every chunk below watermark_ is applied, and the ranges
   // [first, end) above it that are applied too.
@@ -360,6 +457,8 @@ class ShardState {
   int64_t duplicates_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_pushed_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_pulled_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rows_pushed_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rows_pulled_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> staleness_ ABSL_GUARDED_BY(mu_);
   absl::Duration wait_ ABSL_GUARDED_BY(mu_);
   // The current rate window.

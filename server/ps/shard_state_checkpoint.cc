@@ -139,6 +139,10 @@ ShardState::Capture ShardState::CaptureLocked() const {
   c.applied_ahead = applied_ahead_;
   c.forgiven = forgiven_;
   c.last_seq.insert(last_seq_.begin(), last_seq_.end());
+  for (const auto& t : tables_) {
+    c.tables.push_back(t->table());
+    c.rows.push_back(t->Capture());
+  }
   return c;
 }
 
@@ -217,6 +221,7 @@ absl::Status ShardState::CheckCaptureLocked(const Capture& c) const {
   h.set_world_size(c.world_size);
   h.set_total_replicas(c.total_replicas);
   for (const Partition& p : c.partitions) *h.add_partitions() = p;
+  for (const SparseTableInfo& t : c.tables) *h.add_tables() = t;
   if (absl::Status s = CheckInitHeaderLocked(h); !s.ok()) {
     return BadCapture(std::string(s.message()));
   }
@@ -246,6 +251,9 @@ absl::Status ShardState::Restore(const Capture& c) {
         "shard ", shard_index_, " is already initialized; cannot restore"));
   }
   if (absl::Status s = CheckCaptureLocked(c); !s.ok()) return s;
+  absl::StatusOr<std::vector<std::unique_ptr<RowStore>>> stores =
+      RestoreStoresLocked(c);
+  if (!stores.ok()) return stores.status();
   std::vector<Part> parts;
   for (size_t i = 0; i < c.partitions.size(); ++i) {
     Part part;
@@ -261,6 +269,7 @@ absl::Status ShardState::Restore(const Capture& c) {
     parts.push_back(std::move(part));
   }
   parts_ = std::move(parts);
+  SetTablesLocked(*std::move(stores));
   world_size_ = c.world_size;
   total_replicas_ = c.total_replicas;
   version_ = c.version;
