@@ -64,6 +64,22 @@ else
   fail "cohort auc $ours, PyTorch $theirs, Bayes $bayes: want within 0.01, below Bayes, above 0.75"
 fi
 
+# The same model with sparse tables on two SYNC parameter-server shards
+# (workers pull only the rows a batch touches): the same AUC within 0.01.
+sed -e 's/\(embedding_bag {[^}]*dim: [0-9]*\) }/\1 sparse: true }/' \
+  "$tmp/job.textproto" > "$tmp/sparse.textproto"
+printf 'mode: PS\nps { shards: 2 }\n' >> "$tmp/sparse.textproto"
+grep -q "sparse: true" "$tmp/sparse.textproto" || fail "no sparse tables in the spec"
+"$cohort" local --workers=2 --threads=1 --job="$tmp/sparse.textproto" \
+  --report="$tmp/sparse.json" --quiet > "$tmp/sparse.out" 2>&1 ||
+  fail "cohort local, sparse PS: $(tail -3 "$tmp/sparse.out")"
+sparse=$($py -c "import json; print(json.load(open('$tmp/sparse.json'))['test_metrics']['auc'])" 2>/dev/null)
+if $py -c "import sys; sys.exit(0 if abs(float('${sparse:-nan}') - $theirs) <= 0.01 else 1)"; then
+  ok "sparse PS auc $sparse within 0.01 of PyTorch's $theirs"
+else
+  fail "sparse PS auc '$sparse', PyTorch $theirs: want within 0.01"
+fi
+
 # cohort evaluate on the final checkpoint gives the report's AUC.
 # (Other batches than the workers' evaluation: a logit may move by an ulp
 # and swap a near tie, so not to the last bit.)
@@ -87,4 +103,18 @@ sed -e "s|train: \[.*\]|train: \"$tmp/bad.txt\"|" -e "s|test: \"test.txt.gz\"|te
   "$tmp/job.textproto" > "$tmp/bad.textproto"
 expect_refused "a hex cell that is not hex" "bad.txt:2:.*19" \
   "$cohort" train --job="$tmp/bad.textproto" --quiet
+# A line with 25 categorical columns, and an id past its table.
+head -1 "$tmp/bad.txt" | cut -f 1-39 > "$tmp/short.txt"
+sed -e "s|$tmp/bad.txt|$tmp/short.txt|g" "$tmp/bad.textproto" > "$tmp/short.textproto"
+expect_refused "a line with 25 categorical columns" "short.txt:1: 39 columns, expected 40" \
+  "$cohort" train --job="$tmp/short.textproto" --quiet
+printf '1\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13' > "$tmp/past.txt"
+for i in $(seq 26); do
+  if [[ $i == 3 ]]; then printf '\t5000' >> "$tmp/past.txt"; else printf '\t10' >> "$tmp/past.txt"; fi
+done
+printf '\n' >> "$tmp/past.txt"
+sed -e "s|$tmp/bad.txt|$tmp/past.txt|g" -e "s|table_rows: 4096|table_rows: 4096 ids_as_given: true|" \
+  "$tmp/bad.textproto" > "$tmp/past.textproto"
+expect_refused "an id past its table" "past.txt:1:.*column 17.*4096" \
+  "$cohort" train --job="$tmp/past.textproto" --quiet
 finish
