@@ -10,6 +10,7 @@
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 every=20  # checkpoint.every_steps: updates of a shard between checkpoints
 now() { date +%s.%N; }
@@ -21,7 +22,33 @@ status() {
 }
 shard0() { status "s['shards'][0]$1"; }
 
+# SPARSE: a recommendation model whose 26 tables of 100,000 rows live on
+# the shards by row (embedding_bag.sparse, SYNC), on generated click logs;
+# the rows a shard stores are in its checkpoints like its partitions.
+sparse_spec() {  # sparse_spec EPOCHS CHECKPOINT-DIR
+  cat <<SPEC
+name: "ps-restart-sparse"
+$(/usr/bin/python3 "$root/bench/ctr_torch.py" --cohort-model 100000 |
+  sed -e 's/\(embedding_bag {[^}]*dim: [0-9]*\) }/\1 sparse: true }/')
+data { kind: CRITEO dir: "$tmp/ctr" criteo { train: "train-00000.txt" test: "test.txt" table_rows: 100000 } }
+batch_size: 32
+epochs: $1
+optimizer { kind: ADAGRAD lr: 0.05 }
+loss: BCE_WITH_LOGITS
+eval { metric: "auc" }
+mode: PS
+ps { consistency: SYNC shards: 2 rpc_timeout_ms: 3000 }
+cluster { heartbeat_interval_ms: 300 heartbeat_misses: 10 min_workers: 2
+          join_timeout_ms: 20000 }
+checkpoint { dir: "$2" every_steps: $every keep: 3 }
+SPEC
+}
+
 spec() {  # spec CONSISTENCY EPOCHS CHECKPOINT-DIR
+  if [[ $1 == SPARSE ]]; then
+    sparse_spec "$2" "$3"
+    return
+  fi
   cat <<SPEC
 name: "ps-restart"
 model { zoo: "mlp_seed" }
@@ -105,8 +132,18 @@ for line in sys.stdin:
 print("%.2f" % worst)'
 }
 
-for c in SYNC SSP ASYNC; do
-  start_job "$c" "$c" 3
+variants=(SYNC SSP ASYNC)
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  /usr/bin/python3 "$root/tools/make-ctr-data" --out "$tmp/ctr" \
+    --train-rows 20000 --test-rows 4000 --seed 4 >/dev/null &&
+    variants+=(SPARSE)
+else
+  echo "SKIP: SPARSE: /usr/bin/python3 lacks numpy (tools/make-ctr-data)"
+fi
+for c in "${variants[@]}"; do
+  epochs=3
+  [[ $c == SPARSE ]] && epochs=1
+  start_job "$c" "$c" "$epochs"
   if ! wait_for 30 running || ! wait_for 20 version_above 40; then
     fail "$c: the job never ran: $(tail -n 3 "$tmp/$c.coord.err" "$tmp/$c.w0.err")"
     continue
@@ -126,18 +163,21 @@ for c in SYNC SSP ASYNC; do
   wait "$w1"; rc1=$?
   wait "$coord"; rcc=$?
   state=$(/usr/bin/python3 -c "import json; print(json.load(open('$tmp/$c.json'))['state'])" 2>/dev/null)
-  acc=$(/usr/bin/python3 -c "import json; print(json.load(open('$tmp/$c.json'))['test_accuracy'])" 2>/dev/null)
+  # The click model's measure is its AUC (the data's ceiling is about 0.8).
+  key="['test_accuracy']" least=0.9 what=accuracy
+  [[ $c == SPARSE ]] && key="['test_metrics']['auc']" least=0.7 what=auc
+  acc=$(/usr/bin/python3 -c "import json; print(json.load(open('$tmp/$c.json'))$key)" 2>/dev/null)
   lost=$((killed_version - restored_version))
   stall=$(stall_of "$tmp/$c.w0.err" "$tmp/$c.w1.err")
   serving=$(awk -v a="$t_kill" -v b="$t_restored" 'BEGIN { printf "%.2f", b - a }')
   echo "$c: shard 0 killed at version $killed_version, restored version $restored_version" \
     "(lost $lost updates, checkpoint every $every), replacement restored ${serving}s after the kill," \
-    "workers stalled ${stall}s, restarts $restarts, accuracy $acc"
+    "workers stalled ${stall}s, restarts $restarts, $what $acc"
   if [[ $rc0 -eq 0 && $rc1 -eq 0 && $rcc -eq 0 && "$state" == SUCCEEDED ]] &&
-     /usr/bin/python3 -c "import sys; sys.exit(0 if $acc >= 0.9 else 1)"; then
-    ok "$c: the job succeeded after the restart (accuracy $acc)"
+     /usr/bin/python3 -c "import sys; sys.exit(0 if $acc >= $least else 1)"; then
+    ok "$c: the job succeeded after the restart ($what $acc)"
   else
-    fail "$c: after the restart: workers exit $rc0 $rc1, coordinator $rcc, state '$state', accuracy '$acc': $(tail -n 3 "$tmp/$c.coord.err" "$tmp/$c.w0.err")"
+    fail "$c: after the restart: workers exit $rc0 $rc1, coordinator $rcc, state '$state', $what '$acc': $(tail -n 3 "$tmp/$c.coord.err" "$tmp/$c.w0.err")"
   fi
   if [[ $lost -ge 0 && $lost -le $every && $restarts == 1 ]]; then
     ok "$c: $lost updates lost, at most one checkpoint interval ($every)"
