@@ -160,6 +160,14 @@ absl::Status CpuEngine::Build() {
                    BuildModel<float>(spec_.model(), input, spec_.seed()));
   RETURN_IF_ERROR(
       objective_.CheckModelOutput(replicas_[0].model->output_shape()));
+  if (!replicas_[0].model->sparse_tables().empty() &&
+      (dist_ == nullptr || !dist_->ps_mode)) {
+    return absl::FailedPreconditionError(
+        "the model's sparse tables (embedding_bag.sparse) live on "
+        "parameter-server shards, which a single process does not have: run "
+        "the job with `cohort local` (which starts the shards) or on a "
+        "cluster");
+  }
   for (int r = 1; r < R; ++r) {
     ASSIGN_OR_RETURN(replicas_[r].model,
                      BuildReplica<float>(spec_.model(), *replicas_[0].model));
