@@ -5,58 +5,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "kernels/elementwise.h"
-#include "kernels/parallel.h"
+#include "kernels/interaction.h"
 
 namespace cohort {
-namespace {
-
-// Samples per range on the compute threads: a sample's pairs are a few
-// thousand multiply-adds.
-constexpr int64_t kSampleGrain = 64;
-
-template <typename T>
-T Dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
-  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
-  return s;
-}
-
-// One sample: out = [v_0, dot(v_i, v_j) for i = 1..T, j < i].
-template <typename T>
-void DotForward(const T* v, int64_t vectors, int64_t dim, T* out) {
-  std::copy(v, v + dim, out);
-  T* pair = out + dim;
-  for (int64_t i = 1; i < vectors; ++i) {
-    for (int64_t j = 0; j < i; ++j) {
-      *pair++ = Dot(v + i * dim, v + j * dim, dim);
-    }
-  }
-}
-
-// One sample's input gradient: dv_0 starts from the output gradient of the
-// copied v_0, every other dv_k from zero; pair (i, j) with gradient g adds
-// g v_j to dv_i and g v_i to dv_j.
-template <typename T>
-void DotBackward(const T* v, const T* g, int64_t vectors, int64_t dim, T* dv) {
-  std::copy(g, g + dim, dv);
-  std::fill(dv + dim, dv + vectors * dim, T(0));
-  const T* pair = g + dim;
-  for (int64_t i = 1; i < vectors; ++i) {
-    T* di = dv + i * dim;
-    const T* vi = v + i * dim;
-    for (int64_t j = 0; j < i; ++j) {
-      const T gij = *pair++;
-      T* dj = dv + j * dim;
-      const T* vj = v + j * dim;
-      for (int64_t d = 0; d < dim; ++d) {
-        di[d] += gij * vj[d];
-        dj[d] += gij * vi[d];
-      }
-    }
-  }
-}
-
-}  // namespace
 
 template <typename T>
 std::string Interaction<T>::Name() const {
@@ -79,7 +30,7 @@ absl::StatusOr<Shape> Interaction<T>::Configure(const Shape& in) {
   vectors_ = in[0] / dim_;
   out_features_ = kind_ == InteractionKind::kCat
                       ? in[0]
-                      : dim_ + vectors_ * (vectors_ - 1) / 2;
+                      : DotInteractionOutputs(vectors_, dim_);
   return Shape{out_features_};
 }
 
@@ -96,13 +47,7 @@ void Interaction<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
     std::copy(in.data(), in.data() + in.size(), out->data());
     return;
   }
-  const T* x = in.data();
-  T* y = out->data();
-  ParallelRanges(n, kSampleGrain, [&](int64_t a, int64_t b) {
-    for (int64_t s = a; s < b; ++s) {
-      DotForward(x + s * features, vectors_, dim_, y + s * out_features_);
-    }
-  });
+  DotInteractionForward(in.data(), n, vectors_, dim_, out->data());
   (void)mode;
 }
 
@@ -121,15 +66,8 @@ void Interaction<T>::Backward(const BasicTensor<T>& grad_out,
               grad_in->data());
     return;
   }
-  const T* x = in_->data();
-  const T* g = grad_out.data();
-  T* dx = grad_in->data();
-  ParallelRanges(n, kSampleGrain, [&](int64_t a, int64_t b) {
-    for (int64_t s = a; s < b; ++s) {
-      DotBackward(x + s * features, g + s * out_features_, vectors_, dim_,
-                  dx + s * features);
-    }
-  });
+  DotInteractionBackward(in_->data(), grad_out.data(), n, vectors_, dim_,
+                         grad_in->data());
 }
 
 template class Interaction<float>;

@@ -9,9 +9,10 @@
 // row). kCat gives the vectors as they are. Backward is exact: each pair's
 // gradient flows to both of its vectors. No parameters.
 //
-// Samples are independent, so both passes split the batch into ranges on
-// the compute threads (kernels/parallel.h); each sample is computed by one
-// thread in one fixed order, which gives the same bits at any thread count.
+// The dot kind runs kernels/interaction.h's vectorized kernels, which split
+// the batch into ranges on the compute threads; each sample is computed by
+// one thread in one fixed order, which gives the same bits at any thread
+// count.
 //
 // Ownership: the layer keeps a pointer to the last Forward's input for
 // Backward (the caller keeps it alive, layer.h). Forward and Backward
