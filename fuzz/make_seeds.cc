@@ -23,10 +23,9 @@
 #include "common/status_macros.h"
 #include "fuzz/dataset_checks.h"
 #include "fuzz/fuzz_util.h"
-#include "fuzz/shard_fuzz.pb.h"
+#include "fuzz/shard_seeds.h"
 #include "proto/coordinator.pb.h"
 #include "proto/job.pb.h"
-#include "proto/ps.pb.h"
 #include "tests/image_files.h"
 
 namespace cohort {
@@ -309,77 +308,12 @@ Seeds RequestChecks() {
   return seeds;
 }
 
-// A shard case: Init of two partitions (5 and 3 elements, shard 0) by two
-// workers of one replica each, then a round of pushes and pulls.
-fuzz::ShardFuzzCase ShardCase(Consistency consistency, int optimizer) {
-  fuzz::ShardFuzzCase c;
-  c.set_consistency(consistency);
-  c.set_optimizer(optimizer);
-  auto chunk = [](TensorChunk* t, int partition, int64_t offset, int n) {
-    t->set_partition(partition);
-    t->set_offset(offset);
-    std::string data;
-    for (int i = 0; i < n; ++i) {
-      const float v = 0.25f * (i + 1);
-      data.append(reinterpret_cast<const char*>(&v), 4);
-    }
-    t->set_data(data);
-  };
-  fuzz::ShardFuzzCall* init = c.add_calls();
-  InitHeader* h = init->add_init()->mutable_header();
-  h->set_worker_id("w0");
-  h->set_world_size(2);
-  h->set_total_replicas(2);
-  for (int id : {0, 1}) {
-    Partition* p = h->add_partitions();
-    p->set_id(id);
-    p->set_shard(0);
-    p->set_offset(id == 0 ? 0 : 5);
-    p->set_count(id == 0 ? 5 : 3);
-  }
-  chunk(init->add_init()->mutable_chunk(), 0, 0, 2);
-  chunk(init->add_init()->mutable_chunk(), 0, 2, 3);
-  chunk(init->add_init()->mutable_chunk(), 1, 0, 3);
-  for (int round = 0; round < 2; ++round) {
-    for (int rank : {0, 1}) {
-      fuzz::ShardFuzzCall* push = c.add_calls();
-      PushHeader* ph = push->add_push()->mutable_header();
-      ph->set_worker_id(absl::StrCat("w", rank));
-      ph->set_rank(rank);
-      ph->set_seq(round + 1);
-      ph->set_clock(round);
-      ph->set_based_on_version(round);
-      ph->set_lr(0.1);
-      ph->set_weight(1);
-      ph->set_first_chunk(2 * round + rank);
-      chunk(push->add_push()->mutable_chunk(), 0, 0, 5);
-      chunk(push->add_push()->mutable_chunk(), 1, 0, 3);
-      PullRequest* pull = c.add_calls()->mutable_pull();
-      pull->set_worker_id(ph->worker_id());
-      pull->set_rank(rank);
-      pull->set_clock(round + 1);
-    }
-  }
-  // A retried push (duplicate seq) and the statistics.
-  *c.add_calls() = c.calls(1);
-  c.add_calls()->set_stats(true);
-  return c;
-}
-
-Seeds Shard() {
-  Seeds seeds;
-  seeds["sync_sgd"] = ShardCase(SYNC, 0).SerializeAsString();
-  seeds["ssp_adam"] = ShardCase(SSP, 1).SerializeAsString();
-  seeds["async_adamw"] = ShardCase(ASYNC, 2).SerializeAsString();
-  return seeds;
-}
-
 absl::StatusOr<Seeds> SeedsFor(const std::string& target) {
   if (target == "mnist") return Mnist();
   if (target == "cifar10") return Cifar10();
   if (target == "checkpoint") return CheckpointSeeds();
   if (target == "request_checks") return RequestChecks();
-  if (target == "shard") return Shard();
+  if (target == "shard") return ShardSeeds();
   if (target == "npy") return Npy();
   if (target == "csv") return Csv();
   if (target == "npz") return Npz();

@@ -1,12 +1,19 @@
 // Fuzzes the parameter-server shard's request handling
-// (server/ps/shard_state.h) with the RPCs of a fuzz/shard_fuzz.proto case,
-// replayed as ShardServer's service does: Init and Push streams go through
-// CheckInit/CheckPush, a ChunkAssembler and Init/ApplyPush; pulls call
-// WaitForPull with a deadline already passed.
+// (server/ps/shard_state.h, shard_rows.h) with the RPCs of a
+// fuzz/shard_fuzz.proto case, replayed as ShardServer's service does: Init
+// and Push streams go through CheckInit/CheckPush, a ChunkAssembler (and,
+// for a push's row chunks, a RowAssembler over sparse_layout()) and
+// Init/ApplyPush; Pull and PullRows get a deadline already passed. The
+// job's optimizer is sometimes one the sparse tables accept, sometimes not.
 //
 // Properties: nothing crashes or trips a sanitizer; every refusal has one
 // of the codes the service documents; versions never go back; a pull's
-// snapshot matches the layout; after Shutdown every pull is UNAVAILABLE.
+// snapshot matches the layout, a PullRows answer the request; Init accepts
+// sparse tables only with an optimizer that steps rows; PullRows never
+// changes the rows held; and those of fuzz/shard_row_tracker.h (rows never
+// pushed read as their initial value, rows pushed only tame gradients stay
+// finite, rows held never exceed the ids pushed, a refused push changes no
+// row). After Shutdown every pull is UNAVAILABLE.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,8 +27,10 @@
 #include "fuzz/fuzz_util.h"
 #include "fuzz/proto_mutator.h"
 #include "fuzz/shard_fuzz.pb.h"
+#include "fuzz/shard_row_tracker.h"
 #include "proto/job.pb.h"
 #include "proto/ps.pb.h"
+#include "server/ps/shard_rows.h"
 #include "server/ps/shard_state.h"
 #include "server/request_checks.h"
 
@@ -35,6 +44,16 @@ using PushStream = google::protobuf::RepeatedPtrField<PushRequest>;
 // microseconds, and the shard allocates a layout's buffers before the
 // chunks arrive.
 constexpr int64_t kMaxElements = int64_t{1} << 16;
+// Sparse tables are bounded alike: a pulled row costs dim floats however
+// often the request repeats its id, and rows beyond what an input can name
+// would only make every random id valid.
+constexpr int kMaxTables = 4;
+constexpr int64_t kMaxTableRows = int64_t{1} << 16;
+constexpr int32_t kMaxTableDim = 64;
+
+constexpr OptimizerSpec::Kind kKinds[] = {
+    OptimizerSpec::SGD, OptimizerSpec::ADAM, OptimizerSpec::ADAMW,
+    OptimizerSpec::ADAGRAD};
 
 int Mod(int32_t v, int n) {
   return static_cast<int>(static_cast<uint32_t>(v) % n);
@@ -44,17 +63,35 @@ JobSpec MakeJob(const fuzz::ShardFuzzCase& c) {
   JobSpec job;
   job.mutable_ps()->set_consistency(
       static_cast<Consistency>(Mod(c.consistency(), 3)));
+  job.mutable_ps()->set_shards(1 + Mod(c.shards(), 4));
   OptimizerSpec* o = job.mutable_optimizer();
-  o->set_kind(static_cast<OptimizerSpec::Kind>(Mod(c.optimizer(), 3)));
-  // The defaults ParseJobSpec fills in.
+  o->set_kind(kKinds[Mod(c.optimizer(), 4)]);
+  // The defaults ParseJobSpec fills in, and settings without a row-wise
+  // form unless the case asks for one.
   o->set_lr(0.1f);
-  o->set_momentum(o->kind() == OptimizerSpec::SGD ? 0.9f : 0.0f);
-  o->set_weight_decay(0.01f);
+  o->set_momentum(o->kind() == OptimizerSpec::SGD && !c.row_wise() ? 0.9f
+                                                                   : 0.0f);
+  o->set_weight_decay(c.row_wise() ? 0.0f : 0.01f);
   o->set_beta1(0.9f);
   o->set_beta2(0.999f);
   o->set_eps(1e-8f);
   return job;
 }
+
+// Whether the sparse tables accept the job's optimizer
+// (kernels/sparse_update_rules.h): what PyTorch steps sparse gradients with.
+bool TablesAccept(const OptimizerSpec& o) {
+  return o.kind() != OptimizerSpec::ADAMW && o.momentum() == 0 &&
+         o.weight_decay() == 0;
+}
+
+// What a case has seen so far.
+struct Seen {
+  Consistency consistency = SYNC;
+  bool tables_accept = false;
+  int64_t version = 0;
+  fuzz::RowTracker rows;
+};
 
 bool Expected(const absl::Status& s) {
   switch (s.code()) {
@@ -69,12 +106,10 @@ bool Expected(const absl::Status& s) {
   }
 }
 
-template <typename Request>
-absl::StatusOr<std::vector<std::vector<float>>> Assemble(
-    const google::protobuf::RepeatedPtrField<Request>& stream,
-    const std::vector<Partition>& layout, std::string what,
-    std::vector<std::vector<float>> buffers = {}) {
-  ChunkAssembler assembler(layout, std::move(what), std::move(buffers));
+absl::StatusOr<std::vector<std::vector<float>>> AssembleInit(
+    const InitStream& stream, const std::vector<Partition>& layout,
+    std::string what) {
+  ChunkAssembler assembler(layout, std::move(what));
   for (int i = 1; i < stream.size(); ++i) {
     if (!stream[i].has_chunk()) {
       return absl::InvalidArgumentError("a second header in the stream");
@@ -93,12 +128,24 @@ int64_t TotalElements(const InitHeader& h) {
   return total;
 }
 
-absl::Status DoInit(ShardState& state, const InitStream& stream) {
+bool TablesTooLarge(const InitHeader& h) {
+  if (h.tables_size() > kMaxTables) return true;
+  for (const SparseTableInfo& t : h.tables()) {
+    if (t.rows() > kMaxTableRows || t.dim() > kMaxTableDim) return true;
+  }
+  return false;
+}
+
+absl::Status DoInit(ShardState& state, const InitStream& stream,
+                    const Seen& seen) {
   if (!stream[0].has_header()) {
     return absl::InvalidArgumentError("the first message must be the header");
   }
   const InitHeader& header = stream[0].header();
   ASSIGN_OR_RETURN(const bool already, state.CheckInit(header));
+  FUZZ_CHECK(header.tables().empty() || seen.tables_accept,
+             "CheckInit accepted sparse tables with an optimizer that has no "
+             "row-wise form");
   if (already) return absl::OkStatus();
   const int64_t elements = TotalElements(header);
   if (fuzz::CheckKnownBugs()) {  // F
@@ -106,38 +153,78 @@ absl::Status DoInit(ShardState& state, const InitStream& stream) {
                absl::StrCat("CheckInit accepted a layout of ", elements,
                             " elements, all allocated before any chunk"));
   }
-  if (elements > kMaxElements) return absl::OkStatus();
+  if (elements > kMaxElements || TablesTooLarge(header)) {
+    return absl::OkStatus();
+  }
   const std::vector<Partition> layout(header.partitions().begin(),
                                       header.partitions().end());
   ASSIGN_OR_RETURN(std::vector<std::vector<float>> values,
-                   Assemble(stream, layout, "init"));
-  return state.Init(header, std::move(values)).status();
+                   AssembleInit(stream, layout, "init"));
+  RETURN_IF_ERROR(state.Init(header, std::move(values)).status());
+  FUZZ_CHECK(static_cast<int>(state.sparse_layout().tables.size()) ==
+                 header.tables_size(),
+             "the shard's sparse layout differs from its Init's tables");
+  return absl::OkStatus();
 }
 
-absl::Status DoPush(ShardState& state, const PushStream& stream,
-                    int64_t* version) {
+// A push as the service reads it: true if applied, false if acknowledged
+// as a duplicate.
+absl::StatusOr<bool> DoPush(ShardState& state, const PushStream& stream,
+                            Seen& seen) {
   if (!stream[0].has_header()) {
     return absl::InvalidArgumentError("the first message must be the header");
   }
   const PushHeader& header = stream[0].header();
   ASSIGN_OR_RETURN(const std::vector<Partition> layout,
                    state.CheckPush(header));
-  ASSIGN_OR_RETURN(std::vector<std::vector<float>> grads,
-                   Assemble(stream, layout, "push", state.TakeStaging()));
-  ASSIGN_OR_RETURN(const PushResponse r,
-                   state.ApplyPush(header, std::move(grads)));
-  FUZZ_CHECK(r.version() >= *version, "version went back after a push");
-  *version = r.version();
-  return absl::OkStatus();
+  const std::string what = absl::StrCat("push from rank ", header.rank());
+  ChunkAssembler chunks(layout, what, state.TakeStaging());
+  RowAssembler rows(state.sparse_layout(), what);
+  for (int i = 1; i < stream.size(); ++i) {
+    if (stream[i].has_chunk()) {
+      RETURN_IF_ERROR(chunks.Add(stream[i].chunk()));
+    } else if (stream[i].has_rows()) {
+      RETURN_IF_ERROR(rows.Add(stream[i].rows()));
+    } else {
+      return absl::InvalidArgumentError("a second header in the stream");
+    }
+  }
+  ASSIGN_OR_RETURN(std::vector<std::vector<float>> grads, chunks.Finish());
+  PushedRows pushed = rows.Finish();
+  PushedRows ids;  // the ids alone, to note once applied
+  for (const PushedRows::Table& t : pushed.tables)
+    ids.tables.push_back({t.ids});
+  ASSIGN_OR_RETURN(
+      const PushResponse r,
+      state.ApplyPush(header, std::move(grads), std::move(pushed)));
+  FUZZ_CHECK(r.version() >= seen.version, "version went back after a push");
+  seen.version = r.version();
+  if (!r.duplicate()) seen.rows.NoteApplied(ids);
+  return !r.duplicate();
 }
 
-absl::Status DoPull(ShardState& state, const PullRequest& pull,
-                    int64_t* version) {
+// DoPush, checking that a push the shard refuses or acknowledges as a
+// duplicate changes no row.
+absl::Status CheckedPush(ShardState& state, const PushStream& stream,
+                         Seen& seen) {
+  seen.rows.NoteSent(stream);
+  const fuzz::RowTracker::Seen before = seen.rows.Observe(state);
+  const absl::StatusOr<bool> applied = DoPush(state, stream, seen);
+  if (!applied.ok() || !*applied) {
+    fuzz::RowTracker::CheckUnchanged(
+        before, seen.rows.Observe(state),
+        applied.ok() ? "a duplicate push"
+                     : fuzz::Describe("a refused push", applied.status()));
+  }
+  return applied.status();
+}
+
+absl::Status DoPull(ShardState& state, const PullRequest& pull, Seen& seen) {
   ASSIGN_OR_RETURN(
       const ShardState::Snapshot snap,
       state.WaitForPull(pull.rank(), pull.clock(), absl::InfinitePast()));
-  FUZZ_CHECK(snap.version >= *version, "version went back in a pull");
-  *version = snap.version;
+  FUZZ_CHECK(snap.version >= seen.version, "version went back in a pull");
+  seen.version = snap.version;
   FUZZ_CHECK(snap.partitions.size() == snap.values.size(),
              "snapshot values do not match its partitions");
   for (size_t i = 0; i < snap.partitions.size(); ++i) {
@@ -146,6 +233,20 @@ absl::Status DoPull(ShardState& state, const PullRequest& pull,
                absl::StrCat("snapshot partition ", i, " has ",
                             snap.values[i]->size(), " values"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status DoPullRows(ShardState& state, const PullRowsRequest& request,
+                        Seen& seen) {
+  const int64_t held = state.Stats().rows_held();
+  const absl::StatusOr<ShardState::RowsSnapshot> snap =
+      state.PullRows(request, absl::InfinitePast());
+  FUZZ_CHECK(state.Stats().rows_held() == held,
+             fuzz::Describe("PullRows changed the rows held", snap.status()));
+  RETURN_IF_ERROR(snap.status());
+  FUZZ_CHECK(snap->version >= seen.version, "version went back in PullRows");
+  seen.version = snap->version;
+  seen.rows.CheckPulled(state.sparse_layout(), request, *snap);
   return absl::OkStatus();
 }
 
@@ -185,35 +286,47 @@ bool HitsKnownBug(const fuzz::ShardFuzzCall& call) {
     if (h.first_chunk() > kKnownBugBound) return true;        // C
     if (h.clock() > kKnownBugBound) return true;              // D
   }
-  if (call.pull().clock() > kKnownBugPullClock) return true;  // E
+  if (call.pull().clock() > kKnownBugPullClock) return true;       // E
+  if (call.pull_rows().clock() > kKnownBugPullClock) return true;  // E
   return false;
 }
 
+absl::Status DoCall(ShardState& state, const fuzz::ShardFuzzCall& call,
+                    Seen& seen) {
+  if (!call.init().empty()) return DoInit(state, call.init(), seen);
+  if (!call.push().empty()) return CheckedPush(state, call.push(), seen);
+  if (call.has_pull()) return DoPull(state, call.pull(), seen);
+  if (call.has_pull_rows()) return DoPullRows(state, call.pull_rows(), seen);
+  if (call.stats()) {
+    const ShardStats stats = state.TakeStats();
+    FUZZ_CHECK(stats.staleness_histogram_size() == kStalenessBuckets,
+               "staleness histogram size");
+    FUZZ_CHECK(stats.version() >= seen.version, "version went back in stats");
+  }
+  return absl::OkStatus();
+}
+
 void Run(const fuzz::ShardFuzzCase& c) {
-  ShardState state(MakeJob(c), Mod(c.shard_index(), 4));
-  int64_t version = 0;
+  const JobSpec job = MakeJob(c);
+  ShardState state(job, Mod(c.shard_index(), job.ps().shards()));
+  Seen seen;
+  seen.consistency = job.ps().consistency();
+  seen.tables_accept = TablesAccept(job.optimizer());
   for (const fuzz::ShardFuzzCall& call : c.calls()) {
     if (!fuzz::CheckKnownBugs() && HitsKnownBug(call)) continue;
-    absl::Status s;
-    if (!call.init().empty()) {
-      s = DoInit(state, call.init());
-    } else if (!call.push().empty()) {
-      s = DoPush(state, call.push(), &version);
-    } else if (call.has_pull()) {
-      s = DoPull(state, call.pull(), &version);
-    } else if (call.stats()) {
-      const ShardStats stats = state.TakeStats();
-      FUZZ_CHECK(stats.staleness_histogram_size() == kStalenessBuckets,
-                 "staleness histogram size");
-      FUZZ_CHECK(stats.version() >= version, "version went back in stats");
-    }
+    const absl::Status s = DoCall(state, call, seen);
     FUZZ_CHECK(Expected(s), fuzz::Describe("unexpected status", s));
+    seen.rows.CheckHeld(state, seen.consistency);
   }
   state.Shutdown();
   const absl::StatusOr<ShardState::Snapshot> after =
       state.WaitForPull(0, 0, absl::InfinitePast());
   FUZZ_CHECK(after.status().code() == absl::StatusCode::kUnavailable,
              fuzz::Describe("pull after Shutdown", after.status()));
+  const absl::StatusOr<ShardState::RowsSnapshot> rows_after =
+      state.PullRows(PullRowsRequest(), absl::InfinitePast());
+  FUZZ_CHECK(rows_after.status().code() == absl::StatusCode::kUnavailable,
+             fuzz::Describe("PullRows after Shutdown", rows_after.status()));
 }
 
 }  // namespace

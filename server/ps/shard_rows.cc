@@ -1,7 +1,7 @@
 #include "server/ps/shard_rows.h"
 
-#include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,9 +42,12 @@ absl::Status CheckTables(
       return bad(absl::StrCat("has dim ", t.dim(), ", outside [1, ", kMaxRowDim,
                               "] (a row travels in one chunk)"));
     }
-    if (!std::isfinite(t.bound()) || t.bound() < 0) {
-      return bad(
-          absl::StrCat("has bound ", t.bound(), ", not a finite number >= 0"));
+    // Rows are floats: a larger bound makes initial values of +-inf (and
+    // NaN, once 2 * bound overflows a double).
+    if (!(t.bound() >= 0 && t.bound() <= std::numeric_limits<float>::max())) {
+      return bad(absl::StrCat("has bound ", t.bound(), ", outside [0, ",
+                              std::numeric_limits<float>::max(),
+                              "] (rows are floats)"));
     }
   }
   return absl::OkStatus();
@@ -130,6 +133,10 @@ absl::Status RowAssembler::Add(const RowChunk& chunk) {
   }
   PushedRows::Table& out = rows_.tables[chunk.table()];
   out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+  // With no rows the table's gradients may still be empty, and an empty
+  // vector's data() null, which memcpy's pointers must never be (even for
+  // 0 bytes).
+  if (ids.empty()) return absl::OkStatus();
   const size_t at = out.grads.size();
   out.grads.resize(at + ids.size() * t.dim());
   std::memcpy(out.grads.data() + at, data.data(), data.size());

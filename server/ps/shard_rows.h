@@ -38,7 +38,8 @@ struct SparseLayout {
 
 // INVALID_ARGUMENT, starting with `what`, unless the tables have ids 0, 1,
 // ... in order, non-empty names, 1 to kMaxTableRows rows, a dim from 1 to
-// what fits in one chunk (a row never spans two), and a finite bound >= 0.
+// what fits in one chunk (a row never spans two), and a bound from 0 to the
+// largest float.
 absl::Status CheckTables(
     const google::protobuf::RepeatedPtrField<SparseTableInfo>& tables,
     absl::string_view what);

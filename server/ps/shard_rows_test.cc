@@ -330,7 +330,7 @@ TEST(ShardRowsTest, InitChecksTablesAndTheirOptimizer) {
     SparseTableInfo table;
     const char* says;
   };
-  std::vector<Case> cases(7, Case{Table(0, 10, 2), ""});
+  std::vector<Case> cases(8, Case{Table(0, 10, 2), ""});
   cases[0].table.set_id(1);
   cases[0].says = "has id 1";
   cases[1].table.clear_name();
@@ -345,6 +345,9 @@ TEST(ShardRowsTest, InitChecksTablesAndTheirOptimizer) {
   cases[5].says = "bound -1";
   cases[6].table.set_bound(std::nan(""));
   cases[6].says = "bound nan";
+  // Rows are floats: initial values would be +-inf.
+  cases[7].table.set_bound(1e39);
+  cases[7].says = "bound 1e+39";
   for (const Case& c : cases) {
     ShardState state(Job(SYNC), 0);
     auto r = Init(state, {c.table}, 1, 1);
