@@ -19,11 +19,16 @@ as torch.optim.Adagrad does (touched rows only) and the dense ones alike.
 Prints one line: "train_samples_per_s X auc Y normalized_entropy Z
 samples N seconds S" (the training pass's rate, data parsing excluded).
 
-  ctr_torch.py --cohort-model ROWS
+  ctr_torch.py --cohort-model ROWS [--sparse] [--dim D]
 
 prints the same model as a cohort `model { ... }` block with tables of ROWS
 rows instead (what the zoo's dlrm_small is at 32768), so that the scripts
-comparing the two sides take both from here.
+comparing the two sides take both from here. --sparse makes the tables
+sparse (embedding_bag.sparse: they live on the parameter-server shards and
+each step moves only the rows its batch touches, as
+nn.EmbeddingBag(sparse=True) steps only those); --dim D gives the tables D
+features and the bottom MLP D outputs (default 16), for tables too big for
+PyTorch's side to train at all.
 """
 import argparse
 import gzip
@@ -113,29 +118,36 @@ def auc(scores, labels):
     return (ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg)
 
 
-def cohort_model(rows):
+def cohort_model(rows, dim=DIM, sparse=False):
     tables = ", ".join([str(rows)] * CATEGORICAL)
     dense_mlp = " ".join(f"layers {{ linear {{ out_features: {w} }} }} "
-                         "layers { relu {} }" for w in (64, DIM))
+                         "layers { relu {} }" for w in (64, dim))
     top = " ".join(f"layers {{ linear {{ out_features: {w} }} }} "
                    "layers { relu {} }" for w in (128, 64))
+    sparse_field = " sparse: true" if sparse else ""
     return f"""model {{
   layers {{ branch {{ combine: CONCAT
     paths {{ layers {{ slice {{ begin: 0 end: {DENSE} }} }} {dense_mlp} }}
     paths {{
       layers {{ slice {{ begin: {DENSE} end: {DENSE + 2 * CATEGORICAL} }} }}
-      layers {{ embedding_bag {{ rows: [{tables}] dim: {DIM} }} }}
+      layers {{ embedding_bag {{ rows: [{tables}] dim: {dim}{sparse_field} }} }}
     }}
   }} }}
-  layers {{ interaction {{ kind: DOT dim: {DIM} }} }}
+  layers {{ interaction {{ kind: DOT dim: {dim} }} }}
   {top}
   layers {{ linear {{ out_features: 1 }} }}
 }}"""
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--cohort-model":
-        print(cohort_model(int(sys.argv[2])))
+    if len(sys.argv) > 1 and sys.argv[1] == "--cohort-model":
+        p = argparse.ArgumentParser()
+        p.add_argument("--cohort-model", type=int, required=True,
+                       metavar="ROWS")
+        p.add_argument("--sparse", action="store_true")
+        p.add_argument("--dim", type=int, default=DIM)
+        a = p.parse_args()
+        print(cohort_model(a.cohort_model, a.dim, a.sparse))
         return 0
     p = argparse.ArgumentParser()
     p.add_argument("--train", nargs="+", required=True)
