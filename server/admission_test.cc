@@ -121,7 +121,7 @@ TEST(Admission, EveryShardMethodChecksTheTokenBeforeTheBody) {
   absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
   ExpectRefusedBeforeAnyMessage((*server)->address(),
-                                ParameterServer::service_full_name(), 3);
+                                ParameterServer::service_full_name(), 4);
 }
 
 // Opens a grpc.health.v1.Health/Check call without the token and sends no
