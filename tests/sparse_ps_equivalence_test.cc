@@ -128,6 +128,35 @@ void AddFlat(const JobSpec& spec, const std::vector<float>& flat,
   }
 }
 
+// Worker w of kWorkers x kReplicas over `group`'s Gloo communicators.
+DistributedContext WorkerContext(const JobSpec& spec, LocalGroup& group,
+                                 int w) {
+  DistributedContext d;
+  d.rank = w;
+  d.world_size = kWorkers;
+  d.replica_offset = w * kReplicas;
+  d.total_replicas = kWorkers * kReplicas;
+  d.comm = &group.comm(w);
+  d.epoch_seed = [&spec](int64_t) -> absl::StatusOr<uint64_t> {
+    return spec.seed();
+  };
+  return d;
+}
+
+// Trains kSteps as worker w; its final flat parameters into `params`.
+void TrainWorker(const JobSpec& spec, int w, DistributedContext* d,
+                 std::vector<float>* params) {
+  TrainOptions o;
+  o.quiet = true;
+  o.max_steps = kSteps;
+  o.replicas = kReplicas;
+  o.threads = kReplicas;
+  o.distributed = d;
+  o.final_parameters = params;
+  absl::StatusOr<TrainResult> r = Train(spec, o);
+  ASSERT_TRUE(r.ok()) << "worker " << w << ": " << r.status();
+}
+
 // Dense tables, all-reduce over Gloo: worker 0's final parameters.
 Tensors TrainDenseAllReduce(const JobSpec& spec) {
   absl::StatusOr<std::unique_ptr<LocalGroup>> group =
@@ -135,24 +164,8 @@ Tensors TrainDenseAllReduce(const JobSpec& spec) {
   EXPECT_TRUE(group.ok()) << group.status();
   std::vector<std::vector<float>> params(kWorkers);
   (*group)->Run([&](int w) {
-    DistributedContext d;
-    d.rank = w;
-    d.world_size = kWorkers;
-    d.replica_offset = w * kReplicas;
-    d.total_replicas = kWorkers * kReplicas;
-    d.comm = &(*group)->comm(w);
-    d.epoch_seed = [&spec](int64_t) -> absl::StatusOr<uint64_t> {
-      return spec.seed();
-    };
-    TrainOptions o;
-    o.quiet = true;
-    o.max_steps = kSteps;
-    o.replicas = kReplicas;
-    o.threads = kReplicas;
-    o.distributed = &d;
-    o.final_parameters = &params[w];
-    absl::StatusOr<TrainResult> r = Train(spec, o);
-    ASSERT_TRUE(r.ok()) << "worker " << w << ": " << r.status();
+    DistributedContext d = WorkerContext(spec, **group, w);
+    TrainWorker(spec, w, &d, &params[w]);
   });
   Tensors out;
   AddFlat(spec, params[0], &out);
@@ -198,15 +211,7 @@ Tensors TrainSparsePs(const JobSpec& spec, std::vector<ShardStats>* stats) {
   PsSetupState state;  // rank 0's, for reading the tables back
   (*group)->Run([&](int w) {
     PsLink link;
-    DistributedContext d;
-    d.rank = w;
-    d.world_size = kWorkers;
-    d.replica_offset = w * kReplicas;
-    d.total_replicas = kWorkers * kReplicas;
-    d.comm = &(*group)->comm(w);
-    d.epoch_seed = [&spec](int64_t) -> absl::StatusOr<uint64_t> {
-      return spec.seed();
-    };
+    DistributedContext d = WorkerContext(spec, **group, w);
     d.ps_mode = true;
     d.ps_connect = [&, w](float* p, const std::vector<int64_t>& sizes,
                           const std::vector<SparseTableInfo>& tables)
@@ -224,15 +229,7 @@ Tensors TrainSparsePs(const JobSpec& spec, std::vector<ShardStats>* stats) {
       RETURN_IF_ERROR(link.client->Pull(0, p));
       return &link;
     };
-    TrainOptions o;
-    o.quiet = true;
-    o.max_steps = kSteps;
-    o.replicas = kReplicas;
-    o.threads = kReplicas;
-    o.distributed = &d;
-    o.final_parameters = &params[w];
-    absl::StatusOr<TrainResult> r = Train(spec, o);
-    ASSERT_TRUE(r.ok()) << "worker " << w << ": " << r.status();
+    TrainWorker(spec, w, &d, &params[w]);
   });
   Tensors out;
   AddFlat(spec, params[0], &out);
