@@ -344,11 +344,11 @@ TEST_F(Pki, ShardRefusesEveryMethodWithoutTheRightToken) {
   Shard shard(server);
   ASSERT_NE(shard.server, nullptr);
   ExpectAllRefused(shard.server->address(),
-                   ParameterServer::service_full_name(), {}, 3);
+                   ParameterServer::service_full_name(), {}, 4);
   SecurityOptions wrong;
   wrong.token_file = F("wrong_token");
   ExpectAllRefused(shard.server->address(),
-                   ParameterServer::service_full_name(), wrong, 3);
+                   ParameterServer::service_full_name(), wrong, 4);
 
   const absl::Status refused = shard.RoundTrip(wrong);
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnauthenticated);
