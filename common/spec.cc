@@ -571,6 +571,7 @@ absl::Status CheckJob(const JobSpec& j, const Scope& s) {
                                 s.Nested(j, "lr_schedule", -1)));
   RETURN_IF_ERROR(CheckCluster(j.cluster(), s.Nested(j, "cluster", -1)));
   RETURN_IF_ERROR(CheckPs(j.ps(), s.Nested(j, "ps", -1)));
+  RETURN_IF_ERROR(CheckCompression(j, s));
   RETURN_IF_ERROR(
       CheckCheckpoint(j.checkpoint(), s.Nested(j, "checkpoint", -1)));
   Scope e = s.Nested(j, "eval", -1);

@@ -30,6 +30,15 @@ void FillPsDefaults(PsSpec* p) {
   if (p->rpc_timeout_ms() == 0) p->set_rpc_timeout_ms(30000);
 }
 
+// PyTorch's PowerSGDState defaults, so that a job moved from
+// powerSGD_hook behaves the same.
+void FillCompressionDefaults(CompressionSpec* c) {
+  if (c->kind() != CompressionSpec::POWERSGD) return;
+  if (c->rank() == 0) c->set_rank(1);
+  if (!c->has_warmup_steps()) c->set_warmup_steps(1000);
+  if (!c->has_min_compression_rate()) c->set_min_compression_rate(2);
+}
+
 }  // namespace
 
 bool HasFloatTargets(const DatasetSpec& d) {
@@ -47,6 +56,7 @@ bool HasFloatTargets(const DatasetSpec& d) {
 
 void FillJobDefaults(JobSpec* j) {
   FillClusterDefaults(j->mutable_cluster());
+  if (j->has_compression()) FillCompressionDefaults(j->mutable_compression());
   if (j->checkpoint().keep() == 0) j->mutable_checkpoint()->set_keep(3);
   if (j->log().every_steps() == 0) j->mutable_log()->set_every_steps(1);
   FillPsDefaults(j->mutable_ps());

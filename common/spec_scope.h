@@ -151,6 +151,10 @@ void CollectEmbeddingBags(
 // steps rows one at a time, and no gradient accumulation.
 absl::Status CheckSparseTables(const JobSpec& j, const Scope& s);
 
+// The compression block: all-reduce mode only; POWERSGD's rank,
+// warm-up and rate in range; the other kinds take none of them.
+absl::Status CheckCompression(const JobSpec& j, const Scope& s);
+
 // The text-format parser's `message`, with the nearest field name added
 // when it reports an unknown field (spec_suggest.cc): `Message type
 // "cohort.ConvSpec" has no field named "kernel_size"; did you mean

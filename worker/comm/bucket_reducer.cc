@@ -102,6 +102,16 @@ absl::Status BucketReducer::Bind(float* grads, int64_t count) {
   }
   for (size_t i = 0; i < buckets_.size(); ++i) {
     Bucket& bucket = buckets_[i];
+    if (codec_ != nullptr) {
+      const absl::Status s = codec_->Bind(
+          comm_, static_cast<int>(i), grads + bucket.start, bucket.start,
+          bucket.count, static_cast<int>(i % lanes_));
+      if (!s.ok()) {
+        buckets_.clear();
+        return s;
+      }
+      continue;
+    }
     absl::StatusOr<std::unique_ptr<AllReducePlan>> plan =
         comm_->PlanAllReduceSum(grads + bucket.start, bucket.count,
                                 static_cast<int>(i % lanes_));
@@ -178,20 +188,31 @@ void BucketReducer::Reduce(int index, int lane) {
   Bucket& bucket = buckets_[index];
   const absl::Time wall_start = observer_ ? absl::Now() : absl::InfinitePast();
   auto start = std::chrono::steady_clock::now();
-  absl::Status status = bucket.plan->Run();
-  double seconds = SecondsSince(start);
-  if (observer_) {
-    observer_(index, lane, bucket.count * static_cast<int64_t>(sizeof(float)),
-              wall_start, absl::Now());
+  int64_t bytes = bucket.count * static_cast<int64_t>(sizeof(float));
+  absl::Status status;
+  if (codec_ != nullptr) {
+    float scale;
+    {
+      absl::MutexLock lock(&mu_);
+      scale = scale_;
+    }
+    absl::StatusOr<int64_t> sent = codec_->Reduce(index, scale);
+    status = sent.status();
+    if (sent.ok()) bytes = *sent;
+  } else {
+    status = bucket.plan->Run();
   }
+  double seconds = SecondsSince(start);
+  if (observer_) observer_(index, lane, bytes, wall_start, absl::Now());
   absl::MutexLock lock(&mu_);
   stats_.comm_seconds += seconds;
   if (status.ok()) {
-    stats_.bytes += bucket.count * static_cast<int64_t>(sizeof(float));
+    stats_.bytes += bytes;
   } else if (error_.ok()) {
     error_ = std::move(status);
   }
-  if (status.ok() && scale_ != 1.0f) {
+  // A codec leaves the bucket scaled.
+  if (status.ok() && scale_ != 1.0f && codec_ == nullptr) {
     to_scale_.push_back(index);
   } else {
     ++done_;

@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "worker/comm/bucket_codec.h"
 #include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
 
@@ -65,6 +66,13 @@ class BucketReducer {
   using Observer = std::function<void(int bucket, int lane, int64_t bytes,
                                       absl::Time start, absl::Time end)>;
   void set_observer(Observer observer) { observer_ = std::move(observer); }
+
+  // Buckets travel through `codec` (borrowed; null: floats, uncompressed).
+  // Set before the first step.
+  void set_codec(BucketCodec* codec) {
+    codec_ = codec;
+    bound_grads_ = nullptr;
+  }
 
   void BeginStep(float* grads, int64_t count, float scale);
   // Everything at index >= `offset` is final for this step (called as
@@ -104,6 +112,7 @@ class BucketReducer {
   std::vector<int64_t> boundaries_;
   const int lanes_;
   Observer observer_;
+  BucketCodec* codec_ = nullptr;
   // Written by the caller between steps only; read by the thread in a step.
   std::vector<Bucket> buckets_;
   float* bound_grads_ = nullptr;

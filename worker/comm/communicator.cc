@@ -25,4 +25,10 @@ absl::StatusOr<std::unique_ptr<AllReducePlan>> Communicator::PlanAllReduceSum(
   return std::unique_ptr<AllReducePlan>(new DirectPlan(this, data, count));
 }
 
+absl::StatusOr<std::unique_ptr<AllReducePlan>> Communicator::PlanAllReduceSum16(
+    uint16_t*, int64_t, int, HalfFormat) {
+  return absl::UnimplementedError(
+      "this communicator cannot all-reduce 16-bit floats");
+}
+
 }  // namespace cohort

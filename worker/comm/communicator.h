@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
+#include "kernels/half_convert.h"
 #include "worker/comm/port_range.h"
 
 namespace cohort {
@@ -65,6 +66,12 @@ class Communicator {
   // default (one lane) plan just calls AllReduceSum.
   virtual absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanAllReduceSum(
       float* data, int64_t count, int lane);
+
+  // The same over 16-bit floats (compressed gradients): each addition in
+  // float, rounded once to `format`. UNIMPLEMENTED where the communicator
+  // has no 16-bit path (the default).
+  virtual absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanAllReduceSum16(
+      uint16_t* data, int64_t count, int lane, HalfFormat format);
 };
 
 struct GlooOptions {

@@ -4,6 +4,7 @@
 
 #include "gloo/common/common.h"
 #include "gloo/math.h"
+#include "worker/comm/half_words.h"
 
 namespace cohort {
 namespace {
@@ -14,10 +15,12 @@ constexpr int64_t kDirectMaxBytes = int64_t{64} << 10;
 
 }  // namespace
 
-DirectAllreduce::DirectAllreduce(const std::shared_ptr<gloo::Context>& context,
-                                 float* data, int count)
-    : gloo::Algorithm(context), data_(data), count_(count) {
-  const size_t bytes = sizeof(float) * static_cast<size_t>(count);
+template <typename T>
+DirectAllreduceOf<T>::DirectAllreduceOf(
+    const std::shared_ptr<gloo::Context>& context, T* data, int count,
+    const gloo::ReductionFunction<T>* sum)
+    : gloo::Algorithm(context), data_(data), count_(count), sum_(sum) {
+  const size_t bytes = sizeof(T) * static_cast<size_t>(count);
   for (int k = 0; k < 2; ++k) {
     const int slot = context_->nextSlot();
     scratch_[k].resize(contextSize_);
@@ -33,7 +36,8 @@ DirectAllreduce::DirectAllreduce(const std::shared_ptr<gloo::Context>& context,
   }
 }
 
-void DirectAllreduce::run() {
+template <typename T>
+void DirectAllreduceOf<T>::run() {
   if (count_ == 0 || contextSize_ == 1) return;
   const int k = runs_++ & 1;
   for (auto& buffer : send_[k]) {
@@ -47,15 +51,19 @@ void DirectAllreduce::run() {
   }
   // x0 + x1 + ... in rank order. Ranks 0 and 1 add into their own data
   // (x1 + x0 == x0 + x1 exactly); the others sum in peer 0's buffer.
-  const auto* sum = gloo::ReductionFunction<float>::sum;
-  std::vector<std::vector<float>>& in = scratch_[k];
-  float* acc = contextRank_ <= 1 ? data_ : in[0].data();
+  const auto* sum = sum_;
+  std::vector<std::vector<T>>& in = scratch_[k];
+  T* acc = contextRank_ <= 1 ? data_ : in[0].data();
   if (contextRank_ <= 1) sum->call(acc, in[1 - contextRank_].data(), count_);
   for (int r = contextRank_ <= 1 ? 2 : 1; r < contextSize_; ++r) {
     sum->call(acc, r == contextRank_ ? data_ : in[r].data(), count_);
   }
   if (acc != data_) std::copy(acc, acc + count_, data_);
 }
+
+template class DirectAllreduceOf<float>;
+template class DirectAllreduceOf<Fp16Word>;
+template class DirectAllreduceOf<Bf16Word>;
 
 bool UseDirect(int size, int64_t bytes) {
   return size == 2 || bytes * (size - 1) <= kDirectMaxBytes;

@@ -29,23 +29,28 @@
 
 namespace cohort {
 
-class DirectAllreduce : public gloo::Algorithm {
+// T: float, or a 16-bit word (half_words.h) summed by `sum`.
+template <typename T>
+class DirectAllreduceOf : public gloo::Algorithm {
  public:
   // Throws as Gloo does.
-  DirectAllreduce(const std::shared_ptr<gloo::Context>& context, float* data,
-                  int count);
+  DirectAllreduceOf(const std::shared_ptr<gloo::Context>& context, T* data,
+                    int count, const gloo::ReductionFunction<T>* sum);
 
   void run() override;
 
  private:
-  float* const data_;
+  T* const data_;
   const int count_;
+  const gloo::ReductionFunction<T>* const sum_;
   int64_t runs_ = 0;
   // Per run parity, per peer (empty for this rank).
-  std::vector<std::vector<float>> scratch_[2];
+  std::vector<std::vector<T>> scratch_[2];
   std::vector<std::unique_ptr<gloo::transport::Buffer>> send_[2];
   std::vector<std::unique_ptr<gloo::transport::Buffer>> recv_[2];
 };
+
+using DirectAllreduce = DirectAllreduceOf<float>;
 
 // Whether a synchronous all-reduce of `bytes` per rank of a world of `size`
 // takes DirectAllreduce: at two ranks always (same bytes on the wire, a

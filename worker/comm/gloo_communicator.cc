@@ -44,6 +44,7 @@
 #include "worker/comm/communicator.h"
 #include "worker/comm/direct_allreduce.h"
 #include "worker/comm/gloo_diagnostics.h"
+#include "worker/comm/half_words.h"
 #include "worker/comm/port_range.h"
 
 namespace cohort {
@@ -182,7 +183,7 @@ class GlooCommunicator : public Communicator {
                    const GlooOptions& options, PeerNames peers)
       : lanes_(std::move(lanes)),
         sync_lanes_(std::move(sync_lanes)),
-        sync_piece_(sync_piece_bytes / int64_t{sizeof(float)}),
+        sync_piece_bytes_(sync_piece_bytes),
         algorithm_(algorithm),
         options_(options),
         peers_(std::move(peers)),
@@ -201,14 +202,16 @@ class GlooCommunicator : public Communicator {
 
   absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanAllReduceSum(
       float* data, int64_t count, int lane) override;
+  absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanAllReduceSum16(
+      uint16_t* data, int64_t count, int lane, HalfFormat format) override;
 
   absl::Status RunOps(const Ops& ops, int64_t count);
   void Abort(const absl::Status& why) override;
 
  private:
-  std::unique_ptr<gloo::Algorithm> MakeOp(
-      const std::shared_ptr<Context>& context, float* data, int count,
-      bool direct);
+  template <typename T>
+  absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanOps(
+      T* data, int64_t count, int lane, const gloo::ReductionFunction<T>* sum);
   absl::Status broken() const {
     absl::MutexLock lock(&mu_);
     return broken_;
@@ -231,8 +234,8 @@ class GlooCommunicator : public Communicator {
   // PlanAllReduceSum. A synchronous pair is read by whichever thread waits
   // on it, so two lanes sharing one would steal each other's messages.
   const std::vector<std::shared_ptr<Context>> sync_lanes_;
-  // Elements per synchronous operation (see kSyncPieceBytes).
-  const int64_t sync_piece_;
+  // Bytes per synchronous operation (see kSyncPieceBytes).
+  const int64_t sync_piece_bytes_;
   const AlgorithmKind algorithm_;
   const GlooOptions options_;
   const PeerNames peers_;
@@ -267,29 +270,48 @@ void GlooCommunicator::Quiesce() {
   }
 }
 
-std::unique_ptr<gloo::Algorithm> GlooCommunicator::MakeOp(
-    const std::shared_ptr<Context>& context, float* data, int count,
-    bool direct) {
-  const std::shared_ptr<gloo::Context> shared = context;
-  if (direct) return std::make_unique<DirectAllreduce>(shared, data, count);
-  const std::vector<float*> ptrs = {data};
-  switch (algorithm_) {
+template <typename T>
+std::unique_ptr<gloo::Algorithm> MakeGlooOp(
+    const std::shared_ptr<gloo::Context>& context, AlgorithmKind algorithm,
+    T* data, int count, bool direct, const gloo::ReductionFunction<T>* sum) {
+  if (direct) {
+    return std::make_unique<DirectAllreduceOf<T>>(context, data, count, sum);
+  }
+  const std::vector<T*> ptrs = {data};
+  switch (algorithm) {
     case AlgorithmKind::kRing:
-      return std::make_unique<gloo::AllreduceRing<float>>(shared, ptrs, count);
+      return std::make_unique<gloo::AllreduceRing<T>>(context, ptrs, count,
+                                                      sum);
     case AlgorithmKind::kRingChunked:
-      return std::make_unique<gloo::AllreduceRingChunked<float>>(shared, ptrs,
-                                                                 count);
+      return std::make_unique<gloo::AllreduceRingChunked<T>>(context, ptrs,
+                                                             count, sum);
     case AlgorithmKind::kHalvingDoubling:
-      return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(
-          shared, ptrs, count);
+      return std::make_unique<gloo::AllreduceHalvingDoubling<T>>(context, ptrs,
+                                                                 count, sum);
     case AlgorithmKind::kBcube:
-      return std::make_unique<gloo::AllreduceBcube<float>>(shared, ptrs, count);
+      return std::make_unique<gloo::AllreduceBcube<T>>(context, ptrs, count,
+                                                       sum);
   }
   return nullptr;
 }
 
 absl::StatusOr<std::unique_ptr<AllReducePlan>>
 GlooCommunicator::PlanAllReduceSum(float* data, int64_t count, int lane) {
+  return PlanOps(data, count, lane, gloo::ReductionFunction<float>::sum);
+}
+
+absl::StatusOr<std::unique_ptr<AllReducePlan>>
+GlooCommunicator::PlanAllReduceSum16(uint16_t* data, int64_t count, int lane,
+                                     HalfFormat format) {
+  if (format == HalfFormat::kFp16) {
+    return PlanOps(reinterpret_cast<Fp16Word*>(data), count, lane, Fp16Sum());
+  }
+  return PlanOps(reinterpret_cast<Bf16Word*>(data), count, lane, Bf16Sum());
+}
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<AllReducePlan>> GlooCommunicator::PlanOps(
+    T* data, int64_t count, int lane, const gloo::ReductionFunction<T>* sum) {
   CHECK_GE(count, 0) << "all-reduce of a negative count";
   CHECK(data != nullptr || count == 0) << "all-reduce of a null buffer";
   CHECK(lane >= 0 && lane < lanes()) << "no lane " << lane;
@@ -300,17 +322,19 @@ GlooCommunicator::PlanAllReduceSum(float* data, int64_t count, int lane) {
   // transfer itself up to several MiB on the 2-core CI machine. Every rank
   // picks the same context and pieces, since they depend on the count, the
   // lane and agreed constants alone.
-  const bool sync =
-      !sync_lanes_.empty() && count * int64_t{sizeof(float)} <= kSyncMaxBytes;
+  const int64_t bytes = count * int64_t{sizeof(T)};
+  const bool sync = !sync_lanes_.empty() && bytes <= kSyncMaxBytes;
   const std::shared_ptr<Context>& context =
       sync ? sync_lanes_[lane] : lanes_[lane];
-  const int64_t piece = sync ? sync_piece_ : kMaxElementsPerOp;
-  const bool direct = sync && UseDirect(size(), count * int64_t{sizeof(float)});
+  const int64_t piece =
+      sync ? sync_piece_bytes_ / int64_t{sizeof(T)} : kMaxElementsPerOp;
+  const bool direct = sync && UseDirect(size(), bytes);
   Ops ops;
   try {
     for (int64_t start = 0; start < count; start += piece) {
-      int64_t n = std::min(piece, count - start);
-      ops.push_back(MakeOp(context, data + start, static_cast<int>(n), direct));
+      const int64_t n = std::min(piece, count - start);
+      ops.push_back(MakeGlooOp<T>(context, algorithm_, data + start,
+                                  static_cast<int>(n), direct, sum));
     }
   } catch (const std::exception& e) {
     return Fail(e, count);

@@ -16,6 +16,7 @@
 #include "worker/data/loader.h"
 #include "worker/engine/model_state.h"
 #include "worker/exchange/allreduce_exchange.h"
+#include "worker/exchange/compression.h"
 #include "worker/exchange/ps_exchange.h"
 #include "worker/exchange/replica_sum.h"
 #include "worker/loss.h"
@@ -235,12 +236,17 @@ absl::StatusOr<std::unique_ptr<GradientExchange>> CpuEngine::CreateExchange() {
     return ps;
   }
   std::vector<int64_t> offsets;
+  std::vector<FlatTensor> tensors;
   for (const auto& e : replicas_[0].model->param_store().entries()) {
     offsets.push_back(e.offset);
+    const int64_t numel = NumElements(e.shape);
+    tensors.push_back({e.offset, numel, e.shape.empty() ? 1 : e.shape[0]});
   }
   return std::make_unique<AllReduceExchange>(
       ReplicaGrads(), n, dist_->total_replicas, dist_->comm,
-      dist_->bucket_bytes, std::move(offsets), options_.timeline);
+      dist_->bucket_bytes, std::move(offsets), options_.timeline,
+      MakeBucketCodec(spec_.compression(), spec_.seed(), std::move(tensors), n,
+                      options_.replicas));
 }
 
 // Padding stays zero: its gradient is always zero.

@@ -13,13 +13,16 @@ AllReduceExchange::AllReduceExchange(std::vector<float*> replica_grads,
                                      int64_t count, int total_replicas,
                                      Communicator* comm, int64_t bucket_bytes,
                                      std::vector<int64_t> param_offsets,
-                                     Timeline* timeline)
+                                     Timeline* timeline,
+                                     std::unique_ptr<BucketCodec> codec)
     : grads_(std::move(replica_grads)),
       count_(count),
       total_replicas_(total_replicas),
+      codec_(std::move(codec)),
       reducer_(comm, bucket_bytes),
       ready_(grads_.size(), count) {
   reducer_.SetBoundaries(std::move(param_offsets));
+  reducer_.set_codec(codec_.get());
   if (timeline != nullptr) {
     reducer_.set_observer([timeline](int bucket, int lane, int64_t bytes,
                                      absl::Time start, absl::Time end) {
@@ -30,7 +33,10 @@ AllReduceExchange::AllReduceExchange(std::vector<float*> replica_grads,
   }
 }
 
-void AllReduceExchange::BeginStep(const ExchangeStep&) {
+AllReduceExchange::~AllReduceExchange() = default;
+
+void AllReduceExchange::BeginStep(const ExchangeStep& step) {
+  if (codec_ != nullptr) codec_->BeginStep(step.clock);
   {
     absl::MutexLock lock(&mu_);
     std::fill(ready_.begin(), ready_.end(), count_);

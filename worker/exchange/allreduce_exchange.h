@@ -14,9 +14,11 @@
 #define COHORT_WORKER_EXCHANGE_ALLREDUCE_EXCHANGE_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "worker/comm/bucket_codec.h"
 #include "worker/comm/bucket_reducer.h"
 #include "worker/comm/communicator.h"
 #include "worker/exchange/gradient_exchange.h"
@@ -29,11 +31,15 @@ class AllReduceExchange : public GradientExchange {
  public:
   // `param_offsets`: where each parameter starts in the flat buffer; buckets
   // never split a parameter (see BucketReducer::SetBoundaries). `timeline`
-  // (may be null) receives each bucket's all-reduce.
+  // (may be null) receives each bucket's all-reduce. `codec` (may be null:
+  // floats) compresses the buckets (worker/exchange/compression.h).
   AllReduceExchange(std::vector<float*> replica_grads, int64_t count,
                     int total_replicas, Communicator* comm,
                     int64_t bucket_bytes, std::vector<int64_t> param_offsets,
-                    Timeline* timeline);
+                    Timeline* timeline,
+                    std::unique_ptr<BucketCodec> codec = nullptr);
+  // Destroys the reducer, which may still run the codec, first.
+  ~AllReduceExchange() override;
 
   bool UpdatesLocally() const override { return true; }
   bool CombinesLocalReplicas() const override { return true; }
@@ -41,11 +47,14 @@ class AllReduceExchange : public GradientExchange {
   void RangeReady(int replica, int64_t offset) override;
   absl::Status Finish() override { return reducer_.Finish(); }
   ExchangeStats TakeStats() override;
+  // The codec (null without compression), for its checkpointed state.
+  BucketCodec* codec() { return codec_.get(); }
 
  private:
   const std::vector<float*> grads_;
   const int64_t count_;
   const int total_replicas_;
+  std::unique_ptr<BucketCodec> codec_;
   BucketReducer reducer_;
   absl::Mutex mu_;
   std::vector<int64_t> ready_ ABSL_GUARDED_BY(mu_);  // per local replica

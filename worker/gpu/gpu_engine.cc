@@ -495,6 +495,11 @@ absl::Status GpuEngine::TakeResult(Device& d) {
 }
 
 absl::StatusOr<std::unique_ptr<GradientExchange>> GpuEngine::CreateExchange() {
+  if (nccl_ != nullptr && spec_.compression().kind() != CompressionSpec::NONE) {
+    return absl::UnimplementedError(
+        "compression: GPU workers all-reduce float gradients over NCCL; "
+        "compression runs on CPU workers (Gloo) only");
+  }
   if (nccl_ != nullptr) return std::make_unique<NcclExchange>(this);
   return std::make_unique<LocalExchange>();
 }
