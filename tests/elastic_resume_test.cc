@@ -154,6 +154,33 @@ TEST(ElasticResume, SameWorldResumesExactlyFromOneHolder) {
   ExpectSameWorldResumesExactly(Spec());
 }
 
+// PowerSGD's error feedback is each worker's own: workers that keep their
+// state through a regroup go on exactly; without it the run differs.
+TEST(ElasticResume, CompressionErrorFeedbackResumesExactly) {
+  const JobSpec spec =
+      Spec(16, "compression { kind: POWERSGD rank: 2 warmup_steps: 2 }\n");
+  std::vector<ElasticState> straight(3);
+  const std::vector<RankResult> reference = Generation(spec, straight, 0, "s/");
+  for (const RankResult& r : reference) ASSERT_TRUE(r.status.ok()) << r.status;
+
+  std::vector<ElasticState> states(3);
+  Generation(spec, states, 5, "a/");
+  for (const ElasticState& s : states) {
+    EXPECT_EQ(s.exchange_step, 5);
+    EXPECT_FALSE(s.exchange_state.empty());
+  }
+  std::vector<ElasticState> without = states;
+  const std::vector<RankResult> second = Generation(spec, states, 0, "b/");
+  for (int w = 0; w < 3; ++w) {
+    ASSERT_TRUE(second[w].status.ok()) << second[w].status;
+    EXPECT_EQ(second[w].params, reference[w].params) << "worker " << w;
+  }
+  for (ElasticState& s : without) s.exchange_state.clear();
+  const std::vector<RankResult> other = Generation(spec, without, 0, "c/");
+  ASSERT_TRUE(other[0].status.ok()) << other[0].status;
+  EXPECT_NE(other[0].params, reference[0].params);
+}
+
 // A generation that ends between two optimizer steps of
 // accumulated batches (5 of 3 batches of 5 samples, each worker's 171
 // samples making 35 batches: the epoch's last step has 2) and clipped

@@ -221,6 +221,9 @@ struct ElasticState {
     int64_t seen = 0;
   };
   PartialEpoch partial;
+  // The exchange's state after `exchange_step` (GradientExchange::SaveState).
+  std::vector<float> exchange_state;
+  int64_t exchange_step = -1;
 };
 
 // Fills the totals every trainer reports the same way at the end of Run():

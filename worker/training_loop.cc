@@ -409,6 +409,7 @@ absl::StatusOr<EpochResult> TrainingLoop::TrainEpoch(int64_t epoch,
     }
     RETURN_IF_ERROR(EvaluateIfDue(er.steps >= batches, progress));
     RETURN_IF_ERROR(MaybeCheckpoint(epoch, er.steps, batches));
+    RETURN_IF_ERROR(SaveExchangeState(/*final_step=*/false));
     RETURN_IF_ERROR(ReportStep(epoch, loss));
     if (StopSignalled()) return StopWithFinalCheckpoint();
   }
@@ -605,6 +606,7 @@ absl::StatusOr<TrainResult> TrainingLoop::RunEpochs() {
     result_.epoch_results.push_back(er);
   }
   RETURN_IF_ERROR(FinalCheckpoint());
+  RETURN_IF_ERROR(SaveExchangeState(/*final_step=*/true));
   AddCarried();
   FinishResult(step_, recent_losses_, &result_);
   if (step_ > 0 && TotalSteps() > 0) {

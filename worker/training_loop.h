@@ -142,6 +142,7 @@ class TrainingLoop : public Trainer {
   // tells its candidate's step, and the rank with the newest one gives its
   // state to all (AgreeOnState).
   absl::Status Resume();
+  absl::Status ResumeTrainingState();
   // Samples of one optimizer step over the job (batch x accumulation x
   // replicas), recorded in checkpoints; NoteGlobalBatch says so when a
   // resumed state was trained with another.
@@ -165,6 +166,13 @@ class TrainingLoop : public Trainer {
   // An elastic worker whose generation ended: keeps the state after the
   // last completed step, and what this generation trained, for the next.
   void SaveForNextGeneration();
+  // The exchange's own state (compression's error feedback) is each rank's:
+  // every rank saves it beside the checkpoints at the steps rank 0 writes
+  // one by step count and at the end, and takes it back when it resumes at
+  // such a step (training_exchange_state.cc).
+  absl::Status SaveExchangeState(bool final_step);
+  void LoadExchangeState();
+  std::string ExchangeStatePath(int64_t step) const;
   // Adds what earlier generations trained to this one's result.
   void AddCarried();
 
@@ -211,6 +219,8 @@ class TrainingLoop : public Trainer {
   Metrics last_metrics_;  // of the newest evaluation
   std::unique_ptr<DeviceEngine> engine_;
   std::unique_ptr<GradientExchange> exchange_;
+  std::vector<int64_t>
+      exchange_state_steps_;  // saved by this run, oldest first
   TrainResult result_;
   int64_t step_ = 0;  // this worker's steps
   int64_t steps_per_epoch_ = 1;

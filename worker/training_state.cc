@@ -302,6 +302,12 @@ absl::Status TrainingLoop::OpenLog() {
 }
 
 absl::Status TrainingLoop::Resume() {
+  RETURN_IF_ERROR(ResumeTrainingState());
+  LoadExchangeState();
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::ResumeTrainingState() {
   ASSIGN_OR_RETURN(std::optional<Checkpoint> mine, ResumeCandidate());
   // A checkpoint to resume wins over starting weights.
   if (!mine && HasStartingWeights()) {
@@ -450,6 +456,8 @@ void TrainingLoop::SaveForNextGeneration() {
     return;
   }
   e->snapshot = *std::move(c);
+  e->exchange_state = exchange_->SaveState();
+  e->exchange_step = step_;
   TrainResult& carried = e->carried;
   carried.samples += result_.samples;
   carried.train_seconds += result_.train_seconds;

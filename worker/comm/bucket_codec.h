@@ -14,6 +14,7 @@
 #define COHORT_WORKER_COMM_BUCKET_CODEC_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,6 +37,18 @@ class BucketCodec {
   // All-reduces bucket `index` and leaves scale x the sum in it. Returns
   // the bytes this rank handed to the collectives.
   virtual absl::StatusOr<int64_t> Reduce(int index, float scale) = 0;
+
+  // What this rank carries from step to step (PowerSGD's error and
+  // factors), for checkpoints and the next generation; empty when nothing.
+  // Between steps only.
+  virtual std::vector<float> SaveState() const { return {}; }
+  // Takes back what SaveState gave, before the step it was saved after;
+  // INVALID_ARGUMENT when it does not fit this codec's model.
+  virtual absl::Status LoadState(std::vector<float> state) {
+    if (state.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "this compression kind carries no state between steps");
+  }
 };
 
 }  // namespace cohort

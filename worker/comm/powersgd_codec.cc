@@ -136,7 +136,45 @@ absl::Status PowerSgdCodec::Bind(Communicator* comm, int index, float* data,
                    comm->PlanAllReduceSum(b->pu.data(), b->pu.size(), lane));
   ASSIGN_OR_RETURN(b->q_plan,
                    comm->PlanAllReduceSum(b->q.data(), b->q.size(), lane));
+  if (index == 0) bound_q_ = 0;
+  const int64_t q = static_cast<int64_t>(b->q.size());
+  if (!pending_q_.empty()) {
+    if (static_cast<int64_t>(pending_q_.size()) < bound_q_ + q) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the saved PowerSGD factors hold ", pending_q_.size(),
+                       " values; this model's buckets need more (",
+                       bound_q_ + q, " by bucket ", index, ")"));
+    }
+    std::copy(pending_q_.begin() + bound_q_, pending_q_.begin() + bound_q_ + q,
+              b->q.begin());
+    b->q_set = true;
+  }
+  bound_q_ += q;
   buckets_.push_back(std::move(b));
+  return absl::OkStatus();
+}
+
+std::vector<float> PowerSgdCodec::SaveState() const {
+  std::vector<float> state = error_;
+  if (buckets_.empty()) {
+    state.insert(state.end(), pending_q_.begin(), pending_q_.end());
+    return state;
+  }
+  const std::vector<float> qs = Qs();
+  state.insert(state.end(), qs.begin(), qs.end());
+  return state;
+}
+
+absl::Status PowerSgdCodec::LoadState(std::vector<float> state) {
+  const int64_t n = static_cast<int64_t>(error_.size());
+  if (static_cast<int64_t>(state.size()) < n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the saved PowerSGD state holds ", state.size(),
+                     " values; this model's gradient alone has ", n));
+  }
+  std::copy(state.begin(), state.begin() + n, error_.begin());
+  pending_q_.assign(state.begin() + n, state.end());
+  if (!buckets_.empty() && !pending_q_.empty()) return SetQs(pending_q_);
   return absl::OkStatus();
 }
 

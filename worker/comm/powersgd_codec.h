@@ -63,6 +63,10 @@ class PowerSgdCodec : public BucketCodec {
   void BeginStep(int64_t step) override { step_ = step; }
   absl::StatusOr<int64_t> Reduce(int index, float scale) override;
 
+  // The error over the whole flat buffer, then every bucket's Q once set.
+  std::vector<float> SaveState() const override;
+  absl::Status LoadState(std::vector<float> state) override;
+
   // This rank's error over the whole flat buffer (zeros until the first
   // compressed step).
   absl::Span<float> error() { return absl::MakeSpan(error_); }
@@ -79,6 +83,9 @@ class PowerSgdCodec : public BucketCodec {
   std::vector<float> error_;
   int64_t step_ = 0;
   std::vector<std::unique_ptr<Bucket>> buckets_;
+  // Factors loaded before the buckets were bound, taken by Bind.
+  std::vector<float> pending_q_;
+  int64_t bound_q_ = 0;  // factors of the buckets bound so far
 
   void Layout(Bucket& b, int64_t begin, int64_t count) const;
   void PrepareQ(Bucket& b, int index);

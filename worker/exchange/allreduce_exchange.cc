@@ -64,4 +64,18 @@ ExchangeStats AllReduceExchange::TakeStats() {
   return {s.bytes, s.comm_seconds};
 }
 
+std::vector<float> AllReduceExchange::SaveState() const {
+  return codec_ != nullptr ? codec_->SaveState() : std::vector<float>();
+}
+
+absl::Status AllReduceExchange::LoadState(std::vector<float> state) {
+  if (codec_ == nullptr) {
+    return state.empty() ? absl::OkStatus()
+                         : absl::InvalidArgumentError(
+                               "saved compression state, but this job "
+                               "compresses nothing");
+  }
+  return codec_->LoadState(std::move(state));
+}
+
 }  // namespace cohort

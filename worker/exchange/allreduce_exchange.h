@@ -47,8 +47,8 @@ class AllReduceExchange : public GradientExchange {
   void RangeReady(int replica, int64_t offset) override;
   absl::Status Finish() override { return reducer_.Finish(); }
   ExchangeStats TakeStats() override;
-  // The codec (null without compression), for its checkpointed state.
-  BucketCodec* codec() { return codec_.get(); }
+  std::vector<float> SaveState() const override;
+  absl::Status LoadState(std::vector<float> state) override;
 
  private:
   const std::vector<float*> grads_;

@@ -77,6 +77,14 @@ class GradientExchange {
     return absl::OkStatus();
   }
   virtual ExchangeStats TakeStats() { return {}; }
+  // What this rank's exchange carries from step to step (compression's
+  // error feedback), for checkpoints and the next generation; empty when
+  // nothing. LoadState takes it back before the step it was saved after.
+  virtual std::vector<float> SaveState() const { return {}; }
+  virtual absl::Status LoadState(std::vector<float> state) {
+    (void)state;
+    return absl::OkStatus();
+  }
 };
 
 // One process and no peers: nothing to exchange.
