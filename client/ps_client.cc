@@ -16,6 +16,7 @@
 #include "client/ps_limits.h"
 #include "client/ps_shard.h"
 #include "client/shard_threads.h"
+#include "common/half_convert.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "proto/ps.grpc.pb.h"
@@ -31,6 +32,21 @@ constexpr int64_t kPerChunk = kMaxChunkBytes / 4;
 
 std::chrono::system_clock::time_point ToChrono(absl::Time t) {
   return absl::ToChronoTime(t);
+}
+
+// A chunk's data in `encoding`: floats as they are, or rounded to 16 bits
+// (FP16 saturating at its largest value, so no push carries infinity).
+void SetChunkData(TensorChunk::Encoding encoding, const float* values,
+                  int64_t n, std::vector<uint16_t>* words, TensorChunk* chunk) {
+  if (encoding == TensorChunk::FLOAT32) {
+    chunk->set_data(reinterpret_cast<const char*>(values), n * 4);
+    return;
+  }
+  words->resize(n);
+  FloatToHalf(
+      encoding == TensorChunk::FLOAT16 ? HalfFormat::kFp16 : HalfFormat::kBf16,
+      values, 1.0f, kFp16Max, words->data(), n);
+  chunk->set_data(reinterpret_cast<const char*>(words->data()), n * 2);
 }
 
 // Runs fn(0) .. fn(n - 1) at once, fn(0) on the calling thread.
@@ -190,6 +206,8 @@ bool PsClient::WritePush(Shard& s, const std::vector<const Partition*>& order,
   h->set_first_chunk(push_.first_chunk);
   bool ok = writer->Write(msg);
   TensorChunk* chunk = msg.mutable_chunk();
+  chunk->set_encoding(options_.push_encoding);
+  std::vector<uint16_t> words;
   for (const Partition* p : order) {
     AwaitReady(p->offset());
     chunk->set_partition(p->id());
@@ -197,9 +215,9 @@ bool PsClient::WritePush(Shard& s, const std::vector<const Partition*>& order,
     for (int64_t off = 0; ok && off < p->count(); off += kPerChunk) {
       const int64_t len = std::min(kPerChunk, p->count() - off);
       chunk->set_offset(off);
-      chunk->set_data(reinterpret_cast<const char*>(g + off), len * 4);
+      SetChunkData(options_.push_encoding, g + off, len, &words, chunk);
       ok = writer->Write(msg);
-      *bytes += len * 4;
+      *bytes += static_cast<int64_t>(chunk->data().size());
     }
   }
   if (ok && !options_.tables.empty()) {

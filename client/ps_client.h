@@ -75,6 +75,9 @@ struct PsClientOptions {
   // The model's sparse tables, ids 0, 1, ... in order (every worker's
   // client needs them: with any, every shard takes part in every call).
   std::vector<SparseTableInfo> tables;
+  // How pushed gradients travel (JobSpec.compression FP16 or BF16: half
+  // the bytes; FP16 saturates at +-65504). Parameters travel as float32.
+  TensorChunk::Encoding push_encoding = TensorChunk::FLOAT32;
 };
 
 // What a push carries besides the gradient.

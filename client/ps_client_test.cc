@@ -1,6 +1,7 @@
 #include "client/ps_client.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <string>
@@ -168,6 +169,36 @@ TEST(PsClientRowsTest, WithTablesEveryShardTakesPartInInitPushAndPull) {
   EXPECT_EQ(pushed, std::set<int64_t>(rows.ids.begin(), rows.ids.end()));
   EXPECT_EQ(params[3], 1.5f);  // back from shard 0
   EXPECT_EQ(c->TakeStats().rows_pushed, 20);
+}
+
+// Compression FP16 and BF16: pushed gradients travel in 16 bits (FP16
+// saturating).
+TEST(PsClientPushTest, HalfEncodingsHalveThePush) {
+  for (auto encoding : {TensorChunk::FLOAT16, TensorChunk::BFLOAT16}) {
+    auto shards = StartFakeShards(1, {});
+    PsClientOptions o;
+    o.shard_addresses = Addresses(shards);
+    o.partitions = {Part(0, 0, 0, 16)};
+    o.worker_id = "w0";
+    o.push_encoding = encoding;
+    auto c = PsClient::Create(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    std::vector<float> params(16, 1.5f), grads(16, 0.375f);
+    grads[3] = 1e6f;
+    ASSERT_TRUE((*c)->Init(params.data(), 1, 1).ok());
+    ASSERT_TRUE((*c)->Push(grads.data(), PsPush()).ok());
+    const FakeShardRecord r = shards[0]->Snapshot();
+    ASSERT_EQ(r.pushes.size(), 1u);
+    ASSERT_EQ(r.pushes[0].chunks.size(), 1u);
+    const TensorChunk& chunk = r.pushes[0].chunks[0];
+    EXPECT_EQ(chunk.encoding(), encoding);
+    ASSERT_EQ(chunk.data().size(), 32u);
+    std::vector<uint16_t> words(16);
+    std::memcpy(words.data(), chunk.data().data(), 32);
+    // 0.375 is exact in both; 1e6 saturates in FP16, rounds in BF16.
+    EXPECT_EQ(words[0], encoding == TensorChunk::FLOAT16 ? 0x3600 : 0x3ec0);
+    EXPECT_EQ(words[3], encoding == TensorChunk::FLOAT16 ? 0x7bff : 0x4974);
+  }
 }
 
 TEST(PsClientRowsTest, WithoutTablesAShardWithoutPartitionsIsLeftAlone) {

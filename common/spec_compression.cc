@@ -20,11 +20,10 @@ absl::Status CheckCompression(const JobSpec& j, const Scope& js) {
                           "POWERSGD", kind));
   RETURN_IF_ERROR(OnlyFor(power, c.has_min_compression_rate(), s, c,
                           "min_compression_rate", "POWERSGD", kind));
-  if (c.kind() != CompressionSpec::NONE && j.mode() == PS) {
+  if (power && j.mode() == PS) {
     return s.Error(c, "kind", -1,
-                   "compresses the all-reduce exchange; in mode PS workers "
-                   "push float gradients to the shards (remove the "
-                   "compression block or use mode ALLREDUCE)");
+                   "POWERSGD compresses the all-reduce exchange; in mode PS "
+                   "the shards take FP16 or BF16 pushes (or none)");
   }
   if (!power) return absl::OkStatus();
   // Unset fields take PyTorch's defaults (FillJobDefaults).

@@ -46,7 +46,8 @@ void DeclareWorkerProgress(PrometheusText& t) {
             "(data loading, forward and backward, waiting for the gradient "
             "all-reduce, optimizer).");
   t.Declare("cohort_worker_allreduced_bytes_total", Type::kCounter,
-            "Gradient bytes the worker has all-reduced.");
+            "Gradient bytes the worker has handed to all-reduces (compressed, "
+            "with compression).");
   t.Declare("cohort_worker_allreduce_bus_bandwidth_bytes_per_second",
             Type::kGauge,
             "All-reduce bus bandwidth over the last reporting window.");

@@ -3,8 +3,9 @@
 # PowerSGD's error feedback is each worker's own, kept beside the
 # checkpoints, so a run stopped at a checkpoint and resumed ends with the
 # same bits as one that ran straight through; without the saved state it
-# does not (the comparison can fail). FP16 and BF16 runs train, and bad
-# compression blocks are refused with the field named.
+# does not (the comparison can fail). FP16 and BF16 runs train, on the
+# all-reduce and on the parameter-server push, and bad compression blocks
+# are refused with the field named.
 set -u
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cohort="$1"
@@ -54,6 +55,26 @@ else
   fail "without the saved state: $(grep cohort: "$tmp/zeroed.out")"
 fi
 
+# In PS mode FP16 and BF16 halve the pushes; the run trains as the float
+# one does.
+for kind in NONE FP16 BF16; do
+  spec "mode: PS
+ps { shards: 2 }
+compression { kind: $kind }" > "$tmp/ps$kind.textproto"
+  "$cohort" local --job="$tmp/ps$kind.textproto" --workers=2 --quiet \
+    --report="$tmp/ps$kind.json" > "$tmp/ps$kind.out" 2>&1 ||
+    fail "PS $kind: $(tail -3 "$tmp/ps$kind.out")"
+done
+loss() { sed -n 's/.*"final_loss": \([0-9.e+-]*\).*/\1/p' "$1"; }
+for kind in FP16 BF16; do
+  if awk -v a="$(loss "$tmp/ps$kind.json")" -v b="$(loss "$tmp/psNONE.json")" \
+       'BEGIN { exit !(a != "" && b != "" && (a - b) < 0.05 * b + 0.01 && (b - a) < 0.05 * b + 0.01) }'; then
+    ok "PS $kind: final loss $(loss "$tmp/ps$kind.json"), float pushes $(loss "$tmp/psNONE.json")"
+  else
+    fail "PS $kind: final loss '$(loss "$tmp/ps$kind.json")' against '$(loss "$tmp/psNONE.json")'"
+  fi
+done
+
 for kind in FP16 BF16; do
   spec "compression { kind: $kind }" > "$tmp/$kind.textproto"
   "$cohort" local --job="$tmp/$kind.textproto" --workers=2 --quiet \
@@ -72,8 +93,8 @@ spec "compression { kind: POWERSGD min_compression_rate: 0 }" > "$tmp/bad3.textp
 expect_refused "zero rate" "compression.min_compression_rate must be > 0" \
   "$cohort" local --job="$tmp/bad3.textproto" --workers=2
 spec "mode: PS
-compression { kind: BF16 }" > "$tmp/bad4.textproto"
-expect_refused "compression in PS mode" "compression.kind compresses the all-reduce exchange" \
+compression { kind: POWERSGD }" > "$tmp/bad4.textproto"
+expect_refused "POWERSGD in PS mode" "compression.kind POWERSGD compresses the all-reduce exchange" \
   "$cohort" local --job="$tmp/bad4.textproto" --workers=2
 
 finish

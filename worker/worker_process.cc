@@ -141,6 +141,19 @@ absl::StatusOr<std::string> ShardAddress(CoordinatorClient& coordinator,
       absl::StrCat("the coordinator has no shard ", index));
 }
 
+// FP16 and BF16 halve the pushes; the spec refuses the other kinds in PS
+// mode.
+TensorChunk::Encoding PushEncoding(const CompressionSpec& c) {
+  switch (c.kind()) {
+    case CompressionSpec::FP16:
+      return TensorChunk::FLOAT16;
+    case CompressionSpec::BF16:
+      return TensorChunk::BFLOAT16;
+    default:
+      return TensorChunk::FLOAT32;
+  }
+}
+
 // Partition plan from the coordinator, a client to the shards, the initial
 // parameters and the sparse tables from rank 0 to the shards, and the
 // parameters back from them to everyone.
@@ -159,6 +172,7 @@ absl::Status PsSetup(CoordinatorClient& coordinator, const JoinResponse& join,
   po.rank = join.rank();
   po.security = security;
   po.tables = tables;
+  po.push_encoding = PushEncoding(join.job().compression());
   if (join.job().ps().rpc_timeout_ms() > 0) {
     po.rpc_timeout = absl::Milliseconds(join.job().ps().rpc_timeout_ms());
   }

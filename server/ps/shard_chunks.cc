@@ -8,9 +8,40 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/ps_limits.h"
+#include "common/half_convert.h"
 #include "server/ps/shard_state.h"
 
 namespace cohort {
+namespace {
+
+// Bytes per element of `encoding`; 0 for one this build does not know.
+int64_t ElementBytes(int encoding) {
+  switch (encoding) {
+    case TensorChunk::FLOAT32:
+      return 4;
+    case TensorChunk::FLOAT16:
+    case TensorChunk::BFLOAT16:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+// `n` elements of `data` (checked to hold them) into floats.
+void Decode(int encoding, const std::string& data, float* out, int64_t n) {
+  if (encoding == TensorChunk::FLOAT32) {
+    std::memcpy(out, data.data(), n * 4);
+    return;
+  }
+  // The bytes of a protobuf string need not be aligned for uint16_t.
+  std::vector<uint16_t> words(n);
+  std::memcpy(words.data(), data.data(), n * 2);
+  HalfToFloat(
+      encoding == TensorChunk::FLOAT16 ? HalfFormat::kFp16 : HalfFormat::kBf16,
+      words.data(), out, n);
+}
+
+}  // namespace
 
 ChunkAssembler::ChunkAssembler(const std::vector<Partition>& partitions,
                                std::string what,
@@ -42,13 +73,20 @@ absl::Status ChunkAssembler::Add(const TensorChunk& chunk) {
         absl::StrCat(what_, ": unknown partition ", chunk.partition(),
                      " (this shard does not hold it)"));
   }
-  if (data.size() % 4 != 0) {
+  const int64_t width = ElementBytes(chunk.encoding());
+  if (width == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         what_, ": partition ", chunk.partition(), " chunk at offset ",
-        chunk.offset(), " has ", data.size(), " bytes, not a multiple of 4"));
+        chunk.offset(), " has unknown encoding ", chunk.encoding()));
+  }
+  if (static_cast<int64_t>(data.size()) % width != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what_, ": partition ", chunk.partition(),
+                     " chunk at offset ", chunk.offset(), " has ", data.size(),
+                     " bytes, not a multiple of ", width));
   }
   Slot& s = slots_[it->second];
-  const int64_t n = data.size() / 4;
+  const int64_t n = data.size() / width;
   // Compared without adding, so that no offset can overflow.
   if (chunk.offset() < 0 || chunk.offset() > s.partition.count() - n) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -56,7 +94,7 @@ absl::Status ChunkAssembler::Add(const TensorChunk& chunk) {
         " elements at offset ", chunk.offset(),
         " lies outside the partition's ", s.partition.count(), " elements"));
   }
-  std::memcpy(s.values.data() + chunk.offset(), data.data(), data.size());
+  Decode(chunk.encoding(), data, s.values.data() + chunk.offset(), n);
   s.covered.emplace_back(chunk.offset(), chunk.offset() + n);
   bytes_ += data.size();
   return absl::OkStatus();

@@ -149,6 +149,35 @@ TEST(ShardStateTest, SyncAveragesWeightedPushesAndAppliesOnce) {
   EXPECT_EQ(stats.staleness_histogram(0), 4);
 }
 
+// 16-bit pushes (compression FP16, BF16) arrive as the floats they round
+// to; odd byte counts and unknown encodings are refused.
+TEST(ShardStateTest, HalfChunksDecodeToTheirFloats) {
+  const std::vector<uint16_t> fp16 = {0x3c00, 0xc000, 0x3800, 0x7bff};
+  const std::vector<uint16_t> bf16 = {0x3f80, 0xc040, 0x0000};
+  ChunkAssembler a(Layout(), "push");
+  TensorChunk c;
+  c.set_partition(0);
+  c.set_encoding(TensorChunk::FLOAT16);
+  c.set_data(std::string(reinterpret_cast<const char*>(fp16.data()), 8));
+  ASSERT_TRUE(a.Add(c).ok());
+  c.set_partition(1);
+  c.set_encoding(TensorChunk::BFLOAT16);
+  c.set_data(std::string(reinterpret_cast<const char*>(bf16.data()), 6));
+  ASSERT_TRUE(a.Add(c).ok());
+  auto values = a.Finish();
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_THAT((*values)[0], ElementsAre(1.0f, -2.0f, 0.5f, 65504.0f));
+  EXPECT_THAT((*values)[1], ElementsAre(1.0f, -3.0f, 0.0f));
+
+  ChunkAssembler b(Layout(), "push");
+  c.set_data(std::string(3, '\0'));
+  EXPECT_THAT(std::string(b.Add(c).message()),
+              HasSubstr("3 bytes, not a multiple of 2"));
+  c.set_encoding(static_cast<TensorChunk::Encoding>(7));
+  c.set_data(std::string(4, '\0'));
+  EXPECT_THAT(std::string(b.Add(c).message()), HasSubstr("unknown encoding 7"));
+}
+
 TEST(ShardStateTest, SspBlocksPullUntilOldRoundsAreApplied) {
   // Two replicas in all, so round r is chunks 2r and 2r + 1. Rank 1 holds
   // chunk 1 (round 0) and is slow; rank 0 takes chunks 0, 2 and 3.

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gloo/rendezvous/store.h"
-#include "kernels/half_convert.h"
+#include "common/half_convert.h"
 #include "worker/comm/port_range.h"
 
 namespace cohort {

@@ -33,6 +33,7 @@
 #include "worker/comm/buckets.h"
 #include "worker/comm/communicator.h"
 #include "worker/comm/half_codec.h"
+#include "worker/comm/one_rank_communicator.h"
 #include "worker/comm/powersgd_codec.h"
 
 namespace cohort {
@@ -41,31 +42,6 @@ namespace {
 constexpr int64_t kMaxInputBytes = int64_t{1} << 30;
 // What grads.f32 could hold for one step.
 constexpr int64_t kMaxTensorElements = kMaxInputBytes / sizeof(float);
-
-// Planned all-reduces of a one-rank world: the sum over one rank is the
-// rank's own buffer, so there is nothing to do.
-class NoopPlan : public AllReducePlan {
- public:
-  absl::Status Run() override { return absl::OkStatus(); }
-};
-
-// The world of one rank. Stateless; thread-safe.
-class OneRankCommunicator : public Communicator {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  absl::Status AllReduceSum(float*, int64_t) override {
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanAllReduceSum(
-      float*, int64_t, int) override {
-    return std::unique_ptr<AllReducePlan>(new NoopPlan);
-  }
-  absl::StatusOr<std::unique_ptr<AllReducePlan>> PlanAllReduceSum16(
-      uint16_t*, int64_t, int, HalfFormat) override {
-    return std::unique_ptr<AllReducePlan>(new NoopPlan);
-  }
-};
 
 struct Flags {
   std::string kind;

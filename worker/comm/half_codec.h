@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/half_convert.h"
+#include "common/half_convert.h"
 #include "worker/comm/bucket_codec.h"
 
 namespace cohort {

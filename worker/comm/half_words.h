@@ -1,13 +1,13 @@
 // 16-bit float words as Gloo element types: Gloo's algorithms move and add
 // them like any T, with these sums (float addition rounded once, in
-// kernels/half_convert.h) instead of Gloo's per-element float16 operator.
+// common/half_convert.h) instead of Gloo's per-element float16 operator.
 #ifndef COHORT_WORKER_COMM_HALF_WORDS_H_
 #define COHORT_WORKER_COMM_HALF_WORDS_H_
 
 #include <cstdint>
 
 #include "gloo/algorithm.h"
-#include "kernels/half_convert.h"
+#include "common/half_convert.h"
 
 namespace cohort {
 

@@ -197,8 +197,10 @@ absl::StatusOr<int64_t> PowerSgdCodec::Reduce(int index, float scale) {
     return b.count * int64_t{sizeof(float)};
   }
   float* error = error_.data() + b.begin;
-  for (int64_t i = 0; i < b.count; ++i) b.data[i] += error[i];
-  b.input.assign(b.data, b.data + b.count);
+  b.input.resize(b.count);
+  for (int64_t i = 0; i < b.count; ++i) {
+    b.input[i] = b.data[i] += error[i];
+  }
   PrepareQ(b, index);
   float* packed = b.pu.data();
   for (const auto& [offset, numel] : b.whole) {

@@ -4,8 +4,8 @@
 // rounded once, as Gloo and NCCL add 16-bit floats.
 //
 // Stateless and reentrant; the caller owns every buffer.
-#ifndef COHORT_KERNELS_HALF_CONVERT_H_
-#define COHORT_KERNELS_HALF_CONVERT_H_
+#ifndef COHORT_COMMON_HALF_CONVERT_H_
+#define COHORT_COMMON_HALF_CONVERT_H_
 
 #include <cstdint>
 
@@ -32,4 +32,4 @@ float Fp16FloorValue(float x);
 
 }  // namespace cohort
 
-#endif  // COHORT_KERNELS_HALF_CONVERT_H_
+#endif  // COHORT_COMMON_HALF_CONVERT_H_

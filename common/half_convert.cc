@@ -1,4 +1,4 @@
-#include "kernels/half_convert.h"
+#include "common/half_convert.h"
 
 #include <immintrin.h>
 
