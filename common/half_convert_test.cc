@@ -41,10 +41,15 @@ TEST(HalfConvert, Fp16RoundTripsEveryValue) {
 // Halfway cases go to the even neighbour; overflow saturates; NaN stays.
 TEST(HalfConvert, Fp16RoundsToNearestEvenAndSaturates) {
   const float one_ulp = std::ldexp(1.0f, -10);
-  const std::vector<float> in = {1.0f + one_ulp / 2, 1.0f + 1.5f * one_ulp,
-                                 1e6f, -1e6f,
+  const std::vector<float> in = {1.0f + one_ulp / 2,
+                                 1.0f + 1.5f * one_ulp,
+                                 1e6f,
+                                 -1e6f,
                                  std::numeric_limits<float>::quiet_NaN(),
-                                 70000.0f, 3.0f, -2.5f, 1e-3f};
+                                 70000.0f,
+                                 3.0f,
+                                 -2.5f,
+                                 1e-3f};
   std::vector<uint16_t> h(in.size());
   FloatToHalf(HalfFormat::kFp16, in.data(), 1.0f, kFp16Max, h.data(),
               in.size());

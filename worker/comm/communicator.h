@@ -23,8 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "gloo/rendezvous/store.h"
 #include "common/half_convert.h"
+#include "gloo/rendezvous/store.h"
 #include "worker/comm/port_range.h"
 
 namespace cohort {

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "gloo/algorithm.h"
 #include "common/half_convert.h"
+#include "gloo/algorithm.h"
 
 namespace cohort {
 
