@@ -65,8 +65,38 @@ void FloatToFp16(const float* in, float scale, float limit, uint16_t* out,
   for (; i < n; ++i) out[i] = Fp16Bits(Clamp(in[i] * scale, limit));
 }
 
+// Bf16Bits on 8 lanes: the same rounding and NaN rule, in integers.
+inline __m128i Bf16Bits8(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb =
+      _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+  const __m256i magnitude = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan =
+      _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
+  const __m256i bits =
+      _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet, nan), 16);
+  // Each 128-bit lane packs its 4 words twice; keep one copy of each.
+  const __m256i packed = _mm256_packus_epi32(bits, bits);
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0xd8));
+}
+
+inline __m256 LoadBf16x8(const uint16_t* p) {
+  const __m256i words = _mm256_cvtepu16_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(words, 16));
+}
+
 void FloatToBf16(const float* in, float scale, uint16_t* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = Bf16Bits(in[i] * scale);
+  int64_t i = 0;
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                     Bf16Bits8(_mm256_mul_ps(_mm256_loadu_ps(in + i), s)));
+  }
+  for (; i < n; ++i) out[i] = Bf16Bits(in[i] * scale);
 }
 
 }  // namespace
@@ -86,6 +116,7 @@ void HalfToFloat(HalfFormat format, const uint16_t* in, float* out, int64_t n) {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, LoadHalf8(in + i));
     for (; i < n; ++i) out[i] = Fp16Value(in[i]);
   } else {
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, LoadBf16x8(in + i));
     for (; i < n; ++i) out[i] = Bf16Value(in[i]);
   }
 }
@@ -98,6 +129,11 @@ void SumHalf(HalfFormat format, uint16_t* acc, const uint16_t* in, int64_t n) {
     }
     for (; i < n; ++i) acc[i] = Fp16Bits(Fp16Value(acc[i]) + Fp16Value(in[i]));
   } else {
+    for (; i + 8 <= n; i += 8) {
+      _mm_storeu_si128(
+          reinterpret_cast<__m128i*>(acc + i),
+          Bf16Bits8(_mm256_add_ps(LoadBf16x8(acc + i), LoadBf16x8(in + i))));
+    }
     for (; i < n; ++i) acc[i] = Bf16Bits(Bf16Value(acc[i]) + Bf16Value(in[i]));
   }
 }

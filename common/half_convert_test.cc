@@ -81,6 +81,40 @@ TEST(HalfConvert, Bf16RoundsToNearestEvenAndKeepsRange) {
   EXPECT_EQ(back[0], 2.0f);
 }
 
+// The 8-lane BF16 path rounds as the one-at-a-time tail does, halfway
+// cases, NaN and infinities included.
+TEST(HalfConvert, Bf16VectorLanesMatchTheScalarTail) {
+  std::vector<float> in;
+  uint32_t seed = 1;
+  for (int i = 0; i < 4096; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    uint32_t bits = seed;
+    if (i % 7 == 0) bits = (bits & 0xffff0000u) | 0x8000u;  // halfway
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    in.push_back(f);
+  }
+  in.push_back(std::numeric_limits<float>::infinity());
+  in.push_back(-std::numeric_limits<float>::infinity());
+  in.push_back(std::numeric_limits<float>::quiet_NaN());
+  while (in.size() % 8 != 0) in.push_back(1.0f);
+  std::vector<uint16_t> vec(in.size()), one(1);
+  FloatToHalf(HalfFormat::kBf16, in.data(), 1.0f, kFp16Max, vec.data(),
+              in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    // A single element always takes the scalar tail.
+    FloatToHalf(HalfFormat::kBf16, &in[i], 1.0f, kFp16Max, one.data(), 1);
+    ASSERT_EQ(vec[i], one[0]) << i;
+  }
+  std::vector<float> back(in.size());
+  HalfToFloat(HalfFormat::kBf16, vec.data(), back.data(), vec.size());
+  for (size_t i = 0; i < vec.size(); ++i) {
+    float f;
+    HalfToFloat(HalfFormat::kBf16, &vec[i], &f, 1);
+    ASSERT_EQ(std::memcmp(&f, &back[i], sizeof(f)), 0) << i;
+  }
+}
+
 TEST(HalfConvert, SumsInFloatAndRoundsOnce) {
   for (HalfFormat format : {HalfFormat::kFp16, HalfFormat::kBf16}) {
     std::vector<float> a(19), b(19);
