@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
-#include "kernels/gemm.h"
+#include "kernels/elementwise.h"
 #include "kernels/low_rank.h"
 
 namespace cohort {
@@ -25,7 +25,9 @@ struct PowerSgdCodec::Bucket {
   std::vector<Matrix> matrices;
   std::vector<std::pair<int64_t, int64_t>> whole;  // offset, numel
   int64_t whole_count = 0, p_count = 0;
-  std::vector<float> pu;  // the whole tensors, then every P
+  // The whole tensors, then every P^T (rank x rows); Q^T (rank x cols).
+  // The saved state holds Q as PyTorch does, each matrix's cols x rank.
+  std::vector<float> pu;
   std::vector<float> q;
   std::vector<float> input;  // gradient plus error, before the exchange
   bool q_set = false;
@@ -67,6 +69,29 @@ class Normals {
 void Scale(float* data, int64_t count, float scale) {
   if (scale == 1.0f) return;
   for (int64_t i = 0; i < count; ++i) data[i] *= scale;
+}
+
+// Between a bucket's Q^T blocks and the saved layout (each cols x rank).
+template <typename Matrices>
+void SavedQ(const Matrices& matrices, const float* qt, float* saved) {
+  for (const auto& mat : matrices) {
+    for (int64_t c = 0; c < mat.cols; ++c) {
+      for (int k = 0; k < mat.rank; ++k) {
+        saved[mat.q + c * mat.rank + k] = qt[mat.q + k * mat.cols + c];
+      }
+    }
+  }
+}
+
+template <typename Matrices>
+void LoadSavedQ(const Matrices& matrices, const float* saved, float* qt) {
+  for (const auto& mat : matrices) {
+    for (int64_t c = 0; c < mat.cols; ++c) {
+      for (int k = 0; k < mat.rank; ++k) {
+        qt[mat.q + k * mat.cols + c] = saved[mat.q + c * mat.rank + k];
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -145,8 +170,7 @@ absl::Status PowerSgdCodec::Bind(Communicator* comm, int index, float* data,
                        " values; this model's buckets need more (",
                        bound_q_ + q, " by bucket ", index, ")"));
     }
-    std::copy(pending_q_.begin() + bound_q_, pending_q_.begin() + bound_q_ + q,
-              b->q.begin());
+    LoadSavedQ(b->matrices, pending_q_.data() + bound_q_, b->q.data());
     b->q_set = true;
   }
   bound_q_ += q;
@@ -180,12 +204,15 @@ absl::Status PowerSgdCodec::LoadState(std::vector<float> state) {
 
 void PowerSgdCodec::PrepareQ(Bucket& b, int index) {
   if (!b.q_set) {
+    // Drawn in the saved layout's order, as every rank draws them.
+    std::vector<float> saved(b.q.size());
     Normals normals(options_.seed * 0x100000001b3ull + index);
-    for (float& v : b.q) v = normals.Next();
+    for (float& v : saved) v = normals.Next();
+    LoadSavedQ(b.matrices, saved.data(), b.q.data());
     b.q_set = true;
   }
   for (const Bucket::Matrix& mat : b.matrices) {
-    OrthogonalizeColumns(b.q.data() + mat.q, mat.cols, mat.rank, 0);
+    OrthogonalizeRows(b.q.data() + mat.q, mat.rank, mat.cols, 0);
   }
 }
 
@@ -198,58 +225,61 @@ absl::StatusOr<int64_t> PowerSgdCodec::Reduce(int index, float scale) {
   }
   float* error = error_.data() + b.begin;
   b.input.resize(b.count);
-  for (int64_t i = 0; i < b.count; ++i) {
-    b.input[i] = b.data[i] += error[i];
-  }
+  Add(b.data, error, b.input.data(), b.count);
   PrepareQ(b, index);
   float* packed = b.pu.data();
   for (const auto& [offset, numel] : b.whole) {
-    std::copy(b.data + offset, b.data + offset + numel, packed);
+    std::copy(b.input.data() + offset, b.input.data() + offset + numel, packed);
     packed += numel;
   }
   float* ps = b.pu.data() + b.whole_count;
   for (const Bucket::Matrix& mat : b.matrices) {
-    Gemm<float>(Trans::kNo, Trans::kNo, mat.rows, mat.rank, mat.cols, 1.0f,
-                b.data + mat.offset, mat.cols, b.q.data() + mat.q, mat.rank,
-                0.0f, ps + mat.p, mat.rank);
+    LowRankProject(b.input.data() + mat.offset, mat.rows, mat.cols,
+                   b.q.data() + mat.q, mat.rank, ps + mat.p);
   }
   RETURN_IF_ERROR(b.pu_plan->Run());
   Compress(b, scale);
   RETURN_IF_ERROR(b.q_plan->Run());
+  LowRankExpansion x;
+  x.scale = scale;
+  x.share = static_cast<float>(options_.local_replicas);
   for (const Bucket::Matrix& mat : b.matrices) {
-    Gemm<float>(Trans::kNo, Trans::kYes, mat.rows, mat.cols, mat.rank, scale,
-                ps + mat.p, mat.rank, b.q.data() + mat.q, mat.rank, 0.0f,
-                b.data + mat.offset, mat.cols);
-  }
-  const float share = static_cast<float>(options_.local_replicas);
-  for (int64_t i = 0; i < b.count; ++i) {
-    error[i] = b.input[i] - b.data[i] * share;
+    x.input = b.input.data() + mat.offset;
+    x.out = b.data + mat.offset;
+    x.error = error + mat.offset;
+    LowRankExpand(ps + mat.p, b.q.data() + mat.q, mat.rows, mat.cols, mat.rank,
+                  x);
   }
   return static_cast<int64_t>(b.pu.size() + b.q.size()) *
          int64_t{sizeof(float)};
 }
 
-// Between the two all-reduces: the whole tensors' means back in place, P
-// orthogonalized, Q = M^T P.
+// Between the two all-reduces: the whole tensors' means back in place and
+// their error taken, P orthogonalized, Q = M^T P.
 void PowerSgdCodec::Compress(Bucket& b, float scale) {
+  const float share = static_cast<float>(options_.local_replicas);
+  float* error = error_.data() + b.begin;
   const float* packed = b.pu.data();
   for (const auto& [offset, numel] : b.whole) {
-    for (int64_t i = 0; i < numel; ++i) b.data[offset + i] = packed[i] * scale;
-    packed += numel;
+    for (int64_t i = offset; i < offset + numel; ++i) {
+      b.data[i] = *packed++ * scale;
+      error[i] = b.input[i] - b.data[i] * share;
+    }
   }
   float* ps = b.pu.data() + b.whole_count;
   for (const Bucket::Matrix& mat : b.matrices) {
-    OrthogonalizeColumns(ps + mat.p, mat.rows, mat.rank, 0);
-    Gemm<float>(Trans::kYes, Trans::kNo, mat.cols, mat.rank, mat.rows, 1.0f,
-                b.input.data() + mat.offset, mat.cols, ps + mat.p, mat.rank,
-                0.0f, b.q.data() + mat.q, mat.rank);
+    OrthogonalizeRows(ps + mat.p, mat.rank, mat.rows, 0);
+    LowRankProjectBack(b.input.data() + mat.offset, mat.rows, mat.cols,
+                       ps + mat.p, mat.rank, b.q.data() + mat.q);
   }
 }
 
 std::vector<float> PowerSgdCodec::Qs() const {
   std::vector<float> all;
   for (const auto& b : buckets_) {
-    if (b->q_set) all.insert(all.end(), b->q.begin(), b->q.end());
+    if (!b->q_set) continue;
+    all.resize(all.size() + b->q.size());
+    SavedQ(b->matrices, b->q.data(), all.data() + all.size() - b->q.size());
   }
   return all;
 }
@@ -267,7 +297,7 @@ absl::Status PowerSgdCodec::SetQs(absl::Span<const float> qs) {
                      " factor values; this model's buckets need ", q_count()));
   }
   for (auto& b : buckets_) {
-    std::copy(qs.begin(), qs.begin() + b->q.size(), b->q.begin());
+    LoadSavedQ(b->matrices, qs.data(), b->q.data());
     qs.remove_prefix(b->q.size());
     b->q_set = true;
   }
