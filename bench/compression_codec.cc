@@ -39,14 +39,8 @@ struct Gradient {
 
 // The buckets a BucketReducer cuts: from the back, tensor by tensor.
 std::vector<GradientBucket> Buckets(const Gradient& g, int64_t bucket_bytes) {
-  std::vector<int64_t> offsets;
-  for (auto it = g.offsets.rbegin(); it != g.offsets.rend(); ++it) {
-    if (*it > 0) offsets.push_back(*it);
-  }
-  BucketBudget budget;
-  budget.bytes = bucket_bytes;
-  budget.first_bytes = bucket_bytes;
-  return *PlanBuckets(offsets, g.count, budget);
+  return *PlanParameterBuckets(g.offsets, g.count,
+                               bucket_bytes / int64_t{sizeof(float)});
 }
 
 struct Result {
@@ -152,7 +146,7 @@ int Main(int argc, char** argv) {
                     double max_bytes_ratio, double tolerance) {
     const Result r = Time(codec, g, bucket_bytes, steps, powersgd);
     const double ratio = r.bytes / (4.0 * g.count);
-    std::printf("| %s | %.1f | %lld | %.4f |\n", name, r.ms,
+    std::printf("| %s | %.3f | %lld | %.4f |\n", name, r.ms,
                 static_cast<long long>(r.bytes), ratio);
     if (ratio > max_bytes_ratio || r.worst > tolerance) {
       std::printf(

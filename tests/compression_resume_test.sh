@@ -40,6 +40,7 @@ else
   fail "no compression state of step 20: $(ls -R "$tmp/b")"
 fi
 cp -r "$tmp/b" "$tmp/c"
+cp -r "$tmp/b" "$tmp/d"
 run resumed "$tmp/p.textproto" "$tmp/b" 30 "$tmp/b.safetensors"
 if cmp -s "$tmp/a.safetensors" "$tmp/b.safetensors"; then
   ok "PowerSGD: resumed at step 20, the same bits as straight through"
@@ -53,6 +54,13 @@ if grep -q "starts compression's error feedback from zero at step 20" "$tmp/zero
   ok "without the saved state the workers say so and the run differs"
 else
   fail "without the saved state: $(grep cohort: "$tmp/zeroed.out")"
+fi
+truncate -s -1 "$tmp/d/exchange/rank1-of2.step20.f32"
+run damaged "$tmp/p.textproto" "$tmp/d" 30
+if grep -q "rank 1 starts compression's error feedback from zero at step 20: the file is damaged: .* bytes are not whole floats (.*rank1-of2.step20.f32)" "$tmp/damaged.out"; then
+  ok "a damaged state file is named as damaged, and the run goes on"
+else
+  fail "damaged state file: $(grep cohort: "$tmp/damaged.out")"
 fi
 
 # In PS mode FP16 and BF16 halve the pushes; the run trains as the float

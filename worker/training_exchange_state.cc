@@ -77,27 +77,32 @@ std::vector<float> FloatsOf(const std::string& bytes) {
 }  // namespace
 
 void TrainingLoop::LoadExchangeState() {
-  if (step_ == 0 || PsMode()) return;
+  // Nothing to load, or to say, where the exchange carries no state.
+  if (step_ == 0 || PsMode() || !exchange_->CarriesState()) return;
   const ElasticState* e = options_.elastic;
   std::vector<float> state;
   std::string from;
+  absl::Status s = absl::NotFoundError("none saved");
   if (e != nullptr && e->exchange_step == step_ && !e->exchange_state.empty()) {
     state = e->exchange_state;
     from = "the last generation";
   } else if (!checkpoint_dir_.empty()) {
     const std::string path = ExchangeStatePath(step_);
     absl::StatusOr<std::string> bytes = ReadFile(path);
-    if (bytes.ok() && bytes->size() % sizeof(float) == 0) {
-      state = FloatsOf(*bytes);
+    if (bytes.ok()) {
       from = path;
+      if (bytes->size() % sizeof(float) == 0) {
+        state = FloatsOf(*bytes);
+      } else {
+        s = absl::DataLossError(
+            absl::StrCat("the file is damaged: ", bytes->size(),
+                         " bytes are not whole floats"));
+      }
     }
   }
   const int rank = dist_ != nullptr ? dist_->rank : 0;
-  absl::Status s = state.empty() ? absl::NotFoundError("none saved")
-                                 : exchange_->LoadState(std::move(state));
+  if (!state.empty()) s = exchange_->LoadState(std::move(state));
   if (s.ok()) return;
-  // Nothing to say where the exchange carries no state at all.
-  if (exchange_->SaveState().empty()) return;
   std::fprintf(stderr,
                "cohort: rank %d starts compression's error feedback from "
                "zero at step %lld: %s%s\n",

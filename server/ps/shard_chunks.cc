@@ -33,12 +33,18 @@ void Decode(int encoding, const std::string& data, float* out, int64_t n) {
     std::memcpy(out, data.data(), n * 4);
     return;
   }
-  // The bytes of a protobuf string need not be aligned for uint16_t.
-  std::vector<uint16_t> words(n);
-  std::memcpy(words.data(), data.data(), n * 2);
-  HalfToFloat(
-      encoding == TensorChunk::FLOAT16 ? HalfFormat::kFp16 : HalfFormat::kBf16,
-      words.data(), out, n);
+  // The bytes of a protobuf string need not be aligned for uint16_t, so
+  // they pass through a small aligned block on the stack, which stays in L1,
+  // rather than a heap copy of the whole chunk.
+  const HalfFormat format =
+      encoding == TensorChunk::FLOAT16 ? HalfFormat::kFp16 : HalfFormat::kBf16;
+  constexpr int64_t kBlock = 2048;
+  uint16_t block[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t m = std::min(kBlock, n - i);
+    std::memcpy(block, data.data() + i * 2, m * 2);
+    HalfToFloat(format, block, out + i, m);
+  }
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ class BucketCodec {
 
   // What this rank carries from step to step (PowerSGD's error and
   // factors), for checkpoints and the next generation; empty when nothing.
-  // Between steps only.
+  // Between steps only. CarriesState: whether there is any, without a copy.
+  virtual bool CarriesState() const { return false; }
   virtual std::vector<float> SaveState() const { return {}; }
   // Takes back what SaveState gave, before the step it was saved after;
   // INVALID_ARGUMENT when it does not fit this codec's model.

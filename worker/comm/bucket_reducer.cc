@@ -67,25 +67,9 @@ void BucketReducer::SetBoundaries(std::vector<int64_t> boundaries) {
   bound_grads_ = nullptr;  // rebind with the new buckets
 }
 
-// The buckets from the back, closed parameter by parameter (or every
-// bucket_elems_ without boundaries) once they hold bucket_elems_: what
-// BucketPlanner makes of backward reporting each boundary in turn.
 absl::StatusOr<std::vector<GradientBucket>> BucketReducer::Plan(
     int64_t count) const {
-  std::vector<int64_t> offsets;
-  if (boundaries_.empty()) {
-    for (int64_t end = count - bucket_elems_; end > 0; end -= bucket_elems_) {
-      offsets.push_back(end);
-    }
-  } else {
-    for (auto it = boundaries_.rbegin(); it != boundaries_.rend(); ++it) {
-      if (*it > 0 && *it < count) offsets.push_back(*it);
-    }
-  }
-  BucketBudget budget;
-  budget.bytes = bucket_elems_ * static_cast<int64_t>(sizeof(float));
-  budget.first_bytes = budget.bytes;
-  return PlanBuckets(offsets, count, budget);
+  return PlanParameterBuckets(boundaries_, count, bucket_elems_);
 }
 
 absl::Status BucketReducer::Bind(float* grads, int64_t count) {

@@ -76,4 +76,23 @@ absl::StatusOr<std::vector<GradientBucket>> PlanBuckets(
   return buckets;
 }
 
+absl::StatusOr<std::vector<GradientBucket>> PlanParameterBuckets(
+    const std::vector<int64_t>& starts, int64_t flat_size,
+    int64_t bucket_elems) {
+  std::vector<int64_t> offsets;
+  if (starts.empty()) {
+    for (int64_t end = flat_size - bucket_elems; end > 0; end -= bucket_elems) {
+      offsets.push_back(end);
+    }
+  } else {
+    for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
+      if (*it > 0 && *it < flat_size) offsets.push_back(*it);
+    }
+  }
+  BucketBudget budget;
+  budget.bytes = bucket_elems * static_cast<int64_t>(sizeof(float));
+  budget.first_bytes = budget.bytes;
+  return PlanBuckets(offsets, flat_size, budget);
+}
+
 }  // namespace cohort

@@ -98,6 +98,15 @@ absl::StatusOr<std::vector<GradientBucket>> PlanBuckets(
     const std::vector<int64_t>& offsets, int64_t flat_size,
     const BucketBudget& budget);
 
+// The buckets a CPU job cuts over a flat buffer of `flat_size` elements
+// whose parameters start at `starts` (ascending): from the back, closed at a
+// parameter's start once they hold `bucket_elems` elements, one budget for
+// all. Without starts, every `bucket_elems` elements from the back. Tools
+// and benchmarks call this too, so that they cut exactly what a job cuts.
+absl::StatusOr<std::vector<GradientBucket>> PlanParameterBuckets(
+    const std::vector<int64_t>& starts, int64_t flat_size,
+    int64_t bucket_elems);
+
 }  // namespace cohort
 
 #endif  // COHORT_WORKER_COMM_BUCKETS_H_

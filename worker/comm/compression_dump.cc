@@ -175,14 +175,9 @@ absl::StatusOr<std::vector<GradientBucket>> PlanDumpBuckets(
     const std::vector<FlatTensor>& tensors, int64_t total,
     int64_t bucket_elems) {
   if (bucket_elems == 0) return std::vector<GradientBucket>{{0, total}};
-  std::vector<int64_t> offsets;
-  for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
-    if (it->offset > 0) offsets.push_back(it->offset);
-  }
-  BucketBudget budget;
-  budget.bytes = bucket_elems * static_cast<int64_t>(sizeof(float));
-  budget.first_bytes = budget.bytes;
-  return PlanBuckets(offsets, total, budget);
+  std::vector<int64_t> starts;
+  for (const FlatTensor& t : tensors) starts.push_back(t.offset);
+  return PlanParameterBuckets(starts, total, bucket_elems);
 }
 
 // How many steps grads.f32 holds, checked against --steps.

@@ -64,6 +64,7 @@ class PowerSgdCodec : public BucketCodec {
   absl::StatusOr<int64_t> Reduce(int index, float scale) override;
 
   // The error over the whole flat buffer, then every bucket's Q once set.
+  bool CarriesState() const override { return true; }
   std::vector<float> SaveState() const override;
   absl::Status LoadState(std::vector<float> state) override;
 

@@ -47,6 +47,9 @@ class AllReduceExchange : public GradientExchange {
   void RangeReady(int replica, int64_t offset) override;
   absl::Status Finish() override { return reducer_.Finish(); }
   ExchangeStats TakeStats() override;
+  bool CarriesState() const override {
+    return codec_ != nullptr && codec_->CarriesState();
+  }
   std::vector<float> SaveState() const override;
   absl::Status LoadState(std::vector<float> state) override;
 

@@ -80,6 +80,8 @@ class GradientExchange {
   // What this rank's exchange carries from step to step (compression's
   // error feedback), for checkpoints and the next generation; empty when
   // nothing. LoadState takes it back before the step it was saved after.
+  // CarriesState: whether there is any such state, without copying it.
+  virtual bool CarriesState() const { return false; }
   virtual std::vector<float> SaveState() const { return {}; }
   virtual absl::Status LoadState(std::vector<float> state) {
     (void)state;
