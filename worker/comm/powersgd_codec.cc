@@ -71,24 +71,21 @@ void Scale(float* data, int64_t count, float scale) {
   for (int64_t i = 0; i < count; ++i) data[i] *= scale;
 }
 
-// Between a bucket's Q^T blocks and the saved layout (each cols x rank).
+// Between a bucket's Q^T blocks (rank x cols each) and the saved layout
+// (cols x rank each), either way.
 template <typename Matrices>
-void SavedQ(const Matrices& matrices, const float* qt, float* saved) {
+void ConvertQ(const Matrices& matrices, const float* from, float* to,
+              bool to_saved) {
   for (const auto& mat : matrices) {
     for (int64_t c = 0; c < mat.cols; ++c) {
       for (int k = 0; k < mat.rank; ++k) {
-        saved[mat.q + c * mat.rank + k] = qt[mat.q + k * mat.cols + c];
-      }
-    }
-  }
-}
-
-template <typename Matrices>
-void LoadSavedQ(const Matrices& matrices, const float* saved, float* qt) {
-  for (const auto& mat : matrices) {
-    for (int64_t c = 0; c < mat.cols; ++c) {
-      for (int k = 0; k < mat.rank; ++k) {
-        qt[mat.q + k * mat.cols + c] = saved[mat.q + c * mat.rank + k];
+        const int64_t saved = mat.q + c * mat.rank + k;
+        const int64_t held = mat.q + k * mat.cols + c;
+        if (to_saved) {
+          to[saved] = from[held];
+        } else {
+          to[held] = from[saved];
+        }
       }
     }
   }
@@ -170,7 +167,7 @@ absl::Status PowerSgdCodec::Bind(Communicator* comm, int index, float* data,
                        " values; this model's buckets need more (",
                        bound_q_ + q, " by bucket ", index, ")"));
     }
-    LoadSavedQ(b->matrices, pending_q_.data() + bound_q_, b->q.data());
+    ConvertQ(b->matrices, pending_q_.data() + bound_q_, b->q.data(), false);
     b->q_set = true;
   }
   bound_q_ += q;
@@ -208,7 +205,7 @@ void PowerSgdCodec::PrepareQ(Bucket& b, int index) {
     std::vector<float> saved(b.q.size());
     Normals normals(options_.seed * 0x100000001b3ull + index);
     for (float& v : saved) v = normals.Next();
-    LoadSavedQ(b.matrices, saved.data(), b.q.data());
+    ConvertQ(b.matrices, saved.data(), b.q.data(), false);
     b.q_set = true;
   }
   for (const Bucket::Matrix& mat : b.matrices) {
@@ -279,7 +276,8 @@ std::vector<float> PowerSgdCodec::Qs() const {
   for (const auto& b : buckets_) {
     if (!b->q_set) continue;
     all.resize(all.size() + b->q.size());
-    SavedQ(b->matrices, b->q.data(), all.data() + all.size() - b->q.size());
+    ConvertQ(b->matrices, b->q.data(), all.data() + all.size() - b->q.size(),
+             true);
   }
   return all;
 }
@@ -297,7 +295,7 @@ absl::Status PowerSgdCodec::SetQs(absl::Span<const float> qs) {
                      " factor values; this model's buckets need ", q_count()));
   }
   for (auto& b : buckets_) {
-    LoadSavedQ(b->matrices, qs.data(), b->q.data());
+    ConvertQ(b->matrices, qs.data(), b->q.data(), false);
     qs.remove_prefix(b->q.size());
     b->q_set = true;
   }
