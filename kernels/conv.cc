@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "common/logging.h"
+#include "kernels/channel_blocked.h"
 #include "kernels/conv_depthwise.h"
 #include "kernels/conv_internal.h"
 #include "kernels/conv_onednn.h"
@@ -13,6 +14,20 @@
 namespace cohort {
 namespace {
 
+// A stride-1 convolution over images of at most 4x4 outputs with 256
+// channels a side or more (ResNet's last stage on 32x32 inputs), where
+// oneDNN's AVX2 kernels run at a third of this core's peak: one im2col
+// product per pass takes about half their time (conv_bench, AVX2, batch 32,
+// all three passes: 4x4 512-512 121 against 237 ms; 8x8 256-256 a tie).
+// (The grid kernels were not measured at these shapes.) Where oneDNN runs
+// AVX-512 code the choice stays oneDNN's, which was not measured losing
+// there.
+bool TinyImageWideChannels(const ConvGeometry& g) {
+  return NativeChannelBlock() == 8 && g.stride == 1 && g.dilation == 1 &&
+         g.uniform() && g.out_h() * g.out_w() <= 16 &&
+         std::min(g.in_channels, g.out_channels) >= 256;
+}
+
 using conv_internal::GridConv;
 
 template <typename T>
@@ -20,6 +35,9 @@ bool UseGrid(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
+    if (ws.algorithm == ConvAlgorithm::kAuto && TinyImageWideChannels(g)) {
+      return false;
+    }
     return ws.algorithm != ConvAlgorithm::kIm2col && g.stride == 1 &&
            g.dilation == 1 && g.uniform();
   }
@@ -225,6 +243,7 @@ bool Pointwise(const ConvGeometry& g) {
 bool OnednnWins(const ConvGeometry& g) {
   const int64_t narrow = std::min(g.in_channels, g.out_channels);
   if (Pointwise(g)) return narrow >= 64;
+  if (TinyImageWideChannels(g)) return false;
   if (g.stride != 1 || g.dilation != 1 || !g.uniform()) {
     return g.out_channels >= 16;
   }
