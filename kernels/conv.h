@@ -20,6 +20,10 @@
 //  - other groups > 1: the groups = 1 algorithms below on each group's
 //    contiguous slice of channels (batch-inner layouts keep them so).
 //  - dilation > 1 (groups = 1): im2col + GEMM.
+//  - where oneDNN runs AVX2 code, stride 1 with at most 4x4 outputs and 256
+//    channels a side or more (ResNet's last stage on 32x32 images): im2col
+//    + GEMM, which takes about half oneDNN's time there (conv.cc's
+//    TinyImageWideChannels).
 //  - 1x1, stride 1, no padding: one GEMM per pass on the layouts as they
 //    are (unless kIm2col is forced).
 //  - float, stride 1, uniform: hand-written AVX2 kernels (conv_internal.h)
