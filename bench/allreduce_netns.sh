@@ -82,14 +82,7 @@ else
   pids+=($!)
   for _ in $(seq 50); do grep -q ready "$tmp/linkemu.out" && break; sleep 0.1; done
   grep -q ready "$tmp/linkemu.out" || { cat "$tmp/linkemu.out" >&2; exit 1; }
-  for ((i = 0; i < hosts; i++)); do
-    ns="${netns_prefix}h$i"
-    ip netns add "$ns" && netns_made+=("$ns")
-    ip -n "$sw" link set "t$i" netns "$ns" name eth0
-    ip -n "$ns" link set lo up
-    ip -n "$ns" addr add "$(netns_addr "h$i")/24" dev eth0
-    ip -n "$ns" link set eth0 up
-  done
+  netns_tap_hosts "$sw" "$hosts"
   link_text="emulated link $rate, one-way delay $delay, loss $loss ($(head -1 "$tmp/linkemu.out"))"
 fi
 

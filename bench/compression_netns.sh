@@ -168,7 +168,7 @@ done
 
 # --- topology: h0 (coordinator), h1 and h2 (workers) over one link -------
 topology_up() {  # topology_up LINK: sets link_text
-  local link=$1 rate delay loss i ns sw="${netns_prefix}sw"
+  local link=$1 rate delay loss sw="${netns_prefix}sw"
   if [[ $link == veth ]]; then
     netns_setup 3
     link_text="veth pairs to a bridge"
@@ -181,14 +181,7 @@ topology_up() {  # topology_up LINK: sets link_text
     pids+=("$linkemu_pid")
     for _ in $(seq 50); do grep -q ready "$tmp/linkemu.out" && break; sleep 0.1; done
     grep -q ready "$tmp/linkemu.out" || { cat "$tmp/linkemu.out" >&2; return 1; }
-    for ((i = 0; i < 3; i++)); do
-      ns="${netns_prefix}h$i"
-      ip netns add "$ns" && netns_made+=("$ns")
-      ip -n "$sw" link set "t$i" netns "$ns" name eth0
-      ip -n "$ns" link set lo up
-      ip -n "$ns" addr add "$(netns_addr "h$i")/24" dev eth0
-      ip -n "$ns" link set eth0 up
-    done
+    netns_tap_hosts "$sw" 3
     link_text="emulated link $rate, one-way delay $delay, loss ${loss:-0}"
   fi
   count_setup

@@ -79,6 +79,21 @@ netns_setup() {
   done
 }
 
+# Hosts h0 .. h(N-1) on the taps t0 .. t(N-1) that bench/linkemu made in
+# the switch namespace SW (emulated links instead of veth to a bridge), one
+# address each on eth0.
+netns_tap_hosts() {  # netns_tap_hosts SW N
+  local sw=$1 n=$2 i ns
+  for ((i = 0; i < n; i++)); do
+    ns="${netns_prefix}h$i"
+    ip netns add "$ns" && netns_made+=("$ns")
+    ip -n "$sw" link set "t$i" netns "$ns" name eth0
+    ip -n "$ns" link set lo up
+    ip -n "$ns" addr add "$(netns_addr "h$i")/24" dev eth0
+    ip -n "$ns" link set eth0 up
+  done
+}
+
 netns_cut() { bridge -n "${netns_prefix}sw" link set dev "p${1#h}" state 0; }
 netns_heal() { bridge -n "${netns_prefix}sw" link set dev "p${1#h}" state 3; }
 
