@@ -9,6 +9,7 @@
 #include "kernels/conv_depthwise.h"
 #include "kernels/conv_internal.h"
 #include "kernels/conv_onednn.h"
+#include "kernels/conv_winograd.h"
 #include "kernels/gemm.h"
 
 namespace cohort {
@@ -252,6 +253,11 @@ bool OnednnWins(const ConvGeometry& g) {
          g.out_channels % 16 == 0;
 }
 
+bool ChannelBlockedWins(const ConvGeometry& g) {
+  return OnednnWins(g) ||
+         conv_internal::WinogradApplies(g, NativeChannelBlock());
+}
+
 namespace {
 
 // Whether oneDNN runs every pass of this (groups = 1) float convolution;
@@ -270,12 +276,33 @@ bool UseOnednn(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
   }
 }
 
+// Whether the Winograd kernels run every pass: channel-blocked float
+// activations where they apply, unless another algorithm is forced.
+template <typename T>
+bool UseWinograd(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    return (ws.algorithm == ConvAlgorithm::kAuto ||
+            ws.algorithm == ConvAlgorithm::kWinograd) &&
+           conv_internal::WinogradApplies(g, ws.channel_block);
+  }
+}
+
 template <typename T>
 void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
   DCHECK(g.out_h() > 0 && g.out_w() > 0);
-  ws->onednn = UseOnednn<T>(g, *ws);
+  ws->winograd = UseWinograd<T>(g, *ws);
+  ws->onednn = !ws->winograd && UseOnednn<T>(g, *ws);
   if constexpr (std::is_same_v<T, float>) {
+    if (ws->winograd) {
+      conv_internal::WinogradForward(g, in, weight, bias, out,
+                                     &ws->transformed);
+      ws->grid = ws->pointwise = false;
+      ws->input = in;
+      return;
+    }
     if (ws->onednn) {
       conv_internal::OnednnForward(g, ws->channel_block, in, weight, bias, out,
                                    &ws->onednn_state);
@@ -365,6 +392,10 @@ template <typename T>
 void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
                             const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
   if constexpr (std::is_same_v<T, float>) {
+    if (UseWinograd<T>(g, *ws)) {
+      conv_internal::WinogradBackwardInput(g, grad_out, weight, grad_in);
+      return;
+    }
     if (UseOnednn<T>(g, *ws)) {
       conv_internal::OnednnBackwardInput(g, ws->channel_block, grad_out, weight,
                                          grad_in, &ws->onednn_state);
@@ -459,6 +490,11 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
                          T* grad_weight, T* grad_bias, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
   if constexpr (std::is_same_v<T, float>) {
+    if (g.groups == 1 && ws->winograd) {
+      conv_internal::WinogradBackwardWeights(g, ws->transformed, grad_out,
+                                             grad_weight, grad_bias);
+      return;
+    }
     if (g.groups == 1 && ws->onednn) {  // the bias gradient comes fused
       conv_internal::OnednnBackwardWeights(g, ws->channel_block, ws->input,
                                            grad_out, grad_weight, grad_bias,

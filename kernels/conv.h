@@ -7,6 +7,10 @@
 // others (conv2d's stride_hw, an odd padding SAME) run as im2col + GEMM.
 //
 // Algorithms, chosen per call:
+//  - Winograd F(4x4, 3x3) (conv_winograd.h), float, 3x3, stride 1, padding
+//    1, on channel-blocked activations where oneDNN runs AVX2 code (which
+//    has no Winograd kernels of its own): about twice as fast as oneDNN's
+//    direct kernels at ResNet's 3x3 layers (conv_bench).
 //  - oneDNN (conv_onednn.h), float, groups = 1 (or each group of another
 //    grouped convolution): its channel-blocked primitives, reordering into
 //    and out of their layouts, where they beat the kernels below: tens of
@@ -120,6 +124,10 @@ enum class ConvAlgorithm {
   // Float, groups = 1 (or each group of a grouped, not depthwise,
   // convolution): oneDNN's primitives for every pass.
   kOnednn,
+  // Float, channel-blocked activations (ConvWorkspace::channel_block 8),
+  // 3x3, stride 1, padding 1: Winograd F(4x4, 3x3) for every pass
+  // (conv_winograd.h); other geometries run as kAuto.
+  kWinograd,
 };
 
 namespace conv_internal {
@@ -150,12 +158,14 @@ struct ConvWorkspace {
   bool grid = false;           // the last forward used the grid algorithm
   bool pointwise = false;      // ... or was a 1x1 matrix product
   bool onednn = false;         // ... or ran on oneDNN
+  bool winograd = false;       // ... or on the Winograd kernels
   BasicTensor<T> padded;       // zero-padded input (grid)
   BasicTensor<T> col;          // im2col matrix (im2col)
   BasicTensor<T> grad_col;     // its gradient (im2col)
   BasicTensor<T> grad_padded;  // padded output gradient (grid, input grad)
   BasicTensor<T> packed;       // packed weights (grid)
   BasicTensor<T> scratch;      // per-chunk outputs and partial sums (grid)
+  BasicTensor<T> transformed;  // the input's Winograd transform (Winograd)
   std::vector<int64_t> offsets;
   conv_internal::OnednnStatePtr onednn_state;  // primitives (oneDNN)
   // Grouped (not depthwise) convolutions: one workspace per group, each
@@ -184,6 +194,12 @@ void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
 // (groups = 1) geometry, measured per shape (kernels/conv.cc); kAuto's
 // choice, and where a caller may keep oneDNN's layout between layers.
 bool OnednnWins(const ConvGeometry& g);
+
+// Whether a caller should keep this (groups = 1, float) convolution's
+// activations channel-blocked in NativeChannelBlock()'s layout: oneDNN wins
+// (OnednnWins), or the Winograd kernels run there, which beat the
+// batch-inner algorithms at every shape they take (conv_bench).
+bool ChannelBlockedWins(const ConvGeometry& g);
 
 // Evaluation of a convolution (groups = 1, on ws->channel_block's layout)
 // with what follows it folded in: out = act(conv(in, weight) * scale[oc] +

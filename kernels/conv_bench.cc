@@ -58,8 +58,11 @@ struct Result {
   double fwd, wgrad, igrad;
 };
 
+// `block`: activations in nChw{block}c (ConvWorkspace::channel_block), as a
+// residual block keeps them; 0 for batch-inner.
 Result TimeConv(const ConvGeometry& g, ConvAlgorithm algo, bool need_input,
-                int reps, Tensor* out, Tensor* gw, Tensor* gi) {
+                int reps, Tensor* out, Tensor* gw, Tensor* gi,
+                int64_t block = 0) {
   std::mt19937_64 rng(1);
   Tensor in({g.in_channels * g.batch * g.in_h * g.in_w});
   Tensor w({g.out_channels * g.patch()}), b({g.out_channels});
@@ -73,6 +76,7 @@ Result TimeConv(const ConvGeometry& g, ConvAlgorithm algo, bool need_input,
   gi->Resize(in.shape());
   ConvWorkspace<float> ws;
   ws.algorithm = algo;
+  ws.channel_block = block;
   Result r;
   r.fwd = MedianMs(
       [&] { ConvForward(g, in.data(), w.data(), b.data(), out->data(), &ws); },
@@ -88,6 +92,28 @@ Result TimeConv(const ConvGeometry& g, ConvAlgorithm algo, bool need_input,
                              reps)
                        : 0.0;
   return r;
+}
+
+// oneDNN and Winograd on nChw8c activations (no reorders: a residual block
+// keeps its activations so), compared with each other.
+void BenchBlocked(const ConvGeometry& g, bool need_input, int reps) {
+  Tensor o1, w1, i1, o2, w2, i2;
+  const Result dnnl = TimeConv(g, ConvAlgorithm::kOnednn, need_input, reps, &o1,
+                               &w1, &i1, /*block=*/8);
+  const Result wino = TimeConv(g, ConvAlgorithm::kWinograd, need_input, reps,
+                               &o2, &w2, &i2, /*block=*/8);
+  double d = std::max(MaxRelDiff(o2, o1), MaxRelDiff(w2, w1));
+  if (need_input) d = std::max(d, MaxRelDiff(i2, i1));
+  std::printf(
+      "%-12s nChw8c onednn fwd %7.3f  wgrad %7.3f  igrad %7.3f  total %7.3f "
+      "ms\n",
+      "", dnnl.fwd, dnnl.wgrad, dnnl.igrad, dnnl.fwd + dnnl.wgrad + dnnl.igrad);
+  std::printf(
+      "%-12s nChw8c winograd fwd %7.3f  wgrad %7.3f  igrad %7.3f  total %7.3f "
+      "ms  max rel diff %.1e%s\n",
+      "", wino.fwd, wino.wgrad, wino.igrad, wino.fwd + wino.wgrad + wino.igrad,
+      d, d > 1e-4 ? "  MISMATCH" : "");
+  g_mismatch |= d > 1e-4;
 }
 
 // `large`: a ResNet shape, where the grid and channel kernels (tuned for a
@@ -128,6 +154,10 @@ void BenchConv(const char* name, const ConvGeometry& g, bool need_input,
         "", dnnl.fwd, dnnl.wgrad, dnnl.igrad,
         dnnl.fwd + dnnl.wgrad + dnnl.igrad, d, d > 1e-4 ? "  MISMATCH" : "");
     g_mismatch |= d > 1e-4;
+  }
+  if (g.groups == 1 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride == 1 &&
+      g.pad_h == 1 && g.in_channels % 8 == 0 && g.out_channels % 8 == 0) {
+    BenchBlocked(g, need_input, reps);
   }
   if (g.stride == 1 && !large) {
     // The alternatives kAuto chooses between, per pass.
@@ -282,6 +312,8 @@ void BenchResNetShapes(const std::string& filter) {
   };
   const Shape resnet[] = {
       {"c32 3-64", Conv2(32, 3, 32, 64, 3, 1), false},
+      {"c32 16-16", Conv2(32, 16, 32, 16, 3, 1), true},
+      {"c32 32-32", Conv2(32, 32, 32, 32, 3, 1), true},
       {"c32 64-64", Conv2(32, 64, 32, 64, 3, 1), true},
       {"c32 64-128s2", Strided(Conv2(32, 64, 32, 128, 3, 1), 2), true},
       {"c16 128-128", Conv2(32, 128, 16, 128, 3, 1), true},

@@ -1,4 +1,5 @@
-// oneDNN's passes (ConvAlgorithm::kOnednn) against im2col in double, which
+// oneDNN's passes (ConvAlgorithm::kOnednn) and the Winograd kernels, the
+// algorithms of channel-blocked activations, against im2col in double, which
 // covers every geometry ConvGeometry expresses (asymmetric padding, a
 // height stride of its own, dilation).
 #include <algorithm>
@@ -42,7 +43,7 @@ Passes<T> Run(const ConvGeometry& g, ConvAlgorithm algorithm,
 // Run<float> on activations kept in nChw{block}c (ConvWorkspace::
 // channel_block), converted at the edges; results in batch-inner layout.
 Passes<float> RunBlocked(const ConvGeometry& g, int64_t block,
-                         const std::vector<double>& in,
+                         ConvAlgorithm algorithm, const std::vector<double>& in,
                          const std::vector<double>& w,
                          const std::vector<double>& b,
                          const std::vector<double>& dy) {
@@ -54,9 +55,9 @@ Passes<float> RunBlocked(const ConvGeometry& g, int64_t block,
                    bdy.data());
   ConvWorkspace<float> ws;
   ws.channel_block = block;
-  Passes<float> r = Run<float>(
-      g, ConvAlgorithm::kAuto, std::vector<double>(bin.begin(), bin.end()), w,
-      b, std::vector<double>(bdy.begin(), bdy.end()), &ws);
+  Passes<float> r =
+      Run<float>(g, algorithm, std::vector<double>(bin.begin(), bin.end()), w,
+                 b, std::vector<double>(bdy.begin(), bdy.end()), &ws);
   std::vector<float> out(r.out.size()), grad_in(r.grad_in.size());
   FromChannelBlocked(r.out.data(), g.out_channels, g.batch, out_p, block,
                      out.data());
@@ -94,10 +95,13 @@ std::string Describe(const ConvGeometry& g) {
          " d" + std::to_string(g.dilation) + " g" + std::to_string(g.groups);
 }
 
-// ws null: channel-blocked activations in blocks of NativeChannelBlock().
-void CheckOnednn(const ConvGeometry& g, ConvWorkspace<float>* ws,
-                 uint64_t seed = 3) {
-  SCOPED_TRACE(Describe(g));
+// Random operands of g and im2col's passes on them in double.
+struct Case {
+  std::vector<double> in, w, b, dy;
+  Passes<double> want;
+};
+
+Case MakeCase(const ConvGeometry& g, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   auto random = [&](int64_t n) {
@@ -105,20 +109,35 @@ void CheckOnednn(const ConvGeometry& g, ConvWorkspace<float>* ws,
     for (double& x : v) x = normal(rng);
     return v;
   };
-  const auto in = random(g.in_channels * g.batch * g.in_h * g.in_w);
-  const auto w = random(g.out_channels * g.patch());
-  const auto b = random(g.out_channels);
-  const auto dy = random(g.out_channels * g.positions());
+  Case c;
+  c.in = random(g.in_channels * g.batch * g.in_h * g.in_w);
+  c.w = random(g.out_channels * g.patch());
+  c.b = random(g.out_channels);
+  c.dy = random(g.out_channels * g.positions());
   ConvWorkspace<double> ref_ws;
-  const Passes<double> want =
-      Run<double>(g, ConvAlgorithm::kIm2col, in, w, b, dy, &ref_ws);
-  const Passes<float> got =
-      ws != nullptr ? Run<float>(g, ConvAlgorithm::kOnednn, in, w, b, dy, ws)
-                    : RunBlocked(g, NativeChannelBlock(), in, w, b, dy);
+  c.want =
+      Run<double>(g, ConvAlgorithm::kIm2col, c.in, c.w, c.b, c.dy, &ref_ws);
+  return c;
+}
+
+void ExpectClose(const Passes<float>& got, const Passes<double>& want) {
   EXPECT_TRUE(Close(got.out, want.out)) << "forward";
   EXPECT_TRUE(Close(got.grad_w, want.grad_w)) << "weight gradient";
   EXPECT_TRUE(Close(got.grad_b, want.grad_b)) << "bias gradient";
   EXPECT_TRUE(Close(got.grad_in, want.grad_in)) << "input gradient";
+}
+
+// ws null: channel-blocked activations in blocks of NativeChannelBlock().
+void CheckOnednn(const ConvGeometry& g, ConvWorkspace<float>* ws,
+                 uint64_t seed = 3) {
+  SCOPED_TRACE(Describe(g));
+  const Case c = MakeCase(g, seed);
+  ExpectClose(
+      ws != nullptr
+          ? Run<float>(g, ConvAlgorithm::kOnednn, c.in, c.w, c.b, c.dy, ws)
+          : RunBlocked(g, NativeChannelBlock(), ConvAlgorithm::kAuto, c.in, c.w,
+                       c.b, c.dy),
+      c.want);
 }
 
 ConvGeometry Conv2(int64_t n, int64_t c, int64_t h, int64_t oc, int64_t k,
@@ -254,6 +273,77 @@ TEST(ConvOnednn, ChannelBlockedActivationsMatchIm2col) {
        {Conv2(2, 32, 8, 16, 1, 1, 0), Conv2(3, 16, 9, 16, 3, 2, 1),
         Conv2(2, 16, 7, 32, 3, 1, 1), Conv2(2, 32, 8, 64, 1, 2, 0)}) {
     CheckOnednn(g, nullptr);
+  }
+}
+
+ConvGeometry Rect(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc) {
+  ConvGeometry g = Conv2(n, c, h, oc, 3, 1, 1);
+  g.in_w = w;
+  return g;
+}
+
+TEST(ConvWinograd, MatchesIm2colOnChannelBlockedActivations) {
+  // Images that fill whole 4x4 tiles, end inside one (5, 7, 9, 13), or are
+  // smaller than one (1, 2); one and three blocks of 8 channels.
+  for (const ConvGeometry& g :
+       {Rect(2, 8, 4, 4, 8), Rect(3, 16, 5, 7, 8), Rect(1, 8, 1, 1, 24),
+        Rect(2, 24, 9, 6, 16), Rect(1, 64, 8, 8, 64), Rect(2, 8, 13, 2, 16),
+        Rect(4, 32, 16, 16, 32)}) {
+    SCOPED_TRACE(Describe(g));
+    const Case c = MakeCase(g, 7);
+    ExpectClose(
+        RunBlocked(g, 8, ConvAlgorithm::kWinograd, c.in, c.w, c.b, c.dy),
+        c.want);
+  }
+}
+
+TEST(ConvWinograd, RunsWhereItAppliesAndOtherwiseOnednn) {
+  // kAuto on nChw8c picks Winograd for a 3x3 stride-1 convolution padded
+  // by 1 and leaves stride 2, 1x1 and unpadded ones to oneDNN.
+  struct Want {
+    ConvGeometry g;
+    bool winograd;
+  };
+  for (const Want& want : {Want{Conv2(2, 16, 8, 16, 3, 1, 1), true},
+                           Want{Conv2(2, 16, 8, 16, 3, 2, 1), false},
+                           Want{Conv2(2, 16, 8, 16, 1, 1, 0), false},
+                           Want{Conv2(2, 16, 8, 16, 3, 1, 0), false}}) {
+    const ConvGeometry& g = want.g;
+    SCOPED_TRACE(Describe(g));
+    std::vector<float> in(g.in_channels * g.batch * g.in_h * g.in_w, 1.0f),
+        w(g.out_channels * g.patch(), 0.5f),
+        out(g.out_channels * g.positions());
+    ConvWorkspace<float> ws;
+    ws.channel_block = 8;
+    ConvForward<float>(g, in.data(), w.data(), nullptr, out.data(), &ws);
+    EXPECT_EQ(ws.winograd, want.winograd);
+    EXPECT_EQ(ws.onednn, !want.winograd);
+  }
+}
+
+TEST(ConvWinograd, OneWorkspaceFollowsChangingGeometry) {
+  // A batch that shrinks and grows again and a wider layer on the same
+  // workspace: the saved transform must be the current forward's.
+  ConvWorkspace<float> ws;
+  for (const ConvGeometry& g : {Rect(3, 16, 6, 6, 8), Rect(1, 16, 6, 6, 8),
+                                Rect(2, 32, 5, 9, 16), Rect(3, 16, 6, 6, 8)}) {
+    SCOPED_TRACE(Describe(g));
+    const Case c = MakeCase(g, 11);
+    const int64_t in_p = g.in_h * g.in_w, out_p = g.positions() / g.batch;
+    std::vector<float> in(c.in.begin(), c.in.end()),
+        dy(c.dy.begin(), c.dy.end());
+    std::vector<float> bin(in.size()), bdy(dy.size());
+    ToChannelBlocked(in.data(), g.in_channels, g.batch, in_p, 8, bin.data());
+    ToChannelBlocked(dy.data(), g.out_channels, g.batch, out_p, 8, bdy.data());
+    const std::vector<float> w(c.w.begin(), c.w.end()),
+        b(c.b.begin(), c.b.end());
+    std::vector<float> out(dy.size()), gw(w.size()), gb(b.size());
+    ws.channel_block = 8;
+    ConvForward<float>(g, bin.data(), w.data(), b.data(), out.data(), &ws);
+    ConvBackwardWeights<float>(g, bdy.data(), gw.data(), gb.data(), &ws);
+    EXPECT_TRUE(ws.winograd);
+    EXPECT_TRUE(Close(gw, c.want.grad_w));
+    EXPECT_TRUE(Close(gb, c.want.grad_b));
   }
 }
 

@@ -67,6 +67,12 @@ float SumFloat(const float* a, int64_t n) {
 
 }  // namespace
 
+bool GemmRunsOnCaller(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
+                      int64_t k) {
+  return m * n * k <= kSmallGemmMacs &&
+         !(trans_a == Trans::kYes && trans_b == Trans::kYes);
+}
+
 template <typename T>
 void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
           T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta,

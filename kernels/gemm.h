@@ -32,6 +32,12 @@ void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
           T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta,
           T* c, int64_t ldc);
 
+// Whether Gemm<float> with these operands, alpha 1 and beta 0 or 1 runs on
+// the calling thread alone (the small-product kernels), so that a caller
+// may run several such products at once on threads of its own.
+bool GemmRunsOnCaller(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
+                      int64_t k);
+
 // Row sums: out[i] = sum_j a[i * lda + j] for j < n (bias gradients of
 // channel-major activations). Overwrites `out`.
 template <typename T>
