@@ -253,11 +253,6 @@ bool OnednnWins(const ConvGeometry& g) {
          g.out_channels % 16 == 0;
 }
 
-bool ChannelBlockedWins(const ConvGeometry& g) {
-  return OnednnWins(g) ||
-         conv_internal::WinogradApplies(g, NativeChannelBlock());
-}
-
 namespace {
 
 // Whether oneDNN runs every pass of this (groups = 1) float convolution;

@@ -9,8 +9,9 @@
 // Algorithms, chosen per call:
 //  - Winograd F(4x4, 3x3) (conv_winograd.h), float, 3x3, stride 1, padding
 //    1, on channel-blocked activations where oneDNN runs AVX2 code (which
-//    has no Winograd kernels of its own): about twice as fast as oneDNN's
-//    direct kernels at ResNet's 3x3 layers (conv_bench).
+//    has no Winograd kernels of its own): 1.3-2.2x as fast as oneDNN's
+//    direct kernels at ResNet's 3x3 layers of 32-512 channels on 4x4 to
+//    56x56 maps, about even at 7x7 with 512 (conv_bench).
 //  - oneDNN (conv_onednn.h), float, groups = 1 (or each group of another
 //    grouped convolution): its channel-blocked primitives, reordering into
 //    and out of their layouts, where they beat the kernels below: tens of
@@ -25,9 +26,9 @@
 //    contiguous slice of channels (batch-inner layouts keep them so).
 //  - dilation > 1 (groups = 1): im2col + GEMM.
 //  - where oneDNN runs AVX2 code, stride 1 with at most 4x4 outputs and 256
-//    channels a side or more (ResNet's last stage on 32x32 images): im2col
-//    + GEMM, which takes about half oneDNN's time there (conv.cc's
-//    TinyImageWideChannels).
+//    channels a side or more (ResNet's last stage on 32x32 images), on
+//    batch-inner activations: im2col + GEMM, which takes about half
+//    oneDNN's time there (conv.cc's TinyImageWideChannels).
 //  - 1x1, stride 1, no padding: one GEMM per pass on the layouts as they
 //    are (unless kIm2col is forced).
 //  - float, stride 1, uniform: hand-written AVX2 kernels (conv_internal.h)
@@ -194,12 +195,6 @@ void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
 // (groups = 1) geometry, measured per shape (kernels/conv.cc); kAuto's
 // choice, and where a caller may keep oneDNN's layout between layers.
 bool OnednnWins(const ConvGeometry& g);
-
-// Whether a caller should keep this (groups = 1, float) convolution's
-// activations channel-blocked in NativeChannelBlock()'s layout: oneDNN wins
-// (OnednnWins), or the Winograd kernels run there, which beat the
-// batch-inner algorithms at every shape they take (conv_bench).
-bool ChannelBlockedWins(const ConvGeometry& g);
 
 // Evaluation of a convolution (groups = 1, on ws->channel_block's layout)
 // with what follows it folded in: out = act(conv(in, weight) * scale[oc] +

@@ -18,9 +18,10 @@
 //  - weight gradient: the chain rule through the forward's steps,
 //    dU[e] = V[e]^T (A dY A^T)[e] summed over tiles, then dg = G^T dU G;
 //    V is the forward's transformed input, kept in `saved`.
-// Results equal a direct convolution's up to float rounding (the
-// transforms' constants reach 8 and 1/24: about 1e-6 of the outputs'
-// magnitude, measured in conv_winograd_test).
+// Results equal a direct convolution's up to float rounding, which the
+// transforms' constants (up to 8, down to 1/24) make a few times larger:
+// within 2e-5 of the largest value of im2col's passes in double
+// (kernels:conv_onednn_test), 1-3e-5 at ResNet's shapes (conv_bench).
 //
 // Layouts: activations and gradients nChw8c; weights [OC][C][3][3]; the
 // transformed tensors [36][tiles][channels] so that each product is one

@@ -80,9 +80,10 @@ absl::StatusOr<Shape> ResidualBlock<T>::Configure(const Shape& in) {
   return out;
 }
 
-// Channel-blocked where every convolution runs best on that layout
-// (ChannelBlockedWins: oneDNN, or Winograd for the 3x3 ones), so that the
-// layout follows from the algorithms.
+// Channel-blocked where oneDNN would run every convolution anyway
+// (OnednnWins), so that the choice changes the layout, not the algorithm;
+// on that layout the 3x3 stride-1 ones then run Winograd where oneDNN runs
+// AVX2 code (kernels/conv.h).
 template <typename T>
 void ResidualBlock<T>::ChooseLayout(const Shape& in) {
   run_.clear();
@@ -101,7 +102,7 @@ void ResidualBlock<T>::ChooseLayout(const Shape& in) {
     if (auto* conv = dynamic_cast<ConvLayer<T>*>(l)) {
       const ConvGeometry& g = conv->geometry();
       if (g.groups != 1 || g.in_channels % block != 0 ||
-          g.out_channels % block != 0 || !ChannelBlockedWins(g)) {
+          g.out_channels % block != 0 || !OnednnWins(g)) {
         return;
       }
     } else if (dynamic_cast<BatchNormBase<T>*>(l) == nullptr &&
