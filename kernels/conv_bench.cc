@@ -1,7 +1,9 @@
 // Milliseconds per call of the convolution and GEMM kernels on the shapes of
 // the benchmark models and of ResNet-18 (CIFAR) and ResNet-50, single-
-// threaded, for each algorithm (oneDNN's times include its reorders); also
-// checks that the algorithms agree. Prints medians of repeated calls.
+// threaded, for each algorithm (oneDNN's times include its reorders), and
+// for 3x3 stride-1 layers oneDNN against Winograd on channel-blocked
+// activations (no reorders); also checks that the algorithms agree. Prints
+// medians of repeated calls.
 //
 //   bazel build //kernels:conv_bench && bazel-bin/kernels/conv_bench [filter]
 #include <cblas.h>

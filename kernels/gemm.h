@@ -13,6 +13,8 @@
 // thread count at those shapes. Everything else goes to OpenBLAS
 // (cblas_sgemm / cblas_dgemm) with however many threads the trainer set
 // through openblas_set_num_threads; this file never changes that. The
+// build links OpenBLAS's OpenMP variant, so those threads are the same
+// OpenMP team as oneDNN's and the kernels' (tools/bazel/deps.bzl). The
 // callee owns nothing; all matrices belong to the caller.
 //
 // Thread safety: reentrant; concurrent calls on disjoint outputs are fine.
