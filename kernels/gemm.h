@@ -12,9 +12,9 @@
 // OpenBLAS 0.3.21's speed (conv_bench), and its results do not depend on the
 // thread count at those shapes. Everything else goes to OpenBLAS
 // (cblas_sgemm / cblas_dgemm) with however many threads the trainer set
-// through openblas_set_num_threads; this file never changes that. The
-// build links OpenBLAS's OpenMP variant, so those threads are the same
-// OpenMP team as oneDNN's and the kernels' (tools/bazel/deps.bzl). The
+// through openblas_set_num_threads; this file never changes that. (The
+// pthread build: the OpenMP build shares oneDNN's threads, but with it two
+// replicas calling at once no longer trained reproducibly.) The
 // callee owns nothing; all matrices belong to the caller.
 //
 // Thread safety: reentrant; concurrent calls on disjoint outputs are fine.

@@ -66,18 +66,7 @@ ABSL_LINKOPTS = [
     "-lpthread",
 ]
 
-# OpenBLAS's OpenMP build (libopenblas0-openmp), whatever Debian's
-# alternatives make the default: its threads are then the same OpenMP team
-# that oneDNN and the engine's loops run on. With the pthread build two
-# pools of spinning threads fought over the cores: MobileNetV2 trained no
-# faster on 2 threads than on 1 (docs/BENCHMARKS.md).
-OPENBLAS_OPENMP_DIR = "/usr/lib/x86_64-linux-gnu/openblas-openmp"
-
-BLAS_LINKOPTS = [
-    "-L" + OPENBLAS_OPENMP_DIR,
-    "-l:libopenblas.so.0",
-    "-Wl,-rpath," + OPENBLAS_OPENMP_DIR,
-]
+BLAS_LINKOPTS = ["-lopenblas"]
 
 DNNL_LINKOPTS = ["-ldnnl"]
 
