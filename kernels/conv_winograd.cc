@@ -184,36 +184,6 @@ inline void OutputTile(const float* m, int64_t stride, __m256 bias,
   }
 }
 
-// Calls tile(plane, block, tile index, tile row, tile col) for every tile of
-// every channel block of a blocked tensor with `channels`, split over the
-// compute team by (image, block, tile row).
-template <typename TileFn>
-void ForEachTile(const Frame& f, int64_t channels, const TileFn& tile) {
-  const int64_t blocks = channels / kBlock;
-  ParallelRanges(f.batch * blocks * f.tile_rows, kRangeAlign,
-                 [&](int64_t begin, int64_t end) {
-                   for (int64_t u = begin; u < end; ++u) {
-                     const int64_t i = u % f.tile_rows, nb = u / f.tile_rows;
-                     const int64_t n = nb / blocks, cb = nb % blocks;
-                     const int64_t first = (n * f.tile_rows + i) * f.tile_cols;
-                     for (int64_t j = 0; j < f.tile_cols; ++j) {
-                       tile(nb * f.positions() * kBlock, cb, first + j, i, j);
-                     }
-                   }
-                 });
-}
-
-// dm[e][t][c] from the blocked output gradient.
-void TransformGrad(const Frame& f, const float* grad_out, int64_t channels,
-                   float* dm) {
-  const int64_t stride = ElemStride(f.tiles(), channels);
-  ForEachTile(f, channels,
-              [&](int64_t plane, int64_t cb, int64_t t, int64_t i, int64_t j) {
-                GradTile(grad_out + plane, f.h, f.w, i * kOut, j * kOut,
-                         dm + t * channels + cb * kBlock, stride);
-              });
-}
-
 // u[e][r][c] = (G k G^T)[e] for the 3x3 kernel k whose taps start at
 // w + r * row_stride + c * col_stride (reversed when `flip`), r < rows,
 // c < cols (a multiple of 8).
@@ -331,6 +301,24 @@ void ForEachElement(bool split, Trans trans_a, int64_t m, int64_t n, int64_t k,
   } else {
     for (int64_t e = 0; e < kElems; ++e) product(e);
   }
+}
+
+// dm[e][t][c] from the blocked output gradient, for every tile, split over
+// the compute team by tiles.
+void TransformGrad(const Frame& f, const float* grad_out, int64_t channels,
+                   float* dm) {
+  const int64_t blocks = channels / kBlock, plane = f.positions() * kBlock;
+  const int64_t stride = ElemStride(f.tiles(), channels);
+  ParallelRanges(f.tiles(), kRangeAlign, [&](int64_t begin, int64_t end) {
+    ForRunTiles(f, TileRun{begin, end, 0, stride},
+                [&](int64_t n, int64_t i, int64_t j, int64_t row) {
+                  for (int64_t cb = 0; cb < blocks; ++cb) {
+                    GradTile(grad_out + (n * blocks + cb) * plane, f.h, f.w,
+                             i * kOut, j * kOut,
+                             dm + row * channels + cb * kBlock, stride);
+                  }
+                });
+  });
 }
 
 // Tiles per chunk of the forward algorithm: the chunk's transformed input
