@@ -2,15 +2,18 @@
 
 #include <cblas.h>
 #include <immintrin.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "common/logging.h"
 #include "dnnl.h"
 #include "kernels/gemm_small.h"
 #include "kernels/onednn_threads.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 namespace {
@@ -65,12 +68,115 @@ float SumFloat(const float* a, int64_t n) {
   return s;
 }
 
+// Whether the small-product kernels take this float product. Decided once
+// for the whole product, before it is split, so that every part runs the
+// same kernel whatever the thread count.
+template <typename T>
+bool SmallKernelsTake(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
+                      int64_t k, T alpha, T beta) {
+  return std::is_same_v<T, float> && alpha == T(1) &&
+         (beta == T(0) || beta == T(1)) && m * n * k <= kSmallGemmMacs &&
+         !(trans_a == Trans::kYes && trans_b == Trans::kYes);
+}
+
+// One product on the calling thread: the small-product kernels where
+// `small`, single-threaded OpenBLAS otherwise.
+template <typename T>
+void GemmOnCaller(bool small, Trans trans_a, Trans trans_b, int64_t m,
+                  int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                  const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (small) {
+      gemm_internal::SmallSgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb,
+                                beta == 1.0f, c, ldc);
+      return;
+    }
+    cblas_sgemm(CblasRowMajor, ToCblas(trans_a), ToCblas(trans_b), m, n, k,
+                alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    cblas_dgemm(CblasRowMajor, ToCblas(trans_a), ToCblas(trans_b), m, n, k,
+                alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+// The parts a product splits into: one per kMacsPerPart multiply-adds, at
+// most kMaxParts, each at least kMinPartExtent rows or columns wide. The
+// count depends on the shape alone, never on the thread count: OpenBLAS
+// rounds differently when the same columns come in a call of another width
+// (measured: a 64 x 1000 x 300 product split at column 496 changed 3091 of
+// its 64000 results, and OpenBLAS's own two threads changed 13092), so a
+// split that followed the thread count would change results with it.
+constexpr int64_t kMacsPerPart = int64_t{1} << 20;
+constexpr int64_t kMaxParts = 8;
+constexpr int64_t kMinPartExtent = 4 * kRangeAlign;
+
+int64_t GemmParts(int64_t m, int64_t n, int64_t k) {
+  return std::max<int64_t>(
+      1, std::min<int64_t>({kMaxParts, m * n * k / kMacsPerPart,
+                            std::max(m, n) / kMinPartExtent}));
+}
+
+// Runs the product as GemmParts products over disjoint ranges of C's rows
+// or (where C is at least as wide as tall) columns, shared out over the
+// caller's team (run in turn inside a parallel region, where the caller
+// already shares the work out). Range boundaries fall on multiples of
+// kRangeAlign, where the kernels' vector blocks line up.
+template <typename T>
+void GemmInParts(bool small, Trans trans_a, Trans trans_b, int64_t m, int64_t n,
+                 int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                 int64_t ldb, T beta, T* c, int64_t ldc) {
+  const int64_t parts = GemmParts(m, n, k);
+  const bool by_columns = n >= m;
+  const int64_t extent = by_columns ? n : m;
+  const auto boundary = [&](int64_t p) {
+    return p == parts ? extent : extent * p / parts / kRangeAlign * kRangeAlign;
+  };
+  const auto part = [&](int64_t p) {
+    const int64_t begin = boundary(p), size = boundary(p + 1) - begin;
+    if (by_columns) {
+      const T* bp = trans_b == Trans::kNo ? b + begin : b + begin * ldb;
+      GemmOnCaller<T>(small, trans_a, trans_b, m, size, k, alpha, a, lda, bp,
+                      ldb, beta, c + begin, ldc);
+    } else {
+      const T* ap = trans_a == Trans::kNo ? a + begin * lda : a + begin;
+      GemmOnCaller<T>(small, trans_a, trans_b, size, n, k, alpha, ap, lda, b,
+                      ldb, beta, c + begin * ldc, ldc);
+    }
+  };
+  int64_t threads = 1;
+  if (parts > 1 && !omp_in_parallel()) {
+    ApplyOnednnThreads();
+    threads = std::min<int64_t>(parts, omp_get_max_threads());
+  }
+  if (threads == 1 && small) {
+    // Each of C's elements comes out of the small kernels the same way
+    // wherever the product is cut, so one thread does without the cuts.
+    GemmOnCaller<T>(small, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                    beta, c, ldc);
+    return;
+  }
+  if (threads == 1) {
+    for (int64_t p = 0; p < parts; ++p) part(p);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t p = 0; p < parts; ++p) part(p);
+}
+
+// OpenBLAS's own pthread pool would spin against the OpenMP team that every
+// other kernel runs on (on two cores it cost MobileNetV2 a third of its
+// two-thread speed), so OpenBLAS runs single-threaded and products split
+// over the team instead.
+void KeepOpenBlasOnCaller() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
 }  // namespace
 
 bool GemmRunsOnCaller(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
                       int64_t k) {
-  return m * n * k <= kSmallGemmMacs &&
-         !(trans_a == Trans::kYes && trans_b == Trans::kYes);
+  return SmallKernelsTake<float>(trans_a, trans_b, m, n, k, 1.0f, 0.0f);
 }
 
 template <typename T>
@@ -88,23 +194,17 @@ void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
     }
     return;
   }
+  const bool small =
+      SmallKernelsTake<T>(trans_a, trans_b, m, n, k, alpha, beta);
   if constexpr (std::is_same_v<T, float>) {
-    if (alpha == 1.0f && (beta == 0.0f || beta == 1.0f) &&
-        m * n * k <= kSmallGemmMacs &&
-        gemm_internal::SmallSgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb,
-                                  beta == 1.0f, c, ldc)) {
+    if (!small && OnednnSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                              beta, c, ldc)) {
       return;
     }
-    if (OnednnSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                    ldc)) {
-      return;
-    }
-    cblas_sgemm(CblasRowMajor, ToCblas(trans_a), ToCblas(trans_b), m, n, k,
-                alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
-    cblas_dgemm(CblasRowMajor, ToCblas(trans_a), ToCblas(trans_b), m, n, k,
-                alpha, a, lda, b, ldb, beta, c, ldc);
   }
+  KeepOpenBlasOnCaller();
+  GemmInParts<T>(small, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                 c, ldc);
 }
 
 template <typename T>

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/onednn_threads.h"
 
 namespace cohort {
 namespace {
@@ -99,6 +100,61 @@ TEST(Gemm, SmallFloatProductsMatchDefinition) {
       }
     }
   }
+}
+
+// Products big enough to split over the compute threads: by rows where C is
+// taller than wide, by columns otherwise, with both kernels (small float,
+// OpenBLAS) and split points that cut the kernels' tiles. Every thread
+// count gives the one-thread result bit for bit, and it is right.
+template <typename T>
+void CheckSplitProducts(double tol) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const int64_t shapes[][3] = {
+      {64, 1000, 300}, {1000, 64, 300}, {250, 257, 600}, {256, 1568, 64},
+      {4099, 40, 70},  {64, 1000, 100}, {1000, 64, 100}, {33, 2050, 64}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    const int64_t ld = std::max({m, n, k}) + 5;
+    std::vector<double> a(ld * ld), b(ld * ld), c(m * ld);
+    for (auto* v : {&a, &b, &c}) {
+      for (double& x : *v) x = u(rng);
+    }
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        const double beta = tb == Trans::kYes ? 1.0 : 0.0;
+        const auto want =
+            NaiveGemm(ta, tb, m, n, k, 1.0, a, ld, b, ld, beta, c, ld);
+        const std::vector<T> ta_(a.begin(), a.end()), tb_(b.begin(), b.end());
+        std::vector<T> first;
+        for (int threads : {1, 2, 3, 4}) {
+          SetOnednnThreads(threads);
+          std::vector<T> tc(c.begin(), c.end());
+          Gemm<T>(ta, tb, m, n, k, T(1), ta_.data(), ld, tb_.data(), ld,
+                  T(beta), tc.data(), ld);
+          if (threads == 1) {
+            first = tc;
+            for (size_t i = 0; i < tc.size(); ++i) {
+              ASSERT_NEAR(tc[i], want[i], tol * k) << m << "x" << n << "x" << k;
+            }
+          } else {
+            ASSERT_EQ(tc, first)
+                << m << "x" << n << "x" << k << " ta " << int(ta) << " tb "
+                << int(tb) << " at " << threads << " threads";
+          }
+        }
+      }
+    }
+  }
+  SetOnednnThreads(0);
+}
+
+TEST(Gemm, FloatSplitProductsDoNotDependOnThreadCount) {
+  CheckSplitProducts<float>(1e-6);
+}
+
+TEST(Gemm, DoubleSplitProductsDoNotDependOnThreadCount) {
+  CheckSplitProducts<double>(1e-14);
 }
 
 TEST(Gemm, BetaZeroIgnoresGarbageInC) {

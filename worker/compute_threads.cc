@@ -1,6 +1,5 @@
 #include "worker/compute_threads.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include "kernels/conv_onednn.h"
@@ -9,7 +8,8 @@ namespace cohort {
 
 void SetComputeThreads(int threads) {
   if (threads < 1) threads = 1;
-  openblas_set_num_threads(threads);
+  // OpenBLAS stays single-threaded (kernels/gemm.h splits products over
+  // the OpenMP team instead).
   omp_set_num_threads(threads);
   // OpenMP's count is per thread: replica threads other than this one get
   // it from oneDNN's calls.

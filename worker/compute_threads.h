@@ -1,6 +1,7 @@
-// How many threads the compute libraries (OpenBLAS, oneDNN's OpenMP) may
-// use for one call. The trainer sets this once per process; by default each
-// replica computes on the thread that drives it.
+// How many threads the compute kernels may use for one call: the OpenMP
+// team that runs oneDNN, the blocked kernels and the products that
+// kernels/gemm.h splits. The trainer sets this once per process; by default
+// each replica computes on the thread that drives it.
 #ifndef COHORT_WORKER_COMPUTE_THREADS_H_
 #define COHORT_WORKER_COMPUTE_THREADS_H_
 
