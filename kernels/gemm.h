@@ -4,18 +4,21 @@
 //
 // Engine code is written once for both scalar types and never spells out
 // CBLAS enums. Small float products (alpha 1, beta 0 or 1, up to 2^23
-// multiply-adds: every dense layer of the benchmark models) run on
-// single-threaded AVX2 kernels that read the operands in place
+// multiply-adds: every dense layer of the benchmark models) run on AVX2
+// kernels that read the operands in place
 // (gemm_small.h). Larger float products go to oneDNN's sgemm where oneDNN
 // runs AVX-512 code, with SetOnednnThreads's count: on this project's AVX-512
 // machines it ran the transformer and convolution shapes at 1.2-2.6x
 // OpenBLAS 0.3.21's speed (conv_bench), and its results do not depend on the
 // thread count at those shapes. Everything else goes to OpenBLAS
-// (cblas_sgemm / cblas_dgemm) with however many threads the trainer set
-// through openblas_set_num_threads; this file never changes that. (The
-// pthread build: the OpenMP build shares oneDNN's threads, but with it two
-// replicas calling at once no longer trained reproducibly.) The
-// callee owns nothing; all matrices belong to the caller.
+// (cblas_sgemm / cblas_dgemm), always single-threaded: OpenBLAS's own
+// pthread pool spins against the OpenMP team that the other kernels run on
+// (the OpenMP build of OpenBLAS shares the team, but with it two replicas
+// calling at once no longer trained reproducibly). Instead, products on the
+// small kernels or OpenBLAS split into parts over the caller's OpenMP team
+// (kernels/parallel.h), parts fixed by the shape, so that results do not
+// depend on the thread count. The callee owns nothing; all matrices belong
+// to the caller.
 //
 // Thread safety: reentrant; concurrent calls on disjoint outputs are fine.
 #ifndef COHORT_KERNELS_GEMM_H_
