@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/fast_exp.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 namespace {
@@ -91,11 +92,10 @@ inline __attribute__((always_inline)) T Relu6(T a) {
   return x < T(6) ? x : T(6);
 }
 
-}  // namespace
-
+// The forward pass over one range, on the calling thread.
 template <typename T>
-void ActivationForward(ActivationKind kind, T slope, const T* in, T* out,
-                       int64_t n) {
+void ForwardRange(ActivationKind kind, T slope, const T* in, T* out,
+                  int64_t n) {
   switch (kind) {
     case ActivationKind::kGelu:
       for (int64_t i = 0; i < n; ++i) {
@@ -139,9 +139,10 @@ void ActivationForward(ActivationKind kind, T slope, const T* in, T* out,
   }
 }
 
+// The backward pass over one range, on the calling thread.
 template <typename T>
-void ActivationBackward(ActivationKind kind, T slope, const T* in,
-                        const T* grad_out, T* grad_in, int64_t n) {
+void BackwardRange(ActivationKind kind, T slope, const T* in, const T* grad_out,
+                   T* grad_in, int64_t n) {
   switch (kind) {
     case ActivationKind::kGelu:
       // d/dx x Phi(x) = Phi(x) + x phi(x).
@@ -208,6 +209,26 @@ void ActivationBackward(ActivationKind kind, T slope, const T* in,
       }
       return;
   }
+}
+
+}  // namespace
+
+// Elementwise, so ranges on the compute threads give the bits of one
+// thread (kernels/parallel.h).
+template <typename T>
+void ActivationForward(ActivationKind kind, T slope, const T* in, T* out,
+                       int64_t n) {
+  ParallelRanges(n, kElementwiseGrain, [&](int64_t a, int64_t b) {
+    ForwardRange(kind, slope, in + a, out + a, b - a);
+  });
+}
+
+template <typename T>
+void ActivationBackward(ActivationKind kind, T slope, const T* in,
+                        const T* grad_out, T* grad_in, int64_t n) {
+  ParallelRanges(n, kElementwiseGrain, [&](int64_t a, int64_t b) {
+    BackwardRange(kind, slope, in + a, grad_out + a, grad_in + a, b - a);
+  });
 }
 
 template void ActivationForward<float>(ActivationKind, float, const float*,

@@ -7,7 +7,9 @@
 // arrays (the activation is chosen once per call, never per element).
 //
 // Plain functions of raw pointers: they own nothing and keep no state, so
-// they are thread-safe for disjoint outputs. `out` may equal `in` and
+// they are thread-safe for disjoint outputs. Each call splits its loop over
+// the calling thread's compute team (kernels/parallel.h); the results do
+// not depend on the thread count. `out` may equal `in` and
 // `grad_in` may equal `grad_out`. Instantiated for float and double.
 #ifndef COHORT_KERNELS_ACTIVATIONS_H_
 #define COHORT_KERNELS_ACTIVATIONS_H_

@@ -207,18 +207,31 @@ void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
                  c, ldc);
 }
 
+namespace {
+
+// Rows per range of the row-wise loops below: about kElementwiseGrain
+// elements.
+int64_t RowGrain(int64_t n) {
+  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1));
+}
+
+}  // namespace
+
 template <typename T>
 void RowSums(int64_t m, int64_t n, const T* a, int64_t lda, T* out) {
-  for (int64_t i = 0; i < m; ++i) {
-    const T* row = a + i * lda;
-    if constexpr (std::is_same_v<T, float>) {
-      out[i] = SumFloat(row, n);
-    } else {
-      T s = 0;
-      for (int64_t j = 0; j < n; ++j) s += row[j];
-      out[i] = s;
+  // Each row's sum is one thread's, so the split changes no result.
+  ParallelRanges(m, RowGrain(n), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const T* row = a + i * lda;
+      if constexpr (std::is_same_v<T, float>) {
+        out[i] = SumFloat(row, n);
+      } else {
+        T s = 0;
+        for (int64_t j = 0; j < n; ++j) s += row[j];
+        out[i] = s;
+      }
     }
-  }
+  });
 }
 
 template <typename T>
@@ -237,8 +250,11 @@ void BroadcastRow(int64_t m, int64_t n, const T* row, T* c, int64_t ldc) {
 
 template <typename T>
 void BroadcastColumn(int64_t m, int64_t n, const T* col, T* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i)
-    std::fill(c + i * ldc, c + i * ldc + n, col[i]);
+  ParallelRanges(m, RowGrain(n), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      std::fill(c + i * ldc, c + i * ldc + n, col[i]);
+    }
+  });
 }
 
 template <typename T>

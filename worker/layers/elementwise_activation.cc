@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "kernels/elementwise.h"
-#include "kernels/parallel.h"
 
 namespace cohort {
 
@@ -27,11 +26,8 @@ template <typename T>
 void ElementwiseActivation<T>::Forward(const BasicTensor<T>& in,
                                        BasicTensor<T>* out, Mode mode) {
   EnsureShape(out, in.shape());
-  // Elementwise, so ranges on the compute threads give the same bits.
-  ParallelRanges(in.size(), kElementwiseGrain, [&](int64_t a, int64_t b) {
-    ActivationForward(kind_, static_cast<T>(slope_), in.data() + a,
-                      out->data() + a, b - a);
-  });
+  ActivationForward(kind_, static_cast<T>(slope_), in.data(), out->data(),
+                    in.size());
   in_ = &in;
 }
 
@@ -42,10 +38,8 @@ void ElementwiseActivation<T>::Backward(const BasicTensor<T>& grad_out,
   CHECK_EQ(grad_out.size(), in_->size());
   if (grad_in == nullptr) return;
   EnsureShape(grad_in, in_->shape());
-  ParallelRanges(in_->size(), kElementwiseGrain, [&](int64_t a, int64_t b) {
-    ActivationBackward(kind_, static_cast<T>(slope_), in_->data() + a,
-                       grad_out.data() + a, grad_in->data() + a, b - a);
-  });
+  ActivationBackward(kind_, static_cast<T>(slope_), in_->data(),
+                     grad_out.data(), grad_in->data(), in_->size());
 }
 
 template class ElementwiseActivation<float>;

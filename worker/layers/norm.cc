@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "kernels/elementwise.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 
@@ -262,33 +263,45 @@ void NormBase<T>::ForwardPerPosition(const BasicTensor<T>& in,
   const int64_t c_count = channels_, m = in.size() / channels_;
   col_mean_.assign(m, T(0));
   col_invstd_.assign(m, T(0));
+  // Columns are independent: ranges of them split over the compute team
+  // give the bits of one thread.
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / c_count);
+  ParallelRanges(m, grain, [&](int64_t begin, int64_t end) {
+    ForwardColumns(in.data(), m, begin, end, out->data());
+  });
+}
+
+template <typename T>
+void NormBase<T>::ForwardColumns(const T* x, int64_t m, int64_t begin,
+                                 int64_t end, T* y) {
+  const int64_t c_count = channels_;
   T* mean = col_mean_.data();
   T* var = col_invstd_.data();
-  const T* x = in.data();
   for (int64_t c = 0; c < c_count; ++c) {
     const T* r = x + c * m;
-    for (int64_t j = 0; j < m; ++j) mean[j] += r[j];
+    for (int64_t j = begin; j < end; ++j) mean[j] += r[j];
   }
   const T inv_c = T(1) / static_cast<T>(c_count);
-  for (int64_t j = 0; j < m; ++j) mean[j] *= inv_c;
+  for (int64_t j = begin; j < end; ++j) mean[j] *= inv_c;
   for (int64_t c = 0; c < c_count; ++c) {
     const T* r = x + c * m;
-    for (int64_t j = 0; j < m; ++j) {
+    for (int64_t j = begin; j < end; ++j) {
       const T dv = r[j] - mean[j];
       var[j] += dv * dv;
     }
   }
   const T eps = static_cast<T>(options_.eps);
-  for (int64_t j = 0; j < m; ++j)
+  for (int64_t j = begin; j < end; ++j)
     var[j] = T(1) / std::sqrt(var[j] * inv_c + eps);
   const T* invstd = var;
-  T* y = out->data();
   for (int64_t c = 0; c < c_count; ++c) {
     const T* r = x + c * m;
     T* o = y + c * m;
     const T w = options_.affine ? weight_[c] : T(1);
     const T b = options_.affine ? bias_[c] : T(0);
-    for (int64_t j = 0; j < m; ++j) o[j] = (r[j] - mean[j]) * invstd[j] * w + b;
+    for (int64_t j = begin; j < end; ++j) {
+      o[j] = (r[j] - mean[j]) * invstd[j] * w + b;
+    }
   }
 }
 

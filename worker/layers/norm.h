@@ -57,6 +57,8 @@ class NormBase : public Layer<T> {
   void Strides(int64_t n, int64_t* c_stride, int64_t* n_stride) const;
   // per_position: columns of the {C, N * L} matrix.
   void ForwardPerPosition(const BasicTensor<T>& in, BasicTensor<T>* out);
+  // Columns [begin, end) of ForwardPerPosition (x and y {C, m}).
+  void ForwardColumns(const T* x, int64_t m, int64_t begin, int64_t end, T* y);
   void BackwardPerPosition(const BasicTensor<T>& grad_out,
                            BasicTensor<T>* grad_in);
 
