@@ -11,6 +11,7 @@
 #include "kernels/conv_onednn.h"
 #include "kernels/conv_winograd.h"
 #include "kernels/gemm.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 namespace {
@@ -155,27 +156,33 @@ void GridInputGrad(const ConvGeometry& g, const float* grad_out,
                              &ws->scratch, &ws->offsets);
 }
 
-// col[(c, kh, kw)][n][oh][ow] = in[c][n][oh*s + kh - ph][ow*s + kw - pw].
+// Input channels per range of Im2col and Col2im, which split over the
+// compute team by input channel: each channel's rows of col and plane of
+// grad_in belong to one range, so the split changes no result.
+int64_t ChannelGrain(const ConvGeometry& g) {
+  return std::max<int64_t>(
+      1, kElementwiseGrain / (g.kernel_h * g.kernel_w * g.positions()));
+}
+
+// Channel c of Im2col.
 template <typename T>
-void Im2col(const ConvGeometry& g, const T* in, T* col) {
+void Im2colChannel(const ConvGeometry& g, const T* in, int64_t c, T* col) {
   const int64_t oh = g.out_h(), ow = g.out_w(), np = g.positions();
-  for (int64_t c = 0; c < g.in_channels; ++c) {
-    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
-      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * np;
-        for (int64_t n = 0; n < g.batch; ++n) {
-          for (int64_t y = 0; y < oh; ++y) {
-            T* dst = row + (n * oh + y) * ow;
-            const int64_t ih = y * g.row_stride() + kh * g.dilation - g.pad_h;
-            if (ih < 0 || ih >= g.in_h) {
-              std::memset(dst, 0, ow * sizeof(T));
-              continue;
-            }
-            const T* src = in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
-            for (int64_t x = 0; x < ow; ++x) {
-              const int64_t iw = x * g.stride + kw * g.dilation - g.pad_w;
-              dst[x] = (iw >= 0 && iw < g.in_w) ? src[iw] : T(0);
-            }
+  for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * np;
+      for (int64_t n = 0; n < g.batch; ++n) {
+        for (int64_t y = 0; y < oh; ++y) {
+          T* dst = row + (n * oh + y) * ow;
+          const int64_t ih = y * g.row_stride() + kh * g.dilation - g.pad_h;
+          if (ih < 0 || ih >= g.in_h) {
+            std::memset(dst, 0, ow * sizeof(T));
+            continue;
+          }
+          const T* src = in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
+          for (int64_t x = 0; x < ow; ++x) {
+            const int64_t iw = x * g.stride + kw * g.dilation - g.pad_w;
+            dst[x] = (iw >= 0 && iw < g.in_w) ? src[iw] : T(0);
           }
         }
       }
@@ -183,31 +190,49 @@ void Im2col(const ConvGeometry& g, const T* in, T* col) {
   }
 }
 
-// The adjoint of Im2col: grad_in (zeroed here) += scattered grad_col.
+// Channel c of Col2im.
 template <typename T>
-void Col2im(const ConvGeometry& g, const T* col, T* grad_in) {
+void Col2imChannel(const ConvGeometry& g, const T* col, int64_t c, T* grad_in) {
   const int64_t oh = g.out_h(), ow = g.out_w(), np = g.positions();
-  std::memset(grad_in, 0,
-              g.in_channels * g.batch * g.in_h * g.in_w * sizeof(T));
-  for (int64_t c = 0; c < g.in_channels; ++c) {
-    for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
-      for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
-        const T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * np;
-        for (int64_t n = 0; n < g.batch; ++n) {
-          for (int64_t y = 0; y < oh; ++y) {
-            const int64_t ih = y * g.row_stride() + kh * g.dilation - g.pad_h;
-            if (ih < 0 || ih >= g.in_h) continue;
-            const T* src = row + (n * oh + y) * ow;
-            T* dst = grad_in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
-            for (int64_t x = 0; x < ow; ++x) {
-              const int64_t iw = x * g.stride + kw * g.dilation - g.pad_w;
-              if (iw >= 0 && iw < g.in_w) dst[iw] += src[x];
-            }
+  const int64_t plane = g.batch * g.in_h * g.in_w;
+  std::memset(grad_in + c * plane, 0, plane * sizeof(T));
+  for (int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      const T* row = col + ((c * g.kernel_h + kh) * g.kernel_w + kw) * np;
+      for (int64_t n = 0; n < g.batch; ++n) {
+        for (int64_t y = 0; y < oh; ++y) {
+          const int64_t ih = y * g.row_stride() + kh * g.dilation - g.pad_h;
+          if (ih < 0 || ih >= g.in_h) continue;
+          const T* src = row + (n * oh + y) * ow;
+          T* dst = grad_in + ((c * g.batch + n) * g.in_h + ih) * g.in_w;
+          for (int64_t x = 0; x < ow; ++x) {
+            const int64_t iw = x * g.stride + kw * g.dilation - g.pad_w;
+            if (iw >= 0 && iw < g.in_w) dst[iw] += src[x];
           }
         }
       }
     }
   }
+}
+
+// col[(c, kh, kw)][n][oh][ow] = in[c][n][oh*s + kh - ph][ow*s + kw - pw].
+template <typename T>
+void Im2col(const ConvGeometry& g, const T* in, T* col) {
+  ParallelRanges(g.in_channels, ChannelGrain(g),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t c = begin; c < end; ++c)
+                     Im2colChannel(g, in, c, col);
+                 });
+}
+
+// The adjoint of Im2col: grad_in (zeroed here) += scattered grad_col.
+template <typename T>
+void Col2im(const ConvGeometry& g, const T* col, T* grad_in) {
+  ParallelRanges(g.in_channels, ChannelGrain(g),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t c = begin; c < end; ++c)
+                     Col2imChannel(g, col, c, grad_in);
+                 });
 }
 
 template <typename T>
