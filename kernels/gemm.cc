@@ -100,20 +100,29 @@ void GemmOnCaller(bool small, Trans trans_a, Trans trans_b, int64_t m,
 }
 
 // The parts a product splits into: one per kMacsPerPart multiply-adds, at
-// most kMaxParts, each at least kMinPartExtent rows or columns wide. The
-// count depends on the shape alone, never on the thread count: OpenBLAS
+// most kMaxParts, each at least a minimum number of rows or columns wide.
+// The count depends on the shape alone, never on the thread count: OpenBLAS
 // rounds differently when the same columns come in a call of another width
 // (measured: a 64 x 1000 x 300 product split at column 496 changed 3091 of
 // its 64000 results, and OpenBLAS's own two threads changed 13092), so a
 // split that followed the thread count would change results with it.
+//
+// OpenBLAS packs the operand that every part shares once per part. Packing
+// an element costs about what 10-16 multiply-adds do, so parts at least
+// kMinBlasPartExtent wide keep the repeats to a few percent of a product's
+// work by that count (too little to resolve on this project's 2-core
+// machines, where one-thread A/B runs came out even). The small kernels
+// pack nothing, and on one thread take the product whole.
 constexpr int64_t kMacsPerPart = int64_t{1} << 20;
 constexpr int64_t kMaxParts = 8;
-constexpr int64_t kMinPartExtent = 4 * kRangeAlign;
+constexpr int64_t kMinSmallPartExtent = 4 * kRangeAlign;
+constexpr int64_t kMinBlasPartExtent = 16 * kRangeAlign;
 
-int64_t GemmParts(int64_t m, int64_t n, int64_t k) {
+int64_t GemmParts(bool small, int64_t m, int64_t n, int64_t k) {
+  const int64_t min_extent = small ? kMinSmallPartExtent : kMinBlasPartExtent;
   return std::max<int64_t>(
       1, std::min<int64_t>({kMaxParts, m * n * k / kMacsPerPart,
-                            std::max(m, n) / kMinPartExtent}));
+                            std::max(m, n) / min_extent}));
 }
 
 // Runs the product as GemmParts products over disjoint ranges of C's rows
@@ -125,7 +134,7 @@ template <typename T>
 void GemmInParts(bool small, Trans trans_a, Trans trans_b, int64_t m, int64_t n,
                  int64_t k, T alpha, const T* a, int64_t lda, const T* b,
                  int64_t ldb, T beta, T* c, int64_t ldc) {
-  const int64_t parts = GemmParts(m, n, k);
+  const int64_t parts = GemmParts(small, m, n, k);
   const bool by_columns = n >= m;
   const int64_t extent = by_columns ? n : m;
   const auto boundary = [&](int64_t p) {

@@ -111,8 +111,8 @@ void CheckSplitProducts(double tol) {
   std::mt19937_64 rng(17);
   std::uniform_real_distribution<double> u(-1, 1);
   const int64_t shapes[][3] = {
-      {64, 1000, 300}, {1000, 64, 300}, {250, 257, 600}, {256, 1568, 64},
-      {4099, 40, 70},  {64, 1000, 100}, {1000, 64, 100}, {33, 2050, 64}};
+      {64, 2100, 100}, {2100, 64, 100}, {40, 4099, 70}, {4099, 40, 70},
+      {64, 1000, 100}, {1000, 64, 100}, {33, 2050, 64}, {250, 257, 600}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     const int64_t ld = std::max({m, n, k}) + 5;
