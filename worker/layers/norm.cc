@@ -184,73 +184,95 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
     weight_acc_.assign(weight_.size(), 0.0);
     bias_acc_.assign(bias_.size(), 0.0);
   }
-  const T* x = in_->data();
-  const T* dy = grad_out.data();
+  T* dx = grad_in != nullptr ? grad_in->data() : nullptr;
   for (int64_t s = 0; s < n; ++s) {
     for (int64_t g = 0; g < groups; ++g) {
-      const double mean = mean_[s * groups + g];
-      const double invstd = invstd_[s * groups + g];
+      const GroupRows rows{in_->data() + s * ns,
+                           grad_out.data() + s * ns,
+                           dx != nullptr ? dx + s * ns : nullptr,
+                           cs,
+                           g * cg,
+                           (g + 1) * cg,
+                           mean_[s * groups + g],
+                           invstd_[s * groups + g]};
       double sum_gy = 0, sum_gy_xh = 0;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
-        const T* r = x + c * cs + s * ns;
-        const T* d = dy + c * cs + s * ns;
-        if (affine && per_element_) {
-          // Weight and its gradient per element: branch-free rows.
-          const T* w = weight_.data() + c * p_count;
-          double* wa = weight_acc_.data() + c * p_count;
-          double* ba = bias_acc_.data() + c * p_count;
-          for (int64_t p = 0; p < p_count; ++p) {
-            const double xh = (r[p] - mean) * invstd;
-            const double gy = static_cast<double>(d[p]) * w[p];
-            sum_gy += gy;
-            sum_gy_xh += gy * xh;
-            wa[p] += d[p] * xh;
-            ba[p] += d[p];
-          }
-        } else {
-          // One weight for the channel (1 without affine).
-          double dy_xh = 0, dy_sum = 0;
-          for (int64_t p = 0; p < p_count; ++p) {
-            const double xh = (r[p] - mean) * invstd;
-            dy_xh += d[p] * xh;
-            dy_sum += d[p];
-          }
-          const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
-          sum_gy += w * dy_sum;
-          sum_gy_xh += w * dy_xh;
-          if (affine) {
-            weight_acc_[c] += dy_xh;
-            bias_acc_[c] += dy_sum;
-          }
-        }
-      }
-      if (grad_in == nullptr) continue;
-      const double a = sum_gy * inv_m, b = sum_gy_xh * inv_m;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
-        const T* r = x + c * cs + s * ns;
-        const T* d = dy + c * cs + s * ns;
-        T* o = grad_in->data() + c * cs + s * ns;
-        if (affine && per_element_) {
-          const T* w = weight_.data() + c * p_count;
-          for (int64_t p = 0; p < p_count; ++p) {
-            const double xh = (r[p] - mean) * invstd;
-            o[p] = static_cast<T>(
-                invstd * (static_cast<double>(d[p]) * w[p] - a - xh * b));
-          }
-        } else {
-          const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
-          for (int64_t p = 0; p < p_count; ++p) {
-            const double xh = (r[p] - mean) * invstd;
-            o[p] = static_cast<T>(invstd * (d[p] * w - a - xh * b));
-          }
-        }
-      }
+      GroupGradSums(rows, &sum_gy, &sum_gy_xh);
+      if (dx != nullptr)
+        GroupInputGrad(rows, sum_gy * inv_m, sum_gy_xh * inv_m);
     }
   }
   if (affine) {
     for (int64_t k = 0; k < weight_.size(); ++k) {
       weight_grad_[k] = static_cast<T>(weight_acc_[k]);
       bias_grad_[k] = static_cast<T>(bias_acc_[k]);
+    }
+  }
+}
+
+// One (sample, group) of Backward: adds its share of the parameter
+// gradients and sums gy and gy * xh over it.
+template <typename T>
+void NormBase<T>::GroupGradSums(const GroupRows& rows, double* sum_gy,
+                                double* sum_gy_xh) {
+  const int64_t p_count = inner_;
+  const bool affine = options_.affine;
+  for (int64_t c = rows.c_begin; c < rows.c_end; ++c) {
+    const T* r = rows.x + c * rows.c_stride;
+    const T* d = rows.dy + c * rows.c_stride;
+    if (affine && per_element_) {
+      // Weight and its gradient per element: branch-free rows.
+      const T* w = weight_.data() + c * p_count;
+      double* wa = weight_acc_.data() + c * p_count;
+      double* ba = bias_acc_.data() + c * p_count;
+      for (int64_t p = 0; p < p_count; ++p) {
+        const double xh = (r[p] - rows.mean) * rows.invstd;
+        const double gy = static_cast<double>(d[p]) * w[p];
+        *sum_gy += gy;
+        *sum_gy_xh += gy * xh;
+        wa[p] += d[p] * xh;
+        ba[p] += d[p];
+      }
+      continue;
+    }
+    // One weight for the channel (1 without affine).
+    double dy_xh = 0, dy_sum = 0;
+    for (int64_t p = 0; p < p_count; ++p) {
+      const double xh = (r[p] - rows.mean) * rows.invstd;
+      dy_xh += d[p] * xh;
+      dy_sum += d[p];
+    }
+    const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
+    *sum_gy += w * dy_sum;
+    *sum_gy_xh += w * dy_xh;
+    if (affine) {
+      weight_acc_[c] += dy_xh;
+      bias_acc_[c] += dy_sum;
+    }
+  }
+}
+
+// dx of one (sample, group), with a = mean(gy) and b = mean(gy * xh).
+template <typename T>
+void NormBase<T>::GroupInputGrad(const GroupRows& rows, double a, double b) {
+  const int64_t p_count = inner_;
+  const bool affine = options_.affine;
+  for (int64_t c = rows.c_begin; c < rows.c_end; ++c) {
+    const T* r = rows.x + c * rows.c_stride;
+    const T* d = rows.dy + c * rows.c_stride;
+    T* o = rows.dx + c * rows.c_stride;
+    if (affine && per_element_) {
+      const T* w = weight_.data() + c * p_count;
+      for (int64_t p = 0; p < p_count; ++p) {
+        const double xh = (r[p] - rows.mean) * rows.invstd;
+        o[p] = static_cast<T>(rows.invstd *
+                              (static_cast<double>(d[p]) * w[p] - a - xh * b));
+      }
+    } else {
+      const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
+      for (int64_t p = 0; p < p_count; ++p) {
+        const double xh = (r[p] - rows.mean) * rows.invstd;
+        o[p] = static_cast<T>(rows.invstd * (d[p] * w - a - xh * b));
+      }
     }
   }
 }

@@ -59,6 +59,17 @@ class NormBase : public Layer<T> {
   void ForwardPerPosition(const BasicTensor<T>& in, BasicTensor<T>* out);
   // Columns [begin, end) of ForwardPerPosition (x and y {C, m}).
   void ForwardColumns(const T* x, int64_t m, int64_t begin, int64_t end, T* y);
+  // One (sample, group) for Backward: rows of channel c at x, dy and dx
+  // (dx null when no input gradient is wanted) + c * c_stride.
+  struct GroupRows {
+    const T* x;
+    const T* dy;
+    T* dx;
+    int64_t c_stride, c_begin, c_end;
+    double mean, invstd;
+  };
+  void GroupGradSums(const GroupRows& rows, double* sum_gy, double* sum_gy_xh);
+  void GroupInputGrad(const GroupRows& rows, double a, double b);
   void BackwardPerPosition(const BasicTensor<T>& grad_out,
                            BasicTensor<T>* grad_in);
 
