@@ -474,10 +474,17 @@ void ConvForwardScaled(const ConvGeometry& g, const float* in,
                        float* out, ConvWorkspace<float>* ws) {
   CHECK(ws->channel_block != 0 && g.groups == 1)
       << "scaled convolutions need channel-blocked activations, groups = 1";
+  ws->input = nullptr;
+  if (UseWinograd<float>(g, *ws) &&
+      conv_internal::WinogradPaysInEvaluation(g)) {
+    conv_internal::WinogradForwardScaled(
+        g, in, weight, {scale, shift, residual, relu}, ws->weights_frozen,
+        &ws->frozen_transform, &ws->frozen_source, out);
+    return;
+  }
   conv_internal::OnednnScaledForward(g, ws->channel_block, in, weight, scale,
                                      shift, residual, relu, ws->weights_frozen,
                                      out, &ws->onednn_state);
-  ws->input = nullptr;
 }
 
 template <typename T>

@@ -118,6 +118,41 @@ void BenchBlocked(const ConvGeometry& g, bool need_input, int reps) {
   g_mismatch |= d > 1e-4;
 }
 
+// Evaluation as `cohort predict` runs it (ConvForwardScaled on nChw8c,
+// frozen weights, a residual and ReLU folded in): milliseconds of oneDNN
+// and of Winograd, which must agree.
+void BenchScaled(const char* name, const ConvGeometry& g, int reps) {
+  std::mt19937_64 rng(1);
+  Tensor in({g.in_channels * g.batch * g.in_h * g.in_w});
+  Tensor w({g.out_channels * g.patch()});
+  Tensor scale({g.out_channels}), shift({g.out_channels});
+  Tensor residual({g.out_channels * g.positions()});
+  for (Tensor* t : {&in, &w, &scale, &shift, &residual}) FillRandom(t, rng);
+  const ConvAlgorithm algos[2] = {ConvAlgorithm::kOnednn,
+                                  ConvAlgorithm::kWinograd};
+  double ms[2];
+  Tensor out[2];
+  for (int i = 0; i < 2; ++i) {
+    ConvWorkspace<float> ws;
+    ws.algorithm = algos[i];
+    ws.channel_block = 8;
+    ws.weights_frozen = true;
+    out[i].Resize({g.out_channels * g.positions()});
+    ms[i] = MedianMs(
+        [&] {
+          ConvForwardScaled(g, in.data(), w.data(), scale.data(), shift.data(),
+                            residual.data(), /*relu=*/true, out[i].data(), &ws);
+        },
+        reps);
+  }
+  const double d = MaxRelDiff(out[1], out[0]);
+  std::printf(
+      "%-18s eval onednn %7.3f  winograd %7.3f ms  (%.2fx)  max rel diff "
+      "%.1e%s\n",
+      name, ms[0], ms[1], ms[0] / ms[1], d, d > 1e-4 ? "  MISMATCH" : "");
+  g_mismatch |= d > 1e-4;
+}
+
 // `large`: a ResNet shape, where the grid and channel kernels (tuned for a
 // few channels) are slow and kAuto's line already shows the best of them.
 void BenchConv(const char* name, const ConvGeometry& g, bool need_input,
@@ -338,6 +373,27 @@ void BenchResNetShapes(const std::string& filter) {
   }
 }
 
+// ResNet-50's 3x3 stride-1 layers in evaluation, at batch 1 and 8.
+void BenchEvalShapes(const std::string& filter) {
+  const struct {
+    const char* name;
+    int64_t width, channels;
+  } layers[] = {{"i56 64-64", 56, 64},
+                {"i28 128-128", 28, 128},
+                {"i14 256-256", 14, 256},
+                {"i7 512-512", 7, 512}};
+  for (int64_t batch : {1, 8}) {
+    for (const auto& l : layers) {
+      const std::string name =
+          "eval " + std::string(l.name) + " b" + std::to_string(batch);
+      if (!Selected(filter, name)) continue;
+      BenchScaled(name.c_str(),
+                  Conv2(batch, l.channels, l.width, l.channels, 3, 1),
+                  batch == 1 ? 40 : 10);
+    }
+  }
+}
+
 // Dense layers: the seed models' small products and gpt_tiny's
 // position-wise products over a batch of 8 x 256 tokens.
 void BenchLinearShapes(const std::string& filter) {
@@ -373,6 +429,7 @@ int main(int argc, char** argv) {
   const std::string filter = argc > 1 ? argv[1] : "";
   BenchSeedShapes(filter);
   BenchResNetShapes(filter);
+  BenchEvalShapes(filter);
   BenchLinearShapes(filter);
   if (g_mismatch) {
     std::printf("MISMATCH: the algorithms disagree beyond 1e-4 relative\n");

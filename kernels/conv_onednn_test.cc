@@ -347,5 +347,62 @@ TEST(ConvWinograd, OneWorkspaceFollowsChangingGeometry) {
   }
 }
 
+// ConvForwardScaled on nChw8c against the definition, relu(conv(in, w) *
+// scale + shift + residual), from im2col's forward in double; results in
+// batch-inner layout. `frozen`: the same workspace serves `calls` calls.
+std::vector<float> RunScaled(const ConvGeometry& g, const Case& c,
+                             const std::vector<float>& scale,
+                             const std::vector<float>& residual, bool frozen,
+                             ConvWorkspace<float>* ws) {
+  const int64_t in_p = g.in_h * g.in_w, out_p = g.out_h() * g.out_w();
+  std::vector<float> in(c.in.begin(), c.in.end()), bin(in.size());
+  std::vector<float> w(c.w.begin(), c.w.end()), shift(c.b.begin(), c.b.end());
+  std::vector<float> bres(residual.size()), out(residual.size());
+  ToChannelBlocked(in.data(), g.in_channels, g.batch, in_p, 8, bin.data());
+  ToChannelBlocked(residual.data(), g.out_channels, g.batch, out_p, 8,
+                   bres.data());
+  ws->channel_block = 8;
+  ws->weights_frozen = frozen;
+  ConvForwardScaled(g, bin.data(), w.data(), scale.data(), shift.data(),
+                    bres.data(), /*relu=*/true, out.data(), ws);
+  std::vector<float> plain(out.size());
+  FromChannelBlocked(out.data(), g.out_channels, g.batch, out_p, 8,
+                     plain.data());
+  return plain;
+}
+
+TEST(ConvScaled, WinogradAndOnednnMatchTheDefinition) {
+  // 3x3 stride 1 with 16 or more tiles (Winograd) and with fewer (oneDNN),
+  // stride 2 and 1x1 (oneDNN); each evaluated twice on one workspace, once
+  // as frozen weights (the second call reuses the transformed weights).
+  for (const ConvGeometry& g :
+       {Conv2(4, 16, 8, 24, 3, 1, 1), Conv2(1, 16, 8, 24, 3, 1, 1),
+        Conv2(2, 16, 9, 8, 3, 2, 1), Conv2(2, 32, 6, 16, 1, 1, 0)}) {
+    for (bool frozen : {false, true}) {
+      SCOPED_TRACE(Describe(g) + (frozen ? " frozen" : ""));
+      Case c = MakeCase(g, 5);
+      std::mt19937_64 rng(9);
+      std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+      std::vector<float> scale(g.out_channels), residual(c.want.out.size());
+      for (float& x : scale) x = uniform(rng);
+      for (float& x : residual) x = uniform(rng);
+      // want = relu((conv + b - b) * scale + b + residual), im2col's
+      // output being conv + b, [OC][N][OH][OW].
+      const int64_t per_channel = g.positions();
+      std::vector<double> want(c.want.out.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        const int64_t oc = i / per_channel;
+        const double conv = c.want.out[i] - c.b[oc];
+        want[i] = std::max(0.0, conv * scale[oc] + c.b[oc] + residual[i]);
+      }
+      ConvWorkspace<float> ws;
+      for (int call = 0; call < 2; ++call) {
+        EXPECT_TRUE(Close(RunScaled(g, c, scale, residual, frozen, &ws), want))
+            << "call " << call;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cohort

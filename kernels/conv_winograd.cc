@@ -166,20 +166,42 @@ inline void GradTile(const float* plane, int64_t h, int64_t w, int64_t r0,
   for (int64_t i = 0; i < kElems; ++i) _mm256_storeu_ps(dm + i * stride, e[i]);
 }
 
-// One tile's Y = A^T M A + bias, written where it falls inside the plane.
-inline void OutputTile(const float* m, int64_t stride, __m256 bias,
+// One output block's epilogue terms: eight channels' scale and shift, and
+// the residual's plane of those channels (or null).
+struct BlockEpilogue {
+  __m256 scale, shift;
+  const float* residual;
+  bool relu;
+};
+
+BlockEpilogue ForBlock(const WinogradEpilogue& e, int64_t cb, int64_t plane_offset) {
+  const int64_t c = cb * kBlock;
+  return {e.scale != nullptr ? _mm256_loadu_ps(e.scale + c) : Set(1.0f),
+          e.shift != nullptr ? _mm256_loadu_ps(e.shift + c)
+                             : _mm256_setzero_ps(),
+          e.residual != nullptr ? e.residual + plane_offset : nullptr, e.relu};
+}
+
+// One tile's Y = A^T M A, through the epilogue, written where it falls
+// inside the plane.
+inline void OutputTile(const float* m, int64_t stride, const BlockEpilogue& e,
                        float* plane, int64_t h, int64_t w, int64_t r0,
                        int64_t c0) {
   __m256 x[kElems], t[kOut * kAlpha], o[kOut * kOut];
-  for (int64_t e = 0; e < kElems; ++e) x[e] = _mm256_loadu_ps(m + e * stride);
+  for (int64_t i = 0; i < kElems; ++i) x[i] = _mm256_loadu_ps(m + i * stride);
   for (int64_t b = 0; b < kAlpha; ++b) OutputLine(x + b, kAlpha, t + b, kAlpha);
   for (int64_t a = 0; a < kOut; ++a)
     OutputLine(t + a * kAlpha, 1, o + a * kOut, 1);
   const int64_t rows = std::min(kOut, h - r0), cols = std::min(kOut, w - c0);
   for (int64_t a = 0; a < rows; ++a) {
     for (int64_t b = 0; b < cols; ++b) {
-      _mm256_storeu_ps(plane + ((r0 + a) * w + c0 + b) * kBlock,
-                       _mm256_add_ps(o[a * kOut + b], bias));
+      const int64_t at = ((r0 + a) * w + c0 + b) * kBlock;
+      __m256 y = _mm256_fmadd_ps(o[a * kOut + b], e.scale, e.shift);
+      if (e.residual != nullptr) {
+        y = _mm256_add_ps(y, _mm256_loadu_ps(e.residual + at));
+      }
+      if (e.relu) y = _mm256_max_ps(y, _mm256_setzero_ps());
+      _mm256_storeu_ps(plane + at, y);
     }
   }
 }
@@ -273,16 +295,16 @@ void InputTiles(const Frame& f, const TileRun& run, const float* in,
   });
 }
 
-// The run's outputs (plus bias) from its rows of m.
+// The run's outputs, through the epilogue, from its rows of m.
 void OutputTiles(const Frame& f, const TileRun& run, const float* m,
-                 int64_t channels, const float* bias, float* out) {
+                 int64_t channels, const WinogradEpilogue& epilogue, float* out) {
   const int64_t blocks = channels / kBlock, plane = f.positions() * kBlock;
   ForRunTiles(f, run, [&](int64_t n, int64_t i, int64_t j, int64_t row) {
     for (int64_t cb = 0; cb < blocks; ++cb) {
-      const __m256 b = bias != nullptr ? _mm256_loadu_ps(bias + cb * kBlock)
-                                       : _mm256_setzero_ps();
-      OutputTile(m + row * channels + cb * kBlock, run.stride, b,
-                 out + (n * blocks + cb) * plane, f.h, f.w, i * kOut, j * kOut);
+      const int64_t offset = (n * blocks + cb) * plane;
+      OutputTile(m + row * channels + cb * kBlock, run.stride,
+                 ForBlock(epilogue, cb, offset), out + offset, f.h, f.w,
+                 i * kOut, j * kOut);
     }
   });
 }
@@ -348,7 +370,7 @@ ChunkBuffers& ThreadChunk() {
 // `team_products` (few chunks), else on this thread.
 void ConvolveChunk(const Frame& f, int64_t begin, int64_t end, const float* in,
                    int64_t in_channels, const float* u, int64_t out_channels,
-                   const float* bias, float* out, float* saved,
+                   const WinogradEpilogue& epilogue, float* out, float* saved,
                    bool team_products) {
   ChunkBuffers& buf = ThreadChunk();
   TileRun in_run{begin, end, 0, ElemStride(f.tiles(), in_channels)};
@@ -373,14 +395,14 @@ void ConvolveChunk(const Frame& f, int64_t begin, int64_t end, const float* in,
                     u + e * ElemStride(in_channels, out_channels), out_channels,
                     0.0f, buf.m.data() + e * out_run.stride, out_channels);
       });
-  OutputTiles(f, out_run, buf.m.data(), out_channels, bias, out);
+  OutputTiles(f, out_run, buf.m.data(), out_channels, epilogue, out);
 }
 
 // The forward algorithm on transformed weights u [36][in][out], chunk by
 // chunk: chunks split over the team, or, when there are fewer chunks than
 // threads, each chunk's products.
 void Convolve(const Frame& f, const float* in, int64_t in_channels,
-              const float* u, int64_t out_channels, const float* bias,
+              const float* u, int64_t out_channels, const WinogradEpilogue& epilogue,
               float* out, float* saved) {
   const int64_t tiles = f.tiles();
   const int64_t chunk = std::min(tiles, ChunkTiles(in_channels, out_channels));
@@ -388,7 +410,7 @@ void Convolve(const Frame& f, const float* in, int64_t in_channels,
   const int64_t threads = RangeSlots();
   const auto run = [&](int64_t k, bool team_products) {
     ConvolveChunk(f, k * chunk, std::min(tiles, (k + 1) * chunk), in,
-                  in_channels, u, out_channels, bias, out, saved,
+                  in_channels, u, out_channels, epilogue, out, saved,
                   team_products);
   };
   if (threads > 1 && chunks >= threads) {
@@ -425,6 +447,10 @@ bool WinogradApplies(const ConvGeometry& g, int64_t block) {
          g.out_channels % kBlock == 0;
 }
 
+bool WinogradPaysInEvaluation(const ConvGeometry& g) {
+  return FrameOf(g).tiles() >= 16;
+}
+
 void WinogradForward(const ConvGeometry& g, const float* in,
                      const float* weight, const float* bias, float* out,
                      BasicTensor<float>* saved) {
@@ -436,8 +462,25 @@ void WinogradForward(const ConvGeometry& g, const float* in,
   TransformWeights(weight, g.in_channels, g.out_channels, 9, g.in_channels * 9,
                    /*flip=*/false, arena.weights.data());
   EnsureSize(saved, kElems * ElemStride(f.tiles(), g.in_channels));
-  Convolve(f, in, g.in_channels, arena.weights.data(), g.out_channels, bias,
-           out, saved->data());
+  Convolve(f, in, g.in_channels, arena.weights.data(), g.out_channels,
+           WinogradEpilogue{nullptr, bias}, out, saved->data());
+}
+
+void WinogradForwardScaled(const ConvGeometry& g, const float* in,
+                           const float* weight,
+                           const WinogradEpilogue& epilogue, bool frozen,
+                           BasicTensor<float>* kept, const float** kept_source,
+                           float* out) {
+  DCHECK(WinogradApplies(g, kBlock));
+  BasicTensor<float>* u = frozen ? kept : &ThreadArena().weights;
+  if (!frozen || *kept_source != weight) {
+    EnsureSize(u, kElems * ElemStride(g.in_channels, g.out_channels));
+    TransformWeights(weight, g.in_channels, g.out_channels, 9,
+                     g.in_channels * 9, /*flip=*/false, u->data());
+    *kept_source = frozen ? weight : nullptr;
+  }
+  Convolve(FrameOf(g), in, g.in_channels, u->data(), g.out_channels, epilogue,
+           out, nullptr);
 }
 
 void WinogradBackwardWeights(const ConvGeometry& g,
@@ -476,7 +519,7 @@ void WinogradBackwardInput(const ConvGeometry& g, const float* grad_out,
   TransformWeights(weight, g.out_channels, g.in_channels, g.in_channels * 9, 9,
                    /*flip=*/true, arena.weights.data());
   Convolve(f, grad_out, g.out_channels, arena.weights.data(), g.in_channels,
-           nullptr, grad_in, nullptr);
+           WinogradEpilogue{}, grad_in, nullptr);
 }
 
 }  // namespace conv_internal

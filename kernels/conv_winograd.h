@@ -46,11 +46,38 @@ namespace conv_internal {
 // stride 1, padding 1 on every side, no dilation, groups = 1, block 8.
 bool WinogradApplies(const ConvGeometry& g, int64_t block);
 
+// What the forward applies to each output: out = conv * scale[oc] +
+// shift[oc] (+ residual), then ReLU when `relu`. Null scale: 1; null shift:
+// 0 (a bias is a shift); residual in out's layout.
+struct WinogradEpilogue {
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  const float* residual = nullptr;
+  bool relu = false;
+};
+
 // out = conv(in, weight) + bias (bias may be null); keeps the transformed
 // input in *saved for WinogradBackwardWeights.
 void WinogradForward(const ConvGeometry& g, const float* in,
                      const float* weight, const float* bias, float* out,
                      BasicTensor<float>* saved);
+
+// Whether WinogradForwardScaled beats oneDNN's direct kernels on `g` (which
+// WinogradApplies to): with fewer than 16 tiles in the batch (ResNet-50's
+// 7x7 layers at batch 1-3), reading the transformed weights, four times the
+// size of the weights, costs more than the multiplications it saves
+// (kernels:conv_bench, "eval").
+bool WinogradPaysInEvaluation(const ConvGeometry& g);
+
+// out = epilogue(conv(in, weight)), for evaluation (ConvForwardScaled);
+// keeps nothing for a backward pass. When `frozen`, the transformed weights
+// live in *kept, made again only when *kept_source is not `weight` (and
+// *kept_source then set to it); else they are made on every call.
+void WinogradForwardScaled(const ConvGeometry& g, const float* in,
+                           const float* weight,
+                           const WinogradEpilogue& epilogue, bool frozen,
+                           BasicTensor<float>* kept, const float** kept_source,
+                           float* out);
 
 // grad_weight (and grad_bias unless null) of the input whose transform the
 // last WinogradForward of the same geometry left in `saved`.
