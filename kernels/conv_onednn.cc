@@ -351,8 +351,8 @@ OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
   attr.set_post_ops(ops);
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-      p->src_md, Any(p->wei_md), p->bias_md, p->dst_md, p->strides,
-      p->dilates, p->pad_l, p->pad_r);
+      p->src_md, Any(p->wei_md), p->bias_md, p->dst_md, p->strides, p->dilates,
+      p->pad_l, p->pad_r);
   const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
   OnednnPlan::Scaled v;
   v.residual = residual;

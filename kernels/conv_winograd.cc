@@ -174,12 +174,13 @@ struct BlockEpilogue {
   bool relu;
 };
 
-BlockEpilogue ForBlock(const WinogradEpilogue& e, int64_t cb, int64_t plane_offset) {
+BlockEpilogue ForBlock(const WinogradEpilogue& e, int64_t cb,
+                       int64_t plane_offset) {
   const int64_t c = cb * kBlock;
-  return {e.scale != nullptr ? _mm256_loadu_ps(e.scale + c) : Set(1.0f),
-          e.shift != nullptr ? _mm256_loadu_ps(e.shift + c)
-                             : _mm256_setzero_ps(),
-          e.residual != nullptr ? e.residual + plane_offset : nullptr, e.relu};
+  return {
+      e.scale != nullptr ? _mm256_loadu_ps(e.scale + c) : Set(1.0f),
+      e.shift != nullptr ? _mm256_loadu_ps(e.shift + c) : _mm256_setzero_ps(),
+      e.residual != nullptr ? e.residual + plane_offset : nullptr, e.relu};
 }
 
 // One tile's Y = A^T M A, through the epilogue, written where it falls
@@ -297,7 +298,8 @@ void InputTiles(const Frame& f, const TileRun& run, const float* in,
 
 // The run's outputs, through the epilogue, from its rows of m.
 void OutputTiles(const Frame& f, const TileRun& run, const float* m,
-                 int64_t channels, const WinogradEpilogue& epilogue, float* out) {
+                 int64_t channels, const WinogradEpilogue& epilogue,
+                 float* out) {
   const int64_t blocks = channels / kBlock, plane = f.positions() * kBlock;
   ForRunTiles(f, run, [&](int64_t n, int64_t i, int64_t j, int64_t row) {
     for (int64_t cb = 0; cb < blocks; ++cb) {
@@ -402,8 +404,8 @@ void ConvolveChunk(const Frame& f, int64_t begin, int64_t end, const float* in,
 // chunk: chunks split over the team, or, when there are fewer chunks than
 // threads, each chunk's products.
 void Convolve(const Frame& f, const float* in, int64_t in_channels,
-              const float* u, int64_t out_channels, const WinogradEpilogue& epilogue,
-              float* out, float* saved) {
+              const float* u, int64_t out_channels,
+              const WinogradEpilogue& epilogue, float* out, float* saved) {
   const int64_t tiles = f.tiles();
   const int64_t chunk = std::min(tiles, ChunkTiles(in_channels, out_channels));
   const int64_t chunks = (tiles + chunk - 1) / chunk;
