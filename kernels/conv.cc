@@ -475,11 +475,12 @@ void ConvForwardScaled(const ConvGeometry& g, const float* in,
   CHECK(ws->channel_block != 0 && g.groups == 1)
       << "scaled convolutions need channel-blocked activations, groups = 1";
   ws->input = nullptr;
+  const conv_internal::ConvEpilogue epilogue{scale, shift, residual, relu};
   if (UseWinograd<float>(g, *ws) &&
       conv_internal::WinogradPaysInEvaluation(g)) {
-    conv_internal::WinogradForwardScaled(
-        g, in, weight, {scale, shift, residual, relu}, ws->weights_frozen,
-        &ws->frozen_transform, &ws->frozen_source, out);
+    conv_internal::WinogradForwardScaled(g, in, weight, epilogue,
+                                         ws->weights_frozen, &ws->eval_weights,
+                                         &ws->eval_weights_source, out);
     return;
   }
   conv_internal::OnednnScaledForward(g, ws->channel_block, in, weight, scale,

@@ -167,10 +167,11 @@ struct ConvWorkspace {
   BasicTensor<T> packed;       // packed weights (grid)
   BasicTensor<T> scratch;      // per-chunk outputs and partial sums (grid)
   BasicTensor<T> transformed;  // the input's Winograd transform (Winograd)
-  // Frozen weights' Winograd transform (ConvForwardScaled), and the weights
-  // it was made from.
-  BasicTensor<T> frozen_transform;
-  const T* frozen_source = nullptr;
+  // The weights in the form the evaluation kernel reads (ConvForwardScaled
+  // on Winograd: their transform), and while they are frozen, the weights
+  // they were made from.
+  BasicTensor<T> eval_weights;
+  const T* eval_weights_source = nullptr;
   std::vector<int64_t> offsets;
   conv_internal::OnednnStatePtr onednn_state;  // primitives (oneDNN)
   // Grouped (not depthwise) convolutions: one workspace per group, each

@@ -166,23 +166,6 @@ inline void GradTile(const float* plane, int64_t h, int64_t w, int64_t r0,
   for (int64_t i = 0; i < kElems; ++i) _mm256_storeu_ps(dm + i * stride, e[i]);
 }
 
-// One output block's epilogue terms: eight channels' scale and shift, and
-// the residual's plane of those channels (or null).
-struct BlockEpilogue {
-  __m256 scale, shift;
-  const float* residual;
-  bool relu;
-};
-
-BlockEpilogue ForBlock(const WinogradEpilogue& e, int64_t cb,
-                       int64_t plane_offset) {
-  const int64_t c = cb * kBlock;
-  return {
-      e.scale != nullptr ? _mm256_loadu_ps(e.scale + c) : Set(1.0f),
-      e.shift != nullptr ? _mm256_loadu_ps(e.shift + c) : _mm256_setzero_ps(),
-      e.residual != nullptr ? e.residual + plane_offset : nullptr, e.relu};
-}
-
 // One tile's Y = A^T M A, through the epilogue, written where it falls
 // inside the plane.
 inline void OutputTile(const float* m, int64_t stride, const BlockEpilogue& e,
@@ -196,13 +179,7 @@ inline void OutputTile(const float* m, int64_t stride, const BlockEpilogue& e,
   const int64_t rows = std::min(kOut, h - r0), cols = std::min(kOut, w - c0);
   for (int64_t a = 0; a < rows; ++a) {
     for (int64_t b = 0; b < cols; ++b) {
-      const int64_t at = ((r0 + a) * w + c0 + b) * kBlock;
-      __m256 y = _mm256_fmadd_ps(o[a * kOut + b], e.scale, e.shift);
-      if (e.residual != nullptr) {
-        y = _mm256_add_ps(y, _mm256_loadu_ps(e.residual + at));
-      }
-      if (e.relu) y = _mm256_max_ps(y, _mm256_setzero_ps());
-      _mm256_storeu_ps(plane + at, y);
+      StoreThrough(e, o[a * kOut + b], plane, ((r0 + a) * w + c0 + b) * kBlock);
     }
   }
 }
@@ -298,8 +275,7 @@ void InputTiles(const Frame& f, const TileRun& run, const float* in,
 
 // The run's outputs, through the epilogue, from its rows of m.
 void OutputTiles(const Frame& f, const TileRun& run, const float* m,
-                 int64_t channels, const WinogradEpilogue& epilogue,
-                 float* out) {
+                 int64_t channels, const ConvEpilogue& epilogue, float* out) {
   const int64_t blocks = channels / kBlock, plane = f.positions() * kBlock;
   ForRunTiles(f, run, [&](int64_t n, int64_t i, int64_t j, int64_t row) {
     for (int64_t cb = 0; cb < blocks; ++cb) {
@@ -372,7 +348,7 @@ ChunkBuffers& ThreadChunk() {
 // `team_products` (few chunks), else on this thread.
 void ConvolveChunk(const Frame& f, int64_t begin, int64_t end, const float* in,
                    int64_t in_channels, const float* u, int64_t out_channels,
-                   const WinogradEpilogue& epilogue, float* out, float* saved,
+                   const ConvEpilogue& epilogue, float* out, float* saved,
                    bool team_products) {
   ChunkBuffers& buf = ThreadChunk();
   TileRun in_run{begin, end, 0, ElemStride(f.tiles(), in_channels)};
@@ -405,7 +381,7 @@ void ConvolveChunk(const Frame& f, int64_t begin, int64_t end, const float* in,
 // threads, each chunk's products.
 void Convolve(const Frame& f, const float* in, int64_t in_channels,
               const float* u, int64_t out_channels,
-              const WinogradEpilogue& epilogue, float* out, float* saved) {
+              const ConvEpilogue& epilogue, float* out, float* saved) {
   const int64_t tiles = f.tiles();
   const int64_t chunk = std::min(tiles, ChunkTiles(in_channels, out_channels));
   const int64_t chunks = (tiles + chunk - 1) / chunk;
@@ -465,14 +441,13 @@ void WinogradForward(const ConvGeometry& g, const float* in,
                    /*flip=*/false, arena.weights.data());
   EnsureSize(saved, kElems * ElemStride(f.tiles(), g.in_channels));
   Convolve(f, in, g.in_channels, arena.weights.data(), g.out_channels,
-           WinogradEpilogue{nullptr, bias}, out, saved->data());
+           ConvEpilogue{nullptr, bias}, out, saved->data());
 }
 
 void WinogradForwardScaled(const ConvGeometry& g, const float* in,
-                           const float* weight,
-                           const WinogradEpilogue& epilogue, bool frozen,
-                           BasicTensor<float>* kept, const float** kept_source,
-                           float* out) {
+                           const float* weight, const ConvEpilogue& epilogue,
+                           bool frozen, BasicTensor<float>* kept,
+                           const float** kept_source, float* out) {
   DCHECK(WinogradApplies(g, kBlock));
   BasicTensor<float>* u = frozen ? kept : &ThreadArena().weights;
   if (!frozen || *kept_source != weight) {
@@ -521,7 +496,7 @@ void WinogradBackwardInput(const ConvGeometry& g, const float* grad_out,
   TransformWeights(weight, g.out_channels, g.in_channels, g.in_channels * 9, 9,
                    /*flip=*/true, arena.weights.data());
   Convolve(f, grad_out, g.out_channels, arena.weights.data(), g.in_channels,
-           WinogradEpilogue{}, grad_in, nullptr);
+           ConvEpilogue{}, grad_in, nullptr);
 }
 
 }  // namespace conv_internal

@@ -38,6 +38,7 @@
 
 #include "common/tensor.h"
 #include "kernels/conv.h"
+#include "kernels/conv_epilogue.h"
 
 namespace cohort {
 namespace conv_internal {
@@ -45,16 +46,6 @@ namespace conv_internal {
 // Whether these kernels run `g` on activations in nChw{block}c: float, 3x3,
 // stride 1, padding 1 on every side, no dilation, groups = 1, block 8.
 bool WinogradApplies(const ConvGeometry& g, int64_t block);
-
-// What the forward applies to each output: out = conv * scale[oc] +
-// shift[oc] (+ residual), then ReLU when `relu`. Null scale: 1; null shift:
-// 0 (a bias is a shift); residual in out's layout.
-struct WinogradEpilogue {
-  const float* scale = nullptr;
-  const float* shift = nullptr;
-  const float* residual = nullptr;
-  bool relu = false;
-};
 
 // out = conv(in, weight) + bias (bias may be null); keeps the transformed
 // input in *saved for WinogradBackwardWeights.
@@ -74,10 +65,9 @@ bool WinogradPaysInEvaluation(const ConvGeometry& g);
 // live in *kept, made again only when *kept_source is not `weight` (and
 // *kept_source then set to it); else they are made on every call.
 void WinogradForwardScaled(const ConvGeometry& g, const float* in,
-                           const float* weight,
-                           const WinogradEpilogue& epilogue, bool frozen,
-                           BasicTensor<float>* kept, const float** kept_source,
-                           float* out);
+                           const float* weight, const ConvEpilogue& epilogue,
+                           bool frozen, BasicTensor<float>* kept,
+                           const float** kept_source, float* out);
 
 // grad_weight (and grad_bias unless null) of the input whose transform the
 // last WinogradForward of the same geometry left in `saved`.
