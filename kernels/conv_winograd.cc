@@ -383,8 +383,13 @@ void Convolve(const Frame& f, const float* in, int64_t in_channels,
               const float* u, int64_t out_channels,
               const ConvEpilogue& epilogue, float* out, float* saved) {
   const int64_t tiles = f.tiles();
-  const int64_t chunk = std::min(tiles, ChunkTiles(in_channels, out_channels));
-  const int64_t chunks = (tiles + chunk - 1) / chunk;
+  const int64_t most = std::min(tiles, ChunkTiles(in_channels, out_channels));
+  // An even number of near-equal chunks, so that two threads (or any even
+  // count dividing it) get the same work: ResNet-50's 56x56 layers at batch
+  // 1 would otherwise split 4:3.
+  int64_t chunks = (tiles + most - 1) / most;
+  if (chunks > 1) chunks += chunks % 2;
+  const int64_t chunk = (tiles + chunks - 1) / chunks;
   const int64_t threads = RangeSlots();
   const auto run = [&](int64_t k, bool team_products) {
     ConvolveChunk(f, k * chunk, std::min(tiles, (k + 1) * chunk), in,
