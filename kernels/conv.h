@@ -205,7 +205,9 @@ bool OnednnWins(const ConvGeometry& g);
 // with what follows it folded in: out = act(conv(in, weight) * scale[oc] +
 // shift[oc] + residual), `residual` (out's shape) optional, act ReLU when
 // `relu`; a batch norm's running statistics give scale and shift. Keeps
-// nothing for a backward pass.
+// nothing for a backward pass. Runs on the Winograd kernels where they
+// apply and the batch has 16 tiles or more (conv_winograd.h), else on
+// oneDNN.
 void ConvForwardScaled(const ConvGeometry& g, const float* in,
                        const float* weight, const float* scale,
                        const float* shift, const float* residual, bool relu,
