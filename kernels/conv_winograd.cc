@@ -184,23 +184,61 @@ inline void OutputTile(const float* m, int64_t stride, const BlockEpilogue& e,
   }
 }
 
+// Transposes the 8x8 matrix in r (r[i] lane j = element (i, j)) in place.
+inline void Transpose8x8(__m256* r) {
+  __m256 t[8], q[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    q[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    q[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    q[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    q[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(q[i], q[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(q[i], q[i + 4], 0x31);
+  }
+}
+
+// g[k] lane l = the k-th of the 9 taps of the kernel at k0 + l * stride
+// (l < 8): contiguous loads and a transpose, where a gather per tap would
+// cost a microcoded instruction on AMD's cores.
+inline void LoadTaps(const float* k0, int64_t stride, __m256* g) {
+  for (int l = 0; l < 8; ++l) g[l] = _mm256_loadu_ps(k0 + l * stride);
+  Transpose8x8(g);
+  g[8] =
+      _mm256_setr_ps(k0[8], k0[stride + 8], k0[2 * stride + 8],
+                     k0[3 * stride + 8], k0[4 * stride + 8], k0[5 * stride + 8],
+                     k0[6 * stride + 8], k0[7 * stride + 8]);
+}
+
+// The inverse of LoadTaps: the kernel at k0 + l * stride gets lane l of
+// g[0..8] as its 9 taps. Overwrites g.
+inline void StoreTaps(__m256* g, int64_t stride, float* k0) {
+  alignas(32) float last[8];
+  _mm256_store_ps(last, g[8]);
+  Transpose8x8(g);
+  for (int l = 0; l < 8; ++l) {
+    _mm256_storeu_ps(k0 + l * stride, g[l]);
+    k0[l * stride + 8] = last[l];
+  }
+}
+
 // u[e][r][c] = (G k G^T)[e] for the 3x3 kernel k whose taps start at
 // w + r * row_stride + c * col_stride (reversed when `flip`), r < rows,
 // c < cols (a multiple of 8).
 void TransformWeights(const float* w, int64_t rows, int64_t cols,
                       int64_t row_stride, int64_t col_stride, bool flip,
                       float* u) {
-  const __m256i lanes =
-      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                         _mm256_set1_epi32(static_cast<int>(col_stride)));
   ParallelRanges(rows, kRangeAlign, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       for (int64_t c = 0; c < cols; c += kBlock) {
-        const float* base = w + r * row_stride + c * col_stride;
-        __m256 g[9], t[kAlpha * 3], x[kElems];
-        for (int k = 0; k < 9; ++k) {
-          g[k] = _mm256_i32gather_ps(base + (flip ? 8 - k : k), lanes, 4);
-        }
+        __m256 taps[9], g[9], t[kAlpha * 3], x[kElems];
+        LoadTaps(w + r * row_stride + c * col_stride, col_stride, taps);
+        for (int k = 0; k < 9; ++k) g[k] = taps[flip ? 8 - k : k];
         for (int64_t b = 0; b < 3; ++b) KernelLine(g + b, 3, t + b, 3);
         for (int64_t a = 0; a < kAlpha; ++a) {
           KernelLine(t + a * 3, 1, x + a * kAlpha, 1);
@@ -230,12 +268,7 @@ void TransformWeightGrad(const float* du, int64_t channels,
         for (int64_t a = 0; a < 3; ++a) {
           KernelGradLine(t + a * kAlpha, 1, k + a * 3, 1);
         }
-        alignas(32) float taps[9][kBlock];
-        for (int tap = 0; tap < 9; ++tap) _mm256_store_ps(taps[tap], k[tap]);
-        for (int64_t l = 0; l < kBlock; ++l) {
-          float* out = grad_weight + ((oc + l) * channels + c) * 9;
-          for (int tap = 0; tap < 9; ++tap) out[tap] = taps[tap][l];
-        }
+        StoreTaps(k, channels * 9, grad_weight + (oc * channels + c) * 9);
       }
     }
   });
