@@ -133,8 +133,8 @@ absl::StatusOr<TrainedModel> RebuildTrainedModel(const Checkpoint& c,
   t.input_shape = r.sizes.input;
   t.step = c.step;
   t.source = path;
-  ASSIGN_OR_RETURN(
-      t.model, BuildModel<float>(t.spec.model(), t.input_shape, t.spec.seed()));
+  ASSIGN_OR_RETURN(t.model, BuildModelToRestore<float>(
+                                t.spec.model(), t.input_shape, t.spec.seed()));
   RETURN_IF_ERROR(Restore(c, path, *t.model));
   return t;
 }

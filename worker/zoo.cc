@@ -55,10 +55,12 @@ absl::StatusOr<typename Model<T>::LayerList> BuildLayers(
   return layers;
 }
 
+namespace {
+
+// BuildLayers + Model::Create, the parameters not yet initialised.
 template <typename T>
-absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
-                                                     const Shape& input_shape,
-                                                     uint64_t seed) {
+absl::StatusOr<std::unique_ptr<Model<T>>> BuildUninitialized(
+    const ModelSpec& spec, const Shape& input_shape) {
   ASSIGN_OR_RETURN(const std::vector<LayerSpec> specs, LayerSpecs(spec));
   ASSIGN_OR_RETURN(const ModelSizes sizes, InferModelSizes(specs, input_shape));
   ASSIGN_OR_RETURN(auto layers, BuildLayers<T>(spec));
@@ -66,7 +68,29 @@ absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
                    Model<T>::Create(std::move(layers), input_shape));
   RETURN_IF_ERROR(CheckAgreement(*model, sizes));
   model->set_tensor_names(TensorNames(specs));
+  return model;
+}
+
+}  // namespace
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Model<T>>> BuildModel(const ModelSpec& spec,
+                                                     const Shape& input_shape,
+                                                     uint64_t seed) {
+  ASSIGN_OR_RETURN(auto model, BuildUninitialized<T>(spec, input_shape));
   model->InitializeParameters(seed);
+  return model;
+}
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<Model<T>>> BuildModelToRestore(
+    const ModelSpec& spec, const Shape& input_shape, uint64_t seed) {
+  ASSIGN_OR_RETURN(auto model, BuildUninitialized<T>(spec, input_shape));
+  // A sparse table's row seed is drawn between the dense values, from the
+  // same generator: only the whole draw gives the same seeds.
+  if (!model->param_store().sparse_entries().empty()) {
+    model->InitializeParameters(seed);
+  }
   return model;
 }
 
@@ -81,6 +105,8 @@ template absl::StatusOr<Model<float>::LayerList> BuildLayers<float>(
     const ModelSpec&);
 template absl::StatusOr<Model<double>::LayerList> BuildLayers<double>(
     const ModelSpec&);
+template absl::StatusOr<std::unique_ptr<Model<float>>>
+BuildModelToRestore<float>(const ModelSpec&, const Shape&, uint64_t);
 template absl::StatusOr<std::unique_ptr<Model<float>>> BuildModel<float>(
     const ModelSpec&, const Shape&, uint64_t);
 template absl::StatusOr<std::unique_ptr<Model<double>>> BuildModel<double>(
