@@ -197,8 +197,9 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
                            invstd_[s * groups + g]};
       double sum_gy = 0, sum_gy_xh = 0;
       GroupGradSums(rows, &sum_gy, &sum_gy_xh);
-      if (dx != nullptr)
+      if (dx != nullptr) {
         GroupInputGrad(rows, sum_gy * inv_m, sum_gy_xh * inv_m);
+      }
     }
   }
   if (affine) {
