@@ -229,22 +229,29 @@ inline void StoreTaps(__m256* g, int64_t stride, float* k0) {
 
 // u[e][r][c] = (G k G^T)[e] for the 3x3 kernel k whose taps start at
 // w + r * row_stride + c * col_stride (reversed when `flip`), r < rows,
-// c < cols (a multiple of 8).
+// c < cols (a multiple of 8); each u[e] in PanelSgemm's panels, the B
+// operand of the products. Panel by panel, so that each element's stores
+// run front to back through its panel rows.
 void TransformWeights(const float* w, int64_t rows, int64_t cols,
                       int64_t row_stride, int64_t col_stride, bool flip,
                       float* u) {
   ParallelRanges(rows, kRangeAlign, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      for (int64_t c = 0; c < cols; c += kBlock) {
-        __m256 taps[9], g[9], t[kAlpha * 3], x[kElems];
-        LoadTaps(w + r * row_stride + c * col_stride, col_stride, taps);
-        for (int k = 0; k < 9; ++k) g[k] = taps[flip ? 8 - k : k];
-        for (int64_t b = 0; b < 3; ++b) KernelLine(g + b, 3, t + b, 3);
-        for (int64_t a = 0; a < kAlpha; ++a) {
-          KernelLine(t + a * 3, 1, x + a * kAlpha, 1);
-        }
-        for (int64_t e = 0; e < kElems; ++e) {
-          _mm256_storeu_ps(u + e * ElemStride(rows, cols) + r * cols + c, x[e]);
+    for (int64_t p = 0; p < cols; p += kPanelColumns) {
+      const int64_t p_end = std::min(cols, p + kPanelColumns);
+      for (int64_t r = begin; r < end; ++r) {
+        for (int64_t c = p; c < p_end; c += kBlock) {
+          __m256 taps[9], g[9], t[kAlpha * 3], x[kElems];
+          LoadTaps(w + r * row_stride + c * col_stride, col_stride, taps);
+          for (int k = 0; k < 9; ++k) g[k] = taps[flip ? 8 - k : k];
+          for (int64_t b = 0; b < 3; ++b) KernelLine(g + b, 3, t + b, 3);
+          for (int64_t a = 0; a < kAlpha; ++a) {
+            KernelLine(t + a * 3, 1, x + a * kAlpha, 1);
+          }
+          for (int64_t e = 0; e < kElems; ++e) {
+            _mm256_storeu_ps(
+                u + e * ElemStride(rows, cols) + PanelOffset(cols, rows, r, c),
+                x[e]);
+          }
         }
       }
     }
@@ -321,14 +328,12 @@ void OutputTiles(const Frame& f, const TileRun& run, const float* m,
 }
 
 // Runs product(e) for the 36 elements: split over the compute team when
-// each is a product that Gemm runs on its caller, else one after another
-// (each then on Gemm's own threads). Each product is the same computation
-// either way.
+// `split`, else one after another on this thread. Each product runs on one
+// thread, so the results are the same either way.
 template <typename ProductFn>
-void ForEachElement(bool split, Trans trans_a, int64_t m, int64_t n, int64_t k,
-                    const ProductFn& product) {
+void ForEachElement(bool split, const ProductFn& product) {
   const int64_t threads = RangeSlots();
-  if (split && threads > 1 && GemmRunsOnCaller(trans_a, Trans::kNo, m, n, k)) {
+  if (split && threads > 1) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t e = 0; e < kElems; ++e) product(e);
   } else {
@@ -337,7 +342,8 @@ void ForEachElement(bool split, Trans trans_a, int64_t m, int64_t n, int64_t k,
 }
 
 // dm[e][t][c] from the blocked output gradient, for every tile, split over
-// the compute team by tiles.
+// the compute team by tiles; each dm[e] in PanelSgemm's panels (t rows, c
+// columns).
 void TransformGrad(const Frame& f, const float* grad_out, int64_t channels,
                    float* dm) {
   const int64_t blocks = channels / kBlock, plane = f.positions() * kBlock;
@@ -346,9 +352,11 @@ void TransformGrad(const Frame& f, const float* grad_out, int64_t channels,
     ForRunTiles(f, TileRun{begin, end, 0, stride},
                 [&](int64_t n, int64_t i, int64_t j, int64_t row) {
                   for (int64_t cb = 0; cb < blocks; ++cb) {
-                    GradTile(grad_out + (n * blocks + cb) * plane, f.h, f.w,
-                             i * kOut, j * kOut,
-                             dm + row * channels + cb * kBlock, stride);
+                    GradTile(
+                        grad_out + (n * blocks + cb) * plane, f.h, f.w,
+                        i * kOut, j * kOut,
+                        dm + PanelOffset(channels, f.tiles(), row, cb * kBlock),
+                        stride);
                   }
                 });
   });
@@ -398,14 +406,12 @@ void ConvolveChunk(const Frame& f, int64_t begin, int64_t end, const float* in,
   const float* v_rows = v + (begin - in_run.first) * in_channels;
   // m[e] = v[e] u[e]: [rows x in] by [in x out].
   const int64_t rows = end - begin;
-  ForEachElement(
-      team_products, Trans::kNo, rows, out_channels, in_channels,
-      [&](int64_t e) {
-        Gemm<float>(Trans::kNo, Trans::kNo, rows, out_channels, in_channels,
-                    1.0f, v_rows + e * in_run.stride, in_channels,
-                    u + e * ElemStride(in_channels, out_channels), out_channels,
-                    0.0f, buf.m.data() + e * out_run.stride, out_channels);
-      });
+  ForEachElement(team_products, [&](int64_t e) {
+    PanelSgemm(Trans::kNo, rows, out_channels, in_channels,
+               v_rows + e * in_run.stride, in_channels,
+               u + e * ElemStride(in_channels, out_channels), false,
+               buf.m.data() + e * out_run.stride, out_channels);
+  });
   OutputTiles(f, out_run, buf.m.data(), out_channels, epilogue, out);
 }
 
@@ -511,11 +517,11 @@ void WinogradBackwardWeights(const ConvGeometry& g,
   TransformGrad(f, grad_out, oc, arena.grad.data());
   EnsureSize(&arena.weights, kElems * ElemStride(c, oc));
   // dU[e] = V[e]^T dM[e], summed over every tile.
-  ForEachElement(true, Trans::kYes, c, oc, tiles, [&](int64_t e) {
-    Gemm<float>(Trans::kYes, Trans::kNo, c, oc, tiles, 1.0f,
-                saved.data() + e * ElemStride(tiles, c), c,
-                arena.grad.data() + e * ElemStride(tiles, oc), oc, 0.0f,
-                arena.weights.data() + e * ElemStride(c, oc), oc);
+  ForEachElement(true, [&](int64_t e) {
+    PanelSgemm(Trans::kYes, c, oc, tiles,
+               saved.data() + e * ElemStride(tiles, c), c,
+               arena.grad.data() + e * ElemStride(tiles, oc), false,
+               arena.weights.data() + e * ElemStride(c, oc), oc);
   });
   TransformWeightGrad(arena.weights.data(), c, oc, grad_weight);
   if (grad_bias != nullptr) {

@@ -24,6 +24,7 @@
 #ifndef COHORT_KERNELS_GEMM_H_
 #define COHORT_KERNELS_GEMM_H_
 
+#include <algorithm>
 #include <cstdint>
 
 namespace cohort {
@@ -42,6 +43,29 @@ void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
 // may run several such products at once on threads of its own.
 bool GemmRunsOnCaller(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
                       int64_t k);
+
+// Columns per panel of a panel-packed B operand (PanelSgemm). Panel p holds
+// columns [24 p, 24 p + w) (w = min(24, n - 24 p)) as k rows of w floats,
+// and the panels follow one another. A panel is read front to back, so it
+// streams through the cache; B read in place with a row stride of a few KiB
+// maps its rows to a handful of cache sets and is fetched again for every
+// four rows of A.
+inline constexpr int64_t kPanelColumns = 24;
+
+// Where B(row, col) of a k x n operand lies in the panel layout.
+inline int64_t PanelOffset(int64_t n, int64_t k, int64_t row, int64_t col) {
+  const int64_t start = col / kPanelColumns * kPanelColumns;
+  return start * k + row * std::min(kPanelColumns, n - start) + col - start;
+}
+
+// C[m, n] = op(A)[m, k] B[k, n] (+ C when `accumulate`), B in panels, on the
+// calling thread alone (float, AVX2). Each element of C sums over k in
+// order, as Gemm's small-product kernels do, so a product gives the same
+// bits as Gemm<float> with alpha 1 on B in place, whenever Gemm takes those
+// kernels.
+void PanelSgemm(Trans trans_a, int64_t m, int64_t n, int64_t k, const float* a,
+                int64_t lda, const float* b_panels, bool accumulate, float* c,
+                int64_t ldc);
 
 // Row sums: out[i] = sum_j a[i * lda + j] for j < n (bias gradients of
 // channel-major activations). Overwrites `out`.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 namespace cohort {
 namespace gemm_internal {
@@ -142,22 +143,35 @@ constexpr std::array<std::array<std::array<BroadcastFn, 4>, 5>, 2>
                         BroadcastRow<4>(true)}}}};
 
 // C = op(A) B: tiles of 4 rows x 3 vectors (12 accumulators), the last
-// column block narrower and masked.
-void BroadcastGemm(int64_t m, int64_t n, int64_t k, const float* a,
-                   int64_t sa_m, int64_t sa_k, const float* b, int64_t ldb,
-                   bool accumulate, float* c, int64_t ldc) {
-  constexpr int kRows = 4, kVectors = 3;
-  for (int64_t j0 = 0; j0 < n; j0 += 8 * kVectors) {
-    const int64_t cols = std::min<int64_t>(8 * kVectors, n - j0);
+// column block narrower and masked. panel(j0, cols) gives the columns
+// [j0, j0 + cols) of B as {first element of row 0, row stride}.
+template <typename PanelFn>
+void BroadcastPanels(int64_t m, int64_t n, int64_t k, const float* a,
+                     int64_t sa_m, int64_t sa_k, const PanelFn& panel,
+                     bool accumulate, float* c, int64_t ldc) {
+  constexpr int kRows = 4;
+  static_assert(kPanelColumns == 8 * 3, "a panel is one tile wide");
+  for (int64_t j0 = 0; j0 < n; j0 += kPanelColumns) {
+    const int64_t cols = std::min<int64_t>(kPanelColumns, n - j0);
     const int nv = static_cast<int>((cols + 7) / 8);
     const bool masked = cols % 8 != 0;
+    const auto [b, ldb] = panel(j0, cols);
     for (int64_t i0 = 0; i0 < m; i0 += kRows) {
       const int mr = std::min<int64_t>(kRows, m - i0);
-      kBroadcastFns[masked][mr][nv](a + i0 * sa_m, sa_m, sa_k, b + j0, ldb, k,
+      kBroadcastFns[masked][mr][nv](a + i0 * sa_m, sa_m, sa_k, b, ldb, k,
                                     accumulate, cols - 8 * (nv - 1),
                                     c + i0 * ldc + j0, ldc);
     }
   }
+}
+
+void BroadcastGemm(int64_t m, int64_t n, int64_t k, const float* a,
+                   int64_t sa_m, int64_t sa_k, const float* b, int64_t ldb,
+                   bool accumulate, float* c, int64_t ldc) {
+  BroadcastPanels(
+      m, n, k, a, sa_m, sa_k,
+      [&](int64_t j0, int64_t) { return std::pair(b + j0, ldb); }, accumulate,
+      c, ldc);
 }
 
 using DotFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t,
@@ -205,4 +219,17 @@ bool SmallSgemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
 }
 
 }  // namespace gemm_internal
+
+void PanelSgemm(Trans trans_a, int64_t m, int64_t n, int64_t k, const float* a,
+                int64_t lda, const float* b_panels, bool accumulate, float* c,
+                int64_t ldc) {
+  const bool ta = trans_a == Trans::kYes;
+  gemm_internal::BroadcastPanels(
+      m, n, k, a, ta ? 1 : lda, ta ? lda : 1,
+      [&](int64_t j0, int64_t cols) {
+        return std::pair(b_panels + j0 * k, cols);
+      },
+      accumulate, c, ldc);
+}
+
 }  // namespace cohort

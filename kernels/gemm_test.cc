@@ -157,6 +157,41 @@ TEST(Gemm, DoubleSplitProductsDoNotDependOnThreadCount) {
   CheckSplitProducts<double>(1e-14);
 }
 
+// B packed in panels gives the bits of Gemm on B in place: widths that end
+// a panel early, in the middle of a vector and on a whole one, A either way,
+// C overwritten or added to.
+TEST(PanelSgemm, MatchesGemmOnUnpackedOperands) {
+  std::mt19937_64 rng(23);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t shapes[][3] = {{1, 1, 1},    {7, 24, 5},    {32, 64, 64},
+                               {13, 50, 33}, {4, 48, 256},  {9, 17, 3},
+                               {5, 72, 100}, {33, 200, 17}, {2, 8, 512}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    const int64_t ld = std::max({m, n, k}) + 3;
+    std::vector<float> a(ld * ld), b(k * n), c(m * ld), panels(k * n);
+    for (auto* v : {&a, &b, &c}) {
+      for (float& x : *v) x = u(rng);
+    }
+    for (int64_t r = 0; r < k; ++r) {
+      for (int64_t j = 0; j < n; ++j) {
+        panels[PanelOffset(n, k, r, j)] = b[r * n + j];
+      }
+    }
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (bool accumulate : {false, true}) {
+        std::vector<float> want = c, got = c;
+        Gemm<float>(ta, Trans::kNo, m, n, k, 1.0f, a.data(), ld, b.data(), n,
+                    accumulate ? 1.0f : 0.0f, want.data(), ld);
+        PanelSgemm(ta, m, n, k, a.data(), ld, panels.data(), accumulate,
+                   got.data(), ld);
+        EXPECT_EQ(got, want) << m << "x" << n << "x" << k << " ta " << int(ta)
+                             << " accumulate " << accumulate;
+      }
+    }
+  }
+}
+
 TEST(Gemm, BetaZeroIgnoresGarbageInC) {
   const float a[2] = {1, 2}, b[2] = {3, 4};
   float c[1] = {std::nanf("")};
