@@ -24,8 +24,10 @@
 // (kernels:conv_onednn_test), 1-3e-5 at ResNet's shapes (conv_bench).
 //
 // Layouts: activations and gradients nChw8c; weights [OC][C][3][3]; the
-// transformed tensors [36][tiles][channels] so that each product is one
-// row-major GEMM (kernels/gemm.h).
+// transformed input [36][tiles][C], so that each product is one row-major
+// GEMM (kernels/gemm.h); the products' other operands, the transformed
+// weights ([36][C][OC]) and output gradient ([36][tiles][OC]), in
+// PanelSgemm's column panels, written so by their transforms.
 //
 // Ownership: the caller owns every pointer and `saved`; temporaries live in
 // a per-thread arena shared by all layers of the thread. Thread safety: one
