@@ -227,6 +227,19 @@ inline void StoreTaps(__m256* g, int64_t stride, float* k0) {
   }
 }
 
+// x[e] lane l = (G k G^T)[e] for the 3x3 kernel k of taps at k0 + l * stride
+// (l < 8), reversed when `flip`.
+inline void TransformKernels(const float* k0, int64_t stride, bool flip,
+                             __m256* x) {
+  __m256 taps[9], g[9], t[kAlpha * 3];
+  LoadTaps(k0, stride, taps);
+  for (int k = 0; k < 9; ++k) g[k] = taps[flip ? 8 - k : k];
+  for (int64_t b = 0; b < 3; ++b) KernelLine(g + b, 3, t + b, 3);
+  for (int64_t a = 0; a < kAlpha; ++a) {
+    KernelLine(t + a * 3, 1, x + a * kAlpha, 1);
+  }
+}
+
 // u[e][r][c] = (G k G^T)[e] for the 3x3 kernel k whose taps start at
 // w + r * row_stride + c * col_stride (reversed when `flip`), r < rows,
 // c < cols (a multiple of 8); each u[e] in PanelSgemm's panels, the B
@@ -235,22 +248,18 @@ inline void StoreTaps(__m256* g, int64_t stride, float* k0) {
 void TransformWeights(const float* w, int64_t rows, int64_t cols,
                       int64_t row_stride, int64_t col_stride, bool flip,
                       float* u) {
+  const int64_t elem_stride = ElemStride(rows, cols);
   ParallelRanges(rows, kRangeAlign, [&](int64_t begin, int64_t end) {
     for (int64_t p = 0; p < cols; p += kPanelColumns) {
       const int64_t p_end = std::min(cols, p + kPanelColumns);
       for (int64_t r = begin; r < end; ++r) {
         for (int64_t c = p; c < p_end; c += kBlock) {
-          __m256 taps[9], g[9], t[kAlpha * 3], x[kElems];
-          LoadTaps(w + r * row_stride + c * col_stride, col_stride, taps);
-          for (int k = 0; k < 9; ++k) g[k] = taps[flip ? 8 - k : k];
-          for (int64_t b = 0; b < 3; ++b) KernelLine(g + b, 3, t + b, 3);
-          for (int64_t a = 0; a < kAlpha; ++a) {
-            KernelLine(t + a * 3, 1, x + a * kAlpha, 1);
-          }
+          __m256 x[kElems];
+          TransformKernels(w + r * row_stride + c * col_stride, col_stride,
+                           flip, x);
+          float* at = u + PanelOffset(cols, rows, r, c);
           for (int64_t e = 0; e < kElems; ++e) {
-            _mm256_storeu_ps(
-                u + e * ElemStride(rows, cols) + PanelOffset(cols, rows, r, c),
-                x[e]);
+            _mm256_storeu_ps(at + e * elem_stride, x[e]);
           }
         }
       }
