@@ -94,7 +94,7 @@ void OverHeads(int64_t pairs, const Body& body) {
   if constexpr (!std::is_same_v<T, float>) {
     for (int64_t i = 0; i < pairs; ++i) body(i, int64_t{0});
   } else {
-    ParallelRanges(pairs, kRangeAlign, [&](int64_t first, int64_t last) {
+    ParallelItems(pairs, 1, [&](int64_t first, int64_t last) {
       const int64_t slot = RangeSlot();
       for (int64_t i = first; i < last; ++i) body(i, slot);
     });

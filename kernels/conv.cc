@@ -218,21 +218,21 @@ void Col2imChannel(const ConvGeometry& g, const T* col, int64_t c, T* grad_in) {
 // col[(c, kh, kw)][n][oh][ow] = in[c][n][oh*s + kh - ph][ow*s + kw - pw].
 template <typename T>
 void Im2col(const ConvGeometry& g, const T* in, T* col) {
-  ParallelRanges(g.in_channels, ChannelGrain(g),
-                 [&](int64_t begin, int64_t end) {
-                   for (int64_t c = begin; c < end; ++c)
-                     Im2colChannel(g, in, c, col);
-                 });
+  ParallelItems(g.in_channels, ChannelGrain(g),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t c = begin; c < end; ++c)
+                    Im2colChannel(g, in, c, col);
+                });
 }
 
 // The adjoint of Im2col: grad_in (zeroed here) += scattered grad_col.
 template <typename T>
 void Col2im(const ConvGeometry& g, const T* col, T* grad_in) {
-  ParallelRanges(g.in_channels, ChannelGrain(g),
-                 [&](int64_t begin, int64_t end) {
-                   for (int64_t c = begin; c < end; ++c)
-                     Col2imChannel(g, col, c, grad_in);
-                 });
+  ParallelItems(g.in_channels, ChannelGrain(g),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t c = begin; c < end; ++c)
+                    Col2imChannel(g, col, c, grad_in);
+                });
 }
 
 template <typename T>

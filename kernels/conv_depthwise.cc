@@ -150,7 +150,7 @@ template <typename Body>
 void OverChannels(int64_t channels, int64_t per_channel, const Body& body) {
   const int64_t grain =
       (kElementwiseGrain + per_channel - 1) / std::max<int64_t>(per_channel, 1);
-  ParallelRanges(channels, grain, [&](int64_t first, int64_t last) {
+  ParallelItems(channels, grain, [&](int64_t first, int64_t last) {
     body(first, last, RangeSlot());
   });
 }

@@ -270,7 +270,7 @@ void TransformWeights(const float* w, int64_t rows, int64_t cols,
 // grad_weight [OC][C][3][3] = G^T du[.][c][oc] G, du being [36][C][OC].
 void TransformWeightGrad(const float* du, int64_t channels,
                          int64_t out_channels, float* grad_weight) {
-  ParallelRanges(channels, kRangeAlign, [&](int64_t begin, int64_t end) {
+  ParallelItems(channels, 1, [&](int64_t begin, int64_t end) {
     for (int64_t c = begin; c < end; ++c) {
       for (int64_t oc = 0; oc < out_channels; oc += kBlock) {
         __m256 x[kElems], t[3 * kAlpha], k[9];

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "common/logging.h"
 #include "dnnl.h"
@@ -99,49 +100,148 @@ void GemmOnCaller(bool small, Trans trans_a, Trans trans_b, int64_t m,
   }
 }
 
-// The parts a product splits into: one per kMacsPerPart multiply-adds, at
-// most kMaxParts, each at least a minimum number of rows or columns wide.
-// The count depends on the shape alone, never on the thread count: OpenBLAS
-// rounds differently when the same columns come in a call of another width
-// (measured: a 64 x 1000 x 300 product split at column 496 changed 3091 of
-// its 64000 results, and OpenBLAS's own two threads changed 13092), so a
-// split that followed the thread count would change results with it.
+// How a product splits over the compute team: into `parts` products over
+// disjoint ranges of C's rows or columns, or over ranges of the sum's k whose
+// results then add up in order. The split depends on the shape alone, never
+// on the thread count: OpenBLAS rounds differently when the same columns
+// come in a call of another width (measured: a 64 x 1000 x 300 product split
+// at column 496 changed 3091 of its 64000 results, and OpenBLAS's own two
+// threads changed 13092), so a split that followed the thread count would
+// change results with it.
 //
+// One part per kMacsPerPart multiply-adds, at most kMaxParts, rounded down
+// to a power of two so that two, four or eight threads share them evenly
+// (three parts on two threads leave one thread idle a third of the time).
 // OpenBLAS packs the operand that every part shares once per part. Packing
-// an element costs about what 10-16 multiply-adds do, so parts at least
+// an element costs about what 10-16 multiply-adds do, so parts of C at least
 // kMinBlasPartExtent wide keep the repeats to a few percent of a product's
-// work by that count (too little to resolve on this project's 2-core
-// machines, where one-thread A/B runs came out even). The small kernels
-// pack nothing, and on one thread take the product whole.
+// work by that count. Products with a small C and a long sum (the weight
+// gradients of position-wise layers: channels x channels over every
+// position of the batch) cut the sum instead, which repacks nothing: a
+// 256 x 256 weight gradient over 2048 positions had one part by C's extent
+// and ran on one thread. The small kernels pack nothing, and on one thread
+// take the product whole.
 constexpr int64_t kMacsPerPart = int64_t{1} << 20;
 constexpr int64_t kMaxParts = 8;
 constexpr int64_t kMinSmallPartExtent = 4 * kRangeAlign;
 constexpr int64_t kMinBlasPartExtent = 16 * kRangeAlign;
+constexpr int64_t kMinSumPartDepth = 32 * kRangeAlign;
 
-int64_t GemmParts(bool small, int64_t m, int64_t n, int64_t k) {
-  const int64_t min_extent = small ? kMinSmallPartExtent : kMinBlasPartExtent;
-  return std::max<int64_t>(
-      1, std::min<int64_t>({kMaxParts, m * n * k / kMacsPerPart,
-                            std::max(m, n) / min_extent}));
+enum class Cut { kRows, kColumns, kSum };
+struct Split {
+  Cut cut;
+  int64_t parts;
+};
+
+int64_t PowerOfTwoFloor(int64_t v) {
+  int64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
 }
 
-// Runs the product as GemmParts products over disjoint ranges of C's rows
-// or (where C is at least as wide as tall) columns, shared out over the
-// caller's team (run in turn inside a parallel region, where the caller
-// already shares the work out). Range boundaries fall on multiples of
+Split SplitOf(bool small, int64_t m, int64_t n, int64_t k) {
+  const int64_t min_extent = small ? kMinSmallPartExtent : kMinBlasPartExtent;
+  const int64_t by_work = std::min(kMaxParts, m * n * k / kMacsPerPart);
+  const int64_t by_output = std::min(by_work, std::max(m, n) / min_extent);
+  const int64_t by_sum =
+      small || by_output > 1 ? 0 : std::min(by_work, k / kMinSumPartDepth);
+  if (by_sum > 1) return {Cut::kSum, PowerOfTwoFloor(by_sum)};
+  return {n >= m ? Cut::kColumns : Cut::kRows,
+          PowerOfTwoFloor(std::max<int64_t>(1, by_output))};
+}
+
+// Where part p of `parts` over [0, extent) begins: on a multiple of
 // kRangeAlign, where the kernels' vector blocks line up.
+int64_t PartBoundary(int64_t p, int64_t parts, int64_t extent) {
+  return p == parts ? extent : extent * p / parts / kRangeAlign * kRangeAlign;
+}
+
+// Runs `part(p)` for p in [0, parts), shared out over the caller's team
+// (in turn inside a parallel region, where the caller already shares the
+// work out, or where the team has one thread). Parts go to whichever thread
+// is free: a part's result does not depend on the thread that runs it, and
+// on a virtual machine one core can run a fifth slower than the other for
+// seconds at a time.
+int64_t ThreadsForParts(int64_t parts) {
+  if (parts <= 1 || omp_in_parallel()) return 1;
+  ApplyOnednnThreads();
+  return std::min<int64_t>(parts, omp_get_max_threads());
+}
+
+template <typename Part>
+void RunParts(int64_t parts, const Part& part) {
+  const int64_t threads = ThreadsForParts(parts);
+  if (threads == 1) {
+    for (int64_t p = 0; p < parts; ++p) part(p);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+  for (int64_t p = 0; p < parts; ++p) part(p);
+}
+
+// Each part's sum over its range of k: the first into C with beta, the
+// others into scratch, added into C afterwards in part order, so every
+// element sums its parts in one order whatever the thread count.
+template <typename T>
+void GemmOverSum(int64_t parts, Trans trans_a, Trans trans_b, int64_t m,
+                 int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                 const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  thread_local std::vector<T> scratch;
+  const int64_t size = m * n;
+  if (scratch.size() < static_cast<size_t>(size * (parts - 1))) {
+    scratch.resize(size * (parts - 1));
+  }
+  T* partials = scratch.data();
+  RunParts(parts, [&](int64_t p) {
+    const int64_t begin = PartBoundary(p, parts, k);
+    const int64_t depth = PartBoundary(p + 1, parts, k) - begin;
+    const T* ap = trans_a == Trans::kNo ? a + begin : a + begin * lda;
+    const T* bp = trans_b == Trans::kNo ? b + begin * ldb : b + begin;
+    if (p == 0) {
+      GemmOnCaller<T>(false, trans_a, trans_b, m, n, depth, alpha, ap, lda, bp,
+                      ldb, beta, c, ldc);
+    } else {
+      GemmOnCaller<T>(false, trans_a, trans_b, m, n, depth, alpha, ap, lda, bp,
+                      ldb, T(0), partials + (p - 1) * size, n);
+    }
+  });
+  ParallelRanges(m, std::max<int64_t>(1, kElementwiseGrain / n),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t p = 1; p < parts; ++p) {
+                     const T* src = partials + (p - 1) * size;
+                     for (int64_t i = begin; i < end; ++i) {
+                       for (int64_t j = 0; j < n; ++j) {
+                         c[i * ldc + j] += src[i * n + j];
+                       }
+                     }
+                   }
+                 });
+}
+
+// Runs the product in the parts SplitOf gives.
 template <typename T>
 void GemmInParts(bool small, Trans trans_a, Trans trans_b, int64_t m, int64_t n,
                  int64_t k, T alpha, const T* a, int64_t lda, const T* b,
                  int64_t ldb, T beta, T* c, int64_t ldc) {
-  const int64_t parts = GemmParts(small, m, n, k);
-  const bool by_columns = n >= m;
+  const Split split = SplitOf(small, m, n, k);
+  const int64_t parts = split.parts;
+  if (split.cut == Cut::kSum) {
+    GemmOverSum<T>(parts, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                   beta, c, ldc);
+    return;
+  }
+  if (small && ThreadsForParts(parts) == 1) {
+    // Each of C's elements comes out of the small kernels the same way
+    // wherever the product is cut, so one thread does without the cuts.
+    GemmOnCaller<T>(small, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                    beta, c, ldc);
+    return;
+  }
+  const bool by_columns = split.cut == Cut::kColumns;
   const int64_t extent = by_columns ? n : m;
-  const auto boundary = [&](int64_t p) {
-    return p == parts ? extent : extent * p / parts / kRangeAlign * kRangeAlign;
-  };
-  const auto part = [&](int64_t p) {
-    const int64_t begin = boundary(p), size = boundary(p + 1) - begin;
+  RunParts(parts, [&](int64_t p) {
+    const int64_t begin = PartBoundary(p, parts, extent);
+    const int64_t size = PartBoundary(p + 1, parts, extent) - begin;
     if (by_columns) {
       const T* bp = trans_b == Trans::kNo ? b + begin : b + begin * ldb;
       GemmOnCaller<T>(small, trans_a, trans_b, m, size, k, alpha, a, lda, bp,
@@ -151,25 +251,7 @@ void GemmInParts(bool small, Trans trans_a, Trans trans_b, int64_t m, int64_t n,
       GemmOnCaller<T>(small, trans_a, trans_b, size, n, k, alpha, ap, lda, b,
                       ldb, beta, c + begin * ldc, ldc);
     }
-  };
-  int64_t threads = 1;
-  if (parts > 1 && !omp_in_parallel()) {
-    ApplyOnednnThreads();
-    threads = std::min<int64_t>(parts, omp_get_max_threads());
-  }
-  if (threads == 1 && small) {
-    // Each of C's elements comes out of the small kernels the same way
-    // wherever the product is cut, so one thread does without the cuts.
-    GemmOnCaller<T>(small, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                    beta, c, ldc);
-    return;
-  }
-  if (threads == 1) {
-    for (int64_t p = 0; p < parts; ++p) part(p);
-    return;
-  }
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (int64_t p = 0; p < parts; ++p) part(p);
+  });
 }
 
 // OpenBLAS's own pthread pool would spin against the OpenMP team that every

@@ -7,8 +7,9 @@
 // boundaries fall on multiples of kRangeAlign indices, so a vectorized body
 // splits into vector steps and a scalar tail exactly where the serial loop
 // does (the tail may round differently, e.g. without fused multiply-adds),
-// and threads do not share cache lines. Loops too short to pay for waking
-// the team run serially on the caller.
+// and threads do not share cache lines; ParallelItems splits loops over
+// coarse independent items evenly instead. Loops too short to pay for
+// waking the team run serially on the caller.
 //
 // A user of this header compiles and links with -fopenmp. Thread safety:
 // the body runs concurrently on disjoint ranges.
@@ -26,6 +27,14 @@ namespace cohort {
 
 inline constexpr int64_t kRangeAlign = 16;
 
+// Runs body(begin, end) for `parts` ranges of [0, n) whose boundaries
+// `boundary(p)` gives, one range per thread of the caller's team.
+template <typename Boundary, typename Body>
+void RunRanges(int64_t parts, const Boundary& boundary, const Body& body) {
+#pragma omp parallel for num_threads(parts) schedule(static)
+  for (int64_t p = 0; p < parts; ++p) body(boundary(p), boundary(p + 1));
+}
+
 // Runs body(begin, end) over ranges of at least `grain` indices each
 // (`grain` at least kRangeAlign).
 template <typename Body>
@@ -37,15 +46,34 @@ void ParallelRanges(int64_t n, int64_t grain, const Body& body) {
     body(int64_t{0}, n);
     return;
   }
-  const auto boundary = [&](int64_t p) {
-    return p == parts ? n : n * p / parts / kRangeAlign * kRangeAlign;
-  };
-#pragma omp parallel for num_threads(parts) schedule(static)
-  for (int64_t p = 0; p < parts; ++p) body(boundary(p), boundary(p + 1));
+  RunRanges(
+      parts,
+      [&](int64_t p) {
+        return p == parts ? n : n * p / parts / kRangeAlign * kRangeAlign;
+      },
+      body);
 }
 
-// Scratch for ParallelRanges bodies: RangeSlots() slots, one per compute
-// thread; a body running now may use slot RangeSlot() alone.
+// ParallelRanges for loops over independent items (channels, planes,
+// attention heads) rather than vector lanes: ranges of at least `grain`
+// items whose boundaries fall anywhere, so that a few items still split
+// evenly (48 items on two threads: 24 each, where aligned ranges give 16
+// and 32, and 8 items run on both threads rather than one).
+template <typename Body>
+void ParallelItems(int64_t n, int64_t grain, const Body& body) {
+  ApplyOnednnThreads();
+  const int64_t parts =
+      std::min<int64_t>(omp_get_max_threads(), n / std::max<int64_t>(grain, 1));
+  if (parts <= 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+  RunRanges(
+      parts, [&](int64_t p) { return n * p / parts; }, body);
+}
+
+// Scratch for ParallelRanges and ParallelItems bodies: RangeSlots() slots, one
+// per compute thread; a body running now may use slot RangeSlot() alone.
 inline int64_t RangeSlots() {
   ApplyOnednnThreads();
   return omp_get_max_threads();

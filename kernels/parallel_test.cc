@@ -3,6 +3,7 @@
 #include "kernels/parallel.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -35,6 +36,31 @@ TEST(ParallelRanges, CoversEveryIndexOnceOnAlignedBoundaries) {
   });
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << i;
   for (int64_t b : starts) EXPECT_EQ(b % kRangeAlign, 0) << b;
+  SetOnednnThreads(0);
+}
+
+TEST(ParallelItems, SplitsFewItemsEvenly) {
+  SetOnednnThreads(2);
+  for (int64_t n : {2, 8, 48, 49}) {
+    std::vector<int> seen(n, 0);
+    std::vector<int64_t> sizes;
+    ParallelItems(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++seen[i];
+#pragma omp critical
+      sizes.push_back(e - b);
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << n << " " << i;
+    ASSERT_EQ(sizes.size(), 2u) << n;
+    EXPECT_LE(std::abs(sizes[0] - sizes[1]), 1) << n;
+  }
+  // Fewer items than the grain asks for run on the caller as one range.
+  int ranges = 0;
+  ParallelItems(8, 5, [&](int64_t b, int64_t e) {
+    EXPECT_EQ(b, 0);
+    EXPECT_EQ(e, 8);
+    ++ranges;
+  });
+  EXPECT_EQ(ranges, 1);
   SetOnednnThreads(0);
 }
 

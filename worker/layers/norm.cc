@@ -330,51 +330,79 @@ void NormBase<T>::ForwardColumns(const T* x, int64_t m, int64_t begin,
 
 // Per column over its C features, with xh = (x - mean) * invstd and
 // gy = dy * weight[c]: dx = invstd * (gy - mean_c(gy) - xh * mean_c(gy xh));
-// dweight[c] = sum over columns of dy * xh, dbias[c] = sum of dy.
+// dweight[c] = sum over columns of dy * xh, dbias[c] = sum of dy. The input
+// gradient splits over ranges of columns and the parameter gradients over
+// ranges of channels; each sum runs in one order on one thread, so every
+// thread count gives the bits of one.
 template <typename T>
 void NormBase<T>::BackwardPerPosition(const BasicTensor<T>& grad_out,
                                       BasicTensor<T>* grad_in) {
   const int64_t c_count = channels_, m = in_->size() / channels_;
   const T* x = in_->data();
   const T* dy = grad_out.data();
-  const T* mean = col_mean_.data();
-  const T* invstd = col_invstd_.data();
+  if (options_.affine) {
+    const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / m);
+    ParallelItems(c_count, grain, [&](int64_t begin, int64_t end) {
+      ParamGradRows(x, dy, m, begin, end);
+    });
+  }
+  if (grad_in == nullptr) return;
   col_a_.assign(m, T(0));
   col_b_.assign(m, T(0));
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / c_count);
+  ParallelRanges(m, grain, [&](int64_t begin, int64_t end) {
+    InputGradColumns(x, dy, m, begin, end, grad_in->data());
+  });
+}
+
+template <typename T>
+void NormBase<T>::ParamGradRows(const T* x, const T* dy, int64_t m,
+                                int64_t c_begin, int64_t c_end) {
+  const T* mean = col_mean_.data();
+  const T* invstd = col_invstd_.data();
+  for (int64_t c = c_begin; c < c_end; ++c) {
+    const T* r = x + c * m;
+    const T* d = dy + c * m;
+    T dw = 0, db = 0;
+    for (int64_t j = 0; j < m; ++j) {
+      dw += d[j] * ((r[j] - mean[j]) * invstd[j]);
+      db += d[j];
+    }
+    weight_grad_[c] = dw;
+    bias_grad_[c] = db;
+  }
+}
+
+template <typename T>
+void NormBase<T>::InputGradColumns(const T* x, const T* dy, int64_t m,
+                                   int64_t begin, int64_t end, T* g) {
+  const T* mean = col_mean_.data();
+  const T* invstd = col_invstd_.data();
   T* a = col_a_.data();
   T* b = col_b_.data();
   const bool affine = options_.affine;
-  for (int64_t c = 0; c < c_count; ++c) {
+  for (int64_t c = 0; c < channels_; ++c) {
     const T* r = x + c * m;
     const T* d = dy + c * m;
     const T w = affine ? weight_[c] : T(1);
-    T dw = 0, db = 0;
-    for (int64_t j = 0; j < m; ++j) {
+    for (int64_t j = begin; j < end; ++j) {
       const T xh = (r[j] - mean[j]) * invstd[j];
       const T gy = d[j] * w;
       a[j] += gy;
       b[j] += gy * xh;
-      dw += d[j] * xh;
-      db += d[j];
-    }
-    if (affine) {
-      weight_grad_[c] = dw;
-      bias_grad_[c] = db;
     }
   }
-  if (grad_in == nullptr) return;
-  const T inv_c = T(1) / static_cast<T>(c_count);
-  for (int64_t j = 0; j < m; ++j) {
+  const T inv_c = T(1) / static_cast<T>(channels_);
+  for (int64_t j = begin; j < end; ++j) {
     a[j] *= inv_c;
     b[j] *= inv_c;
   }
-  T* g = grad_in->data();
-  for (int64_t c = 0; c < c_count; ++c) {
+  for (int64_t c = 0; c < channels_; ++c) {
     const T* r = x + c * m;
     const T* d = dy + c * m;
     T* o = g + c * m;
     const T w = affine ? weight_[c] : T(1);
-    for (int64_t j = 0; j < m; ++j) {
+    for (int64_t j = begin; j < end; ++j) {
       const T xh = (r[j] - mean[j]) * invstd[j];
       o[j] = invstd[j] * (d[j] * w - a[j] - xh * b[j]);
     }

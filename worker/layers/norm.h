@@ -72,6 +72,13 @@ class NormBase : public Layer<T> {
   void GroupInputGrad(const GroupRows& rows, double a, double b);
   void BackwardPerPosition(const BasicTensor<T>& grad_out,
                            BasicTensor<T>* grad_in);
+  // Channels [c_begin, c_end) of BackwardPerPosition's weight and bias
+  // gradients (x and dy {C, m}).
+  void ParamGradRows(const T* x, const T* dy, int64_t m, int64_t c_begin,
+                     int64_t c_end);
+  // Columns [begin, end) of BackwardPerPosition's input gradient g.
+  void InputGradColumns(const T* x, const T* dy, int64_t m, int64_t begin,
+                        int64_t end, T* g);
 
   const char* kind_;
   NormOptions options_;

@@ -75,12 +75,12 @@ namespace {
 template <typename Body>
 void OverPlanes(const Pool2dGeometry& g, const Body& body) {
   const int64_t per_plane = std::max<int64_t>(g.in_h * g.in_w, 1);
-  ParallelRanges(g.planes, (kElementwiseGrain + per_plane - 1) / per_plane,
-                 [&](int64_t first, int64_t last) {
-                   Pool2dGeometry part = g;
-                   part.planes = last - first;
-                   body(part, first);
-                 });
+  ParallelItems(g.planes, (kElementwiseGrain + per_plane - 1) / per_plane,
+                [&](int64_t first, int64_t last) {
+                  Pool2dGeometry part = g;
+                  part.planes = last - first;
+                  body(part, first);
+                });
 }
 
 }  // namespace

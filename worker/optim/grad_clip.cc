@@ -31,7 +31,7 @@ double SumOfSquares(const float* x, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   if (chunks <= 1) return ChunkSumOfSquares(x, n);
   std::vector<double> partial(chunks);
-  ParallelRanges(chunks, kRangeAlign, [&](int64_t first, int64_t last) {
+  ParallelItems(chunks, 1, [&](int64_t first, int64_t last) {
     for (int64_t c = first; c < last; ++c) {
       partial[c] =
           ChunkSumOfSquares(x + c * kChunk, std::min(kChunk, n - c * kChunk));
