@@ -16,7 +16,8 @@
 // (the OpenMP build of OpenBLAS shares the team, but with it two replicas
 // calling at once no longer trained reproducibly). Instead, products on the
 // small kernels or OpenBLAS split into parts over the caller's OpenMP team
-// (kernels/parallel.h), parts fixed by the shape, so that results do not
+// (kernels/parallel.h): ranges of C's rows or columns, or of the sum where
+// C is small and the sum long, fixed by the shape, so that results do not
 // depend on the thread count. The callee owns nothing; all matrices belong
 // to the caller.
 //

@@ -103,16 +103,18 @@ TEST(Gemm, SmallFloatProductsMatchDefinition) {
 }
 
 // Products big enough to split over the compute threads: by rows where C is
-// taller than wide, by columns otherwise, with both kernels (small float,
-// OpenBLAS) and split points that cut the kernels' tiles. Every thread
-// count gives the one-thread result bit for bit, and it is right.
+// taller than wide, by columns otherwise, over the sum where C is small and
+// the sum long, with both kernels (small float, OpenBLAS) and split points
+// that cut the kernels' tiles. Every thread count gives the one-thread
+// result bit for bit, and it is right.
 template <typename T>
 void CheckSplitProducts(double tol) {
   std::mt19937_64 rng(17);
   std::uniform_real_distribution<double> u(-1, 1);
   const int64_t shapes[][3] = {
       {64, 2100, 100}, {2100, 64, 100}, {40, 4099, 70}, {4099, 40, 70},
-      {64, 1000, 100}, {1000, 64, 100}, {33, 2050, 64}, {250, 257, 600}};
+      {64, 1000, 100}, {1000, 64, 100}, {33, 2050, 64}, {250, 257, 600},
+      {96, 100, 2100}, {100, 96, 2100}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     const int64_t ld = std::max({m, n, k}) + 5;
