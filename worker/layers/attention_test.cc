@@ -210,5 +210,29 @@ TEST(Attention, SameBitsOnOneAndTwoThreads) {
   }
 }
 
+// A transformer's LayerNorm (per position) splits its backward pass over
+// positions and its weight gradients over channels; every bit stays the
+// same.
+std::vector<float> PositionNormOnThreads(int threads) {
+  SetOnednnThreads(threads);
+  LayerNorm<float> norm(NormOptions{1e-5, true, 1, /*per_position=*/true});
+  Tensor x, y, dx;
+  auto store = BuildRandom<float>(norm, 64, 8, 256, &x);
+  norm.Forward(x, &y, Mode::kTrain);
+  Tensor g(y.shape());
+  for (int64_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.37f * i);
+  norm.Backward(g, &dx);
+  std::vector<float> all(y.data(), y.data() + y.size());
+  all.insert(all.end(), dx.data(), dx.data() + dx.size());
+  const Tensor& grads = store->grads();
+  all.insert(all.end(), grads.data(), grads.data() + grads.size());
+  SetOnednnThreads(0);
+  return all;
+}
+
+TEST(LayerNorm, PerPositionSameBitsOnOneAndTwoThreads) {
+  EXPECT_EQ(PositionNormOnThreads(1), PositionNormOnThreads(2));
+}
+
 }  // namespace
 }  // namespace cohort
