@@ -220,8 +220,14 @@ def cohort_data_block(name, work):
                 f.write(os.urandom(1 << 20))
         return ('data { kind: TOKENS tokens { train: "%s" context: %d } }'
                 % (corpus, shape[0]))
-    return ("data { kind: SYNTHETIC synthetic { shape: [%s] classes: %d } }"
-            % (", ".join(map(str, shape)), classes))
+    # PyTorch's side trains on one batch made before the clock starts. A
+    # few batches' worth of samples keeps cohort's synthetic set in memory
+    # too (larger sets are generated on every read, on a loader thread that
+    # competes with the compute threads for the cores).
+    batch = MODELS[name][2]
+    return ("data { kind: SYNTHETIC synthetic { shape: [%s] classes: %d "
+            "train_samples: %d test_samples: %d } }"
+            % (", ".join(map(str, shape)), classes, 4 * batch, batch))
 
 
 def cohort_timing(cohort, name, threads, work):
