@@ -182,25 +182,34 @@ TEST(Attention, FloatMatchesDouble) {
   }
 }
 
-// Attention's (sample, head) pairs go to the compute threads (32 here, so
-// that two threads share them); every bit stays the same, with and without
-// dropout.
-std::vector<float> AttentionOnThreads(int threads, double dropout) {
+// Runs `layer` (built by BuildRandom on x) forward and backward on
+// `threads` compute threads; returns its output, input gradient and
+// parameter gradients, end to end.
+std::vector<float> PassesOnThreads(int threads, Layer<float>& layer,
+                                   const ParamStore<float>& store,
+                                   const Tensor& x) {
   SetOnednnThreads(threads);
-  Attention<float> attn({4, true, dropout});
-  Tensor x, y, dx;
-  auto store = BuildRandom<float>(attn, 32, 8, 70, &x);
-  attn.SeedRandom(5);
-  attn.Forward(x, &y, Mode::kTrain);
+  Tensor y, dx;
+  layer.Forward(x, &y, Mode::kTrain);
   Tensor g(y.shape());
   for (int64_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.37f * i);
-  attn.Backward(g, &dx);
+  layer.Backward(g, &dx);
   std::vector<float> all(y.data(), y.data() + y.size());
   all.insert(all.end(), dx.data(), dx.data() + dx.size());
-  const Tensor& grads = store->grads();
+  const Tensor& grads = store.grads();
   all.insert(all.end(), grads.data(), grads.data() + grads.size());
   SetOnednnThreads(0);
   return all;
+}
+
+// Attention's (sample, head) pairs go to the compute threads; every bit
+// stays the same, with and without dropout.
+std::vector<float> AttentionOnThreads(int threads, double dropout) {
+  Attention<float> attn({4, true, dropout});
+  Tensor x;
+  auto store = BuildRandom<float>(attn, 32, 8, 70, &x);
+  attn.SeedRandom(5);
+  return PassesOnThreads(threads, attn, *store, x);
 }
 
 TEST(Attention, SameBitsOnOneAndTwoThreads) {
@@ -214,20 +223,10 @@ TEST(Attention, SameBitsOnOneAndTwoThreads) {
 // positions and its weight gradients over channels; every bit stays the
 // same.
 std::vector<float> PositionNormOnThreads(int threads) {
-  SetOnednnThreads(threads);
   LayerNorm<float> norm(NormOptions{1e-5, true, 1, /*per_position=*/true});
-  Tensor x, y, dx;
+  Tensor x;
   auto store = BuildRandom<float>(norm, 64, 8, 256, &x);
-  norm.Forward(x, &y, Mode::kTrain);
-  Tensor g(y.shape());
-  for (int64_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.37f * i);
-  norm.Backward(g, &dx);
-  std::vector<float> all(y.data(), y.data() + y.size());
-  all.insert(all.end(), dx.data(), dx.data() + dx.size());
-  const Tensor& grads = store->grads();
-  all.insert(all.end(), grads.data(), grads.data() + grads.size());
-  SetOnednnThreads(0);
-  return all;
+  return PassesOnThreads(threads, norm, *store, x);
 }
 
 TEST(LayerNorm, PerPositionSameBitsOnOneAndTwoThreads) {
