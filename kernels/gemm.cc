@@ -12,6 +12,7 @@
 
 #include "common/logging.h"
 #include "dnnl.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm_small.h"
 #include "kernels/onednn_threads.h"
 #include "kernels/parallel.h"
@@ -180,9 +181,16 @@ void RunParts(int64_t parts, const Part& part) {
   for (int64_t p = 0; p < parts; ++p) part(p);
 }
 
+// Rows per range of the row-wise loops: about kElementwiseGrain elements.
+int64_t RowGrain(int64_t n) {
+  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1));
+}
+
 // Each part's sum over its range of k: the first into C with beta, the
 // others into scratch, added into C afterwards in part order, so every
-// element sums its parts in one order whatever the thread count.
+// element sums its parts in one order whatever the thread count. SplitOf
+// cuts the sum only where C is under 2 * kMinBlasPartExtent on each side,
+// so the scratch a thread keeps stays under 8 MB in float.
 template <typename T>
 void GemmOverSum(int64_t parts, Trans trans_a, Trans trans_b, int64_t m,
                  int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
@@ -198,25 +206,17 @@ void GemmOverSum(int64_t parts, Trans trans_a, Trans trans_b, int64_t m,
     const int64_t depth = PartBoundary(p + 1, parts, k) - begin;
     const T* ap = trans_a == Trans::kNo ? a + begin : a + begin * lda;
     const T* bp = trans_b == Trans::kNo ? b + begin * ldb : b + begin;
-    if (p == 0) {
-      GemmOnCaller<T>(false, trans_a, trans_b, m, n, depth, alpha, ap, lda, bp,
-                      ldb, beta, c, ldc);
-    } else {
-      GemmOnCaller<T>(false, trans_a, trans_b, m, n, depth, alpha, ap, lda, bp,
-                      ldb, T(0), partials + (p - 1) * size, n);
+    T* out = p == 0 ? c : partials + (p - 1) * size;
+    GemmOnCaller<T>(false, trans_a, trans_b, m, n, depth, alpha, ap, lda, bp,
+                    ldb, p == 0 ? beta : T(0), out, p == 0 ? ldc : n);
+  });
+  ParallelRanges(m, RowGrain(n), [&](int64_t begin, int64_t end) {
+    for (int64_t p = 1; p < parts; ++p) {
+      for (int64_t i = begin; i < end; ++i) {
+        AddInPlace(partials + (p - 1) * size + i * n, c + i * ldc, n);
+      }
     }
   });
-  ParallelRanges(m, std::max<int64_t>(1, kElementwiseGrain / n),
-                 [&](int64_t begin, int64_t end) {
-                   for (int64_t p = 1; p < parts; ++p) {
-                     const T* src = partials + (p - 1) * size;
-                     for (int64_t i = begin; i < end; ++i) {
-                       for (int64_t j = 0; j < n; ++j) {
-                         c[i * ldc + j] += src[i * n + j];
-                       }
-                     }
-                   }
-                 });
 }
 
 // Runs the product in the parts SplitOf gives.
@@ -298,16 +298,6 @@ void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
   GemmInParts<T>(small, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
                  c, ldc);
 }
-
-namespace {
-
-// Rows per range of the row-wise loops below: about kElementwiseGrain
-// elements.
-int64_t RowGrain(int64_t n) {
-  return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n, 1));
-}
-
-}  // namespace
 
 template <typename T>
 void RowSums(int64_t m, int64_t n, const T* a, int64_t lda, T* out) {

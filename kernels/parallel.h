@@ -27,6 +27,8 @@ namespace cohort {
 
 inline constexpr int64_t kRangeAlign = 16;
 
+namespace parallel_internal {
+
 // Runs body(begin, end) for `parts` ranges of [0, n) whose boundaries
 // `boundary(p)` gives, one range per thread of the caller's team.
 template <typename Boundary, typename Body>
@@ -34,6 +36,8 @@ void RunRanges(int64_t parts, const Boundary& boundary, const Body& body) {
 #pragma omp parallel for num_threads(parts) schedule(static)
   for (int64_t p = 0; p < parts; ++p) body(boundary(p), boundary(p + 1));
 }
+
+}  // namespace parallel_internal
 
 // Runs body(begin, end) over ranges of at least `grain` indices each
 // (`grain` at least kRangeAlign).
@@ -46,7 +50,7 @@ void ParallelRanges(int64_t n, int64_t grain, const Body& body) {
     body(int64_t{0}, n);
     return;
   }
-  RunRanges(
+  parallel_internal::RunRanges(
       parts,
       [&](int64_t p) {
         return p == parts ? n : n * p / parts / kRangeAlign * kRangeAlign;
@@ -68,7 +72,7 @@ void ParallelItems(int64_t n, int64_t grain, const Body& body) {
     body(int64_t{0}, n);
     return;
   }
-  RunRanges(
+  parallel_internal::RunRanges(
       parts, [&](int64_t p) { return n * p / parts; }, body);
 }
 
