@@ -1,13 +1,15 @@
 // The GPU engine against the CPU engine, its reference: every layer kind
 // alone (float32 within 1e-5 relative, bf16 within 1e-2: the
 // per-layer bounds) and the zoo models end to end in float32 (1e-4, as
-// rounding compounds over the layers), for the forward output, every
-// parameter gradient and the BatchNorm running statistics. Runs where a CUDA
+// rounding compounds over the layers; the ResNets' gradients looser, see
+// kResNet18Grads), for the forward output, every parameter gradient and the
+// BatchNorm running statistics. Runs where a CUDA
 // device exists; skips with the reason elsewhere.
 #include "worker/gpu/gpu_model.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <string>
@@ -24,6 +26,11 @@
 
 namespace cohort {
 namespace {
+
+// The CPU engine is the reference to 1e-5: cuDNN's transform-based
+// algorithms (Winograd, FFT) round differently by more than that, so these
+// comparisons run without them.
+const bool kDirectConvolutions = setenv("COHORT_CUDNN_DIRECT", "1", 1) == 0;
 
 int64_t Product(const Shape& s) {
   int64_t n = 1;
@@ -110,10 +117,18 @@ ModelSpec Spec(const std::string& text) {
   return spec;
 }
 
+// Relative bounds on the forward output and running statistics (max-norm)
+// and on the parameter gradients (L2).
+struct Bounds {
+  double output;
+  double grads;
+};
+
 // `vocab` > 0: the input is token ids in [0, vocab) (an embedding first).
 void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
-                      double tolerance, Precision precision = FP32,
+                      Bounds bounds, Precision precision = FP32,
                       int64_t vocab = 0) {
+  const double tolerance = bounds.output;
   SCOPED_TRACE(spec.ShortDebugString() + " " + Precision_Name(precision));
   auto cpu = BuildModel<float>(spec, input, 7);
   ASSERT_TRUE(cpu.ok()) << cpu.status();
@@ -145,6 +160,8 @@ void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
   const Shape& out = (*gpu)->output_shape();
   const int64_t out_count = n * Product(out);
   ASSERT_EQ(cpu_y.size(), out_count);
+  // The engine's stream does not order the plain copy below.
+  ASSERT_TRUE((*context)->Synchronize().ok());
   const std::vector<float> y = NchwToCpu(ToHost(*gy, out_count), n, out);
   EXPECT_LT(RelativeError(y, cpu_y.data(), out_count), tolerance) << "output";
 
@@ -166,9 +183,9 @@ void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
               << Precision_Name(precision) << ": "
               << gpu_testing::Errors(grads.data(), want_grads, flat) << "\n";
     EXPECT_LT(gpu_testing::L2RelativeError(grads.data(), want_grads, flat),
-              tolerance)
+              bounds.grads)
         << "parameter gradients";
-    PrintWorstTensors(grads, **cpu, tolerance);
+    PrintWorstTensors(grads, **cpu, bounds.grads);
   }
   // Running statistics after one training step.
   auto copy = BuildModel<float>(spec, input, 7);
@@ -185,6 +202,24 @@ void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
   cudaFree(gx);
   cudaFree(gdy);
 }
+
+void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
+                      double tolerance, Precision precision = FP32,
+                      int64_t vocab = 0) {
+  ExpectMatchesCpu(spec, input, n, Bounds{tolerance, tolerance}, precision,
+                   vocab);
+}
+
+// Whole ResNets' parameter gradients, in L2. A ReLU input within rounding
+// of zero falls on one side in one engine and on the other in the next,
+// and that one flip moves every BatchNorm gradient behind it by about
+// |dy| / sqrt(positions): the CPU engine's own float32 gradients differ
+// from its float64 ones by up to 4.4e-3 over resnet18_cifar's prefixes and
+// 2.5e-2 on resnet50 (batch 3), while their outputs agree to 2e-6 and
+// 1.4e-5. The parts above hold every layer to 1e-5; these bounds catch
+// wiring, not rounding.
+constexpr double kResNet18Grads = 1e-2;
+constexpr double kResNet50Grads = 5e-2;
 
 struct LayerCase {
   const char* layers;
@@ -427,6 +462,13 @@ TEST(GpuModel, ResNetPartsAtTheirSizesMatchTheCpuEngine) {
       {stem + " layers { relu {} }", {3, 32, 32}},
       {"layers { residual { out_channels: 64 } }", {64, 32, 32}},
       {"layers { residual { out_channels: 128 stride: 2 } }", {64, 32, 32}},
+      {"layers { residual { out_channels: 256 stride: 2 } }", {128, 16, 16}},
+      {"layers { residual { out_channels: 512 stride: 2 } }", {256, 8, 8}},
+      {"layers { residual { out_channels: 512 } }", {512, 4, 4}},
+      {"layers { conv2d { out_channels: 512 kernel: 3 padding: 1 "
+       "no_bias: true } }",
+       {512, 4, 4}},
+      {"layers { batchnorm2d {} }", {512, 4, 4}},
       {"layers { global_avgpool {} } layers { linear { out_features: 10 } }",
        {512, 4, 4}},
   };
@@ -447,7 +489,7 @@ TEST(GpuModel, ResNetPrefixesMatchTheCpuEngine) {
   for (size_t k = 3; k <= layers->size(); ++k) {
     ModelSpec prefix;
     for (size_t i = 0; i < k; ++i) *prefix.add_layers() = (*layers)[i];
-    ExpectMatchesCpu(prefix, {3, 32, 32}, 3, 1e-5);
+    ExpectMatchesCpu(prefix, {3, 32, 32}, 3, Bounds{1e-5, kResNet18Grads});
   }
 }
 
@@ -459,7 +501,11 @@ TEST(GpuModel, ZooModelsMatchTheCpuEngine) {
     spec.set_zoo(name);
     auto shape = ZooInputShape(name);
     ASSERT_TRUE(shape.ok());
-    ExpectMatchesCpu(spec, *shape, 3, 1e-4);
+    const std::string model = name;
+    const double grads = model == "resnet50"         ? kResNet50Grads
+                         : model == "resnet18_cifar" ? kResNet18Grads
+                                                     : 1e-4;
+    ExpectMatchesCpu(spec, *shape, 3, Bounds{1e-4, grads});
   }
 }
 
