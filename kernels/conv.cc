@@ -246,6 +246,101 @@ void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
           ws->col.data(), np, bias != nullptr ? T(1) : T(0), out, np);
 }
 
+// Images of at most 4 output positions (ResNet-18's last stages on 32x32
+// inputs, 2x2 and 1x1), where the weights outweigh the activations: oneDNN
+// converts the weights to its layout and back on every pass, and its
+// weight-gradient kernels ran these shapes at a tenth of its forward speed
+// (AVX-512, batch 32, 512-512 3x3 at 1x1: 10.6 ms against 0.9 ms forward,
+// and about 4 ms for each conversion of the 9 MB of weights). One product
+// over the patch matrix per pass, on the weights as they are, takes about a
+// millisecond. Only where oneDNN would run.
+bool TinyImagePays(const ConvGeometry& g, const ConvWorkspace<float>& ws) {
+  return ws.algorithm == ConvAlgorithm::kAuto && g.groups == 1 &&
+         g.out_h() * g.out_w() <= 4;
+}
+
+// `x` on the batch-inner layout: itself, or converted into `plain` when
+// the workspace's activations are channel-blocked.
+const float* BatchInner(const float* x, int64_t channels, int64_t batch,
+                        int64_t positions, const ConvWorkspace<float>& ws,
+                        BasicTensor<float>* plain) {
+  if (ws.channel_block == 0) return x;
+  conv_internal::EnsureSize(plain, channels * batch * positions);
+  FromChannelBlocked(x, channels, batch, positions, ws.channel_block,
+                     plain->data());
+  return plain->data();
+}
+
+// Writes the batch-inner `plain` to `out` in the workspace's layout.
+void StoreActivations(const float* plain, int64_t channels, int64_t batch,
+                      int64_t positions, const ConvWorkspace<float>& ws,
+                      float* out) {
+  if (ws.channel_block == 0) {
+    std::memcpy(out, plain, channels * batch * positions * sizeof(float));
+  } else {
+    ToChannelBlocked(plain, channels, batch, positions, ws.channel_block, out);
+  }
+}
+
+// out = W col(in) + bias; col stays in the workspace for the weight
+// gradient.
+void TinyImageForward(const ConvGeometry& g, const float* in,
+                      const float* weight, const float* bias, float* out,
+                      ConvWorkspace<float>* ws) {
+  const int64_t kk = g.patch(), np = g.positions();
+  const float* x =
+      BatchInner(in, g.in_channels, g.batch, g.in_h * g.in_w, *ws, &ws->padded);
+  conv_internal::EnsureSize(&ws->col, kk * np);
+  Im2col(g, x, ws->col.data());
+  float* y = out;
+  if (ws->channel_block != 0) {
+    conv_internal::EnsureSize(&ws->scratch, g.out_channels * np);
+    y = ws->scratch.data();
+  }
+  if (bias != nullptr) BroadcastColumn<float>(g.out_channels, np, bias, y, np);
+  Gemm<float>(Trans::kNo, Trans::kNo, g.out_channels, np, kk, 1.0f, weight, kk,
+              ws->col.data(), np, bias != nullptr ? 1.0f : 0.0f, y, np);
+  if (y != out) {
+    StoreActivations(y, g.out_channels, g.batch, np / g.batch, *ws, out);
+  }
+}
+
+// grad_weight = dy col^T and grad_bias = dy's row sums.
+void TinyImageWeightGrad(const ConvGeometry& g, const float* grad_out,
+                         float* grad_weight, float* grad_bias,
+                         ConvWorkspace<float>* ws) {
+  const int64_t kk = g.patch(), np = g.positions();
+  const float* dy = BatchInner(grad_out, g.out_channels, g.batch, np / g.batch,
+                               *ws, &ws->grad_padded);
+  Gemm<float>(Trans::kNo, Trans::kYes, g.out_channels, kk, np, 1.0f, dy, np,
+              ws->col.data(), np, 0.0f, grad_weight, kk);
+  if (grad_bias != nullptr) {
+    RowSums<float>(g.out_channels, np, dy, np, grad_bias);
+  }
+}
+
+// grad_in = col2im(W^T dy).
+void TinyImageBackwardInput(const ConvGeometry& g, const float* grad_out,
+                            const float* weight, float* grad_in,
+                            ConvWorkspace<float>* ws) {
+  const int64_t kk = g.patch(), np = g.positions();
+  const int64_t in_positions = g.in_h * g.in_w;
+  const float* dy = BatchInner(grad_out, g.out_channels, g.batch, np / g.batch,
+                               *ws, &ws->grad_padded);
+  conv_internal::EnsureSize(&ws->grad_col, kk * np);
+  Gemm<float>(Trans::kYes, Trans::kNo, kk, np, g.out_channels, 1.0f, weight, kk,
+              dy, np, 0.0f, ws->grad_col.data(), np);
+  if (ws->channel_block == 0) {
+    Col2im(g, ws->grad_col.data(), grad_in);
+    return;
+  }
+  conv_internal::EnsureSize(&ws->scratch,
+                            g.in_channels * g.batch * in_positions);
+  Col2im(g, ws->grad_col.data(), ws->scratch.data());
+  StoreActivations(ws->scratch.data(), g.in_channels, g.batch, in_positions,
+                   *ws, grad_in);
+}
+
 // A 1x1 convolution with stride 1 and no padding is one matrix product on
 // the batch-inner layout (out[OC][N*P] = W[OC][C] in[C][N*P]): no im2col
 // copy, no grid scratch.
@@ -324,8 +419,12 @@ void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
       return;
     }
     if (ws->onednn) {
-      conv_internal::OnednnForward(g, ws->channel_block, in, weight, bias, out,
-                                   &ws->onednn_state);
+      if (TinyImagePays(g, *ws)) {
+        TinyImageForward(g, in, weight, bias, out, ws);
+      } else {
+        conv_internal::OnednnForward(g, ws->channel_block, in, weight, bias,
+                                     out, &ws->onednn_state);
+      }
       ws->grid = ws->pointwise = false;
       ws->input = in;
       return;
@@ -373,53 +472,15 @@ void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
   ws->input = in;
 }
 
-// Images of at most 4 output positions (ResNet-18's last stages on 32x32
-// inputs, 2x2 and 1x1): oneDNN's weight-gradient kernels ran them at a
-// tenth of the speed of its forward kernels (AVX-512, batch 32: 512-512 3x3
-// at 1x1 10.6 ms against 0.9 ms forward; 256-512 stride 2 9.5 ms), while
-// one product over the patch matrix, N x 4 columns deep, takes about a
-// millisecond. From 4x4 up oneDNN's is as fast as the product.
-bool TinyImageWeightGradPays(const ConvGeometry& g,
-                             const ConvWorkspace<float>& ws) {
-  return ws.algorithm == ConvAlgorithm::kAuto && g.groups == 1 &&
-         g.out_h() * g.out_w() <= 4;
-}
-
-// grad_weight = dy col^T (and grad_bias = dy's row sums) on the batch-inner
-// layout, the input and dy converted to it first when they are
-// channel-blocked.
-void TinyImageWeightGrad(const ConvGeometry& g, const float* grad_out,
-                         float* grad_weight, float* grad_bias,
-                         ConvWorkspace<float>* ws) {
-  const int64_t kk = g.patch(), np = g.positions();
-  const float* in = ws->input;
-  const float* dy = grad_out;
-  if (ws->channel_block != 0) {
-    const int64_t in_positions = g.in_h * g.in_w;
-    conv_internal::EnsureSize(&ws->padded,
-                              g.in_channels * g.batch * in_positions);
-    FromChannelBlocked(ws->input, g.in_channels, g.batch, in_positions,
-                       ws->channel_block, ws->padded.data());
-    conv_internal::EnsureSize(&ws->grad_padded, g.out_channels * np);
-    FromChannelBlocked(grad_out, g.out_channels, g.batch, g.out_h() * g.out_w(),
-                       ws->channel_block, ws->grad_padded.data());
-    in = ws->padded.data();
-    dy = ws->grad_padded.data();
-  }
-  conv_internal::EnsureSize(&ws->col, kk * np);
-  Im2col(g, in, ws->col.data());
-  Gemm<float>(Trans::kNo, Trans::kYes, g.out_channels, kk, np, 1.0f, dy, np,
-              ws->col.data(), np, 0.0f, grad_weight, kk);
-  if (grad_bias != nullptr) {
-    RowSums<float>(g.out_channels, np, dy, np, grad_bias);
-  }
-}
-
 template <typename T>
 void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
                               T* grad_weight, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "ConvBackwardWeights before ConvForward";
   if constexpr (std::is_same_v<T, float>) {
+    if (ws->onednn && TinyImagePays(g, *ws)) {  // a group; bias done
+      TinyImageWeightGrad(g, grad_out, grad_weight, nullptr, ws);
+      return;
+    }
     if (ws->onednn) {  // a group of a grouped convolution; bias done
       conv_internal::OnednnBackwardWeights(g, ws->channel_block, ws->input,
                                            grad_out, grad_weight, nullptr,
@@ -456,6 +517,10 @@ void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
   if constexpr (std::is_same_v<T, float>) {
     if (UseWinograd<T>(g, *ws)) {
       conv_internal::WinogradBackwardInput(g, grad_out, weight, grad_in);
+      return;
+    }
+    if (UseOnednn<T>(g, *ws) && TinyImagePays(g, *ws)) {
+      TinyImageBackwardInput(g, grad_out, weight, grad_in, ws);
       return;
     }
     if (UseOnednn<T>(g, *ws)) {
@@ -565,7 +630,7 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
                                              grad_weight, grad_bias);
       return;
     }
-    if (g.groups == 1 && ws->onednn && TinyImageWeightGradPays(g, *ws)) {
+    if (g.groups == 1 && ws->onednn && TinyImagePays(g, *ws)) {
       TinyImageWeightGrad(g, grad_out, grad_weight, grad_bias, ws);
       return;
     }
