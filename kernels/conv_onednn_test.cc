@@ -293,7 +293,9 @@ TEST(ConvOnednn, TinyImagesMatchIm2col) {
     ExpectClose(
         cohort::Run<float>(g, ConvAlgorithm::kAuto, c.in, c.w, c.b, c.dy, &ws),
         c.want);
-    if (g.groups == 1) EXPECT_TRUE(ws.onednn);
+    if (g.groups == 1) {
+      EXPECT_TRUE(ws.onednn);
+    }
     if (g.groups == 1 && g.out_channels % block == 0) {
       ExpectClose(
           RunBlocked(g, block, ConvAlgorithm::kAuto, c.in, c.w, c.b, c.dy),
