@@ -10,8 +10,10 @@ around the same three phases. The first step, which pays for first-touch
 memory and kernel set-up on both sides, is printed on its own.
 
 Prints a markdown table and exits 1 where cohort's samples/s are below GOAL
-times PyTorch's, or where a ResNet's backward pass takes more than
-MAX_BACKWARD times its forward pass.
+times PyTorch's, where a ResNet's backward pass takes more than
+MAX_BACKWARD times its forward pass, or, when both 1 and 2 threads run,
+where 2 threads give cohort less than MIN_SCALING times its 1-thread speed
+or a lower ratio to PyTorch than 1 thread does.
 
   standard_models.py COHORT [--threads 1,2] [--repeats 3] [--models ...]
 
@@ -35,6 +37,7 @@ import warnings
 
 GOAL = 1.5
 MAX_BACKWARD = 2.5
+MIN_SCALING = 1.8
 WARMUP = 2
 SGD = "optimizer { kind: SGD lr: 0.01 momentum: 0.9 }"
 ADAMW = "optimizer { kind: ADAMW lr: 0.001 weight_decay: 0.1 }"
@@ -279,6 +282,25 @@ def misses(name, threads, ours, theirs):
     return out
 
 
+def scaling(name, by_threads):
+    """Two threads against one for one model: a line for the log, and the
+    misses. `by_threads` maps a thread count to (cohort, PyTorch) medians."""
+    if 1 not in by_threads or 2 not in by_threads:
+        return None, []
+    (o1, t1), (o2, t2) = by_threads[1], by_threads[2]
+    gain = o2["rate"] / o1["rate"]
+    r1, r2 = o1["rate"] / t1["rate"], o2["rate"] / t2["rate"]
+    line = ("%s: 2 threads over 1, cohort %.2fx, PyTorch %.2fx; ratio "
+            "%.2fx -> %.2fx" % (name, gain, t2["rate"] / t1["rate"], r1, r2))
+    out = []
+    if gain < MIN_SCALING:
+        out.append("%s: 2 threads %.2fx 1 thread" % (name, gain))
+    if r2 < r1:
+        out.append("%s: ratio at 2 threads %.2fx, below 1 thread's %.2fx" %
+                   (name, r2, r1))
+    return line, out
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--torch-side":
         print(json.dumps(torch_timing(sys.argv[2], int(sys.argv[3]))))
@@ -290,7 +312,7 @@ def main():
     p.add_argument("--models", default=",".join(MODELS))
     a = p.parse_args()
     cohort = os.path.abspath(a.cohort)
-    missed = []
+    missed, scalings = [], []
     print("median of %d alternating runs; training samples/s after %d "
           "warm-up steps; forward / backward / optimizer in ms per step\n"
           % (a.repeats, WARMUP))
@@ -301,17 +323,26 @@ def main():
         for name in a.models.split(","):
             if "onnx" in MODELS[name][4]:
                 export(name, os.path.join(work, name + ".onnx"))
+            by_threads = {}
             for threads in map(int, a.threads.split(",")):
                 ours, theirs = [], []
                 for _ in range(a.repeats):
                     ours.append(cohort_timing(cohort, name, threads, work))
                     theirs.append(child_timing(name, threads))
                 mo, mt = median_of(ours), median_of(theirs)
+                by_threads[threads] = (mo, mt)
                 print(row(name, threads, mo, mt), flush=True)
                 missed += misses(name, threads, mo, mt)
+            line, more = scaling(name, by_threads)
+            if line is not None:
+                scalings.append(line)
+            missed += more
+    if scalings:
+        print("\n" + "\n".join(scalings))
     if missed:
         print("\nmissed (goal %.1fx PyTorch, ResNet backward <= %.1fx "
-              "forward): %s" % (GOAL, MAX_BACKWARD, "; ".join(missed)))
+              "forward, 2 threads >= %.1fx 1 thread and no lower ratio): %s"
+              % (GOAL, MAX_BACKWARD, MIN_SCALING, "; ".join(missed)))
     return 1 if missed else 0
 
 
