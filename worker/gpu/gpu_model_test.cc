@@ -211,13 +211,14 @@ void ExpectMatchesCpu(const ModelSpec& spec, const Shape& input, int64_t n,
 }
 
 // Whole ResNets' parameter gradients, in L2. A ReLU input within rounding
-// of zero falls on one side in one engine and on the other in the next,
-// and that one flip moves every BatchNorm gradient behind it by about
-// |dy| / sqrt(positions): the CPU engine's own float32 gradients differ
-// from its float64 ones by up to 4.4e-3 over resnet18_cifar's prefixes and
-// 2.5e-2 on resnet50 (batch 3), while their outputs agree to 2e-6 and
-// 1.4e-5. The parts above hold every layer to 1e-5; these bounds catch
-// wiring, not rounding.
+// of zero falls on one side in one engine and on the other in the next;
+// that one flip adds or drops a term of its BatchNorm channel's sums over
+// the batch's positions (16 a sample at 4x4), and every gradient behind it
+// moves with them. The CPU engine's own float32 gradients differ from its
+// float64 ones by up to 4.4e-3 over resnet18_cifar's prefixes and 2.5e-2 on
+// resnet50 (batch 3), while their outputs agree to 2e-6 and 1.4e-5.
+// ResNetPartsAtTheirSizesMatchTheCpuEngine holds every layer to 1e-5; these
+// bounds catch wiring, not rounding.
 constexpr double kResNet18Grads = 1e-2;
 constexpr double kResNet50Grads = 5e-2;
 
