@@ -44,8 +44,8 @@ ADAMW = "optimizer { kind: ADAMW lr: 0.001 weight_decay: 0.1 }"
 # name: (input shape, classes, batch, timed steps, cohort model block, optimizer)
 MODELS = {
     "resnet18_cifar": ((3, 32, 32), 10, 32, 10, 'zoo: "resnet18_cifar"', SGD),
-    # Steps under 100 ms: 40 of them, so that one slow step moves the
-    # median less.
+    # Steps under 100 ms: 40 of them, so that one slow step weighs less
+    # in the rate.
     "resnet18": ((3, 32, 32), 10, 32, 40, 'onnx: "resnet18.onnx"', SGD),
     "resnet50": ((3, 224, 224), 1000, 8, 4, 'zoo: "resnet50"', SGD),
     "resnet50_b32": ((3, 224, 224), 1000, 32, 2, 'zoo: "resnet50"', SGD),
@@ -313,7 +313,18 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--models", default=",".join(MODELS))
     a = p.parse_args()
+    unknown = [m for m in a.models.split(",") if m not in MODELS]
+    if unknown:
+        p.error("--models: unknown %s (known: %s)" %
+                (", ".join(unknown), ", ".join(MODELS)))
+    if not all(t.isdigit() and int(t) > 0 for t in a.threads.split(",")):
+        p.error("--threads: positive thread counts separated by commas, "
+                "got %r" % a.threads)
+    if a.repeats < 1:
+        p.error("--repeats: at least 1, got %d" % a.repeats)
     cohort = os.path.abspath(a.cohort)
+    if not os.access(cohort, os.X_OK):
+        p.error("cohort binary %s is not an executable file" % cohort)
     missed, scalings = [], []
     print("median of %d alternating runs; training samples/s after %d "
           "warm-up steps; forward / backward / optimizer in ms per step\n"

@@ -246,6 +246,17 @@ void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
           ws->col.data(), np, bias != nullptr ? T(1) : T(0), out, np);
 }
 
+// grad_in = col2im(W^T grad_out).
+template <typename T>
+void Im2colBackwardInput(const ConvGeometry& g, const T* grad_out,
+                         const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+  const int64_t kk = g.patch(), np = g.positions();
+  conv_internal::EnsureSize(&ws->grad_col, kk * np);
+  Gemm<T>(Trans::kYes, Trans::kNo, kk, np, g.out_channels, T(1), weight, kk,
+          grad_out, np, T(0), ws->grad_col.data(), np);
+  Col2im(g, ws->grad_col.data(), grad_in);
+}
+
 // Images of at most 4 output positions (ResNet-18's last stages on 32x32
 // inputs, 2x2 and 1x1), where the weights outweigh the activations: oneDNN
 // converts the weights to its layout and back on every pass, and its
@@ -253,10 +264,9 @@ void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
 // (AVX-512, batch 32, 512-512 3x3 at 1x1: 10.6 ms against 0.9 ms forward,
 // and about 4 ms for each conversion of the 9 MB of weights). One product
 // over the patch matrix per pass, on the weights as they are, takes about a
-// millisecond. Only where oneDNN would run.
+// millisecond. Only where oneDNN would run; `g` is one group's geometry.
 bool TinyImagePays(const ConvGeometry& g, const ConvWorkspace<float>& ws) {
-  return ws.algorithm == ConvAlgorithm::kAuto && g.groups == 1 &&
-         g.out_h() * g.out_w() <= 4;
+  return ws.algorithm == ConvAlgorithm::kAuto && g.out_h() * g.out_w() <= 4;
 }
 
 // `x` on the batch-inner layout: itself, or converted into `plain` when
@@ -271,38 +281,22 @@ const float* BatchInner(const float* x, int64_t channels, int64_t batch,
   return plain->data();
 }
 
-// Writes the batch-inner `plain` to `out` in the workspace's layout.
-void StoreActivations(const float* plain, int64_t channels, int64_t batch,
-                      int64_t positions, const ConvWorkspace<float>& ws,
-                      float* out) {
-  if (ws.channel_block == 0) {
-    std::memcpy(out, plain, channels * batch * positions * sizeof(float));
-  } else {
-    ToChannelBlocked(plain, channels, batch, positions, ws.channel_block, out);
-  }
-}
-
-// out = W col(in) + bias; col stays in the workspace for the weight
-// gradient.
+// Im2colForward on batch-inner activations; col stays in the workspace for
+// the weight gradient.
 void TinyImageForward(const ConvGeometry& g, const float* in,
                       const float* weight, const float* bias, float* out,
                       ConvWorkspace<float>* ws) {
-  const int64_t kk = g.patch(), np = g.positions();
   const float* x =
       BatchInner(in, g.in_channels, g.batch, g.in_h * g.in_w, *ws, &ws->padded);
-  conv_internal::EnsureSize(&ws->col, kk * np);
-  Im2col(g, x, ws->col.data());
-  float* y = out;
-  if (ws->channel_block != 0) {
-    conv_internal::EnsureSize(&ws->scratch, g.out_channels * np);
-    y = ws->scratch.data();
+  if (ws->channel_block == 0) {
+    Im2colForward<float>(g, x, weight, bias, out, ws);
+    return;
   }
-  if (bias != nullptr) BroadcastColumn<float>(g.out_channels, np, bias, y, np);
-  Gemm<float>(Trans::kNo, Trans::kNo, g.out_channels, np, kk, 1.0f, weight, kk,
-              ws->col.data(), np, bias != nullptr ? 1.0f : 0.0f, y, np);
-  if (y != out) {
-    StoreActivations(y, g.out_channels, g.batch, np / g.batch, *ws, out);
-  }
+  const int64_t np = g.positions();
+  conv_internal::EnsureSize(&ws->scratch, g.out_channels * np);
+  Im2colForward<float>(g, x, weight, bias, ws->scratch.data(), ws);
+  ToChannelBlocked(ws->scratch.data(), g.out_channels, g.batch, np / g.batch,
+                   ws->channel_block, out);
 }
 
 // grad_weight = dy col^T and grad_bias = dy's row sums.
@@ -319,26 +313,23 @@ void TinyImageWeightGrad(const ConvGeometry& g, const float* grad_out,
   }
 }
 
-// grad_in = col2im(W^T dy).
+// Im2colBackwardInput on batch-inner activations.
 void TinyImageBackwardInput(const ConvGeometry& g, const float* grad_out,
                             const float* weight, float* grad_in,
                             ConvWorkspace<float>* ws) {
-  const int64_t kk = g.patch(), np = g.positions();
-  const int64_t in_positions = g.in_h * g.in_w;
-  const float* dy = BatchInner(grad_out, g.out_channels, g.batch, np / g.batch,
+  const int64_t out_positions = g.out_h() * g.out_w();
+  const float* dy = BatchInner(grad_out, g.out_channels, g.batch, out_positions,
                                *ws, &ws->grad_padded);
-  conv_internal::EnsureSize(&ws->grad_col, kk * np);
-  Gemm<float>(Trans::kYes, Trans::kNo, kk, np, g.out_channels, 1.0f, weight, kk,
-              dy, np, 0.0f, ws->grad_col.data(), np);
   if (ws->channel_block == 0) {
-    Col2im(g, ws->grad_col.data(), grad_in);
+    Im2colBackwardInput<float>(g, dy, weight, grad_in, ws);
     return;
   }
+  const int64_t in_positions = g.in_h * g.in_w;
   conv_internal::EnsureSize(&ws->scratch,
                             g.in_channels * g.batch * in_positions);
-  Col2im(g, ws->grad_col.data(), ws->scratch.data());
-  StoreActivations(ws->scratch.data(), g.in_channels, g.batch, in_positions,
-                   *ws, grad_in);
+  Im2colBackwardInput<float>(g, dy, weight, ws->scratch.data(), ws);
+  ToChannelBlocked(ws->scratch.data(), g.in_channels, g.batch, in_positions,
+                   ws->channel_block, grad_in);
 }
 
 // A 1x1 convolution with stride 1 and no padding is one matrix product on
@@ -546,11 +537,7 @@ void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
       return;
     }
   }
-  const int64_t kk = g.patch(), np = g.positions();
-  conv_internal::EnsureSize(&ws->grad_col, kk * np);
-  Gemm<T>(Trans::kYes, Trans::kNo, kk, np, g.out_channels, T(1), weight, kk,
-          grad_out, np, T(0), ws->grad_col.data(), np);
-  Col2im(g, ws->grad_col.data(), grad_in);
+  Im2colBackwardInput(g, grad_out, weight, grad_in, ws);
 }
 
 // Group `i`'s slice of a grouped convolution: its channels are contiguous

@@ -496,16 +496,18 @@ TEST(GpuModel, ResNetPrefixesMatchTheCpuEngine) {
 
 TEST(GpuModel, ZooModelsMatchTheCpuEngine) {
   REQUIRE_GPU();
-  for (const char* name : {"mlp_seed", "mlp_mnist", "lenet5", "lenet_cifar",
-                           "resnet18_cifar", "resnet50"}) {
+  const std::pair<const char*, double> models[] = {
+      {"mlp_seed", 1e-4},
+      {"mlp_mnist", 1e-4},
+      {"lenet5", 1e-4},
+      {"lenet_cifar", 1e-4},
+      {"resnet18_cifar", kResNet18Grads},
+      {"resnet50", kResNet50Grads}};
+  for (const auto& [name, grads] : models) {
     ModelSpec spec;
     spec.set_zoo(name);
     auto shape = ZooInputShape(name);
     ASSERT_TRUE(shape.ok());
-    const std::string model = name;
-    const double grads = model == "resnet50"         ? kResNet50Grads
-                         : model == "resnet18_cifar" ? kResNet18Grads
-                                                     : 1e-4;
     ExpectMatchesCpu(spec, *shape, 3, Bounds{1e-4, grads});
   }
 }
