@@ -395,6 +395,34 @@ bool UseWinograd(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
   }
 }
 
+// oneDNN's Winograd against its direct kernels on nChw16c, all three passes
+// at one thread on an AVX-512 core (conv_bench, "nChw16c"): 0.49-0.53 of
+// the time from 16x16 to 56x56 images (batch 1-32, 64-128 channels),
+// 0.65-0.75 at 8x8 (batch 32) and 14x14 (batch 8), but 0.94-1.3 with 32
+// tiles of 4x4 outputs (7x7 at batch 8, 4x4 at batch 32) and 1.7-6 with
+// fewer, where transforming the weights (36 per kernel) outweighs the
+// multiplications saved. Evaluation follows the same rule whether or not
+// the weights are frozen, so that `cohort predict` gives the bits of the
+// evaluation during training; on frozen weights (F(2x2, 3x3), transformed
+// once) Winograd took 0.4-0.7 of the time from 14x14 at batch 8 and 28x28
+// at batch 1 ("eval").
+bool OnednnWinogradPays(const ConvGeometry& g) {
+  const int64_t tiles = g.batch * ((g.out_h() + 3) / 4) * ((g.out_w() + 3) / 4);
+  return tiles >= 48;
+}
+
+// The algorithm of a layer's oneDNN passes: Winograd where oneDNN has it
+// and it pays (or is asked for), else direct.
+conv_internal::OnednnAlgorithm OnednnAlgorithmOf(
+    const ConvGeometry& g, const ConvWorkspace<float>& ws) {
+  const bool wanted =
+      ws.algorithm == ConvAlgorithm::kWinograd ||
+      (ws.algorithm == ConvAlgorithm::kAuto && OnednnWinogradPays(g));
+  return wanted && conv_internal::OnednnWinogradApplies(g, ws.channel_block)
+             ? conv_internal::OnednnAlgorithm::kWinograd
+             : conv_internal::OnednnAlgorithm::kDirect;
+}
+
 template <typename T>
 void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
@@ -413,8 +441,9 @@ void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
       if (TinyImagePays(g, *ws)) {
         TinyImageForward(g, in, weight, bias, out, ws);
       } else {
-        conv_internal::OnednnForward(g, ws->channel_block, in, weight, bias,
-                                     out, &ws->onednn_state);
+        conv_internal::OnednnForward(g, ws->channel_block,
+                                     OnednnAlgorithmOf(g, *ws), in, weight,
+                                     bias, out, &ws->onednn_state);
       }
       ws->grid = ws->pointwise = false;
       ws->input = in;
@@ -473,9 +502,9 @@ void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
       return;
     }
     if (ws->onednn) {  // a group of a grouped convolution; bias done
-      conv_internal::OnednnBackwardWeights(g, ws->channel_block, ws->input,
-                                           grad_out, grad_weight, nullptr,
-                                           &ws->onednn_state);
+      conv_internal::OnednnBackwardWeights(
+          g, ws->channel_block, OnednnAlgorithmOf(g, *ws), ws->input, grad_out,
+          grad_weight, nullptr, &ws->onednn_state);
       return;
     }
   }
@@ -515,8 +544,9 @@ void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
       return;
     }
     if (UseOnednn<T>(g, *ws)) {
-      conv_internal::OnednnBackwardInput(g, ws->channel_block, grad_out, weight,
-                                         grad_in, &ws->onednn_state);
+      conv_internal::OnednnBackwardInput(g, ws->channel_block,
+                                         OnednnAlgorithmOf(g, *ws), grad_out,
+                                         weight, grad_in, &ws->onednn_state);
       return;
     }
   }
@@ -577,9 +607,9 @@ void ConvForwardScaled(const ConvGeometry& g, const float* in,
                                          &ws->eval_weights_source, out);
     return;
   }
-  conv_internal::OnednnScaledForward(g, ws->channel_block, in, weight, scale,
-                                     shift, residual, relu, ws->weights_frozen,
-                                     out, &ws->onednn_state);
+  conv_internal::OnednnScaledForward(
+      g, ws->channel_block, OnednnAlgorithmOf(g, *ws), in, weight, scale, shift,
+      residual, relu, ws->weights_frozen, out, &ws->onednn_state);
 }
 
 template <typename T>
@@ -622,9 +652,9 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
       return;
     }
     if (g.groups == 1 && ws->onednn) {  // the bias gradient comes fused
-      conv_internal::OnednnBackwardWeights(g, ws->channel_block, ws->input,
-                                           grad_out, grad_weight, grad_bias,
-                                           &ws->onednn_state);
+      conv_internal::OnednnBackwardWeights(
+          g, ws->channel_block, OnednnAlgorithmOf(g, *ws), ws->input, grad_out,
+          grad_weight, grad_bias, &ws->onednn_state);
       return;
     }
   }

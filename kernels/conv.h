@@ -125,9 +125,10 @@ enum class ConvAlgorithm {
   // Float, groups = 1 (or each group of a grouped, not depthwise,
   // convolution): oneDNN's primitives for every pass.
   kOnednn,
-  // Float, channel-blocked activations (ConvWorkspace::channel_block 8),
-  // 3x3, stride 1, padding 1: Winograd F(4x4, 3x3) for every pass
-  // (conv_winograd.h); other geometries run as kAuto.
+  // Float, channel-blocked activations, 3x3, stride 1, padding 1: Winograd
+  // F(4x4, 3x3) for every pass, cohort's kernels on nChw8c
+  // (conv_winograd.h) and oneDNN's on nChw16c (conv_onednn.h); other
+  // geometries run as kAuto.
   kWinograd,
 };
 

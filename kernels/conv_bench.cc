@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/tensor.h"
+#include "kernels/channel_blocked.h"
 #include "kernels/conv.h"
 #include "kernels/conv_onednn.h"
 #include "kernels/gemm.h"
@@ -96,38 +97,44 @@ Result TimeConv(const ConvGeometry& g, ConvAlgorithm algo, bool need_input,
   return r;
 }
 
-// oneDNN and Winograd on nChw8c activations (no reorders: a residual block
-// keeps its activations so), compared with each other.
+// oneDNN's direct kernels and Winograd (cohort's on nChw8c, oneDNN's on
+// nChw16c) on this machine's channel-blocked activations (no reorders: a
+// residual block keeps its activations so), compared with each other.
 void BenchBlocked(const ConvGeometry& g, bool need_input, int reps) {
+  const int64_t block = NativeChannelBlock();
+  if (block == 0 || g.in_channels % block != 0 || g.out_channels % block != 0) {
+    return;
+  }
   Tensor o1, w1, i1, o2, w2, i2;
   const Result dnnl = TimeConv(g, ConvAlgorithm::kOnednn, need_input, reps, &o1,
-                               &w1, &i1, /*block=*/8);
+                               &w1, &i1, block);
   const Result wino = TimeConv(g, ConvAlgorithm::kWinograd, need_input, reps,
-                               &o2, &w2, &i2, /*block=*/8);
+                               &o2, &w2, &i2, block);
   double d = std::max(MaxRelDiff(o2, o1), MaxRelDiff(w2, w1));
   if (need_input) d = std::max(d, MaxRelDiff(i2, i1));
   std::printf(
-      "%-12s nChw8c onednn fwd %7.3f  wgrad %7.3f  igrad %7.3f  total %7.3f "
+      "%-12s nChw%dc onednn fwd %7.3f  wgrad %7.3f  igrad %7.3f  total %7.3f "
       "ms\n",
-      "", dnnl.fwd, dnnl.wgrad, dnnl.igrad, dnnl.fwd + dnnl.wgrad + dnnl.igrad);
+      "", static_cast<int>(block), dnnl.fwd, dnnl.wgrad, dnnl.igrad,
+      dnnl.fwd + dnnl.wgrad + dnnl.igrad);
   std::printf(
-      "%-12s nChw8c winograd fwd %7.3f  wgrad %7.3f  igrad %7.3f  total %7.3f "
-      "ms  max rel diff %.1e%s\n",
-      "", wino.fwd, wino.wgrad, wino.igrad, wino.fwd + wino.wgrad + wino.igrad,
-      d, d > 1e-4 ? "  MISMATCH" : "");
+      "%-12s nChw%dc winograd fwd %7.3f  wgrad %7.3f  igrad %7.3f  total "
+      "%7.3f ms  max rel diff %.1e%s\n",
+      "", static_cast<int>(block), wino.fwd, wino.wgrad, wino.igrad,
+      wino.fwd + wino.wgrad + wino.igrad, d, d > 1e-4 ? "  MISMATCH" : "");
   g_mismatch |= d > 1e-4;
 }
 
-// Evaluation as `cohort predict` runs it (ConvForwardScaled on nChw8c,
-// frozen weights, a residual and ReLU folded in): milliseconds of oneDNN
-// and of Winograd, which must agree.
+// Evaluation as `cohort predict` runs ResNet-50's 3x3 layers
+// (ConvForwardScaled on this machine's channel-blocked layout, frozen
+// weights, the batch norm and ReLU folded in, no residual sum):
+// milliseconds of oneDNN's direct kernels and of Winograd, which must agree.
 void BenchScaled(const char* name, const ConvGeometry& g, int reps) {
   std::mt19937_64 rng(1);
   Tensor in({g.in_channels * g.batch * g.in_h * g.in_w});
   Tensor w({g.out_channels * g.patch()});
   Tensor scale({g.out_channels}), shift({g.out_channels});
-  Tensor residual({g.out_channels * g.positions()});
-  for (Tensor* t : {&in, &w, &scale, &shift, &residual}) FillRandom(t, rng);
+  for (Tensor* t : {&in, &w, &scale, &shift}) FillRandom(t, rng);
   const ConvAlgorithm algos[2] = {ConvAlgorithm::kOnednn,
                                   ConvAlgorithm::kWinograd};
   double ms[2];
@@ -135,13 +142,14 @@ void BenchScaled(const char* name, const ConvGeometry& g, int reps) {
   for (int i = 0; i < 2; ++i) {
     ConvWorkspace<float> ws;
     ws.algorithm = algos[i];
-    ws.channel_block = 8;
+    ws.channel_block = NativeChannelBlock();
     ws.weights_frozen = true;
     out[i].Resize({g.out_channels * g.positions()});
     ms[i] = MedianMs(
         [&] {
           ConvForwardScaled(g, in.data(), w.data(), scale.data(), shift.data(),
-                            residual.data(), /*relu=*/true, out[i].data(), &ws);
+                            /*residual=*/nullptr, /*relu=*/true, out[i].data(),
+                            &ws);
         },
         reps);
   }

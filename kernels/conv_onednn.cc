@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -132,11 +133,13 @@ namespace conv_internal {
 struct OnednnPlan {
   ConvGeometry g;
   int64_t block = 0;  // 0: batch-inner activations; else nChw{block}c
+  OnednnAlgorithm algorithm = OnednnAlgorithm::kDirect;
   memory::desc src_md, dst_md, wei_md, bias_md;  // cohort's layouts
   Dims strides, dilates, pad_l, pad_r;
 
   std::optional<dnnl::convolution_forward::primitive_desc> fwd_pd;
   bool fwd_bias = false;
+  bool fwd_winograd = false;  // fwd_pd is one of oneDNN's Winograd kernels
   std::optional<dnnl::convolution_forward> fwd;
   Port src, wei, dst;  // src owns its inner copy: the weight gradient reads it
   memory bias;
@@ -160,6 +163,7 @@ struct OnednnPlan {
     const float* converted_scale = nullptr;
     std::vector<float> folded;  // weight[oc][...] * scale[oc], cohort's layout
     std::optional<dnnl::convolution_forward> primitive;
+    bool winograd = false;
     memory src, dst, shift, sum;
     Port wei;
   };
@@ -173,6 +177,7 @@ struct OnednnState {
   // oldest goes when a new one comes.
   std::vector<std::unique_ptr<OnednnPlan>> plans;
   OnednnPlan* last_forward = nullptr;
+  bool ran_winograd = false;  // the last forward, training or evaluation
   // The output gradient the last weight gradient left in the arena in the
   // input gradient's layout, which then need not reorder it again.
   const float* held_grad_out = nullptr;
@@ -198,13 +203,32 @@ memory::desc Any(const memory::desc& user) {
   return memory::desc(user.dims(), memory::data_type::f32, Tag::any);
 }
 
-dnnl::convolution_forward::desc ForwardDesc(const OnednnPlan& p, bool bias) {
+bool IsWinograd(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).find("wino") != std::string::npos;
+}
+
+// A primitive descriptor from make(algorithm): the plan's algorithm, or the
+// direct one where oneDNN has no Winograd kernel for these descriptors.
+template <typename MakePd>
+auto Create(const OnednnPlan& p, const MakePd& make) {
+  if (p.algorithm == OnednnAlgorithm::kWinograd) {
+    try {
+      return make(dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {
+      // Not for these descriptors: direct below.
+    }
+  }
+  return make(dnnl::algorithm::convolution_direct);
+}
+
+dnnl::convolution_forward::desc ForwardDesc(const OnednnPlan& p, bool bias,
+                                            dnnl::algorithm algorithm) {
   const memory::desc any_src = Act(p, p.src_md);
   const memory::desc any_dst = Act(p, p.dst_md);
   const memory::desc any_wei = Any(p.wei_md);
   if (bias) {
     return {dnnl::prop_kind::forward_training,
-            dnnl::algorithm::convolution_direct,
+            algorithm,
             any_src,
             any_wei,
             p.bias_md,
@@ -215,7 +239,7 @@ dnnl::convolution_forward::desc ForwardDesc(const OnednnPlan& p, bool bias) {
             p.pad_r};
   }
   return {dnnl::prop_kind::forward_training,
-          dnnl::algorithm::convolution_direct,
+          algorithm,
           any_src,
           any_wei,
           any_dst,
@@ -225,10 +249,12 @@ dnnl::convolution_forward::desc ForwardDesc(const OnednnPlan& p, bool bias) {
           p.pad_r};
 }
 
-std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g, int64_t block) {
+std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g, int64_t block,
+                                     OnednnAlgorithm algorithm) {
   auto p = std::make_unique<OnednnPlan>();
   p->g = g;
   p->block = block;
+  p->algorithm = algorithm;
   if (block != 0) {
     p->src_md = Blocked(g.batch, g.in_channels, g.in_h, g.in_w, block);
     p->dst_md = Blocked(g.batch, g.out_channels, g.out_h(), g.out_w(), block);
@@ -247,18 +273,21 @@ std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g, int64_t block) {
 }
 
 OnednnPlan* FindPlan(const ConvGeometry& g, int64_t block,
-                     OnednnStatePtr* state) {
+                     OnednnAlgorithm algorithm, OnednnStatePtr* state) {
   if (*state == nullptr) state->reset(new OnednnState);
   OnednnState& s = **state;
   for (auto& p : s.plans) {
-    if (SameGeometry(p->g, g) && p->block == block) return p.get();
+    if (SameGeometry(p->g, g) && p->block == block &&
+        p->algorithm == algorithm) {
+      return p.get();
+    }
   }
   if (s.plans.size() == kMaxPlans) {
     // The oldest, unless the weight gradient still needs it.
     const bool keep_first = s.plans.front().get() == s.last_forward;
     s.plans.erase(s.plans.begin() + (keep_first ? 1 : 0));
   }
-  s.plans.push_back(MakePlan(g, block));
+  s.plans.push_back(MakePlan(g, block, algorithm));
   return s.plans.back().get();
 }
 
@@ -266,8 +295,12 @@ OnednnPlan* FindPlan(const ConvGeometry& g, int64_t block,
 const dnnl::convolution_forward::primitive_desc& ForwardPd(
     OnednnPlan* p, const dnnl::engine& engine, bool bias) {
   if (!p->fwd_pd || p->fwd_bias != bias) {
-    p->fwd_pd.emplace(ForwardDesc(*p, bias), engine);
+    p->fwd_pd.emplace(Create(*p, [&](dnnl::algorithm algorithm) {
+      return dnnl::convolution_forward::primitive_desc(
+          ForwardDesc(*p, bias, algorithm), engine);
+    }));
     p->fwd_bias = bias;
+    p->fwd_winograd = IsWinograd(*p->fwd_pd);
     p->fwd.reset();
   }
   return *p->fwd_pd;
@@ -293,15 +326,16 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
   const memory::desc any_dst = Act(*p, p->dst_md);
   const memory::desc any_wei = Any(p->wei_md);
   const memory::desc src = Act(*p, p->src_md);
-  const auto desc =
-      bias ? dnnl::convolution_backward_weights::desc(
-                 dnnl::algorithm::convolution_direct, src, any_wei, p->bias_md,
-                 any_dst, p->strides, p->dilates, p->pad_l, p->pad_r)
-           : dnnl::convolution_backward_weights::desc(
-                 dnnl::algorithm::convolution_direct, src, any_wei, any_dst,
-                 p->strides, p->dilates, p->pad_l, p->pad_r);
-  const dnnl::convolution_backward_weights::primitive_desc pd(desc, engine,
+  const auto pd = Create(*p, [&](dnnl::algorithm algorithm) {
+    const auto desc = bias ? dnnl::convolution_backward_weights::desc(
+                                 algorithm, src, any_wei, p->bias_md, any_dst,
+                                 p->strides, p->dilates, p->pad_l, p->pad_r)
+                           : dnnl::convolution_backward_weights::desc(
+                                 algorithm, src, any_wei, any_dst, p->strides,
+                                 p->dilates, p->pad_l, p->pad_r);
+    return dnnl::convolution_backward_weights::primitive_desc(desc, engine,
                                                               hint);
+  });
   p->bww.emplace(pd);
   p->bww_bias = bias;
   p->bww_src_from_fwd = pd.src_desc() == hint.src_desc();
@@ -320,10 +354,12 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
   const memory::desc any_src = Act(*p, p->src_md);
   const memory::desc any_dst = Act(*p, p->dst_md);
   const memory::desc any_wei = Any(p->wei_md);
-  const dnnl::convolution_backward_data::desc desc(
-      dnnl::algorithm::convolution_direct, any_src, any_wei, any_dst,
-      p->strides, p->dilates, p->pad_l, p->pad_r);
-  const dnnl::convolution_backward_data::primitive_desc pd(desc, engine, hint);
+  const auto pd = Create(*p, [&](dnnl::algorithm algorithm) {
+    const dnnl::convolution_backward_data::desc desc(
+        algorithm, any_src, any_wei, any_dst, p->strides, p->dilates, p->pad_l,
+        p->pad_r);
+    return dnnl::convolution_backward_data::primitive_desc(desc, engine, hint);
+  });
   p->bwd.emplace(pd);
   p->bwd_ddst = Port(p->dst_md, pd.diff_dst_desc(), engine, true, Arena::kOut);
   p->bwd_wei =
@@ -349,16 +385,19 @@ OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
   if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
-  const dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-      p->src_md, Any(p->wei_md), p->bias_md, p->dst_md, p->strides, p->dilates,
-      p->pad_l, p->pad_r);
-  const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
+  const auto pd = Create(*p, [&](dnnl::algorithm algorithm) {
+    const dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, algorithm, p->src_md,
+        Any(p->wei_md), p->bias_md, p->dst_md, p->strides, p->dilates, p->pad_l,
+        p->pad_r);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+  });
   OnednnPlan::Scaled v;
   v.residual = residual;
   v.relu = relu;
   v.frozen = frozen;
   v.primitive.emplace(pd);
+  v.winograd = IsWinograd(pd);
   v.src = memory(p->src_md, engine, DNNL_MEMORY_NONE);
   v.dst = memory(p->dst_md, engine, DNNL_MEMORY_NONE);
   v.shift = memory(p->bias_md, engine, DNNL_MEMORY_NONE);
@@ -385,13 +424,21 @@ void FoldScale(const ConvGeometry& g, const float* weight, const float* scale,
 
 }  // namespace
 
-void OnednnScaledForward(const ConvGeometry& g, int64_t block, const float* in,
+bool OnednnWinogradApplies(const ConvGeometry& g, int64_t block) {
+  return block == 16 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride == 1 &&
+         g.uniform() && g.pad_h == 1 && g.pad_w == 1 && g.dilation == 1 &&
+         g.groups == 1 && g.in_channels % block == 0 &&
+         g.out_channels % block == 0;
+}
+
+void OnednnScaledForward(const ConvGeometry& g, int64_t block,
+                         OnednnAlgorithm algorithm, const float* in,
                          const float* weight, const float* scale,
                          const float* shift, const float* residual, bool relu,
                          bool frozen, float* out, OnednnStatePtr* state) {
   CHECK(block != 0) << "scaled convolutions need channel-blocked activations";
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, state);
+  OnednnPlan* p = FindPlan(g, block, algorithm, state);
   OnednnState& s = **state;
   OnednnPlan::Scaled& v =
       BuildScaled(p, s.engine, residual != nullptr, relu, frozen);
@@ -416,13 +463,15 @@ void OnednnScaledForward(const ConvGeometry& g, int64_t block, const float* in,
   }
   v.primitive->execute(s.stream, args);
   s.stream.wait();
+  s.ran_winograd = v.winograd;
 }
 
-void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
+void OnednnForward(const ConvGeometry& g, int64_t block,
+                   OnednnAlgorithm algorithm, const float* in,
                    const float* weight, const float* bias, float* out,
                    OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, state);
+  OnednnPlan* p = FindPlan(g, block, algorithm, state);
   OnednnState& s = **state;
   BuildForward(p, s.engine, bias != nullptr);
   p->src.Bind(in, s.stream);
@@ -439,14 +488,19 @@ void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
   p->dst.Store(s.stream);
   s.stream.wait();
   s.last_forward = p;
+  s.ran_winograd = p->fwd_winograd;
+}
+
+bool OnednnRanWinograd(const OnednnStatePtr& state) {
+  return state != nullptr && state->ran_winograd;
 }
 
 void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
-                           const float* in, const float* grad_out,
-                           float* grad_weight, float* grad_bias,
-                           OnednnStatePtr* state) {
+                           OnednnAlgorithm algorithm, const float* in,
+                           const float* grad_out, float* grad_weight,
+                           float* grad_bias, OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, state);
+  OnednnPlan* p = FindPlan(g, block, algorithm, state);
   OnednnState& s = **state;
   CHECK(s.last_forward == p) << "oneDNN weight gradient without its forward";
   BuildBackwardWeights(p, s.engine, grad_bias != nullptr);
@@ -474,10 +528,11 @@ void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
 }
 
 void OnednnBackwardInput(const ConvGeometry& g, int64_t block,
-                         const float* grad_out, const float* weight,
-                         float* grad_in, OnednnStatePtr* state) {
+                         OnednnAlgorithm algorithm, const float* grad_out,
+                         const float* weight, float* grad_in,
+                         OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, state);
+  OnednnPlan* p = FindPlan(g, block, algorithm, state);
   OnednnState& s = **state;
   BuildBackwardData(p, s.engine);
   // The layer runs the weight gradient just before, on the same output

@@ -1,6 +1,6 @@
 // Float convolutions through oneDNN's primitives, internal to kernels/.
 //
-// oneDNN's direct convolutions keep activations in channel-blocked layouts
+// oneDNN's convolutions keep activations in channel-blocked layouts
 // (nChw16c with AVX-512, nChw8c with AVX2) and beat the hand-written kernels
 // of conv_internal.h once there are tens of channels or more (conv_bench's
 // ResNet shapes). cohort's batch-inner layouts are described to oneDNN as
@@ -40,10 +40,24 @@ namespace conv_internal {
 // `block`: 0 for batch-inner activations and gradients; 8 or 16 for
 // activations kept in oneDNN's own nChw{block}c layout
 // (ConvWorkspace::channel_block), which no pass then reorders.
+//
+// `algorithm`: oneDNN's direct kernels, or its Winograd kernels (AVX-512
+// only: F(4x4, 3x3) for training's three passes, F(2x2, 3x3) with
+// pre-transformed weights for evaluation) where OnednnWinogradApplies. A
+// pass whose descriptors oneDNN's Winograd does not take (evaluation with a
+// residual sum, say) runs direct. Every pass of one layer names the same
+// algorithm: the weight gradient reads what its forward kept.
+enum class OnednnAlgorithm { kDirect, kWinograd };
+
+// Whether oneDNN 2.6 has Winograd kernels for `g` on nChw{block}c: block 16
+// (AVX-512 code), 3x3, stride 1, padding 1 on every side, no dilation,
+// groups = 1, channels in whole blocks.
+bool OnednnWinogradApplies(const ConvGeometry& g, int64_t block);
 
 // out = conv(in, weight) + bias (bias may be null); keeps what the weight
 // gradient needs in *state (created on first use).
-void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
+void OnednnForward(const ConvGeometry& g, int64_t block,
+                   OnednnAlgorithm algorithm, const float* in,
                    const float* weight, const float* bias, float* out,
                    OnednnStatePtr* state);
 
@@ -54,24 +68,30 @@ void OnednnForward(const ConvGeometry& g, int64_t block, const float* in,
 // ReLU in one pass over the output. Keeps nothing for a backward pass.
 // `frozen`: `weight` will not change again, so its converted copy is kept
 // and reused while the same pointer comes.
-void OnednnScaledForward(const ConvGeometry& g, int64_t block, const float* in,
+void OnednnScaledForward(const ConvGeometry& g, int64_t block,
+                         OnednnAlgorithm algorithm, const float* in,
                          const float* weight, const float* scale,
                          const float* shift, const float* residual, bool relu,
                          bool frozen, float* out, OnednnStatePtr* state);
 
+// Whether the last OnednnForward or OnednnScaledForward on *state ran one
+// of oneDNN's Winograd kernels (tests and benchmarks).
+bool OnednnRanWinograd(const OnednnStatePtr& state);
+
 // grad_weight (and grad_bias unless null) of the input seen by the last
 // OnednnForward on *state, whose geometry must be g; `in` is that input.
 void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
-                           const float* in, const float* grad_out,
-                           float* grad_weight, float* grad_bias,
-                           OnednnStatePtr* state);
+                           OnednnAlgorithm algorithm, const float* in,
+                           const float* grad_out, float* grad_weight,
+                           float* grad_bias, OnednnStatePtr* state);
 
 // grad_in = dLoss/dIn; needs no earlier forward (a transposed convolution
 // runs it as its own forward). Right after OnednnBackwardWeights on the
 // same grad_out, reuses that pass's reordered copy of it.
 void OnednnBackwardInput(const ConvGeometry& g, int64_t block,
-                         const float* grad_out, const float* weight,
-                         float* grad_in, OnednnStatePtr* state);
+                         OnednnAlgorithm algorithm, const float* grad_out,
+                         const float* weight, float* grad_in,
+                         OnednnStatePtr* state);
 
 }  // namespace conv_internal
 }  // namespace cohort

@@ -2,6 +2,8 @@
 // algorithms of channel-blocked activations, against im2col in double, which
 // covers every geometry ConvGeometry expresses (asymmetric padding, a
 // height stride of its own, dilation).
+#include "kernels/conv_onednn.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -375,28 +377,55 @@ TEST(ConvWinograd, OneWorkspaceFollowsChangingGeometry) {
   }
 }
 
-// ConvForwardScaled on nChw8c against the definition, relu(conv(in, w) *
-// scale + shift + residual), from im2col's forward in double; results in
-// batch-inner layout. `frozen`: the same workspace serves `calls` calls.
-std::vector<float> RunScaled(const ConvGeometry& g, const Case& c,
-                             const std::vector<float>& scale,
+// ConvForwardScaled on nChw{block}c against the definition,
+// relu(conv(in, w) * scale + shift + residual), from im2col's forward in
+// double; results in batch-inner layout. An empty `residual`: none.
+std::vector<float> RunScaled(const ConvGeometry& g, int64_t block,
+                             const Case& c, const std::vector<float>& scale,
                              const std::vector<float>& residual, bool frozen,
                              ConvWorkspace<float>* ws) {
   const int64_t in_p = g.in_h * g.in_w, out_p = g.out_h() * g.out_w();
   std::vector<float> in(c.in.begin(), c.in.end()), bin(in.size());
   std::vector<float> w(c.w.begin(), c.w.end()), shift(c.b.begin(), c.b.end());
-  std::vector<float> bres(residual.size()), out(residual.size());
-  ToChannelBlocked(in.data(), g.in_channels, g.batch, in_p, 8, bin.data());
-  ToChannelBlocked(residual.data(), g.out_channels, g.batch, out_p, 8,
-                   bres.data());
-  ws->channel_block = 8;
+  std::vector<float> bres(residual.size()), out(c.dy.size());
+  ToChannelBlocked(in.data(), g.in_channels, g.batch, in_p, block, bin.data());
+  if (!residual.empty()) {
+    ToChannelBlocked(residual.data(), g.out_channels, g.batch, out_p, block,
+                     bres.data());
+  }
+  ws->channel_block = block;
   ws->weights_frozen = frozen;
   ConvForwardScaled(g, bin.data(), w.data(), scale.data(), shift.data(),
-                    bres.data(), /*relu=*/true, out.data(), ws);
+                    residual.empty() ? nullptr : bres.data(), /*relu=*/true,
+                    out.data(), ws);
   std::vector<float> plain(out.size());
-  FromChannelBlocked(out.data(), g.out_channels, g.batch, out_p, 8,
+  FromChannelBlocked(out.data(), g.out_channels, g.batch, out_p, block,
                      plain.data());
   return plain;
+}
+
+// relu(conv * scale + shift + residual) from im2col's output in double,
+// conv + b, [OC][N][OH][OW], taking b as the shift.
+std::vector<double> ScaledWant(const ConvGeometry& g, const Case& c,
+                               const std::vector<float>& scale,
+                               const std::vector<float>& residual) {
+  const int64_t per_channel = g.positions();
+  std::vector<double> want(c.want.out.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const int64_t oc = i / per_channel;
+    const double conv = c.want.out[i] - c.b[oc];
+    const double sum = residual.empty() ? 0.0 : residual[i];
+    want[i] = std::max(0.0, conv * scale[oc] + c.b[oc] + sum);
+  }
+  return want;
+}
+
+std::vector<float> Uniform(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = uniform(rng);
+  return v;
 }
 
 TEST(ConvScaled, WinogradAndOnednnMatchTheDefinition) {
@@ -408,25 +437,79 @@ TEST(ConvScaled, WinogradAndOnednnMatchTheDefinition) {
         Conv2(2, 16, 9, 8, 3, 2, 1), Conv2(2, 32, 6, 16, 1, 1, 0)}) {
     for (bool frozen : {false, true}) {
       SCOPED_TRACE(Describe(g) + (frozen ? " frozen" : ""));
-      Case c = MakeCase(g, 5);
-      std::mt19937_64 rng(9);
-      std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-      std::vector<float> scale(g.out_channels), residual(c.want.out.size());
-      for (float& x : scale) x = uniform(rng);
-      for (float& x : residual) x = uniform(rng);
-      // want = relu((conv + b - b) * scale + b + residual), im2col's
-      // output being conv + b, [OC][N][OH][OW].
-      const int64_t per_channel = g.positions();
-      std::vector<double> want(c.want.out.size());
-      for (size_t i = 0; i < want.size(); ++i) {
-        const int64_t oc = i / per_channel;
-        const double conv = c.want.out[i] - c.b[oc];
-        want[i] = std::max(0.0, conv * scale[oc] + c.b[oc] + residual[i]);
-      }
+      const Case c = MakeCase(g, 5);
+      const std::vector<float> scale = Uniform(g.out_channels, 9);
+      const std::vector<float> residual = Uniform(c.want.out.size(), 10);
+      const std::vector<double> want = ScaledWant(g, c, scale, residual);
       ConvWorkspace<float> ws;
       for (int call = 0; call < 2; ++call) {
-        EXPECT_TRUE(Close(RunScaled(g, c, scale, residual, frozen, &ws), want))
+        EXPECT_TRUE(
+            Close(RunScaled(g, 8, c, scale, residual, frozen, &ws), want))
             << "call " << call;
+      }
+    }
+  }
+}
+
+// oneDNN's Winograd kernels, which it has for AVX-512 code on nChw16c only.
+TEST(ConvOnednnWinograd, MatchesIm2colOnNChw16c) {
+  if (NativeChannelBlock() != 16) GTEST_SKIP() << "oneDNN runs AVX2 code here";
+  // Whole and partial 4x4 tiles, images smaller than one, one and two
+  // blocks of 16 channels.
+  for (const ConvGeometry& g :
+       {Rect(2, 16, 8, 8, 16), Rect(3, 32, 5, 7, 16), Rect(1, 16, 1, 1, 32),
+        Rect(2, 16, 13, 2, 16), Rect(4, 16, 16, 16, 32)}) {
+    SCOPED_TRACE(Describe(g));
+    const Case c = MakeCase(g, 13);
+    ExpectClose(
+        RunBlocked(g, 16, ConvAlgorithm::kWinograd, c.in, c.w, c.b, c.dy),
+        c.want);
+  }
+}
+
+TEST(ConvOnednnWinograd, AutoTakesItWhereItPays) {
+  if (NativeChannelBlock() != 16) GTEST_SKIP() << "oneDNN runs AVX2 code here";
+  struct Want {
+    ConvGeometry g;
+    bool winograd;
+  };
+  // 64 tiles of 4x4 outputs, 8 (too few to pay), stride 2, 1x1.
+  for (const Want& want : {Want{Conv2(4, 16, 16, 16, 3, 1, 1), true},
+                           Want{Conv2(2, 16, 8, 16, 3, 1, 1), false},
+                           Want{Conv2(4, 16, 16, 16, 3, 2, 1), false},
+                           Want{Conv2(4, 16, 16, 16, 1, 1, 0), false}}) {
+    const ConvGeometry& g = want.g;
+    SCOPED_TRACE(Describe(g));
+    const Case c = MakeCase(g, 17);
+    ConvWorkspace<float> ws;
+    ws.channel_block = 16;
+    const std::vector<float> in(c.in.begin(), c.in.end()),
+        w(c.w.begin(), c.w.end());
+    std::vector<float> out(c.dy.size());
+    ConvForward<float>(g, in.data(), w.data(), nullptr, out.data(), &ws);
+    EXPECT_EQ(conv_internal::OnednnRanWinograd(ws.onednn_state), want.winograd);
+  }
+}
+
+TEST(ConvOnednnWinograd, EvaluationMatchesTheDefinition) {
+  if (NativeChannelBlock() != 16) GTEST_SKIP() << "oneDNN runs AVX2 code here";
+  // 48 tiles of 4x4 outputs: Winograd, on frozen weights or not; with a
+  // residual sum, which oneDNN's Winograd cannot fuse, the direct kernels.
+  const ConvGeometry g = Conv2(3, 32, 16, 16, 3, 1, 1);
+  for (bool frozen : {false, true}) {
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(std::string(frozen ? "frozen" : "not frozen") +
+                   (residual ? ", residual" : ""));
+      const Case c = MakeCase(g, 19);
+      const std::vector<float> scale = Uniform(g.out_channels, 21);
+      const std::vector<float> sum =
+          residual ? Uniform(c.want.out.size(), 22) : std::vector<float>();
+      const std::vector<double> want = ScaledWant(g, c, scale, sum);
+      ConvWorkspace<float> ws;
+      for (int call = 0; call < 2; ++call) {
+        EXPECT_TRUE(Close(RunScaled(g, 16, c, scale, sum, frozen, &ws), want))
+            << "call " << call;
+        EXPECT_EQ(conv_internal::OnednnRanWinograd(ws.onednn_state), !residual);
       }
     }
   }

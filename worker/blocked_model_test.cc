@@ -69,9 +69,10 @@ TEST(BlockedModel, FrozenParametersEvaluateTheSame) {
   frozen->FreezeParameters();
   Rng rng(4);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  // The converted weights serve every batch; from batch 4 (16 tiles) the
-  // 3x3 layers run on the Winograd kernels, below it on oneDNN.
-  for (int batch : {3, 4, 2, 4}) {
+  // The converted weights serve every batch. The 3x3 layers run on
+  // Winograd kernels from batch 4 (16 tiles) on nChw8c and from batch 12
+  // (48 tiles) on nChw16c, below that on oneDNN's direct kernels.
+  for (int batch : {3, 4, 2, 4, 12}) {
     Tensor x({64, batch, 8, 8});
     for (int64_t i = 0; i < x.size(); ++i) x[i] = normal(rng);
     const Tensor& want = plain->Forward(x, Mode::kEval);
