@@ -396,28 +396,32 @@ bool UseWinograd(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
 }
 
 // oneDNN's Winograd against its direct kernels on nChw16c, all three passes
-// at one thread on an AVX-512 core (conv_bench, "nChw16c"): 0.49-0.53 of
-// the time from 16x16 to 56x56 images (batch 1-32, 64-128 channels),
-// 0.65-0.75 at 8x8 (batch 32) and 14x14 (batch 8), but 0.94-1.3 with 32
-// tiles of 4x4 outputs (7x7 at batch 8, 4x4 at batch 32) and 1.7-6 with
-// fewer, where transforming the weights (36 per kernel) outweighs the
-// multiplications saved. Evaluation follows the same rule whether or not
-// the weights are frozen, so that `cohort predict` gives the bits of the
-// evaluation during training; on frozen weights (F(2x2, 3x3), transformed
-// once) Winograd took 0.4-0.7 of the time from 14x14 at batch 8 and 28x28
-// at batch 1 ("eval").
-bool OnednnWinogradPays(const ConvGeometry& g) {
+// at one thread on an AVX-512 core (conv_bench, "nChw16c"): 0.45-0.54 of
+// the time from 16x16 to 56x56 images (ResNet-18 at batch 32, ResNet-50 at
+// batch 8), 0.59-0.71 at 8x8 and 14x14, but 1.09-1.34 with 32 tiles of 4x4
+// outputs (4x4 at batch 32, 7x7 at batch 8) and 2-6 with 16 or 4 (batch 1
+// at 14x14 and 7x7), where transforming the weights (36 values per kernel)
+// outweighs the multiplications saved. Evaluation follows the same rule
+// whether or not the weights are frozen, so that `cohort predict` gives the
+// bits of the evaluation during training; on frozen weights (F(2x2, 3x3),
+// transformed once) Winograd took 0.4-0.72 of the time at 14x14 and up
+// from batch 8, at 28x28 and up from batch 1 ("eval"). The weight gradient
+// alone pays from 32 tiles where the images are whole tiles (0.59-0.84 at
+// 4x4 and 8x8 with 256-512 channels), not at 7x7 or 14x14 (1.33 and 0.98).
+bool OnednnWinogradPays(const ConvGeometry& g, bool weight_grad) {
   const int64_t tiles = g.batch * ((g.out_h() + 3) / 4) * ((g.out_w() + 3) / 4);
-  return tiles >= 48;
+  const bool whole_tiles = g.out_h() % 4 == 0 && g.out_w() % 4 == 0;
+  return tiles >= 48 || (weight_grad && whole_tiles && tiles >= 32);
 }
 
-// The algorithm of a layer's oneDNN passes: Winograd where oneDNN has it
-// and it pays (or is asked for), else direct.
-conv_internal::OnednnAlgorithm OnednnAlgorithmOf(
-    const ConvGeometry& g, const ConvWorkspace<float>& ws) {
-  const bool wanted =
-      ws.algorithm == ConvAlgorithm::kWinograd ||
-      (ws.algorithm == ConvAlgorithm::kAuto && OnednnWinogradPays(g));
+// The algorithm of a layer's oneDNN passes (or of its weight gradient):
+// Winograd where oneDNN has it and it pays (or is asked for), else direct.
+conv_internal::OnednnAlgorithm OnednnAlgorithmOf(const ConvGeometry& g,
+                                                 const ConvWorkspace<float>& ws,
+                                                 bool weight_grad = false) {
+  const bool wanted = ws.algorithm == ConvAlgorithm::kWinograd ||
+                      (ws.algorithm == ConvAlgorithm::kAuto &&
+                       OnednnWinogradPays(g, weight_grad));
   return wanted && conv_internal::OnednnWinogradApplies(g, ws.channel_block)
              ? conv_internal::OnednnAlgorithm::kWinograd
              : conv_internal::OnednnAlgorithm::kDirect;
@@ -503,8 +507,8 @@ void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
     }
     if (ws->onednn) {  // a group of a grouped convolution; bias done
       conv_internal::OnednnBackwardWeights(
-          g, ws->channel_block, OnednnAlgorithmOf(g, *ws), ws->input, grad_out,
-          grad_weight, nullptr, &ws->onednn_state);
+          g, ws->channel_block, OnednnAlgorithmOf(g, *ws, /*weight_grad=*/true),
+          ws->input, grad_out, grad_weight, nullptr, &ws->onednn_state);
       return;
     }
   }
@@ -653,8 +657,8 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
     }
     if (g.groups == 1 && ws->onednn) {  // the bias gradient comes fused
       conv_internal::OnednnBackwardWeights(
-          g, ws->channel_block, OnednnAlgorithmOf(g, *ws), ws->input, grad_out,
-          grad_weight, grad_bias, &ws->onednn_state);
+          g, ws->channel_block, OnednnAlgorithmOf(g, *ws, /*weight_grad=*/true),
+          ws->input, grad_out, grad_weight, grad_bias, &ws->onednn_state);
       return;
     }
   }

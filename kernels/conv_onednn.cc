@@ -133,12 +133,12 @@ namespace conv_internal {
 struct OnednnPlan {
   ConvGeometry g;
   int64_t block = 0;  // 0: batch-inner activations; else nChw{block}c
-  OnednnAlgorithm algorithm = OnednnAlgorithm::kDirect;
   memory::desc src_md, dst_md, wei_md, bias_md;  // cohort's layouts
   Dims strides, dilates, pad_l, pad_r;
 
   std::optional<dnnl::convolution_forward::primitive_desc> fwd_pd;
   bool fwd_bias = false;
+  OnednnAlgorithm fwd_algorithm = OnednnAlgorithm::kDirect;  // asked for
   bool fwd_winograd = false;  // fwd_pd is one of oneDNN's Winograd kernels
   std::optional<dnnl::convolution_forward> fwd;
   Port src, wei, dst;  // src owns its inner copy: the weight gradient reads it
@@ -146,11 +146,13 @@ struct OnednnPlan {
 
   std::optional<dnnl::convolution_backward_weights> bww;
   bool bww_bias = false;
+  OnednnAlgorithm bww_algorithm = OnednnAlgorithm::kDirect;
   bool bww_src_from_fwd = false;  // reads the forward's src.inner
   Port bww_src, bww_ddst, bww_dwei;
   memory dbias;
 
   std::optional<dnnl::convolution_backward_data> bwd;
+  OnednnAlgorithm bwd_algorithm = OnednnAlgorithm::kDirect;
   Port bwd_ddst, bwd_wei, bwd_dsrc;
 
   // Evaluation with the following batch norm folded in (its scale into the
@@ -158,6 +160,7 @@ struct OnednnPlan {
   // one primitive per combination (OnednnScaledForward).
   struct Scaled {
     bool residual, relu, frozen;
+    OnednnAlgorithm algorithm;
     // frozen: the weights and scale whose product wei.inner holds
     const float* converted = nullptr;
     const float* converted_scale = nullptr;
@@ -207,11 +210,11 @@ bool IsWinograd(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).find("wino") != std::string::npos;
 }
 
-// A primitive descriptor from make(algorithm): the plan's algorithm, or the
-// direct one where oneDNN has no Winograd kernel for these descriptors.
+// A primitive descriptor from make(algorithm): `algorithm`, or the direct
+// one where oneDNN has no Winograd kernel for these descriptors.
 template <typename MakePd>
-auto Create(const OnednnPlan& p, const MakePd& make) {
-  if (p.algorithm == OnednnAlgorithm::kWinograd) {
+auto Create(OnednnAlgorithm algorithm, const MakePd& make) {
+  if (algorithm == OnednnAlgorithm::kWinograd) {
     try {
       return make(dnnl::algorithm::convolution_winograd);
     } catch (const dnnl::error&) {
@@ -249,12 +252,10 @@ dnnl::convolution_forward::desc ForwardDesc(const OnednnPlan& p, bool bias,
           p.pad_r};
 }
 
-std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g, int64_t block,
-                                     OnednnAlgorithm algorithm) {
+std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g, int64_t block) {
   auto p = std::make_unique<OnednnPlan>();
   p->g = g;
   p->block = block;
-  p->algorithm = algorithm;
   if (block != 0) {
     p->src_md = Blocked(g.batch, g.in_channels, g.in_h, g.in_w, block);
     p->dst_md = Blocked(g.batch, g.out_channels, g.out_h(), g.out_w(), block);
@@ -273,41 +274,41 @@ std::unique_ptr<OnednnPlan> MakePlan(const ConvGeometry& g, int64_t block,
 }
 
 OnednnPlan* FindPlan(const ConvGeometry& g, int64_t block,
-                     OnednnAlgorithm algorithm, OnednnStatePtr* state) {
+                     OnednnStatePtr* state) {
   if (*state == nullptr) state->reset(new OnednnState);
   OnednnState& s = **state;
   for (auto& p : s.plans) {
-    if (SameGeometry(p->g, g) && p->block == block &&
-        p->algorithm == algorithm) {
-      return p.get();
-    }
+    if (SameGeometry(p->g, g) && p->block == block) return p.get();
   }
   if (s.plans.size() == kMaxPlans) {
     // The oldest, unless the weight gradient still needs it.
     const bool keep_first = s.plans.front().get() == s.last_forward;
     s.plans.erase(s.plans.begin() + (keep_first ? 1 : 0));
   }
-  s.plans.push_back(MakePlan(g, block, algorithm));
+  s.plans.push_back(MakePlan(g, block));
   return s.plans.back().get();
 }
 
 // The forward primitive descriptor, also the hint of the backward ones.
 const dnnl::convolution_forward::primitive_desc& ForwardPd(
-    OnednnPlan* p, const dnnl::engine& engine, bool bias) {
-  if (!p->fwd_pd || p->fwd_bias != bias) {
-    p->fwd_pd.emplace(Create(*p, [&](dnnl::algorithm algorithm) {
-      return dnnl::convolution_forward::primitive_desc(
-          ForwardDesc(*p, bias, algorithm), engine);
+    OnednnPlan* p, const dnnl::engine& engine, bool bias,
+    OnednnAlgorithm algorithm) {
+  if (!p->fwd_pd || p->fwd_bias != bias || p->fwd_algorithm != algorithm) {
+    p->fwd_pd.emplace(Create(algorithm, [&](dnnl::algorithm a) {
+      return dnnl::convolution_forward::primitive_desc(ForwardDesc(*p, bias, a),
+                                                       engine);
     }));
     p->fwd_bias = bias;
+    p->fwd_algorithm = algorithm;
     p->fwd_winograd = IsWinograd(*p->fwd_pd);
     p->fwd.reset();
   }
   return *p->fwd_pd;
 }
 
-void BuildForward(OnednnPlan* p, const dnnl::engine& engine, bool bias) {
-  const auto& pd = ForwardPd(p, engine, bias);
+void BuildForward(OnednnPlan* p, const dnnl::engine& engine, bool bias,
+                  OnednnAlgorithm algorithm) {
+  const auto& pd = ForwardPd(p, engine, bias, algorithm);
   if (p->fwd) return;
   p->fwd.emplace(pd);
   p->src = Port(p->src_md, pd.src_desc(), engine, true, Arena::kIn, true);
@@ -319,25 +320,26 @@ void BuildForward(OnednnPlan* p, const dnnl::engine& engine, bool bias) {
   p->bww.reset();
 }
 
-void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
-                          bool bias) {
-  if (p->bww && p->bww_bias == bias) return;
-  const auto& hint = ForwardPd(p, engine, p->fwd_bias);
+void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
+                          OnednnAlgorithm algorithm) {
+  if (p->bww && p->bww_bias == bias && p->bww_algorithm == algorithm) return;
+  const auto& hint = ForwardPd(p, engine, p->fwd_bias, p->fwd_algorithm);
   const memory::desc any_dst = Act(*p, p->dst_md);
   const memory::desc any_wei = Any(p->wei_md);
   const memory::desc src = Act(*p, p->src_md);
-  const auto pd = Create(*p, [&](dnnl::algorithm algorithm) {
+  const auto pd = Create(algorithm, [&](dnnl::algorithm a) {
     const auto desc = bias ? dnnl::convolution_backward_weights::desc(
-                                 algorithm, src, any_wei, p->bias_md, any_dst,
+                                 a, src, any_wei, p->bias_md, any_dst,
                                  p->strides, p->dilates, p->pad_l, p->pad_r)
                            : dnnl::convolution_backward_weights::desc(
-                                 algorithm, src, any_wei, any_dst, p->strides,
+                                 a, src, any_wei, any_dst, p->strides,
                                  p->dilates, p->pad_l, p->pad_r);
     return dnnl::convolution_backward_weights::primitive_desc(desc, engine,
                                                               hint);
   });
   p->bww.emplace(pd);
   p->bww_bias = bias;
+  p->bww_algorithm = algorithm;
   p->bww_src_from_fwd = pd.src_desc() == hint.src_desc();
   if (!p->bww_src_from_fwd) {
     p->bww_src = Port(p->src_md, pd.src_desc(), engine, true, Arena::kIn);
@@ -348,19 +350,21 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
   if (bias) p->dbias = memory(p->bias_md, engine, DNNL_MEMORY_NONE);
 }
 
-void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
-  if (p->bwd) return;
-  const auto& hint = ForwardPd(p, engine, p->fwd_bias);
+void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
+                       OnednnAlgorithm algorithm) {
+  if (p->bwd && p->bwd_algorithm == algorithm) return;
+  const auto& hint = ForwardPd(p, engine, p->fwd_bias, p->fwd_algorithm);
   const memory::desc any_src = Act(*p, p->src_md);
   const memory::desc any_dst = Act(*p, p->dst_md);
   const memory::desc any_wei = Any(p->wei_md);
-  const auto pd = Create(*p, [&](dnnl::algorithm algorithm) {
+  const auto pd = Create(algorithm, [&](dnnl::algorithm a) {
     const dnnl::convolution_backward_data::desc desc(
-        algorithm, any_src, any_wei, any_dst, p->strides, p->dilates, p->pad_l,
+        a, any_src, any_wei, any_dst, p->strides, p->dilates, p->pad_l,
         p->pad_r);
     return dnnl::convolution_backward_data::primitive_desc(desc, engine, hint);
   });
   p->bwd.emplace(pd);
+  p->bwd_algorithm = algorithm;
   p->bwd_ddst = Port(p->dst_md, pd.diff_dst_desc(), engine, true, Arena::kOut);
   p->bwd_wei =
       Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
@@ -374,9 +378,11 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine) {
 // sum is a binary post-op and the ReLU an eltwise one, which oneDNN applies
 // while the output block is still in registers.
 OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
-                                bool residual, bool relu, bool frozen) {
+                                bool residual, bool relu, bool frozen,
+                                OnednnAlgorithm algorithm) {
   for (auto& v : p->scaled) {
-    if (v.residual == residual && v.relu == relu && v.frozen == frozen) {
+    if (v.residual == residual && v.relu == relu && v.frozen == frozen &&
+        v.algorithm == algorithm) {
       return v;
     }
   }
@@ -385,17 +391,17 @@ OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
   if (relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
-  const auto pd = Create(*p, [&](dnnl::algorithm algorithm) {
+  const auto pd = Create(algorithm, [&](dnnl::algorithm a) {
     const dnnl::convolution_forward::desc desc(
-        dnnl::prop_kind::forward_inference, algorithm, p->src_md,
-        Any(p->wei_md), p->bias_md, p->dst_md, p->strides, p->dilates, p->pad_l,
-        p->pad_r);
+        dnnl::prop_kind::forward_inference, a, p->src_md, Any(p->wei_md),
+        p->bias_md, p->dst_md, p->strides, p->dilates, p->pad_l, p->pad_r);
     return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
   });
   OnednnPlan::Scaled v;
   v.residual = residual;
   v.relu = relu;
   v.frozen = frozen;
+  v.algorithm = algorithm;
   v.primitive.emplace(pd);
   v.winograd = IsWinograd(pd);
   v.src = memory(p->src_md, engine, DNNL_MEMORY_NONE);
@@ -438,10 +444,10 @@ void OnednnScaledForward(const ConvGeometry& g, int64_t block,
                          bool frozen, float* out, OnednnStatePtr* state) {
   CHECK(block != 0) << "scaled convolutions need channel-blocked activations";
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, algorithm, state);
+  OnednnPlan* p = FindPlan(g, block, state);
   OnednnState& s = **state;
   OnednnPlan::Scaled& v =
-      BuildScaled(p, s.engine, residual != nullptr, relu, frozen);
+      BuildScaled(p, s.engine, residual != nullptr, relu, frozen, algorithm);
   v.src.set_data_handle(const_cast<float*>(in));
   v.dst.set_data_handle(out);
   v.shift.set_data_handle(const_cast<float*>(shift));
@@ -471,9 +477,9 @@ void OnednnForward(const ConvGeometry& g, int64_t block,
                    const float* weight, const float* bias, float* out,
                    OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, algorithm, state);
+  OnednnPlan* p = FindPlan(g, block, state);
   OnednnState& s = **state;
-  BuildForward(p, s.engine, bias != nullptr);
+  BuildForward(p, s.engine, bias != nullptr, algorithm);
   p->src.Bind(in, s.stream);
   p->wei.Bind(weight, s.stream);
   p->dst.Bind(out, s.stream);
@@ -500,10 +506,10 @@ void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
                            const float* grad_out, float* grad_weight,
                            float* grad_bias, OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, algorithm, state);
+  OnednnPlan* p = FindPlan(g, block, state);
   OnednnState& s = **state;
   CHECK(s.last_forward == p) << "oneDNN weight gradient without its forward";
-  BuildBackwardWeights(p, s.engine, grad_bias != nullptr);
+  BuildBackwardWeights(p, s.engine, grad_bias != nullptr, algorithm);
   memory src = p->src.inner;
   if (!p->bww_src_from_fwd) {
     p->bww_src.Bind(in, s.stream);
@@ -532,9 +538,9 @@ void OnednnBackwardInput(const ConvGeometry& g, int64_t block,
                          const float* weight, float* grad_in,
                          OnednnStatePtr* state) {
   ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, algorithm, state);
+  OnednnPlan* p = FindPlan(g, block, state);
   OnednnState& s = **state;
-  BuildBackwardData(p, s.engine);
+  BuildBackwardData(p, s.engine, algorithm);
   // The layer runs the weight gradient just before, on the same output
   // gradient: when both passes want it in one layout, it is reordered once.
   const bool held =

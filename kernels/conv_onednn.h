@@ -45,8 +45,8 @@ namespace conv_internal {
 // only: F(4x4, 3x3) for training's three passes, F(2x2, 3x3) with
 // pre-transformed weights for evaluation) where OnednnWinogradApplies. A
 // pass whose descriptors oneDNN's Winograd does not take (evaluation with a
-// residual sum, say) runs direct. Every pass of one layer names the same
-// algorithm: the weight gradient reads what its forward kept.
+// residual sum, say) runs direct. Each pass may name its own: the weight
+// gradient reads the forward's input, whatever the forward's algorithm.
 enum class OnednnAlgorithm { kDirect, kWinograd };
 
 // Whether oneDNN 2.6 has Winograd kernels for `g` on nChw{block}c: block 16

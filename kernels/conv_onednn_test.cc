@@ -465,6 +465,13 @@ TEST(ConvOnednnWinograd, MatchesIm2colOnNChw16c) {
         RunBlocked(g, 16, ConvAlgorithm::kWinograd, c.in, c.w, c.b, c.dy),
         c.want);
   }
+  // kAuto with 32 whole tiles: the weight gradient alone on Winograd, the
+  // other passes direct.
+  const ConvGeometry g = Rect(32, 16, 4, 4, 16);
+  SCOPED_TRACE(Describe(g));
+  const Case c = MakeCase(g, 14);
+  ExpectClose(RunBlocked(g, 16, ConvAlgorithm::kAuto, c.in, c.w, c.b, c.dy),
+              c.want);
 }
 
 TEST(ConvOnednnWinograd, AutoTakesItWhereItPays) {

@@ -1,5 +1,7 @@
 #include "worker/optim/grad_clip.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -9,17 +11,30 @@
 namespace cohort {
 namespace {
 
+// Sixteen running sums in four vectors of doubles: independent
+// multiply-adds that keep both of a core's FMA units busy, where scalar
+// code (which the compiler may not reorder into vectors) ran at a quarter
+// of the memory's speed. The lanes are added in a fixed order.
 double ChunkSumOfSquares(const float* x, int64_t n) {
-  // Four running sums: independent adds the compiler can keep in flight.
-  double acc[4] = {};
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(),
+                    _mm256_setzero_pd(), _mm256_setzero_pd()};
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    for (int k = 0; k < 4; ++k) {
-      acc[k] += static_cast<double>(x[i + k]) * x[i + k];
+  for (; i + 16 <= n; i += 16) {
+    for (int k = 0; k < 2; ++k) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * k);
+      const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+      const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+      acc[2 * k] = _mm256_fmadd_pd(lo, lo, acc[2 * k]);
+      acc[2 * k + 1] = _mm256_fmadd_pd(hi, hi, acc[2 * k + 1]);
     }
   }
-  for (; i < n; ++i) acc[0] += static_cast<double>(x[i]) * x[i];
-  return acc[0] + acc[1] + acc[2] + acc[3];
+  const __m256d sum = _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]),
+                                    _mm256_add_pd(acc[2], acc[3]));
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, sum);
+  double total = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) total += static_cast<double>(x[i]) * x[i];
+  return total;
 }
 
 }  // namespace
