@@ -18,6 +18,9 @@
 // Column (conv_col.cc): the input gradient as dcol = W^T dy + col2im, for
 // small images where the padded output gradient is mostly zeros.
 //
+// Im2col (conv_im2col.cc): the patch matrix and one product per pass, for
+// every geometry and both scalar types.
+//
 // conv.cc chooses among them with a cost model. Buffers belong to the
 // caller; scratch tensors grow here and keep their storage between calls.
 // Thread safety: none; distinct scratch per thread.
@@ -111,6 +114,31 @@ void ChannelWeightGrad(const GridConv& g, const float* x, const float* grad_out,
 void ColumnInputGrad(const ConvGeometry& g, const float* grad_out,
                      const float* weight, float* grad_in, Tensor* packed,
                      Tensor* scratch, std::vector<int64_t>* offsets);
+
+// The im2col passes (conv_im2col.cc), for every geometry: out = W col(in)
+// + bias, keeping col in ws->col for the weight gradient (dW = dy col^T);
+// and grad_in = col2im(W^T grad_out), through ws->grad_col.
+template <typename T>
+void Im2colForward(const ConvGeometry& g, const T* in, const T* weight,
+                   const T* bias, T* out, ConvWorkspace<T>* ws);
+template <typename T>
+void Im2colBackwardInput(const ConvGeometry& g, const T* grad_out,
+                         const T* weight, T* grad_in, ConvWorkspace<T>* ws);
+
+// Images of at most 4 output positions where oneDNN would run
+// (conv_im2col.cc): whether their passes run as one product over the patch
+// matrix, and those passes, on either layout of ws->channel_block. `g` is
+// one group's geometry.
+bool TinyImagePays(const ConvGeometry& g, const ConvWorkspace<float>& ws);
+void TinyImageForward(const ConvGeometry& g, const float* in,
+                      const float* weight, const float* bias, float* out,
+                      ConvWorkspace<float>* ws);
+void TinyImageWeightGrad(const ConvGeometry& g, const float* grad_out,
+                         float* grad_weight, float* grad_bias,
+                         ConvWorkspace<float>* ws);
+void TinyImageBackwardInput(const ConvGeometry& g, const float* grad_out,
+                            const float* weight, float* grad_in,
+                            ConvWorkspace<float>* ws);
 
 }  // namespace conv_internal
 }  // namespace cohort
