@@ -5,41 +5,10 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/max_pool_window.h"
+
 namespace cohort {
 namespace {
-
-// The first maximum of the clipped window, scanning rows then columns, as
-// PyTorch does; starting from the first element (not -inf) keeps a valid
-// index even for an all -inf window.
-template <typename T>
-void MaxPoolGeneric(const Pool2dGeometry& g, const T* in, T* out,
-                    int32_t* argmax) {
-  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
-  for (int64_t p = 0; p < g.planes; ++p) {
-    const T* src = in + p * in_plane;
-    for (int64_t oh = 0; oh < g.out_h; ++oh) {
-      const int64_t h0 = oh * g.stride - g.padding;
-      const int64_t h_lo = std::max<int64_t>(h0, 0);
-      const int64_t h_hi = std::min(h0 + g.kernel, g.in_h);
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        const int64_t w0 = ow * g.stride - g.padding;
-        const int64_t w_lo = std::max<int64_t>(w0, 0);
-        const int64_t w_hi = std::min(w0 + g.kernel, g.in_w);
-        int64_t best_i = h_lo * g.in_w + w_lo;
-        T best = src[best_i];
-        for (int64_t h = h_lo; h < h_hi; ++h) {
-          for (int64_t w = w_lo; w < w_hi; ++w) {
-            const T v = src[h * g.in_w + w];
-            if (v > best) best = v, best_i = h * g.in_w + w;
-          }
-        }
-        const int64_t o = p * out_plane + oh * g.out_w + ow;
-        out[o] = best;
-        argmax[o] = static_cast<int32_t>(best_i);
-      }
-    }
-  }
-}
 
 // Output columns [j, j + 8) of a 2x2 stride-2 pool in AVX2 lanes. The even/odd
 // split of 16 input columns leaves the outputs in the lane order
@@ -280,7 +249,7 @@ void MaxPool2dForward(const Pool2dGeometry& g, const T* in, T* out,
   if (Is2x2Stride2(g)) {
     MaxPool2x2Forward(g, in, out, argmax);
   } else {
-    MaxPoolGeneric(g, in, out, argmax);
+    MaxPoolWindows(g, in, out, argmax);
   }
 }
 

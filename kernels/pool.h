@@ -4,7 +4,8 @@
 //
 // Plain functions of raw pointers: they own nothing and keep no state, so
 // they are thread-safe for disjoint outputs. Instantiated for float and
-// double; float has AVX2 paths for the hot 2x2 stride-2 max pool.
+// double; float has AVX2 paths for the 2x2 stride-2 max pool and, in
+// kernels/max_pool_window.h, for every other max pool.
 #ifndef COHORT_KERNELS_POOL_H_
 #define COHORT_KERNELS_POOL_H_
 

@@ -1,5 +1,6 @@
 #include "worker/layers/pool.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -100,6 +101,38 @@ TEST(MaxPool2d, GeneralGeometriesMatchNaive) {
   ExpectMatchesNaive(RandomTensor({2, 3, 11, 13}, 4), {3, 2, 1});
   ExpectMatchesNaive(RandomTensor({2, 2, 8, 8}, 5), {3, 1, 0});
   ExpectMatchesNaive(RandomTensor({1, 2, 7, 9}, 6), {2, 1, 1});
+}
+
+TEST(MaxPool2d, WideRowsMatchNaiveOnEveryStride) {
+  // Rows wide enough for eight-lane blocks between the clipped windows at
+  // either end: strides 1 and 2 (their own loads) and 3 (gathers), widths
+  // that leave a tail of scalar windows and ones that end on a block.
+  struct Case {
+    PoolOptions options;
+    int64_t h, w;
+  };
+  const Case cases[] = {{{3, 2, 1}, 12, 40}, {{3, 2, 1}, 9, 35},
+                        {{3, 1, 1}, 7, 37},  {{3, 1, 0}, 5, 18},
+                        {{3, 3, 0}, 6, 50},  {{5, 2, 2}, 11, 45},
+                        {{2, 1, 0}, 4, 33},  {{3, 2, 0}, 7, 33}};
+  uint64_t seed = 10;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message()
+                 << c.options.kernel << "/" << c.options.stride << "/"
+                 << c.options.padding << " " << c.w);
+    ExpectMatchesNaive(RandomTensor({2, 3, c.h, c.w}, seed++), c.options);
+  }
+}
+
+TEST(MaxPool2d, WideRowsAfterReluSendTiesToTheFirstElement) {
+  // A ReLU before the pool (ResNet's stem) leaves windows of zeros: the
+  // gradient must go to each window's first zero, as PyTorch sends it.
+  Tensor in = RandomTensor({2, 2, 14, 50}, 20);
+  for (int64_t i = 0; i < in.size(); ++i) in[i] = std::max(in[i], 0.0f);
+  ExpectMatchesNaive(in, {3, 2, 1});
+  in.Fill(0.0f);
+  ExpectMatchesNaive(in, {3, 2, 1});
+  ExpectMatchesNaive(in, {3, 3, 0});
 }
 
 TEST(MaxPool2d, PaddingNeverWins) {
