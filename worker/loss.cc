@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "kernels/elementwise.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 namespace {
@@ -211,26 +212,36 @@ T SequenceCrossEntropy(const BasicTensor<T>& logits,
       << " positions";
   if (grad != nullptr) EnsureShape(grad, logits.shape());
   if (cols == 0) return T(0);
-  // 256 columns: the block's rows stay in L1 between the passes.
-  constexpr int64_t kBlock = 256;
-  T m[kBlock];
-  double sum[kBlock], shifted[kBlock];
-  int64_t best[kBlock];
   std::vector<double> w;
   const double weight_sum = weighting.active()
                                 ? RowWeights(targets, v_count, weighting, &w)
                                 : static_cast<double>(cols);
   const double inv = weight_sum > 0 ? 1 / weight_sum : 0;
+  // 256 columns: the block's rows stay in L1 between the passes. Blocks
+  // run on the compute threads; their losses are added in block order
+  // afterwards, so the total has the same bits at every thread count.
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (cols + kBlock - 1) / kBlock;
+  std::vector<double> totals(blocks);
+  std::vector<int64_t> hits(blocks);
+  ParallelItems(blocks, 1, [&](int64_t first, int64_t last) {
+    T m[kBlock];
+    double sum[kBlock], shifted[kBlock];
+    int64_t best[kBlock];
+    for (int64_t i = first; i < last; ++i) {
+      const int64_t j0 = i * kBlock, b = std::min(kBlock, cols - j0);
+      totals[i] =
+          SequenceBlock(logits.data(), v_count, cols, j0, b, targets.data(),
+                        label_smoothing, w.empty() ? nullptr : w.data() + j0,
+                        inv, grad != nullptr ? grad->data() : nullptr, m, sum,
+                        shifted, best, &hits[i]);
+    }
+  });
   double total = 0;
-  int64_t hits = 0;
-  for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
-    const int64_t b = std::min(kBlock, cols - j0);
-    total += SequenceBlock(logits.data(), v_count, cols, j0, b, targets.data(),
-                           label_smoothing, w.empty() ? nullptr : w.data() + j0,
-                           inv, grad != nullptr ? grad->data() : nullptr, m,
-                           sum, shifted, best, &hits);
+  for (int64_t i = 0; i < blocks; ++i) {
+    total += totals[i];
+    if (correct != nullptr) *correct += hits[i];
   }
-  if (correct != nullptr) *correct += hits;
   return static_cast<T>(total * inv);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/onednn_threads.h"
 
 namespace cohort {
 namespace {
@@ -264,6 +265,34 @@ TEST(SequenceCrossEntropy, EqualsTheRowLossOverEveryPosition) {
 
 // PyTorch's CrossEntropyLoss(weight=w, ignore_index=i): sum over rows of
 // w[y] (-log softmax(x)[y]), rows of label i left out, over sum w[y].
+// Column blocks run on the compute threads and their losses add up in block
+// order: loss, gradient and hits have the same bits on one and two threads.
+TEST(SequenceCrossEntropy, SameBitsOnOneAndTwoThreads) {
+  const int64_t v = 11, n = 4, len = 200;  // 800 columns: four blocks
+  Tensor logits({v, n, len});
+  std::vector<float> targets(n * len);
+  for (int64_t i = 0; i < logits.size(); ++i) {
+    logits[i] = static_cast<float>((i * 7919) % 1013) * 0.01f - 5.0f;
+  }
+  for (int64_t j = 0; j < n * len; ++j) {
+    targets[j] = static_cast<float>((j * 31) % v);
+  }
+  std::vector<float> runs[2];
+  for (int threads : {1, 2}) {
+    SetOnednnThreads(threads);
+    Tensor grad;
+    int64_t hits = 0;
+    const float loss =
+        SequenceCrossEntropy<float>(logits, targets, &grad, &hits, 0.1f);
+    std::vector<float>& r = runs[threads - 1];
+    r.assign(grad.data(), grad.data() + grad.size());
+    r.push_back(loss);
+    r.push_back(static_cast<float>(hits));
+  }
+  SetOnednnThreads(0);
+  EXPECT_EQ(runs[0], runs[1]);
+}
+
 TEST(SoftmaxCrossEntropy, ClassWeightsAndIgnoredLabelsAsPyTorch) {
   TensorD logits({4, 3});
   const double v[] = {1, 2, 3, 0, 0, 0, -1, 4, 0.5, 2, -2, 1};

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "kernels/parallel.h"
 
 namespace cohort {
 namespace {
@@ -261,6 +262,16 @@ void Embedding<T>::Backward(const BasicTensor<T>& grad_out,
 
 // --- PositionalEmbedding ---
 
+namespace {
+
+// Features per range of the position-wise loops, each feature `per` values
+// (a batch of sequences): about kElementwiseGrain values a range.
+int64_t FeatureGrain(int64_t per) {
+  return (kElementwiseGrain + per - 1) / std::max<int64_t>(per, 1);
+}
+
+}  // namespace
+
 template <typename T>
 std::string PositionalEmbedding<T>::Name() const {
   return absl::StrCat("positional_embedding(",
@@ -306,13 +317,15 @@ void PositionalEmbedding<T>::Forward(const BasicTensor<T>& in,
   EnsureShape(out, dim_, n, L);
   const T* x = in.data();
   T* o = out->data();
-  for (int64_t d = 0; d < dim_; ++d) {
-    const T* p = scratch_.data() + d * L;
-    for (int64_t s = 0; s < n; ++s) {
-      const int64_t base = (d * n + s) * L;
-      for (int64_t t = 0; t < L; ++t) o[base + t] = x[base + t] + p[t];
+  ParallelItems(dim_, FeatureGrain(n * L), [&](int64_t d0, int64_t d1) {
+    for (int64_t d = d0; d < d1; ++d) {
+      const T* p = scratch_.data() + d * L;
+      for (int64_t s = 0; s < n; ++s) {
+        const int64_t base = (d * n + s) * L;
+        for (int64_t t = 0; t < L; ++t) o[base + t] = x[base + t] + p[t];
+      }
     }
-  }
+  });
   (void)mode;
 }
 
@@ -325,19 +338,23 @@ void PositionalEmbedding<T>::Backward(const BasicTensor<T>& grad_out,
   const int64_t n = grad_out.dim(1), L = length_;
   const T* g = grad_out.data();
   // Sum over the batch into {D, L}, then turn it into the weight's {L, D}.
+  // Each feature sums its samples in order: the same bits on any team.
   scratch_.assign(dim_ * L, T(0));
-  for (int64_t d = 0; d < dim_; ++d) {
-    T* p = scratch_.data() + d * L;
-    for (int64_t s = 0; s < n; ++s) {
-      const T* row = g + (d * n + s) * L;
-      for (int64_t t = 0; t < L; ++t) p[t] += row[t];
+  if (grad_in != nullptr) EnsureShape(grad_in, dim_, n, L);
+  ParallelItems(dim_, FeatureGrain(n * L), [&](int64_t d0, int64_t d1) {
+    for (int64_t d = d0; d < d1; ++d) {
+      T* p = scratch_.data() + d * L;
+      for (int64_t s = 0; s < n; ++s) {
+        const T* row = g + (d * n + s) * L;
+        for (int64_t t = 0; t < L; ++t) p[t] += row[t];
+      }
     }
-  }
+    if (grad_in != nullptr) {
+      std::memcpy(grad_in->data() + d0 * n * L, g + d0 * n * L,
+                  sizeof(T) * (d1 - d0) * n * L);
+    }
+  });
   Transpose(scratch_.data(), dim_, L, grad_weight_.data());
-  if (grad_in != nullptr) {
-    EnsureShape(grad_in, dim_, n, L);
-    std::memcpy(grad_in->data(), g, sizeof(T) * grad_out.size());
-  }
 }
 
 template class Embedding<float>;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/onednn_threads.h"
 #include "worker/layers/grad_check.h"
 #include "worker/layers/linear.h"
 #include "worker/layers/param_store.h"
@@ -172,6 +173,36 @@ TEST(PositionalEmbedding, AddsTheRowOfEachPosition) {
   layer.Forward(x, &out, Mode::kEval);
   const float want[] = {0, 10, 20, 0, 10, 20, 1, 11, 21, 1, 11, 21};
   for (int i = 0; i < 12; ++i) EXPECT_EQ(out[i], want[i]) << i;
+}
+
+TEST(PositionalEmbedding, SameBitsOnOneAndTwoThreads) {
+  // Features go to the compute threads; each sums its samples in order.
+  std::vector<float> runs[2];
+  for (int threads : {1, 2}) {
+    SetOnednnThreads(threads);
+    PositionalEmbedding<float> layer;
+    ASSERT_TRUE(layer.Configure({64, 96}).ok());
+    ParamStore<float> store;
+    Layer<float>* layers[] = {&layer};
+    store.Build(layers);
+    Tensor& w = store.values();
+    for (int64_t i = 0; i < w.size(); ++i) {
+      w[i] = static_cast<float>((i * 7919) % 1013) * 0.01f;
+    }
+    Tensor x({64, 12, 96}), y, dx;
+    for (int64_t i = 0; i < x.size(); ++i) {
+      x[i] = static_cast<float>((i * 104729) % 997) * 0.002f - 1.0f;
+    }
+    layer.Forward(x, &y, Mode::kTrain);
+    layer.Backward(x, &dx);
+    std::vector<float>& r = runs[threads - 1];
+    r.assign(y.data(), y.data() + y.size());
+    r.insert(r.end(), dx.data(), dx.data() + dx.size());
+    const Tensor& g = store.grads();
+    r.insert(r.end(), g.data(), g.data() + g.size());
+  }
+  SetOnednnThreads(0);
+  EXPECT_EQ(runs[0], runs[1]);
 }
 
 // embedding -> positional -> tied head: the shared weight's gradient is the
