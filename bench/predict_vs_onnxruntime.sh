@@ -17,12 +17,16 @@
 # running cohort (twice) and then ONNX Runtime, so that both sides see the
 # same machine load; the reported images/s are medians over the rounds.
 #  - cohort: `cohort predict --batch=B` with OMP_NUM_THREADS and
-#    OPENBLAS_NUM_THREADS set to T (predict's compute threads follow them).
+#    OPENBLAS_NUM_THREADS set to T (predict's compute threads follow them),
+#    as a user runs it: T copies of the model take the batches in turn, one
+#    thread each (predict's default --streams). The table also gives
+#    `--streams=1` (one forward pass at a time on all T threads, as ONNX
+#    Runtime runs), for which the verdict does not count.
 #    Its wall time includes starting, reading the checkpoint and the first
 #    batch (which builds oneDNN's primitives); a run over one batch measures
 #    exactly that, so each round's rate is (IMAGES - B) / (time of the run
 #    over IMAGES - time of the run over the first B images), the two runs
-#    back to back.
+#    back to back (the run over one batch has one stream either way).
 #  - ONNX Runtime: onnxruntime-node, CPU execution provider, intra-op
 #    threads T, inter-op 1, all graph optimizations (its defaults for a
 #    user); the first batch is a warm-up and session.run over the other
@@ -31,7 +35,7 @@
 # warm-up. The outputs of every round are compared: the largest absolute
 # logit difference must be within 1e-3 of ONNX Runtime's largest |logit|.
 #
-# About 3.5 minutes on two idle cores. Other processes on the machine skew
+# About 5 minutes on two idle cores. Other processes on the machine skew
 # the two sides differently (OpenMP's barriers wait for a preempted thread,
 # ONNX Runtime's pool does not), so it warns when the load is not near 0.
 #
@@ -99,12 +103,13 @@ for b in batches:  # the first batch alone, for cohort's fixed costs
     np.save(f"{work}/x_{b}.npy", x[:b])
 PY
 
-# seconds T B IN OUT: wall seconds of one `cohort predict` on T threads.
+# seconds T B IN OUT [FLAG...]: wall seconds of one `cohort predict` on T
+# threads.
 seconds() {
   local start=$EPOCHREALTIME
   OMP_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1 "$cohort" predict \
     --checkpoint="$work/ckpt" --input="$3" --out="$4" --batch="$2" --threads="$1" \
-    > "$work/predict.out" 2>&1 || { echo "cohort predict: $(cat "$work/predict.out")" >&2; return 1; }
+    "${@:5}" > "$work/predict.out" 2>&1 || { echo "cohort predict: $(cat "$work/predict.out")" >&2; return 1; }
   $py -c "import sys; print('%.3f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$start" "$EPOCHREALTIME"
 }
 
@@ -112,33 +117,40 @@ failures=0
 rows=()
 for t in ${threads//,/ }; do
   for b in ${batches//,/ }; do
-    small=() large=() ort=() diffs=() scales=()
+    small=() large=() single=() ort=() diffs=() scales=()
     for ((r = 0; r < runs; ++r)); do
       small+=("$(seconds "$t" "$b" "$work/x_$b.npy" "$work/y_small.npy")") || exit 2
       large+=("$(seconds "$t" "$b" "$work/x.npy" "$work/y.npy")") || exit 2
+      single+=("$(seconds "$t" "$b" "$work/x.npy" "$work/y1.npy" --streams=1)") || exit 2
+      cmp -s "$work/y.npy" "$work/y1.npy" ||
+        { echo "cohort predict: --streams=1 gives other outputs" >&2; exit 2; }
       out=$(OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t node "$ort_js" "$ort_dir" \
         "$work/resnet50.onnx" "$work/x.npy" "$t" "$b" "$work/y.npy") ||
         { echo "onnxruntime: $out" >&2; exit 2; }
       read -r rate diff scale < <($py -c 'import json, sys; r = json.loads(sys.argv[1]); print("%.2f" % (r["images"] / r["seconds"]), r["max_abs_diff"], r["max_abs_output"])' "$out")
       ort+=("$rate") diffs+=("$diff") scales+=("$scale")
     done
-    read -r cohort_rate ort_rate ratio diff scale verdict < <($py - "$images" "$b" \
-      "${small[*]}" "${large[*]}" "${ort[*]}" "${diffs[*]}" "${scales[*]}" <<'PY'
+    read -r cohort_rate single_rate ort_rate ratio single_ratio diff scale verdict < <($py - \
+      "$images" "$b" "${small[*]}" "${large[*]}" "${single[*]}" "${ort[*]}" "${diffs[*]}" \
+      "${scales[*]}" <<'PY'
 import statistics
 import sys
 n, b = int(sys.argv[1]), int(sys.argv[2])
-small, large, ort, diffs, scales = ([float(v) for v in a.split()] for a in sys.argv[3:8])
-rate = statistics.median((n - b) / (l - s) if l > s else 0.0
-                         for s, l in zip(small, large))
+small, large, single, ort, diffs, scales = (
+    [float(v) for v in a.split()] for a in sys.argv[3:9])
+def rate(over_all):
+    return statistics.median((n - b) / (l - s) if l > s else 0.0
+                             for s, l in zip(small, over_all))
 ort = statistics.median(ort)
 diff, scale = max(diffs), max(scales)
-ratio = rate / ort
+ratio, single_ratio = rate(large) / ort, rate(single) / ort
 verdict = ("ok" if ratio >= 1 else "SLOW") + ("" if diff <= 1e-3 * scale else "+DIFFERS")
-print(f"{rate:.2f} {ort:.2f} {ratio:.3f} {diff:.2e} {scale:.3g} {verdict}")
+print(f"{rate(large):.2f} {rate(single):.2f} {ort:.2f} {ratio:.3f} {single_ratio:.3f} "
+      f"{diff:.2e} {scale:.3g} {verdict}")
 PY
     )
-    echo "threads $t batch $b: cohort seconds over $b images: ${small[*]}; over $images: ${large[*]}; onnxruntime images/s: ${ort[*]}" >&2
-    rows+=("| $t | $b | $cohort_rate | $ort_rate | $ratio | $diff (of $scale) | $verdict |")
+    echo "threads $t batch $b: cohort seconds over $b images: ${small[*]}; over $images: ${large[*]}; with --streams=1: ${single[*]}; onnxruntime images/s: ${ort[*]}" >&2
+    rows+=("| $t | $b | $cohort_rate | $ort_rate | $ratio | $single_rate | $single_ratio | $diff (of $scale) | $verdict |")
     [[ $verdict == ok ]] || failures=$((failures + 1))
   done
 done
@@ -146,7 +158,7 @@ done
 echo
 echo "ResNet-50 at 224x224, $images images per run, median of $runs:"
 echo
-echo "| threads | batch | cohort images/s | ORT images/s | ratio | max abs logit diff (of max abs logit) | verdict |"
-echo "|---|---|---|---|---|---|---|"
+echo "| threads | batch | cohort images/s | ORT images/s | ratio | cohort --streams=1 | its ratio | max abs logit diff (of max abs logit) | verdict |"
+echo "|---|---|---|---|---|---|---|---|---|"
 printf "%s\n" "${rows[@]}"
 exit $(( failures > 0 ))

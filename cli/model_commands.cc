@@ -28,6 +28,7 @@
 #include "worker/data/npy.h"
 #include "worker/model_eval.h"
 #include "worker/onnx_export.h"
+#include "worker/predict.h"
 #include "worker/trained_model.h"
 
 namespace cohort {
@@ -264,13 +265,13 @@ std::string TopKRows(int64_t first, const Tensor& out, const Batch& b,
 }
 
 absl::Status PredictArray(TrainedModel& trained, const std::string& input,
-                          const std::string& out, int64_t batch) {
+                          const std::string& out, int64_t batch, int streams) {
   ASSIGN_OR_RETURN(std::unique_ptr<NpyArray> array, NpyArray::Open(input));
   ASSIGN_OR_RETURN(const std::vector<float> x,
                    Inputs(*array, trained.input_shape));
   const int64_t n = array->shape()[0];
   ASSIGN_OR_RETURN(const std::vector<float> y,
-                   Predict(trained, x.data(), n, batch));
+                   Predict(trained, x.data(), n, batch, streams));
   std::vector<int64_t> shape = {n};
   const Shape& o = trained.model->output_shape();
   shape.insert(shape.end(), o.begin(), o.end());
@@ -334,6 +335,7 @@ struct PredictFlags {
   int64_t batch = 256, top_k = -1;  // -1: not given
   std::string prompt, temperature = "1", generate_flag;
   int64_t generate = 0, seed = 0, threads = 0;  // 0: not given
+  int64_t streams = 0;                          // 0: one per thread
   bool skip_damaged = false;
 };
 
@@ -359,6 +361,12 @@ void AddPredictFlags(FlagSet& flags, PredictFlags* f) {
                "FILE");
   flags.Int("batch", &f->batch, "samples per forward pass", 1, 1 << 20);
   flags.Int("threads", &f->threads, kThreadsHelp, 1, 1024);
+  flags.Int("streams", &f->streams,
+            "copies of the model that run an --input array's batches side "
+            "by side, sharing the compute threads (default: one per thread, "
+            "up to the batches and what memory holds; 1: one forward pass at "
+            "a time on every thread)",
+            1, 1024);
   flags.Int("top-k", &f->top_k,
             "classes per sample in a .csv (default 5); with --prompt, sample "
             "only among the K most likely tokens (default 0: all)",
@@ -417,6 +425,11 @@ absl::Status CheckPredictFlags(PredictFlags& f) {
     return absl::InvalidArgumentError(
         "--out: predictions on an --input array are written as .npy");
   }
+  if (f.input.empty() && f.streams > 1) {
+    return absl::InvalidArgumentError(
+        "--streams: only an --input array's batches run on several copies "
+        "of the model; a data set split runs on one");
+  }
   return absl::OkStatus();
 }
 
@@ -459,7 +472,10 @@ absl::Status RunPredict(const std::vector<std::string>& args, bool* help) {
   RETURN_IF_ERROR(CheckOutputFlag("--out", f.out, inputs));
   ASSIGN_OR_RETURN(TrainedModel trained,
                    LoadModel(f.checkpoint, f.skip_damaged, "predict"));
-  if (!f.input.empty()) return PredictArray(trained, f.input, f.out, f.batch);
+  if (!f.input.empty()) {
+    return PredictArray(trained, f.input, f.out, f.batch,
+                        static_cast<int>(f.streams));
+  }
   // The data set is known once the checkpoint's spec is.
   inputs.AddDataSet(trained.spec.data(), f.data_dir);
   RETURN_IF_ERROR(CheckOutputFlag("--out", f.out, inputs));

@@ -113,6 +113,22 @@ expect_refused_text "a flag's typo" 'unknown flag --max-step for "cohort train":
   "$cohort" train --job="$job" --max-step=3
 expect_refused_text "--workers with --max-workers" '--workers=N sets both the minimum and the maximum' \
   "$cohort" coordinator --job="$job" --workers=2 --max-workers=3
+# predict --streams: an --input array's batches on two copies of the model
+# give the outputs of one; a data set split runs on one copy.
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/x.npy', np.random.default_rng(0).normal(size=(40, 100)).astype(np.float32))"
+for s in 1 2; do
+  "$cohort" predict --checkpoint="$tmp/ck" --input="$tmp/x.npy" --out="$tmp/y$s.npy" \
+    --batch=4 --threads=2 --streams=$s > "$tmp/streams.out" 2>&1 \
+    || fail "predict --streams=$s: $(cat "$tmp/streams.out")"
+done
+if cmp -s "$tmp/y1.npy" "$tmp/y2.npy"; then
+  ok "predict --streams=2 gives the outputs of --streams=1"
+else
+  fail "predict --streams=2 differs from --streams=1"
+fi
+expect_refused_text "--streams on a split" \
+  '--streams: only an --input array'"'"'s batches run on several copies' \
+  "$cohort" predict --checkpoint="$tmp/ck" --out="$tmp/split.csv" --streams=2
 # A launched job's counts cannot leave out a launched task; every rank
 # says so before it starts.
 expect_refused_text "launch --max-workers below WORLD_SIZE" \

@@ -16,4 +16,6 @@ void SetComputeThreads(int threads) {
   SetOnednnThreads(threads);
 }
 
+int ComputeThreads() { return omp_get_max_threads(); }
+
 }  // namespace cohort

@@ -10,6 +10,10 @@ namespace cohort {
 // Thread-safe to call, but affects the whole process.
 void SetComputeThreads(int threads);
 
+// The compute threads of a call made on this thread now: the last
+// SetComputeThreads, else OMP_NUM_THREADS, else one per core.
+int ComputeThreads();
+
 }  // namespace cohort
 
 #endif  // COHORT_WORKER_COMPUTE_THREADS_H_

@@ -131,6 +131,7 @@ absl::StatusOr<TrainedModel> RebuildTrainedModel(const Checkpoint& c,
   t.spec = std::move(r.spec);
   t.spec_text = std::move(r.spec_text);
   t.input_shape = r.sizes.input;
+  t.sizes = r.sizes;
   t.step = c.step;
   t.source = path;
   ASSIGN_OR_RETURN(t.model, BuildModelToRestore<float>(
@@ -181,49 +182,6 @@ absl::StatusOr<std::string> LayersJson(const TrainedModel& trained) {
     absl::StrAppend(&out, i ? ", " : "", one);
   }
   return out + "]";
-}
-
-absl::StatusOr<std::vector<float>> Predict(TrainedModel& trained,
-                                           const float* inputs, int64_t n,
-                                           int64_t batch) {
-  Model<float>& model = *trained.model;
-  model.FreezeParameters();  // a loaded model only predicts
-  const Shape& in = trained.input_shape;
-  const Shape& out = model.output_shape();
-  const int64_t in_size = NumElements(in), out_size = NumElements(out);
-  std::vector<float> result(n * out_size);
-  for (int64_t first = 0; first < n; first += batch) {
-    const int64_t m = std::min(batch, n - first);
-    // The engine's batch-inner layout ({C, N, rest}) for spatial samples.
-    const bool inner = in.size() >= 2;
-    Shape shape = {inner ? in[0] : m};
-    shape.push_back(inner ? m : in[0]);
-    shape.insert(shape.end(), in.begin() + 1, in.end());
-    Tensor x(shape);
-    const int64_t c = in[0], rest = in_size / c;
-    for (int64_t k = 0; k < m; ++k) {
-      const float* sample = inputs + (first + k) * in_size;
-      for (int64_t ch = 0; ch < c; ++ch) {
-        float* to = inner ? x.data() + (ch * m + k) * rest
-                          : x.data() + k * in_size + ch * rest;
-        std::copy(sample + ch * rest, sample + (ch + 1) * rest, to);
-      }
-    }
-    const Tensor& y = model.Forward(x, Mode::kEval);
-    RETURN_IF_ERROR(model.InputError());
-    // Outputs of rank >= 2 come batch-inner too: back to sample-major.
-    const bool inner_out = out.size() >= 2;
-    const int64_t oc = out[0], orest = out_size / oc;
-    for (int64_t k = 0; k < m; ++k) {
-      float* to = result.data() + (first + k) * out_size;
-      for (int64_t ch = 0; ch < oc; ++ch) {
-        const float* from = inner_out ? y.data() + (ch * m + k) * orest
-                                      : y.data() + k * out_size + ch * orest;
-        std::copy(from, from + orest, to + ch * orest);
-      }
-    }
-  }
-  return result;
 }
 
 }  // namespace cohort

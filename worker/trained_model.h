@@ -33,6 +33,7 @@ struct TrainedModel {
   Shape input_shape;      // per sample
   int64_t step = 0;
   std::string source;  // the checkpoint file it came from
+  ModelSizes sizes;    // of the model, for memory estimates
   std::unique_ptr<Model<float>> model;
 };
 
@@ -87,15 +88,6 @@ std::vector<SafeTensor> StateDict(TrainedModel& trained);
 // {"out_features": 10}}, {"relu": {}}]: enough, with the tensors' shapes,
 // to rebuild the model elsewhere.
 absl::StatusOr<std::string> LayersJson(const TrainedModel& trained);
-
-// Runs the model in evaluation mode over `n` samples of input_shape at
-// `inputs` (sample-major), `batch` at a time; returns the outputs
-// sample-major, output_shape() per sample. InvalidArgument when an input
-// is one the model cannot compute on (Model::InputError: a row id past its
-// table).
-absl::StatusOr<std::vector<float>> Predict(TrainedModel& trained,
-                                           const float* inputs, int64_t n,
-                                           int64_t batch);
 
 }  // namespace cohort
 
