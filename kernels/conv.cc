@@ -232,27 +232,45 @@ bool UseWinograd(const ConvGeometry& g, const ConvWorkspace<T>& ws) {
 // batch 8), 0.59-0.71 at 8x8 and 14x14, but 1.09-1.34 with 32 tiles of 4x4
 // outputs (4x4 at batch 32, 7x7 at batch 8) and 2-6 with 16 or 4 (batch 1
 // at 14x14 and 7x7), where transforming the weights (36 values per kernel)
-// outweighs the multiplications saved. Evaluation follows the same rule
-// whether or not the weights are frozen, so that `cohort predict` gives the
-// bits of the evaluation during training; on frozen weights (F(2x2, 3x3),
-// transformed once) Winograd took 0.4-0.72 of the time at 14x14 and up
-// from batch 8, at 28x28 and up from batch 1 ("eval"). The weight gradient
-// alone pays from 32 tiles where the images are whole tiles (0.59-0.84 at
-// 4x4 and 8x8 with 256-512 channels), not at 7x7 or 14x14 (1.33 and 0.98).
-bool OnednnWinogradPays(const ConvGeometry& g, bool weight_grad) {
+// outweighs the multiplications saved. The weight gradient alone pays from
+// 32 tiles where the images are whole tiles (0.59-0.84 at 4x4 and 8x8 with
+// 256-512 channels), not at 7x7 or 14x14 (1.33 and 0.98).
+//
+// Evaluation runs F(2x2, 3x3) with its weights transformed once and kept
+// while they do not change (conv_onednn.h), frozen or not, so `cohort
+// predict` gives the bits of the evaluation during training. Its time over
+// direct ("eval"): 0.39-0.92 frozen on every ResNet layer from 4x4 at batch
+// 1 up, 0.47-1.10 not frozen (the check of the weights costs what direct
+// pays to fold them; 1.03-1.10 at batch 1 on 7x7 and 14x14). But oneDNN's
+// transform of the weights is slow (3, 13 and 55 ms at one thread for
+// 128, 256 and 512 channels), and a layer must run about 1000 / tiles
+// times to earn it back: from 48 tiles of 2x2 outputs (14x14 at batch 1,
+// 7x7 at batch 3), a few dozen calls.
+enum class OnednnPass { kTraining, kWeightGrad, kEvaluation };
+
+constexpr int64_t kEvalWinogradTiles = 48;
+
+bool OnednnWinogradPays(const ConvGeometry& g, OnednnPass pass) {
+  if (pass == OnednnPass::kEvaluation) {
+    const int64_t tiles =
+        g.batch * ((g.out_h() + 1) / 2) * ((g.out_w() + 1) / 2);
+    return tiles >= kEvalWinogradTiles;
+  }
   const int64_t tiles = g.batch * ((g.out_h() + 3) / 4) * ((g.out_w() + 3) / 4);
   const bool whole_tiles = g.out_h() % 4 == 0 && g.out_w() % 4 == 0;
-  return tiles >= 48 || (weight_grad && whole_tiles && tiles >= 32);
+  return tiles >= 48 ||
+         (pass == OnednnPass::kWeightGrad && whole_tiles && tiles >= 32);
 }
 
-// The algorithm of a layer's oneDNN passes (or of its weight gradient):
-// Winograd where oneDNN has it and it pays (or is asked for), else direct.
-conv_internal::OnednnAlgorithm OnednnAlgorithmOf(const ConvGeometry& g,
-                                                 const ConvWorkspace<float>& ws,
-                                                 bool weight_grad = false) {
-  const bool wanted = ws.algorithm == ConvAlgorithm::kWinograd ||
-                      (ws.algorithm == ConvAlgorithm::kAuto &&
-                       OnednnWinogradPays(g, weight_grad));
+// The algorithm of a layer's oneDNN passes (or of its weight gradient, or
+// its evaluation): Winograd where oneDNN has it and it pays (or is asked
+// for), else direct.
+conv_internal::OnednnAlgorithm OnednnAlgorithmOf(
+    const ConvGeometry& g, const ConvWorkspace<float>& ws,
+    OnednnPass pass = OnednnPass::kTraining) {
+  const bool wanted =
+      ws.algorithm == ConvAlgorithm::kWinograd ||
+      (ws.algorithm == ConvAlgorithm::kAuto && OnednnWinogradPays(g, pass));
   return wanted && conv_internal::OnednnWinogradApplies(g, ws.channel_block)
              ? conv_internal::OnednnAlgorithm::kWinograd
              : conv_internal::OnednnAlgorithm::kDirect;
@@ -338,8 +356,9 @@ void UngroupedBackwardWeights(const ConvGeometry& g, const T* grad_out,
     }
     if (ws->onednn) {  // a group of a grouped convolution; bias done
       conv_internal::OnednnBackwardWeights(
-          g, ws->channel_block, OnednnAlgorithmOf(g, *ws, /*weight_grad=*/true),
-          ws->input, grad_out, grad_weight, nullptr, &ws->onednn_state);
+          g, ws->channel_block,
+          OnednnAlgorithmOf(g, *ws, OnednnPass::kWeightGrad), ws->input,
+          grad_out, grad_weight, nullptr, &ws->onednn_state);
       return;
     }
   }
@@ -443,8 +462,9 @@ void ConvForwardScaled(const ConvGeometry& g, const float* in,
     return;
   }
   conv_internal::OnednnScaledForward(
-      g, ws->channel_block, OnednnAlgorithmOf(g, *ws), in, weight, scale, shift,
-      residual, relu, ws->weights_frozen, out, &ws->onednn_state);
+      g, ws->channel_block, OnednnAlgorithmOf(g, *ws, OnednnPass::kEvaluation),
+      in, weight, scale, shift, residual, relu, ws->weights_frozen, out,
+      &ws->onednn_state);
 }
 
 template <typename T>
@@ -488,8 +508,9 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
     }
     if (g.groups == 1 && ws->onednn) {  // the bias gradient comes fused
       conv_internal::OnednnBackwardWeights(
-          g, ws->channel_block, OnednnAlgorithmOf(g, *ws, /*weight_grad=*/true),
-          ws->input, grad_out, grad_weight, grad_bias, &ws->onednn_state);
+          g, ws->channel_block,
+          OnednnAlgorithmOf(g, *ws, OnednnPass::kWeightGrad), ws->input,
+          grad_out, grad_weight, grad_bias, &ws->onednn_state);
       return;
     }
   }

@@ -125,11 +125,13 @@ void BenchBlocked(const ConvGeometry& g, bool need_input, int reps) {
   g_mismatch |= d > 1e-4;
 }
 
-// Evaluation as `cohort predict` runs ResNet-50's 3x3 layers
-// (ConvForwardScaled on this machine's channel-blocked layout, frozen
-// weights, the batch norm and ReLU folded in, no residual sum):
-// milliseconds of oneDNN's direct kernels and of Winograd, which must agree.
-void BenchScaled(const char* name, const ConvGeometry& g, int reps) {
+// Evaluation as `cohort predict` (frozen weights) and the evaluation during
+// training (not frozen: the weights are checked on every call) run a
+// ResNet's 3x3 layers (ConvForwardScaled on this machine's channel-blocked
+// layout, the batch norm and ReLU folded in, no residual sum): milliseconds
+// of oneDNN's direct kernels and of Winograd, which must agree.
+void BenchScaled(const char* name, const ConvGeometry& g, bool frozen,
+                 int reps) {
   std::mt19937_64 rng(1);
   Tensor in({g.in_channels * g.batch * g.in_h * g.in_w});
   Tensor w({g.out_channels * g.patch()});
@@ -143,7 +145,7 @@ void BenchScaled(const char* name, const ConvGeometry& g, int reps) {
     ConvWorkspace<float> ws;
     ws.algorithm = algos[i];
     ws.channel_block = NativeChannelBlock();
-    ws.weights_frozen = true;
+    ws.weights_frozen = frozen;
     out[i].Resize({g.out_channels * g.positions()});
     ms[i] = MedianMs(
         [&] {
@@ -155,7 +157,7 @@ void BenchScaled(const char* name, const ConvGeometry& g, int reps) {
   }
   const double d = MaxRelDiff(out[1], out[0]);
   std::printf(
-      "%-18s eval onednn %7.3f  winograd %7.3f ms  (%.2fx)  max rel diff "
+      "%-26s onednn %7.3f  winograd %7.3f ms  (%.2fx)  max rel diff "
       "%.1e%s\n",
       name, ms[0], ms[1], ms[0] / ms[1], d, d > 1e-4 ? "  MISMATCH" : "");
   g_mismatch |= d > 1e-4;
@@ -384,23 +386,29 @@ void BenchResNetShapes(const std::string& filter) {
   }
 }
 
-// ResNet-50's 3x3 stride-1 layers in evaluation, at batch 1 and 8.
+// ResNets' 3x3 stride-1 layers in evaluation, frozen or not: ResNet-50's
+// at batch 1 and 8, CIFAR ResNet-18's at batch 1 and 32.
 void BenchEvalShapes(const std::string& filter) {
   const struct {
     const char* name;
     int64_t width, channels;
-  } layers[] = {{"i56 64-64", 56, 64},
-                {"i28 128-128", 28, 128},
-                {"i14 256-256", 14, 256},
-                {"i7 512-512", 7, 512}};
-  for (int64_t batch : {1, 8}) {
+    std::vector<int64_t> batches;
+  } layers[] = {
+      {"i56 64-64", 56, 64, {1, 8}},    {"i28 128-128", 28, 128, {1, 8}},
+      {"i14 256-256", 14, 256, {1, 8}}, {"i7 512-512", 7, 512, {1, 8}},
+      {"i32 64-64", 32, 64, {1, 32}},   {"i16 128-128", 16, 128, {1, 32}},
+      {"i8 256-256", 8, 256, {1, 32}},  {"i4 512-512", 4, 512, {1, 32}}};
+  for (bool frozen : {true, false}) {
     for (const auto& l : layers) {
-      const std::string name =
-          "eval " + std::string(l.name) + " b" + std::to_string(batch);
-      if (!Selected(filter, name)) continue;
-      BenchScaled(name.c_str(),
-                  Conv2(batch, l.channels, l.width, l.channels, 3, 1),
-                  batch == 1 ? 40 : 10);
+      for (int64_t batch : l.batches) {
+        const std::string name =
+            std::string(frozen ? "eval " : "eval-unfrozen ") + l.name + " b" +
+            std::to_string(batch);
+        if (!Selected(filter, name)) continue;
+        BenchScaled(name.c_str(),
+                    Conv2(batch, l.channels, l.width, l.channels, 3, 1), frozen,
+                    batch == 1 ? 40 : 10);
+      }
     }
   }
 }

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -165,6 +166,8 @@ struct OnednnPlan {
     const float* converted = nullptr;
     const float* converted_scale = nullptr;
     std::vector<float> folded;  // weight[oc][...] * scale[oc], cohort's layout
+    // wei.inner holds its own conversion of `folded` (unfrozen Winograd)
+    bool folded_converted = false;
     std::optional<dnnl::convolution_forward> primitive;
     bool winograd = false;
     memory src, dst, shift, sum;
@@ -408,12 +411,33 @@ OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
   v.dst = memory(p->dst_md, engine, DNNL_MEMORY_NONE);
   v.shift = memory(p->bias_md, engine, DNNL_MEMORY_NONE);
   v.sum = memory(p->dst_md, engine, DNNL_MEMORY_NONE);
-  // Frozen weights keep a buffer of their own, which the arena's other
-  // users cannot overwrite.
+  // Frozen weights, and Winograd's transformed ones, keep a buffer of their
+  // own, which the arena's other users cannot overwrite.
   v.wei = Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights,
-               /*own=*/frozen);
+               /*own=*/frozen || v.winograd);
   p->scaled.push_back(std::move(v));
   return p->scaled.back();
+}
+
+// Whether `folded` holds weight[oc][...] * scale[oc] (FoldScale's values),
+// bit for bit.
+bool FoldUnchanged(const ConvGeometry& g, const float* weight,
+                   const float* scale, const std::vector<float>& folded) {
+  const int64_t patch = g.patch();
+  if (static_cast<int64_t>(folded.size()) != g.out_channels * patch) {
+    return false;
+  }
+  std::vector<float> row(patch);
+  for (int64_t oc = 0; oc < g.out_channels; ++oc) {
+    for (int64_t i = 0; i < patch; ++i) {
+      row[i] = weight[oc * patch + i] * scale[oc];
+    }
+    if (std::memcmp(row.data(), folded.data() + oc * patch,
+                    patch * sizeof(float)) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // folded[oc][...] = weight[oc][...] * scale[oc] (groups = 1).
@@ -451,13 +475,21 @@ void OnednnScaledForward(const ConvGeometry& g, int64_t block,
   v.src.set_data_handle(const_cast<float*>(in));
   v.dst.set_data_handle(out);
   v.shift.set_data_handle(const_cast<float*>(shift));
-  if (frozen && v.converted == weight && v.converted_scale == scale) {
+  // Frozen weights convert once. Winograd's conversion (a transform that
+  // costs up to ten times the convolution at batch 1) is kept for unfrozen
+  // weights too, and reused while their product with the scale has the
+  // same bits: an evaluation pass during training checks each batch.
+  const bool held = frozen ? v.converted == weight && v.converted_scale == scale
+                           : v.winograd && v.folded_converted &&
+                                 FoldUnchanged(g, weight, scale, v.folded);
+  if (held) {
     v.wei.BindHeld(v.folded.data());
   } else {
     FoldScale(g, weight, scale, &v.folded);
     v.wei.Bind(v.folded.data(), s.stream);
     v.converted = frozen ? weight : nullptr;
     v.converted_scale = frozen ? scale : nullptr;
+    v.folded_converted = v.wei.owned;
   }
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, v.src},
                                           {DNNL_ARG_WEIGHTS, v.wei.inner},

@@ -67,7 +67,9 @@ void OnednnForward(const ConvGeometry& g, int64_t block,
 // `relu`: a convolution, the batch norm after it, a residual sum and a
 // ReLU in one pass over the output. Keeps nothing for a backward pass.
 // `frozen`: `weight` will not change again, so its converted copy is kept
-// and reused while the same pointer comes.
+// and reused while the same pointer comes. Unfrozen, Winograd's transformed
+// weights are kept too and reused while weight * scale keeps its bits
+// (checked on every call, at the cost of folding the scale in).
 void OnednnScaledForward(const ConvGeometry& g, int64_t block,
                          OnednnAlgorithm algorithm, const float* in,
                          const float* weight, const float* scale,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -500,8 +501,8 @@ TEST(ConvOnednnWinograd, AutoTakesItWhereItPays) {
 
 TEST(ConvOnednnWinograd, EvaluationMatchesTheDefinition) {
   if (NativeChannelBlock() != 16) GTEST_SKIP() << "oneDNN runs AVX2 code here";
-  // 48 tiles of 4x4 outputs: Winograd, on frozen weights or not; with a
-  // residual sum, which oneDNN's Winograd cannot fuse, the direct kernels.
+  // Winograd, on frozen weights or not; with a residual sum, which oneDNN's
+  // Winograd cannot fuse, the direct kernels.
   const ConvGeometry g = Conv2(3, 32, 16, 16, 3, 1, 1);
   for (bool frozen : {false, true}) {
     for (bool residual : {false, true}) {
@@ -519,6 +520,31 @@ TEST(ConvOnednnWinograd, EvaluationMatchesTheDefinition) {
         EXPECT_EQ(conv_internal::OnednnRanWinograd(ws.onednn_state), !residual);
       }
     }
+  }
+}
+
+TEST(ConvOnednnWinograd, UnfrozenEvaluationFollowsEveryChangeOfWeights) {
+  if (NativeChannelBlock() != 16) GTEST_SKIP() << "oneDNN runs AVX2 code here";
+  // Batch 1 at 14x14 (49 tiles of 2x2): Winograd in evaluation. Unfrozen, its
+  // transformed weights are kept between calls while weight * scale keeps
+  // its bits; a new weight, a new scale, or the old weight back must each
+  // give their own outputs.
+  const ConvGeometry g = Conv2(1, 32, 14, 32, 3, 1, 1);
+  const Case a = MakeCase(g, 31), b = MakeCase(g, 32);
+  const std::vector<float> s1 = Uniform(g.out_channels, 33);
+  const std::vector<float> s2 = Uniform(g.out_channels, 34);
+  const struct {
+    const Case* c;
+    const std::vector<float>* scale;
+  } calls[] = {{&a, &s1}, {&a, &s1}, {&b, &s1}, {&b, &s2}, {&a, &s1}};
+  ConvWorkspace<float> ws;
+  for (size_t i = 0; i < std::size(calls); ++i) {
+    const Case& c = *calls[i].c;
+    const std::vector<double> want = ScaledWant(g, c, *calls[i].scale, {});
+    EXPECT_TRUE(
+        Close(RunScaled(g, 16, c, *calls[i].scale, {}, false, &ws), want))
+        << "call " << i;
+    EXPECT_TRUE(conv_internal::OnednnRanWinograd(ws.onednn_state));
   }
 }
 
