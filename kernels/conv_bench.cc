@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "common/tensor.h"
+#include "dnnl.hpp"
+#include "kernels/blocked_weights.h"
 #include "kernels/channel_blocked.h"
 #include "kernels/conv.h"
 #include "kernels/conv_onednn.h"
@@ -436,6 +438,47 @@ void BenchLinearShapes(const std::string& filter) {
   }
 }
 
+// A 1x1 weight gradient out of oneDNN's OI16i16o into OI: oneDNN's reorder
+// against FromBlockedWeights, which must place every value alike.
+void BenchWeightLayouts(const std::string& filter) {
+  const struct {
+    int64_t out, in, k;
+  } shapes[] = {{256, 64, 1}, {2048, 512, 1}, {512, 2048, 1}, {1024, 256, 1}};
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  for (const auto& w : shapes) {
+    const std::string name = "weights " + std::to_string(w.out) + "x" +
+                             std::to_string(w.in) + "x" + std::to_string(w.k) +
+                             "x" + std::to_string(w.k);
+    if (!Selected(filter, name)) continue;
+    const dnnl::memory::dims dims = {w.out, w.in, w.k, w.k};
+    const int64_t n = w.out * w.in * w.k * w.k;
+    std::vector<float> blocked(n), a(n), b(n);
+    for (int64_t i = 0; i < n; ++i) blocked[i] = static_cast<float>(i % 977);
+    dnnl::memory from({dims, dnnl::memory::data_type::f32,
+                       dnnl::memory::format_tag::ABcd16b16a},
+                      engine, blocked.data());
+    dnnl::memory to(
+        {dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abcd},
+        engine, a.data());
+    dnnl::reorder reorder(from, to);
+    const double onednn = MedianMs(
+        [&] {
+          reorder.execute(stream, from, to);
+          stream.wait();
+        },
+        20);
+    const double ours = MedianMs(
+        [&] { FromBlockedWeights(blocked.data(), w.out, w.in, 16, b.data()); },
+        20);
+    const bool same = a == b;
+    std::printf("%-26s onednn reorder %7.3f  cohort %7.3f ms  (%.2fx)%s\n",
+                name.c_str(), onednn, ours, onednn / ours,
+                same ? "" : "  MISMATCH");
+    g_mismatch |= !same;
+  }
+}
+
 }  // namespace
 }  // namespace cohort
 
@@ -450,6 +493,7 @@ int main(int argc, char** argv) {
   BenchResNetShapes(filter);
   BenchEvalShapes(filter);
   BenchLinearShapes(filter);
+  BenchWeightLayouts(filter);
   if (g_mismatch) {
     std::printf("MISMATCH: the algorithms disagree beyond 1e-4 relative\n");
     return 1;

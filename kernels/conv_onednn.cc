@@ -12,6 +12,7 @@
 
 #include "common/logging.h"
 #include "dnnl.hpp"
+#include "kernels/blocked_weights.h"
 
 namespace cohort {
 namespace {
@@ -111,9 +112,36 @@ struct Port {
   }
   // For an output: brings the inner layout back to the caller's buffer.
   void Store(dnnl::stream& stream) {
-    if (to_user) to_user->execute(stream, inner, user);
+    if (weights.block != 0) {
+      FromBlockedWeights(static_cast<const float*>(inner.get_data_handle()),
+                         weights.out, weights.in, weights.block,
+                         static_cast<float*>(user.get_data_handle()));
+    } else if (to_user) {
+      to_user->execute(stream, inner, user);
+    }
   }
+  // A 1x1 weight gradient in OI{block}i{block}o, which Store brings back
+  // itself (kernels/blocked_weights.h); block 0 otherwise.
+  struct BlockedWeights {
+    int64_t block = 0, out = 0, in = 0;
+  } weights;
 };
+
+// `inner`'s layout when it is OI{B}i{B}o of the ungrouped 1x1 weights
+// `user` (OIHW) with whole blocks of both channels; block 0 otherwise.
+Port::BlockedWeights BlockedWeightsOf(const memory::desc& user,
+                                      const memory::desc& inner) {
+  const memory::dims d = user.dims();
+  if (d.size() != 4 || d[2] != 1 || d[3] != 1) return {};
+  for (int64_t block : {16, 8}) {
+    const memory::desc blocked(d, memory::data_type::f32,
+                               block == 16 ? Tag::ABcd16b16a : Tag::ABcd8b8a);
+    if (inner == blocked && d[0] % block == 0 && d[1] % block == 0) {
+      return {block, d[0], d[1]};
+    }
+  }
+  return {};
+}
 
 bool SameGeometry(const ConvGeometry& a, const ConvGeometry& b) {
   return a.batch == b.batch && a.in_channels == b.in_channels &&
@@ -350,6 +378,7 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
   p->bww_ddst = Port(p->dst_md, pd.diff_dst_desc(), engine, true, Arena::kOut);
   p->bww_dwei =
       Port(p->wei_md, pd.diff_weights_desc(), engine, false, Arena::kWeights);
+  p->bww_dwei.weights = BlockedWeightsOf(p->wei_md, pd.diff_weights_desc());
   if (bias) p->dbias = memory(p->bias_md, engine, DNNL_MEMORY_NONE);
 }
 
