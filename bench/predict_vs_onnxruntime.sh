@@ -18,10 +18,11 @@
 # same machine load; the reported images/s are medians over the rounds.
 #  - cohort: `cohort predict --batch=B` with OMP_NUM_THREADS and
 #    OPENBLAS_NUM_THREADS set to T (predict's compute threads follow them),
-#    as a user runs it: T copies of the model take the batches in turn, one
-#    thread each (predict's default --streams). The table also gives
-#    `--streams=1` (one forward pass at a time on all T threads, as ONNX
-#    Runtime runs), for which the verdict does not count.
+#    as a user runs it (predict's default --streams: at batch 1, T copies of
+#    the model take the batches in turn, one thread each; at batch 8, one
+#    copy). The table also gives `--streams=1` (one forward pass at a time
+#    on all T threads, as ONNX Runtime runs), for which the verdict does not
+#    count.
 #    Its wall time includes starting, reading the checkpoint and the first
 #    batch (which builds oneDNN's primitives); a run over one batch measures
 #    exactly that, so each round's rate is (IMAGES - B) / (time of the run
