@@ -363,9 +363,10 @@ void AddPredictFlags(FlagSet& flags, PredictFlags* f) {
   flags.Int("threads", &f->threads, kThreadsHelp, 1, 1024);
   flags.Int("streams", &f->streams,
             "copies of the model that run an --input array's batches side "
-            "by side, sharing the compute threads (default: one per thread "
-            "for batches under 8 samples, else 1; fewer where there are "
-            "fewer batches or memory holds fewer copies)",
+            "by side, sharing the compute threads, at most one per thread "
+            "(default: one per thread for batches under 8 samples, else 1; "
+            "fewer where there are fewer batches or memory holds fewer "
+            "copies)",
             1, 1024);
   flags.Int("top-k", &f->top_k,
             "classes per sample in a .csv (default 5); with --prompt, sample "
