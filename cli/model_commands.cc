@@ -392,6 +392,11 @@ absl::Status RunGenerate(const PredictFlags& f) {
     return absl::InvalidArgumentError(
         "--generate needs --prompt: the text to continue");
   }
+  if (f.streams != 0) {
+    return absl::InvalidArgumentError(
+        "--streams: text generation runs one copy of the model; only an "
+        "--input array's batches run on several");
+  }
   GenerateOptions o;
   o.tokens = f.generate;
   o.top_k = f.top_k < 0 ? 0 : f.top_k;

@@ -39,8 +39,7 @@ void FromBlockedWeights(const float* src, int64_t out, int64_t in,
   CHECK(block % 8 == 0 && out % block == 0 && in % block == 0)
       << out << " x " << in << " weights in blocks of " << block;
   const int64_t out_blocks = out / block, in_blocks = in / block;
-  const int64_t per_block = block * in;
-  ParallelItems(out_blocks, (kElementwiseGrain + per_block - 1) / per_block,
+  ParallelItems(out_blocks, ItemGrain(block * in),
                 [&](int64_t first, int64_t last) {
                   for (int64_t ob = first; ob < last; ++ob) {
                     for (int64_t ib = 0; ib < in_blocks; ++ib) {

@@ -148,11 +148,9 @@ void Scatter(const ConvGeometry& g, const Grid& grid, const T* dy, int64_t n0,
 // alone.
 template <typename Body>
 void OverChannels(int64_t channels, int64_t per_channel, const Body& body) {
-  const int64_t grain =
-      (kElementwiseGrain + per_channel - 1) / std::max<int64_t>(per_channel, 1);
-  ParallelItems(channels, grain, [&](int64_t first, int64_t last) {
-    body(first, last, RangeSlot());
-  });
+  ParallelItems(
+      channels, ItemGrain(per_channel),
+      [&](int64_t first, int64_t last) { body(first, last, RangeSlot()); });
 }
 
 // Runs body(oc, block) for every output channel on the compute threads,

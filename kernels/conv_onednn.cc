@@ -194,8 +194,6 @@ struct OnednnPlan {
     const float* converted = nullptr;
     const float* converted_scale = nullptr;
     std::vector<float> folded;  // weight[oc][...] * scale[oc], cohort's layout
-    // wei.inner holds its own conversion of `folded` (unfrozen Winograd)
-    bool folded_converted = false;
     std::optional<dnnl::convolution_forward> primitive;
     bool winograd = false;
     memory src, dst, shift, sum;
@@ -448,37 +446,26 @@ OnednnPlan::Scaled& BuildScaled(OnednnPlan* p, const dnnl::engine& engine,
   return p->scaled.back();
 }
 
-// Whether `folded` holds weight[oc][...] * scale[oc] (FoldScale's values),
-// bit for bit.
-bool FoldUnchanged(const ConvGeometry& g, const float* weight,
-                   const float* scale, const std::vector<float>& folded) {
+// folded[oc][...] = weight[oc][...] * scale[oc] (groups = 1); whether any
+// value of `folded` changed its bits (or its size changed). One pass per
+// row: the products go to `row`, and replace the old ones where they differ.
+bool FoldScale(const ConvGeometry& g, const float* weight, const float* scale,
+               std::vector<float>* folded) {
   const int64_t patch = g.patch();
-  if (static_cast<int64_t>(folded.size()) != g.out_channels * patch) {
-    return false;
-  }
+  bool changed = static_cast<int64_t>(folded->size()) != g.out_channels * patch;
+  folded->resize(g.out_channels * patch);
   std::vector<float> row(patch);
   for (int64_t oc = 0; oc < g.out_channels; ++oc) {
     for (int64_t i = 0; i < patch; ++i) {
       row[i] = weight[oc * patch + i] * scale[oc];
     }
-    if (std::memcmp(row.data(), folded.data() + oc * patch,
-                    patch * sizeof(float)) != 0) {
-      return false;
+    float* to = folded->data() + oc * patch;
+    if (std::memcmp(row.data(), to, patch * sizeof(float)) != 0) {
+      std::copy(row.begin(), row.end(), to);
+      changed = true;
     }
   }
-  return true;
-}
-
-// folded[oc][...] = weight[oc][...] * scale[oc] (groups = 1).
-void FoldScale(const ConvGeometry& g, const float* weight, const float* scale,
-               std::vector<float>* folded) {
-  const int64_t patch = g.patch();
-  folded->resize(g.out_channels * patch);
-  for (int64_t oc = 0; oc < g.out_channels; ++oc) {
-    for (int64_t i = 0; i < patch; ++i) {
-      (*folded)[oc * patch + i] = weight[oc * patch + i] * scale[oc];
-    }
-  }
+  return changed;
 }
 
 }  // namespace
@@ -504,21 +491,25 @@ void OnednnScaledForward(const ConvGeometry& g, int64_t block,
   v.src.set_data_handle(const_cast<float*>(in));
   v.dst.set_data_handle(out);
   v.shift.set_data_handle(const_cast<float*>(shift));
-  // Frozen weights convert once. Winograd's conversion (a transform that
-  // costs up to ten times the convolution at batch 1) is kept for unfrozen
-  // weights too, and reused while their product with the scale has the
-  // same bits: an evaluation pass during training checks each batch.
-  const bool held = frozen ? v.converted == weight && v.converted_scale == scale
-                           : v.winograd && v.folded_converted &&
-                                 FoldUnchanged(g, weight, scale, v.folded);
+  // Frozen weights fold and convert once. Unfrozen ones fold on every call,
+  // and Winograd's conversion (a transform that costs up to ten times the
+  // convolution at batch 1, kept in a buffer of its own) is reused while
+  // the folded weights keep their bits: an evaluation pass during training
+  // converts once.
+  bool held;
+  if (frozen) {
+    held = v.converted == weight && v.converted_scale == scale;
+    if (!held) FoldScale(g, weight, scale, &v.folded);
+  } else {
+    // The first fold always changes: `folded` starts empty.
+    held = !FoldScale(g, weight, scale, &v.folded) && v.wei.owned;
+  }
   if (held) {
     v.wei.BindHeld(v.folded.data());
   } else {
-    FoldScale(g, weight, scale, &v.folded);
     v.wei.Bind(v.folded.data(), s.stream);
     v.converted = frozen ? weight : nullptr;
     v.converted_scale = frozen ? scale : nullptr;
-    v.folded_converted = v.wei.owned;
   }
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, v.src},
                                           {DNNL_ARG_WEIGHTS, v.wei.inner},

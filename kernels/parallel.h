@@ -88,6 +88,13 @@ inline int64_t RangeSlot() { return omp_get_thread_num(); }
 // a second thread costs more than it saves.
 inline constexpr int64_t kElementwiseGrain = int64_t{1} << 15;
 
+// The grain of ParallelItems over items of `per_item` elements each: about
+// kElementwiseGrain elements a range.
+inline int64_t ItemGrain(int64_t per_item) {
+  per_item = std::max<int64_t>(per_item, 1);
+  return (kElementwiseGrain + per_item - 1) / per_item;
+}
+
 }  // namespace cohort
 
 #endif  // COHORT_KERNELS_PARALLEL_H_

@@ -129,6 +129,9 @@ fi
 expect_refused_text "--streams on a split" \
   '--streams: only an --input array'"'"'s batches run on several copies' \
   "$cohort" predict --checkpoint="$tmp/ck" --out="$tmp/split.csv" --streams=2
+expect_refused_text "--streams with --prompt" \
+  '--streams: text generation runs one copy of the model' \
+  "$cohort" predict --checkpoint="$tmp/ck" --prompt=ab --streams=2
 # A launched job's counts cannot leave out a launched task; every rank
 # says so before it starts.
 expect_refused_text "launch --max-workers below WORLD_SIZE" \

@@ -92,11 +92,10 @@ template <typename Body>
 void BatchNormBase<T>::OverSlices(const BasicTensor<T>& in,
                                   const Body& body) const {
   const int64_t slices = dense_ ? 1 : channels_;
-  const int64_t per_slice = std::max<int64_t>(SliceAt(in, 0).layout.count(), 1);
-  ParallelItems(slices, (kElementwiseGrain + per_slice - 1) / per_slice,
-                [&](int64_t first, int64_t last) {
-                  for (int64_t i = first; i < last; ++i) body(i);
-                });
+  const int64_t per_slice = SliceAt(in, 0).layout.count();
+  ParallelItems(slices, ItemGrain(per_slice), [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) body(i);
+  });
 }
 
 template <typename T>
@@ -146,11 +145,10 @@ template <typename T>
 template <typename Body>
 void BatchNormBase<T>::OverBlocks(const Body& body) const {
   const int64_t blocks = channels_ / block_;
-  const int64_t per_block = std::max<int64_t>(block_ * count_, 1);
-  ParallelItems(blocks, (kElementwiseGrain + per_block - 1) / per_block,
-                [&](int64_t first, int64_t last) {
-                  body(first * block_, last * block_);
-                });
+  const int64_t per_block = block_ * count_;
+  ParallelItems(blocks, ItemGrain(per_block), [&](int64_t first, int64_t last) {
+    body(first * block_, last * block_);
+  });
 }
 
 template <typename T>

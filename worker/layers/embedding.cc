@@ -235,16 +235,6 @@ void Embedding<T>::Backward(const BasicTensor<T>& grad_out,
 
 // --- PositionalEmbedding ---
 
-namespace {
-
-// Features per range of the position-wise loops, each feature `per` values
-// (a batch of sequences): about kElementwiseGrain values a range.
-int64_t FeatureGrain(int64_t per) {
-  return (kElementwiseGrain + per - 1) / std::max<int64_t>(per, 1);
-}
-
-}  // namespace
-
 template <typename T>
 std::string PositionalEmbedding<T>::Name() const {
   return absl::StrCat("positional_embedding(",
@@ -290,7 +280,7 @@ void PositionalEmbedding<T>::Forward(const BasicTensor<T>& in,
   EnsureShape(out, dim_, n, L);
   const T* x = in.data();
   T* o = out->data();
-  ParallelItems(dim_, FeatureGrain(n * L), [&](int64_t d0, int64_t d1) {
+  ParallelItems(dim_, ItemGrain(n * L), [&](int64_t d0, int64_t d1) {
     for (int64_t d = d0; d < d1; ++d) {
       const T* p = scratch_.data() + d * L;
       for (int64_t s = 0; s < n; ++s) {
@@ -314,7 +304,7 @@ void PositionalEmbedding<T>::Backward(const BasicTensor<T>& grad_out,
   // Each feature sums its samples in order: the same bits on any team.
   scratch_.assign(dim_ * L, T(0));
   if (grad_in != nullptr) EnsureShape(grad_in, dim_, n, L);
-  ParallelItems(dim_, FeatureGrain(n * L), [&](int64_t d0, int64_t d1) {
+  ParallelItems(dim_, ItemGrain(n * L), [&](int64_t d0, int64_t d1) {
     for (int64_t d = d0; d < d1; ++d) {
       T* p = scratch_.data() + d * L;
       for (int64_t s = 0; s < n; ++s) {

@@ -74,8 +74,8 @@ namespace {
 // threads; planes are independent, so the result is the same at any count.
 template <typename Body>
 void OverPlanes(const Pool2dGeometry& g, const Body& body) {
-  const int64_t per_plane = std::max<int64_t>(g.in_h * g.in_w, 1);
-  ParallelItems(g.planes, (kElementwiseGrain + per_plane - 1) / per_plane,
+  const int64_t per_plane = g.in_h * g.in_w;
+  ParallelItems(g.planes, ItemGrain(per_plane),
                 [&](int64_t first, int64_t last) {
                   Pool2dGeometry part = g;
                   part.planes = last - first;
