@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
@@ -484,9 +485,16 @@ void BenchWeightLayouts(const std::string& filter) {
 
 int main(int argc, char** argv) {
   using namespace cohort;
-  // The engine runs each replica on one thread; so do these numbers.
+  // One compute thread unless a second argument asks for more; OpenBLAS
+  // always runs on the caller, as in the engine.
   openblas_set_num_threads(1);
-  SetOnednnThreads(1);
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  if (threads < 1) {
+    std::fprintf(stderr, "conv_bench: threads must be at least 1, got %s\n",
+                 argv[2]);
+    return 2;
+  }
+  SetOnednnThreads(threads);
   // An optional argument selects the cases whose name contains it.
   const std::string filter = argc > 1 ? argv[1] : "";
   BenchSeedShapes(filter);

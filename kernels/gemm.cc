@@ -35,15 +35,22 @@ bool OnednnSgemmPays() {
   return pays;
 }
 
-// oneDNN's sgemm where it pays; false leaves the product to OpenBLAS.
-bool OnednnSgemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
-                 float alpha, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (!OnednnSgemmPays()) return false;
-  ApplyOnednnThreads();
-  return dnnl_sgemm(trans_a == Trans::kYes ? 'T' : 'N',
-                    trans_b == Trans::kYes ? 'T' : 'N', m, n, k, alpha, a, lda,
-                    b, ldb, beta, c, ldc) == dnnl_success;
+// oneDNN's sgemm on the calling thread alone. Its own threads would split
+// some products' sums by the thread count (a 512 x 256 x 1024 product with
+// B transposed changed 110,305 of its 131,072 results between one thread and
+// two), and split evenly where the parts of GemmInParts go to whichever
+// thread is free. Inside a parallel region oneDNN runs on the caller anyway.
+void SerialOnednnSgemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
+                       int64_t k, float alpha, const float* a, int64_t lda,
+                       const float* b, int64_t ldb, float beta, float* c,
+                       int64_t ldc) {
+  const int saved = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (saved != 1) omp_set_num_threads(1);
+  const dnnl_status_t status = dnnl_sgemm(
+      trans_a == Trans::kYes ? 'T' : 'N', trans_b == Trans::kYes ? 'T' : 'N', m,
+      n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (saved != 1) omp_set_num_threads(saved);
+  CHECK(status == dnnl_success) << "oneDNN sgemm failed: " << status;
 }
 
 CBLAS_TRANSPOSE ToCblas(Trans t) {
@@ -82,7 +89,7 @@ bool SmallKernelsTake(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
 }
 
 // One product on the calling thread: the small-product kernels where
-// `small`, single-threaded OpenBLAS otherwise.
+// `small`, else oneDNN's sgemm where it pays and OpenBLAS elsewhere.
 template <typename T>
 void GemmOnCaller(bool small, Trans trans_a, Trans trans_b, int64_t m,
                   int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
@@ -91,6 +98,11 @@ void GemmOnCaller(bool small, Trans trans_a, Trans trans_b, int64_t m,
     if (small) {
       gemm_internal::SmallSgemm(trans_a, trans_b, m, n, k, a, lda, b, ldb,
                                 beta == 1.0f, c, ldc);
+      return;
+    }
+    if (OnednnSgemmPays()) {
+      SerialOnednnSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+                        c, ldc);
       return;
     }
     cblas_sgemm(CblasRowMajor, ToCblas(trans_a), ToCblas(trans_b), m, n, k,
@@ -288,12 +300,6 @@ void Gemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
   }
   const bool small =
       SmallKernelsTake<T>(trans_a, trans_b, m, n, k, alpha, beta);
-  if constexpr (std::is_same_v<T, float>) {
-    if (!small && OnednnSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-                              beta, c, ldc)) {
-      return;
-    }
-  }
   KeepOpenBlasOnCaller();
   GemmInParts<T>(small, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
                  c, ldc);

@@ -162,6 +162,41 @@ TEST(Gemm, DoubleSplitProductsDoNotDependOnThreadCount) {
 // B packed in panels gives the bits of Gemm on B in place: widths that end
 // a panel early, in the middle of a vector and on a whole one, A either way,
 // C overwritten or added to.
+// A transformer's second position-wise product (tokens x width x 4 width,
+// weights transposed) with packed rows: oneDNN's own threads cut its sum
+// and changed most of its results between one and two threads.
+TEST(Gemm, PackedTransformerProductDoesNotDependOnThreadCount) {
+  const int64_t m = 512, n = 256, k = 1024;
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> a(m * k), b(n * k);
+  for (auto* v : {&a, &b}) {
+    for (float& x : *v) x = u(rng);
+  }
+  std::vector<float> first;
+  for (int threads : {1, 2, 3, 4}) {
+    SetOnednnThreads(threads);
+    std::vector<float> c(m * n);
+    Gemm<float>(Trans::kNo, Trans::kYes, m, n, k, 1.0f, a.data(), k, b.data(),
+                k, 0.0f, c.data(), n);
+    if (threads == 1) {
+      first = c;
+      for (int64_t i = 0; i < m; i += 61) {
+        for (int64_t j = 0; j < n; j += 17) {
+          double want = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            want += double{a[i * k + p]} * b[j * k + p];
+          }
+          ASSERT_NEAR(c[i * n + j], want, 1e-4) << i << "," << j;
+        }
+      }
+    } else {
+      ASSERT_EQ(c, first) << "at " << threads << " threads";
+    }
+  }
+  SetOnednnThreads(0);
+}
+
 TEST(PanelSgemm, MatchesGemmOnUnpackedOperands) {
   std::mt19937_64 rng(23);
   std::uniform_real_distribution<float> u(-1, 1);
