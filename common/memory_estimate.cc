@@ -115,6 +115,7 @@ void AddActivations(const JobSpec& spec, const ModelSizes& sizes,
     values[i] = CheckedInt(sizes.layers[i].activations) * batch;
   }
   for (const ModelSizes::GradientBuffer& b : sizes.gradient_buffers) {
+    if (o.forward_only) break;  // a forward pass makes no gradients
     values[b.layer] += CheckedInt(b.elements) * std::max(1, spec.batch_size());
   }
   for (size_t i = 0; i < sizes.layers.size(); ++i) {

@@ -1,6 +1,7 @@
 #include "worker/model_eval.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <utility>
 
@@ -29,22 +30,33 @@ void SampleMajor(const Tensor& y, const Shape& per_sample, int64_t n,
   }
 }
 
+// Every sample of `data` in order, `batch` at a time, once a forward pass
+// of that many is known to fit this machine's memory.
+absl::StatusOr<std::unique_ptr<Loader>> InOrder(const TrainedModel& trained,
+                                                const Dataset& data,
+                                                int64_t batch) {
+  RETURN_IF_ERROR(CheckForwardMemory(
+      trained, std::max<int64_t>(1, std::min(batch, data.size())), 1));
+  std::vector<int64_t> indices(data.size());
+  std::iota(indices.begin(), indices.end(), int64_t{0});
+  ReadOptions read;
+  read.skip_bad_samples = trained.spec.data().skip_bad_samples();
+  return std::make_unique<Loader>(&data, std::move(indices), batch, false,
+                                  BatchLayout::kBatchInner, 2, 2, read);
+}
+
 }  // namespace
 
 absl::Status ForEachPrediction(
     TrainedModel& trained, const Dataset& data, int64_t batch,
     const std::function<void(int64_t, const Tensor&, const Batch&)>& each) {
-  std::vector<int64_t> indices(data.size());
-  std::iota(indices.begin(), indices.end(), int64_t{0});
-  ReadOptions read;
-  read.skip_bad_samples = trained.spec.data().skip_bad_samples();
-  Loader loader(&data, std::move(indices), batch, false,
-                BatchLayout::kBatchInner, 2, 2, read);
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader,
+                   InOrder(trained, data, batch));
   Batch b;
   Tensor outputs;
   int64_t first = 0;
   trained.model->FreezeParameters();  // a loaded model only predicts
-  while (loader.Next(&b)) {
+  while (loader->Next(&b)) {
     RETURN_IF_ERROR(b.error);
     const Tensor& y = trained.model->Forward(b.features, Mode::kEval);
     RETURN_IF_ERROR(trained.model->InputError());
@@ -63,16 +75,12 @@ absl::StatusOr<SplitEvaluation> EvaluateSplit(TrainedModel& trained,
   const int k = data.num_classes();
   SplitEvaluation e;
   if (k > 0) e.confusion.assign(static_cast<size_t>(k) * k, 0);
-  std::vector<int64_t> indices(data.size());
-  std::iota(indices.begin(), indices.end(), int64_t{0});
-  ReadOptions read;
-  read.skip_bad_samples = trained.spec.data().skip_bad_samples();
-  Loader loader(&data, std::move(indices), batch, false,
-                BatchLayout::kBatchInner, 2, 2, read);
+  ASSIGN_OR_RETURN(std::unique_ptr<Loader> loader,
+                   InOrder(trained, data, batch));
   EvalSums sums;
   Tensor scratch;
   Batch b;
-  while (loader.Next(&b)) {
+  while (loader->Next(&b)) {
     RETURN_IF_ERROR(b.error);
     // The model's output and the batch's targets share the loader's
     // layout, which is what the objective compares.

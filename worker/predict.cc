@@ -6,8 +6,6 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "common/machine_memory.h"
-#include "common/memory_estimate.h"
 #include "common/status_macros.h"
 #include "worker/compute_threads.h"
 #include "worker/zoo.h"
@@ -53,18 +51,11 @@ absl::Status PredictBatch(Model<float>& model, const Shape& in,
   return absl::OkStatus();
 }
 
-// The most copies of the model, up to `wanted`, whose forward passes this
-// machine's available memory holds (common/memory_estimate.h); one where
-// it cannot tell.
-int StreamsThatFit(const TrainedModel& t, int wanted) {
-  const absl::StatusOr<AvailableMemory> available = DetectAvailableMemory();
-  if (!available.ok()) return 1;
+// The most copies of the model, up to `wanted`, whose forward passes at
+// `batch` this machine's available memory holds; one where it cannot tell.
+int StreamsThatFit(const TrainedModel& t, int wanted, int64_t batch) {
   for (int s = wanted; s > 1; --s) {
-    WorkerMemoryOptions w;
-    w.forward_only = true;
-    w.replicas = s;
-    const MemoryEstimate e = EstimateWorkerMemory(t.spec, t.sizes, w);
-    if (CheckMemoryFits(e, *available, "predict").ok()) return s;
+    if (CheckForwardMemory(t, batch, s).ok()) return s;
   }
   return 1;
 }
@@ -97,7 +88,7 @@ int StreamCount(const TrainedModel& trained, int requested, int threads,
                                               : 1;
   streams = std::min<int64_t>({streams, threads, batches});
   if (streams <= 1 || !trained.model->sparse_tables().empty()) return 1;
-  return StreamsThatFit(trained, static_cast<int>(streams));
+  return StreamsThatFit(trained, static_cast<int>(streams), batch);
 }
 
 }  // namespace
@@ -108,6 +99,7 @@ absl::StatusOr<std::vector<float>> Predict(TrainedModel& trained,
   Model<float>& model = *trained.model;
   model.FreezeParameters();  // a loaded model only predicts
   const int64_t batches = (n + batch - 1) / batch;
+  RETURN_IF_ERROR(CheckForwardMemory(trained, std::min(batch, n), 1));
   const int threads = ComputeThreads();
   streams = StreamCount(trained, streams, threads, batch, batches);
   std::vector<std::unique_ptr<Model<float>>> copies;

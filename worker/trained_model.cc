@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -58,22 +59,30 @@ absl::Status Restore(const Checkpoint& c, const std::string& path,
   return absl::OkStatus();
 }
 
+// This machine's available memory, or the caller's limit where
+// `available_memory` >= 0; nullopt where it cannot tell.
+std::optional<AvailableMemory> AvailableFor(int64_t available_memory) {
+  if (available_memory >= 0) {
+    return AvailableMemory{available_memory, "the caller's limit"};
+  }
+  absl::StatusOr<AvailableMemory> detected = DetectAvailableMemory();
+  if (!detected.ok()) return std::nullopt;
+  return *detected;
+}
+
 // The memory check `cohort train` makes before it allocates a model, for
 // one replica that runs it forward: refused here rather than aborting in
 // an allocation that cannot succeed.
 absl::Status CheckModelMemory(const RecordedModel& r, const std::string& path,
                               int64_t available_memory) {
+  const std::optional<AvailableMemory> available =
+      AvailableFor(available_memory);
+  if (!available) return absl::OkStatus();  // nothing to compare with
   WorkerMemoryOptions w;
   w.forward_only = true;
   w.checkpoints = true;  // the checkpoint's copy, held while restoring
-  AvailableMemory available{available_memory, "the caller's limit"};
-  if (available_memory < 0) {
-    absl::StatusOr<AvailableMemory> detected = DetectAvailableMemory();
-    if (!detected.ok()) return absl::OkStatus();  // nothing to compare with
-    available = *detected;
-  }
   absl::Status fits = CheckMemoryFits(EstimateWorkerMemory(r.spec, r.sizes, w),
-                                      available, "its model");
+                                      *available, "its model");
   if (fits.ok()) return fits;
   return absl::Status(fits.code(), absl::StrCat(path, ": ", fits.message()));
 }
@@ -182,6 +191,28 @@ absl::StatusOr<std::string> LayersJson(const TrainedModel& trained) {
     absl::StrAppend(&out, i ? ", " : "", one);
   }
   return out + "]";
+}
+
+absl::Status CheckForwardMemory(const TrainedModel& trained, int64_t batch,
+                                int copies, int64_t available_memory) {
+  const std::optional<AvailableMemory> available =
+      AvailableFor(available_memory);
+  if (!available) return absl::OkStatus();
+  JobSpec spec = trained.spec;
+  spec.set_batch_size(static_cast<int>(std::min<int64_t>(batch, 1 << 30)));
+  spec.mutable_eval()->set_disable(true);  // no other batch runs
+  WorkerMemoryOptions w;
+  w.forward_only = true;
+  w.replicas = copies;
+  absl::Status fits =
+      CheckMemoryFits(EstimateWorkerMemory(spec, trained.sizes, w), *available,
+                      "the forward pass");
+  if (fits.ok()) return fits;
+  return absl::Status(
+      fits.code(),
+      absl::StrCat("--batch=", batch,
+                   copies > 1 ? absl::StrCat(" on ", copies, " copies") : "",
+                   ": ", fits.message(), "; a smaller --batch needs less"));
 }
 
 }  // namespace cohort

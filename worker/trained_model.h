@@ -77,6 +77,14 @@ absl::StatusOr<TrainedModel> RebuildTrainedModel(const Checkpoint& c,
                                                  const std::string& path,
                                                  int64_t available_memory = -1);
 
+// Whether `copies` forward passes of `trained` at `batch` samples each fit
+// in `available_memory` bytes (-1: what this machine has available now; OK
+// where it cannot tell), by the estimate RebuildTrainedModel makes at the
+// spec's batch: FailedPrecondition naming --batch and the largest part
+// when they do not.
+absl::Status CheckForwardMemory(const TrainedModel& trained, int64_t batch,
+                                int copies, int64_t available_memory = -1);
+
 // The state as PyTorch's state_dict of an nn.Sequential of the same layers
 // names it: every parameter ("0.weight"), every BatchNorm buffer
 // ("1.running_mean", "1.running_var") and its "1.num_batches_tracked"

@@ -70,6 +70,31 @@ TEST(TrainedModel, AModelLargerThanTheMemoryLeftIsRefused) {
   EXPECT_TRUE(RebuildTrainedModel(MakeCheckpoint(), "ck", 1 << 30).ok());
 }
 
+// Predict's own batch, not the spec's, sets the forward pass's size; each
+// copy of the model counts.
+TEST(TrainedModel, ForwardPassesLargerThanTheMemoryLeftAreRefused) {
+  absl::StatusOr<TrainedModel> t =
+      RebuildTrainedModel(MakeCheckpoint(), "ck", 1 << 30);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const int64_t limit = 1 << 20;
+  EXPECT_TRUE(CheckForwardMemory(*t, 8, 1, limit).ok());
+  EXPECT_TRUE(CheckForwardMemory(*t, 4096, 1, limit).ok());
+  const absl::Status big = CheckForwardMemory(*t, 1 << 20, 1, limit);
+  EXPECT_EQ(big.code(), absl::StatusCode::kFailedPrecondition);
+  const std::string message(big.message());
+  EXPECT_EQ(message.rfind("--batch=1048576: layer ", 0), 0u) << message;
+  EXPECT_NE(message.find("this machine has 1.0 MiB available"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("; a smaller --batch needs less"), std::string::npos)
+      << message;
+  const absl::Status copies = CheckForwardMemory(*t, 4096, 8, limit);
+  EXPECT_EQ(copies.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      std::string(copies.message()).rfind("--batch=4096 on 8 copies: ", 0), 0u)
+      << copies;
+}
+
 TEST(TrainedModel, ACheckpointWithoutAUsableSpecIsRefused) {
   Checkpoint c = MakeCheckpoint();
   c.metadata.erase("job_spec");
