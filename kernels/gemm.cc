@@ -125,19 +125,20 @@ void GemmOnCaller(bool small, Trans trans_a, Trans trans_b, int64_t m,
 // One part per kMacsPerPart multiply-adds, at most kMaxParts, rounded down
 // to a power of two so that two, four or eight threads share them evenly
 // (three parts on two threads leave one thread idle a third of the time).
-// OpenBLAS packs the operand that every part shares once per part. Packing
-// an element costs about what 10-16 multiply-adds do, so parts of C at least
-// kMinBlasPartExtent wide keep the repeats to a few percent of a product's
-// work by that count. Products with a small C and a long sum (the weight
-// gradients of position-wise layers: channels x channels over every
-// position of the batch) cut the sum instead, which repacks nothing: a
-// 256 x 256 weight gradient over 2048 positions had one part by C's extent
-// and ran on one thread. The small kernels pack nothing, and on one thread
-// take the product whole.
+// OpenBLAS and oneDNN pack the operand that every part shares once per part,
+// so parts of C are at least kMinBlasPartExtent wide: gpt_tiny's products
+// over 2048 positions took 8-17% longer on one thread in 8 parts of 256
+// than in one call, 1-8% longer in 2 parts, and training it on one thread
+// lost 8% with parts of 256 and nothing measurable with parts of 512. Products
+// with a small C and a long sum (the weight gradients of position-wise layers:
+// channels x channels over every position of the batch) cut the sum instead,
+// which repacks nothing: a 256 x 256 weight gradient over 2048 positions had
+// one part by C's extent and ran on one thread. The small kernels pack nothing,
+// and on one thread take the product whole.
 constexpr int64_t kMacsPerPart = int64_t{1} << 20;
 constexpr int64_t kMaxParts = 8;
 constexpr int64_t kMinSmallPartExtent = 4 * kRangeAlign;
-constexpr int64_t kMinBlasPartExtent = 16 * kRangeAlign;
+constexpr int64_t kMinBlasPartExtent = 32 * kRangeAlign;
 constexpr int64_t kMinSumPartDepth = 32 * kRangeAlign;
 
 enum class Cut { kRows, kColumns, kSum };
@@ -202,7 +203,7 @@ int64_t RowGrain(int64_t n) {
 // others into scratch, added into C afterwards in part order, so every
 // element sums its parts in one order whatever the thread count. SplitOf
 // cuts the sum only where C is under 2 * kMinBlasPartExtent on each side,
-// so the scratch a thread keeps stays under 8 MB in float.
+// so the scratch a thread keeps stays under 32 MB in float.
 template <typename T>
 void GemmOverSum(int64_t parts, Trans trans_a, Trans trans_b, int64_t m,
                  int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
