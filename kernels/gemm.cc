@@ -22,8 +22,8 @@ namespace {
 
 // Up to this many multiply-adds, float products with alpha = 1 and beta 0
 // or 1 use the in-place kernels of gemm_small.h, which beat OpenBLAS on every
-// dense-layer shape of the benchmark models (conv_bench); beyond it,
-// OpenBLAS's cache blocking and threads win.
+// dense-layer shape of the benchmark models (conv_bench); beyond it, the
+// cache blocking of oneDNN's and OpenBLAS's sgemm wins.
 constexpr int64_t kSmallGemmMacs = int64_t{1} << 23;
 
 // Whether oneDNN runs AVX-512 code here; elsewhere its sgemm was not
