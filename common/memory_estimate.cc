@@ -58,9 +58,13 @@ struct Copies {
 Copies WorkerCopies(const JobSpec& spec, const WorkerMemoryOptions& o) {
   Copies c;
   const int64_t grads = o.gpus ? 1 : o.replicas;
-  c.count += grads;
-  absl::StrAppend(&c.what, ", gradients",
-                  grads > 1 ? absl::StrCat(" x", grads, " replicas") : "");
+  if (o.model_allocated) {
+    c = {grads - 1, absl::StrCat("gradients x", grads - 1, " more replicas")};
+  } else {
+    c.count += grads;
+    absl::StrAppend(&c.what, ", gradients",
+                    grads > 1 ? absl::StrCat(" x", grads, " replicas") : "");
+  }
   // GPUs keep the optimizer on the device; in PS mode the shards have it;
   // a model run forward has none.
   const int slots = o.gpus || spec.mode() == PS || o.forward_only
@@ -91,6 +95,7 @@ int64_t ActivationBatch(const JobSpec& spec) {
 void AddParameters(const JobSpec& spec, const ModelSizes& sizes,
                    const WorkerMemoryOptions& o, MemoryEstimate* e) {
   const Copies copies = WorkerCopies(spec, o);
+  if (copies.count == 0) return;
   for (size_t i = 0; i < sizes.layers.size(); ++i) {
     const LayerSizes& l = sizes.layers[i];
     CheckedInt padded = 0;

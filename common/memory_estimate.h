@@ -79,6 +79,10 @@ struct WorkerMemoryOptions {
   // data set counted (the one split predict or evaluate reads is not);
   // `checkpoints` then counts the copy of the parameters it was read from.
   bool forward_only = false;
+  // One replica's values and gradients are allocated already, outside the
+  // memory the estimate is checked against (`cohort predict` copying a
+  // loaded model): only the other replicas' gradients count.
+  bool model_allocated = false;
 };
 
 // A worker (or `cohort train`) of `spec` whose model has `sizes`.

@@ -170,5 +170,26 @@ TEST(MemoryEstimate, ForwardOnlyCountsNoOptimizerStateOrData) {
   EXPECT_LT(e.total.value(), Estimate(spec).total.value());
 }
 
+// A loaded model's copies share its parameters: only their own gradients
+// and activations count, none for the model itself.
+TEST(MemoryEstimate, AnAllocatedModelCountsOnlyTheOtherCopiesGradients) {
+  const JobSpec spec = Spec("zoo: \"lenet5\"");
+  WorkerMemoryOptions one;
+  one.forward_only = true;
+  one.model_allocated = true;
+  for (const MemoryPart& p : Estimate(spec, one).parts) {
+    EXPECT_NE(p.what.find("activations"), std::string::npos) << p.what;
+  }
+  WorkerMemoryOptions three = one;
+  three.replicas = 3;
+  const MemoryEstimate e = Estimate(spec, three);
+  EXPECT_EQ(e.parts[0].what,
+            "layer 0 (conv2d) needs 1.4 KiB of parameters (156 parameters: "
+            "gradients x2 more replicas)");
+  WorkerMemoryOptions fresh = three;
+  fresh.model_allocated = false;
+  EXPECT_LT(e.total.value(), Estimate(spec, fresh).total.value());
+}
+
 }  // namespace
 }  // namespace cohort

@@ -203,6 +203,7 @@ absl::Status CheckForwardMemory(const TrainedModel& trained, int64_t batch,
   spec.mutable_eval()->set_disable(true);  // no other batch runs
   WorkerMemoryOptions w;
   w.forward_only = true;
+  w.model_allocated = true;  // the copies share its parameters
   w.replicas = copies;
   absl::Status fits =
       CheckMemoryFits(EstimateWorkerMemory(spec, trained.sizes, w), *available,

@@ -80,8 +80,9 @@ absl::StatusOr<TrainedModel> RebuildTrainedModel(const Checkpoint& c,
 // Whether `copies` forward passes of `trained` at `batch` samples each fit
 // in `available_memory` bytes (-1: what this machine has available now; OK
 // where it cannot tell), by the estimate RebuildTrainedModel makes at the
-// spec's batch: FailedPrecondition naming --batch and the largest part
-// when they do not.
+// spec's batch, less the model already allocated (copies beyond the first
+// share its parameters and add their own gradients): FailedPrecondition
+// naming --batch and the largest part when they do not.
 absl::Status CheckForwardMemory(const TrainedModel& trained, int64_t batch,
                                 int copies, int64_t available_memory = -1);
 
