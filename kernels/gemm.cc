@@ -38,8 +38,9 @@ bool OnednnSgemmPays() {
 // oneDNN's sgemm on the calling thread alone. Its own threads would split
 // some products' sums by the thread count (a 512 x 256 x 1024 product with
 // B transposed changed 110,305 of its 131,072 results between one thread and
-// two), and split evenly where the parts of GemmInParts go to whichever
-// thread is free. Inside a parallel region oneDNN runs on the caller anyway.
+// two), and they split a product evenly, where GemmInParts hands its parts
+// to whichever thread is free. Inside a parallel region oneDNN runs on the
+// caller anyway.
 void SerialOnednnSgemm(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
                        int64_t k, float alpha, const float* a, int64_t lda,
                        const float* b, int64_t ldb, float beta, float* c,
@@ -119,8 +120,9 @@ void GemmOnCaller(bool small, Trans trans_a, Trans trans_b, int64_t m,
 // on the thread count: OpenBLAS rounds differently when the same columns
 // come in a call of another width (measured: a 64 x 1000 x 300 product split
 // at column 496 changed 3091 of its 64000 results, and OpenBLAS's own two
-// threads changed 13092), so a split that followed the thread count would
-// change results with it.
+// threads changed 13092), and so does oneDNN for some shapes (13 of 300
+// random products gave other bits cut than whole), so a split that followed
+// the thread count would change results with it.
 //
 // One part per kMacsPerPart multiply-adds, at most kMaxParts, rounded down
 // to a power of two so that two, four or eight threads share them evenly

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -222,8 +221,7 @@ TEST(Trainer, AccumulatedBatchesTrainAsOneLargerBatchWithClipping) {
 // own threads cut some of those sums and changed the trained bits between
 // one thread and two. No kernel's sums may follow the thread count.
 TEST(Trainer, TransformerTrainsToTheSameBitsOnOneAndTwoThreads) {
-  const std::string corpus =
-      std::string(std::getenv("TEST_TMPDIR")) + "/bytes.bin";
+  const std::string corpus = ::testing::TempDir() + "gpt_bytes.bin";
   {
     std::ofstream out(corpus, std::ios::binary);
     for (int i = 0; i < 8192; ++i) out.put(static_cast<char>((i * 37) % 251));
