@@ -488,13 +488,19 @@ int main(int argc, char** argv) {
   // One compute thread unless a second argument asks for more; OpenBLAS
   // always runs on the caller, as in the engine.
   openblas_set_num_threads(1);
-  const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
-  if (threads < 1) {
-    std::fprintf(stderr, "conv_bench: threads must be at least 1, got %s\n",
-                 argv[2]);
-    return 2;
+  long threads = 1;
+  if (argc > 2) {
+    char* end = nullptr;
+    threads = std::strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || threads < 1 || threads > 1024) {
+      std::fprintf(stderr,
+                   "conv_bench: the thread count must be a whole number from "
+                   "1 to 1024, got \"%s\"\n",
+                   argv[2]);
+      return 2;
+    }
   }
-  SetOnednnThreads(threads);
+  SetOnednnThreads(static_cast<int>(threads));
   // An optional argument selects the cases whose name contains it.
   const std::string filter = argc > 1 ? argv[1] : "";
   BenchSeedShapes(filter);
