@@ -34,8 +34,11 @@ struct Avx<float> {
   static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V Sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V Fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V Add(V a, V b) { return _mm256_add_ps(a, b); }
   // max(0, v) returns v when v is NaN, as std::max(v, 0) does.
   static V Relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
+  // max(v, 0) returns +0 when v is NaN or -0, as v > 0 ? v : 0 does.
+  static V PositiveOrZero(V v) { return _mm256_max_ps(v, _mm256_setzero_ps()); }
   // v where r > 0, else +0; an ordered compare, so a NaN r gives 0.
   static V KeepWherePositive(V r, V v) {
     return _mm256_and_ps(_mm256_cmp_ps(r, _mm256_setzero_ps(), _CMP_GT_OQ), v);
@@ -55,7 +58,9 @@ struct Avx<double> {
   static void Store(double* p, V v) { _mm256_storeu_pd(p, v); }
   static V Sub(V a, V b) { return _mm256_sub_pd(a, b); }
   static V Fmadd(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  static V Add(V a, V b) { return _mm256_add_pd(a, b); }
   static V Relu(V v) { return _mm256_max_pd(_mm256_setzero_pd(), v); }
+  static V PositiveOrZero(V v) { return _mm256_max_pd(v, _mm256_setzero_pd()); }
   static V KeepWherePositive(V r, V v) {
     return _mm256_and_pd(_mm256_cmp_pd(r, _mm256_setzero_pd(), _CMP_GT_OQ), v);
   }
@@ -222,6 +227,34 @@ void NormalizeRow(const T* x, int64_t n, const T* mu, const T* s, const T* t,
   }
 }
 
+// y = (x - mu) * s + t + r over one row of n elements, then v > 0 ? v : +0
+// with kRelu: the bits of normalizing, adding r and a separate ReLU
+// (kernels/elementwise.h) in turn. y may equal x or r.
+template <typename T, bool kRelu>
+void NormalizeSumRow(const T* x, const T* r, int64_t n, const T* mu, const T* s,
+                     const T* t, T* y) {
+  using A = Avx<T>;
+  typename A::V mv[kVecs<T>], sv[kVecs<T>], tv[kVecs<T>];
+  LoadLanes(mu, mv);
+  LoadLanes(s, sv);
+  LoadLanes(t, tv);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma GCC unroll 4
+    for (int h = 0; h < kVecs<T>; ++h) {
+      const int64_t o = i + h * A::kWidth;
+      const typename A::V v =
+          A::Add(A::Fmadd(A::Sub(A::Load(x + o), mv[h]), sv[h], tv[h]),
+                 A::Load(r + o));
+      A::Store(y + o, kRelu ? A::PositiveOrZero(v) : v);
+    }
+  }
+  for (int64_t j = 0; i + j < n; ++j) {
+    const T v = std::fma(x[i + j] - mu[j], s[j], t[j]) + r[i + j];
+    y[i + j] = kRelu ? (v > T(0) ? v : T(0)) : v;
+  }
+}
+
 // dx = a * dy + b * (x - mu) + d over one row of n elements, dy masked by
 // r as in LoadGrad (r unread without kMask). Each run is loaded before it
 // is stored, so dx may equal dy or x.
@@ -327,26 +360,53 @@ void BlockedMeanVar(const BlockedLayout& l, const T* x, int64_t c0, int64_t c1,
   }
 }
 
-template <typename T>
-void BlockedNormalize(const BlockedLayout& l, const T* x, int64_t c0,
-                      int64_t c1, const T* mean, const T* scale, const T* shift,
-                      bool relu, T* y) {
+// Runs row(offset, mu, s, t) for every (sample, block) row of channels
+// [c0, c1), with the block's per-channel values spread over the lanes.
+template <typename T, typename Row>
+void ForEachNormalizeRow(const BlockedLayout& l, int64_t c0, int64_t c1,
+                         const T* mean, const T* scale, const T* shift,
+                         const Row& row) {
   const int64_t bs = l.block, blocks = l.channels / bs;
-  const int64_t row = l.spatial * bs;
   for (int64_t cb = c0 / bs; cb < c1 / bs; ++cb) {
     T mu[kLanes], s[kLanes], t[kLanes];
     SpreadOverLanes(mean, cb * bs, bs, mu);
     SpreadOverLanes(scale, cb * bs, bs, s);
     SpreadOverLanes(shift, cb * bs, bs, t);
     for (int64_t n = 0; n < l.batch; ++n) {
-      const int64_t off = (n * blocks + cb) * row;
-      if (relu) {
-        NormalizeRow<T, true>(x + off, row, mu, s, t, y + off);
-      } else {
-        NormalizeRow<T, false>(x + off, row, mu, s, t, y + off);
-      }
+      row((n * blocks + cb) * l.spatial * bs, mu, s, t);
     }
   }
+}
+
+template <typename T>
+void BlockedNormalize(const BlockedLayout& l, const T* x, int64_t c0,
+                      int64_t c1, const T* mean, const T* scale, const T* shift,
+                      bool relu, T* y) {
+  const int64_t n = l.spatial * l.block;
+  ForEachNormalizeRow(l, c0, c1, mean, scale, shift,
+                      [&](int64_t off, const T* mu, const T* s, const T* t) {
+                        if (relu) {
+                          NormalizeRow<T, true>(x + off, n, mu, s, t, y + off);
+                        } else {
+                          NormalizeRow<T, false>(x + off, n, mu, s, t, y + off);
+                        }
+                      });
+}
+
+template <typename T>
+void BlockedNormalizeSum(const BlockedLayout& l, const T* x, const T* r,
+                         int64_t c0, int64_t c1, const T* mean, const T* scale,
+                         const T* shift, bool relu, T* y) {
+  const int64_t n = l.spatial * l.block;
+  ForEachNormalizeRow(
+      l, c0, c1, mean, scale, shift,
+      [&](int64_t off, const T* mu, const T* s, const T* t) {
+        if (relu) {
+          NormalizeSumRow<T, true>(x + off, r + off, n, mu, s, t, y + off);
+        } else {
+          NormalizeSumRow<T, false>(x + off, r + off, n, mu, s, t, y + off);
+        }
+      });
 }
 
 template <typename T>
@@ -378,6 +438,9 @@ void BlockedInputGrad(const BlockedLayout& l, const T* dy, const T* x,
   template void BlockedNormalize<T>(const BlockedLayout&, const T*, int64_t,  \
                                     int64_t, const T*, const T*, const T*,    \
                                     bool, T*);                                \
+  template void BlockedNormalizeSum<T>(const BlockedLayout&, const T*,        \
+                                       const T*, int64_t, int64_t, const T*,  \
+                                       const T*, const T*, bool, T*);         \
   template void BlockedGradSums<T>(const BlockedLayout&, const T*, const T*,  \
                                    const T*, int64_t, int64_t, const T*,      \
                                    double*, double*);                         \

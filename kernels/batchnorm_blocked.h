@@ -53,6 +53,16 @@ void BlockedNormalize(const BlockedLayout& l, const T* x, int64_t c0,
                       int64_t c1, const T* mean, const T* scale, const T* shift,
                       bool relu, T* y);
 
+// y = (x - mean[c]) * scale[c] + shift[c] + r, then v > 0 ? v : +0 when
+// `relu`: a residual block's last batch norm, its shortcut sum and the
+// block's ReLU in one pass, with the bits of the three done in turn
+// (BlockedNormalize without `relu`, AddInPlace, ReluForward). `r` has x's
+// layout; `y` may equal x or r.
+template <typename T>
+void BlockedNormalizeSum(const BlockedLayout& l, const T* x, const T* r,
+                         int64_t c0, int64_t c1, const T* mean, const T* scale,
+                         const T* shift, bool relu, T* y);
+
 namespace batchnorm_blocked_internal {
 template <typename T>
 struct Identity {

@@ -3,12 +3,14 @@
 // range and over an inner range of blocks (whose neighbours must stay
 // untouched), for B = 4, 8 and 16, float and double. The backward kernels'
 // ReLU mask is checked against the same kernels unmasked on a dy zeroed by
-// hand.
+// hand. The fused sum with the shortcut is checked bit for bit against
+// the separate steps.
 #include "kernels/batchnorm_blocked.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -18,6 +20,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/batchnorm.h"
+#include "kernels/elementwise.h"
 
 namespace cohort {
 namespace {
@@ -340,6 +343,73 @@ TEST(BatchNormBlockedTest, FloatReluMaskMatchesZeroedGrad) {
 
 TEST(BatchNormBlockedTest, DoubleReluMaskMatchesZeroedGrad) {
   CheckReluMaskAllShapes<double>();
+}
+
+// BlockedNormalizeSum against BlockedNormalize, AddInPlace and ReluForward
+// in turn, bit for bit: over every range (neighbouring channels untouched),
+// in place on the residual, with NaNs and exact cancellations in the sum.
+template <typename T>
+void CheckNormalizeSum(const Case<T>& k) {
+  const int64_t c_n = k.l.channels;
+  std::vector<T> normalized(k.x.size());
+  BlockedNormalize(k.l, k.x.data(), 0, c_n, k.mean.data(), k.scale.data(),
+                   k.shift.data(), /*relu=*/false, normalized.data());
+  std::vector<T> r = k.dy;
+  r.front() = std::numeric_limits<T>::quiet_NaN();
+  r.back() = -normalized.back();  // the sum is exactly zero
+  if (r.size() > 2) r[1] = -normalized[1];
+  for (bool relu : {false, true}) {
+    std::vector<T> want = normalized;
+    AddInPlace(r.data(), want.data(), static_cast<int64_t>(want.size()));
+    if (relu) {
+      ReluForward(want.data(), want.data(), static_cast<int64_t>(want.size()));
+    }
+    for (const auto& [c0, c1] : Ranges(k.l)) {
+      std::vector<T> y(k.x.size(), static_cast<T>(kUntouched));
+      BlockedNormalizeSum(k.l, k.x.data(), r.data(), c0, c1, k.mean.data(),
+                          k.scale.data(), k.shift.data(), relu, y.data());
+      for (int64_t n = 0; n < k.l.batch; ++n) {
+        for (int64_t c = 0; c < c_n; ++c) {
+          for (int64_t p = 0; p < k.l.spatial; ++p) {
+            const int64_t i = BlockedIndex(k.l, n, c, p);
+            const T expected =
+                Inside(c, c0, c1) ? want[i] : static_cast<T>(kUntouched);
+            // Equal bits: NaN to NaN, +0 to +0.
+            ASSERT_EQ(std::memcmp(&y[i], &expected, sizeof(T)), 0)
+                << "relu " << relu << " channels [" << c0 << ", " << c1
+                << ") at " << i << ": " << y[i] << " vs " << expected;
+          }
+        }
+      }
+    }
+    std::vector<T> in_place = r;
+    BlockedNormalizeSum(k.l, k.x.data(), in_place.data(), 0, c_n, k.mean.data(),
+                        k.scale.data(), k.shift.data(), relu, in_place.data());
+    EXPECT_EQ(
+        std::memcmp(in_place.data(), want.data(), want.size() * sizeof(T)), 0)
+        << "in place, relu " << relu;
+  }
+}
+
+template <typename T>
+void CheckNormalizeSumAllShapes() {
+  const int64_t shapes[][3] = {{3, 32, 7}, {2, 16, 1}, {2, 48, 5}, {1, 64, 2}};
+  for (int64_t block : {4, 8, 16}) {
+    for (const auto& s : shapes) {
+      SCOPED_TRACE("N=" + std::to_string(s[0]) + " C=" + std::to_string(s[1]) +
+                   " P=" + std::to_string(s[2]) +
+                   " B=" + std::to_string(block));
+      CheckNormalizeSum(Case<T>(s[0], s[1], s[2], block));
+    }
+  }
+}
+
+TEST(BatchNormBlockedTest, FloatSumGivesTheBitsOfTheStepsInTurn) {
+  CheckNormalizeSumAllShapes<float>();
+}
+
+TEST(BatchNormBlockedTest, DoubleSumGivesTheBitsOfTheStepsInTurn) {
+  CheckNormalizeSumAllShapes<double>();
 }
 
 // A channel whose mean dwarfs its spread, with statistics exact in binary:

@@ -130,14 +130,19 @@ BlockedLayout BatchNormBase<T>::Blocked(const BasicTensor<T>& in) const {
 
 template <typename T>
 void BatchNormBase<T>::NormalizeBlocks(int64_t c0, int64_t c1, const T* x,
-                                       T* y) {
+                                       const T* residual, bool relu, T* y) {
   const BlockedLayout l = Blocked(*in_);
   if (mode_ == Mode::kTrain) {
     BlockedMeanVar(l, x, c0, c1, mean_d_.data(), var_d_.data());
   }
   Scales(c0, c1);
-  BlockedNormalize(l, x, c0, c1, mean_.data(), scale_.data(), bias_.data(),
-                   fused_relu_, y);
+  if (residual != nullptr) {
+    BlockedNormalizeSum(l, x, residual, c0, c1, mean_.data(), scale_.data(),
+                        bias_.data(), relu, y);
+  } else {
+    BlockedNormalize(l, x, c0, c1, mean_.data(), scale_.data(), bias_.data(),
+                     relu, y);
+  }
 }
 
 // Blocks are independent like channels (see OverSlices).
@@ -167,17 +172,23 @@ void BatchNormBase<T>::RunningStatistics() {
 }
 
 template <typename T>
-void BatchNormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
-                               Mode mode) {
+void BatchNormBase<T>::Start(const BasicTensor<T>& in, BasicTensor<T>* out,
+                             Mode mode) {
   CheckInput(in);
   in_ = &in;
   out_ = out;
   mode_ = mode;
   EnsureShape(out, in.shape());
+}
+
+template <typename T>
+void BatchNormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
+                               Mode mode) {
+  Start(in, out, mode);
   if (block_ != 0) {
     count_ = in.dim(1) * per_channel_;
     OverBlocks([&](int64_t c0, int64_t c1) {
-      NormalizeBlocks(c0, c1, in.data(), out->data());
+      NormalizeBlocks(c0, c1, in.data(), nullptr, fused_relu_, out->data());
     });
   } else {
     count_ = SliceAt(in, 0).layout.count();
@@ -186,6 +197,23 @@ void BatchNormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
       NormalizeSlice(s, in.data() + s.offset, out->data() + s.offset);
     });
   }
+  if (mode == Mode::kTrain) RunningStatistics();
+}
+
+template <typename T>
+void BatchNormBase<T>::ForwardSum(const BasicTensor<T>& in,
+                                  const BasicTensor<T>& residual, bool relu,
+                                  BasicTensor<T>* out, Mode mode) {
+  CHECK(block_ != 0 && !fused_relu_)
+      << Name() << ": a fused sum needs channel blocks and no fused ReLU";
+  CHECK(residual.shape() == in.shape())
+      << Name() << ": residual " << ShapeString(residual.shape())
+      << " vs input " << ShapeString(in.shape());
+  Start(in, out, mode);
+  count_ = in.dim(1) * per_channel_;
+  OverBlocks([&](int64_t c0, int64_t c1) {
+    NormalizeBlocks(c0, c1, in.data(), residual.data(), relu, out->data());
+  });
   if (mode == Mode::kTrain) RunningStatistics();
 }
 

@@ -63,6 +63,14 @@ class BatchNormBase : public Layer<T> {
   // caller keeps alive and unchanged until then.
   void set_fused_relu(bool fused);
 
+  // Forward, adding `residual` (in's shape) and then applying a ReLU when
+  // `relu`, in the same pass over the activations: out = ReLU(BN(in) +
+  // residual), the same bits as the three in turn. Needs channel blocks
+  // and no fused ReLU. Backward stays the batch norm's alone: the caller
+  // takes the ReLU's gradient and passes the sum's on to both branches.
+  void ForwardSum(const BasicTensor<T>& in, const BasicTensor<T>& residual,
+                  bool relu, BasicTensor<T>* out, Mode mode);
+
   // Evaluation's affine map, y = x * scale[c] + shift[c], from the running
   // statistics, for a layer before this one to fold in. Both have channels
   // elements.
@@ -83,6 +91,8 @@ class BatchNormBase : public Layer<T> {
     int64_t offset;
   };
   void CheckInput(const BasicTensor<T>& in) const;
+  // Checks `in` and records the pass's input, output and mode.
+  void Start(const BasicTensor<T>& in, BasicTensor<T>* out, Mode mode);
   Slice SliceAt(const BasicTensor<T>& in, int64_t s) const;
   // Runs body(slice index) for every slice of `in`, on the compute threads.
   template <typename Body>
@@ -91,7 +101,9 @@ class BatchNormBase : public Layer<T> {
   void BackwardSlice(const Slice& s, const T* dy, const T* x, T* dx);
   // The channel-blocked passes, over channels [c0, c1) of whole blocks.
   BlockedLayout Blocked(const BasicTensor<T>& in) const;
-  void NormalizeBlocks(int64_t c0, int64_t c1, const T* x, T* y);
+  // y = BN(x) (+ residual where not null), then ReLU when `relu`.
+  void NormalizeBlocks(int64_t c0, int64_t c1, const T* x, const T* residual,
+                       bool relu, T* y);
   void BackwardBlocks(int64_t c0, int64_t c1, const T* dy, const T* x, T* dx);
   // Runs body(c0, c1) over ranges of whole channel blocks, on the compute
   // threads.

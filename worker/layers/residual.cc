@@ -89,6 +89,7 @@ void ResidualBlock<T>::ChooseLayout(const Shape& in) {
   run_.clear();
   for (size_t i = 0; i < main_.size(); ++i) run_.push_back(i);
   block_ = 0;
+  tail_bn_ = nullptr;
   int64_t block = 0;
   if constexpr (std::is_same_v<T, float>) block = NativeChannelBlock();
   if (!blocked_allowed_ || block == 0) return;
@@ -127,6 +128,7 @@ void ResidualBlock<T>::ChooseLayout(const Shape& in) {
 // output in Backward).
 template <typename T>
 void ResidualBlock<T>::FuseRelus() {
+  tail_bn_ = dynamic_cast<BatchNormBase<T>*>(main_.back().get());
   run_.clear();
   for (size_t i = 0; i < main_.size(); ++i) {
     run_.push_back(i);
@@ -313,6 +315,7 @@ void ResidualBlock<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
       block_ != 0 && !blocked_output_ ? &out_blocked_ : out;
   if (block_ != 0 && mode == Mode::kEval && !scaled_.empty()) {
     ForwardScaled(*block_in, block_out);
+    relu_in_ = nullptr;  // no Backward after this pass
   } else {
     ForwardChain(*block_in, mode, block_out);
   }
@@ -320,38 +323,51 @@ void ResidualBlock<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
 }
 
 template <typename T>
+const BasicTensor<T>* ResidualBlock<T>::Shortcut(const BasicTensor<T>& in,
+                                                 Mode mode) {
+  if (down_conv_ == nullptr) return &in;
+  down_conv_->Forward(in, &s1_, mode);
+  down_bn_->Forward(s1_, &s2_, mode);
+  return &s2_;
+}
+
+template <typename T>
 void ResidualBlock<T>::ForwardChain(const BasicTensor<T>& in, Mode mode,
                                     BasicTensor<T>* out) {
   const BasicTensor<T>* x = &in;
-  for (size_t k = 0; k < run_.size(); ++k) {
+  const size_t chain = run_.size() - (tail_bn_ != nullptr ? 1 : 0);
+  for (size_t k = 0; k < chain; ++k) {
     const size_t i = run_[k];
     BasicTensor<T>* y = k + 1 < run_.size() ? &acts_[i] : &sum_;
     main_[i]->Forward(*x, y, mode);
     x = y;
   }
-  if (down_conv_ != nullptr) {
-    down_conv_->Forward(in, &s1_, mode);
-    down_bn_->Forward(s1_, &s2_, mode);
-    AddInPlace(s2_.data(), sum_.data(), sum_.size());
-  } else {
-    CHECK_EQ(in.size(), sum_.size()) << Name();
-    AddInPlace(in.data(), sum_.data(), sum_.size());
+  const BasicTensor<T>* shortcut = Shortcut(in, mode);
+  if (tail_bn_ != nullptr) {
+    tail_bn_->ForwardSum(*x, *shortcut, /*relu=*/true, out, mode);
+    relu_in_ = out;
+    return;
   }
+  CHECK_EQ(shortcut->size(), sum_.size()) << Name();
+  AddInPlace(shortcut->data(), sum_.data(), sum_.size());
   EnsureShape(out, sum_.shape());
   ReluForward(sum_.data(), out->data(), sum_.size());
+  relu_in_ = &sum_;
 }
 
 template <typename T>
 void ResidualBlock<T>::Backward(const BasicTensor<T>& grad_out,
                                 BasicTensor<T>* grad_in) {
-  CHECK_EQ(grad_out.size(), sum_.size()) << Name();
+  CHECK(relu_in_ != nullptr) << Name() << ": Backward before Forward";
+  CHECK_EQ(grad_out.size(), relu_in_->size()) << Name();
   const BasicTensor<T>* block_grad_out = &grad_out;
   if (block_ != 0 && !blocked_output_) {
     ToBlocked(grad_out, &g_out_blocked_);
     block_grad_out = &g_out_blocked_;
   }
-  EnsureShape(&g_sum_, sum_.shape());
-  ReluBackward(sum_.data(), block_grad_out->data(), g_sum_.data(), sum_.size());
+  EnsureShape(&g_sum_, relu_in_->shape());
+  ReluBackward(relu_in_->data(), block_grad_out->data(), g_sum_.data(),
+               g_sum_.size());
   const BasicTensor<T>* g = &g_sum_;
   for (size_t k = run_.size() - 1; k > 0; --k) {
     const size_t before = run_[k - 1];

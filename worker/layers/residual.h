@@ -115,8 +115,11 @@ class ResidualBlock : public Layer<T> {
   // Fills scaled_ when the main branch is (convolution, batch norm[, ReLU])
   // groups; leaves it empty otherwise.
   void PlanScaled();
-  // The main branch, the shortcut, their sum and the ReLU, layer by layer.
+  // The main branch, the shortcut, their sum and the ReLU, layer by layer;
+  // with tail_bn_, the last three in one pass.
   void ForwardChain(const BasicTensor<T>& in, Mode mode, BasicTensor<T>* out);
+  // The shortcut's output for block input `in`: `in` itself, or s2_.
+  const BasicTensor<T>* Shortcut(const BasicTensor<T>& in, Mode mode);
   // Evaluation on the channel-blocked path with scaled_.
   void ForwardScaled(const BasicTensor<T>& in, BasicTensor<T>* out);
   void RunScaled(ScaledStep& step, const BasicTensor<T>& in,
@@ -140,12 +143,20 @@ class ResidualBlock : public Layer<T> {
   std::unique_ptr<Conv2d<T>> down_conv_;
   std::unique_ptr<BatchNorm2d<T>> down_bn_;
 
+  // The main branch's last layer when it is a batch norm on the
+  // channel-blocked path: it adds the shortcut and applies the block's ReLU
+  // as it writes the block's output (BatchNormBase::ForwardSum), and sum_
+  // stays unused. Null otherwise.
+  BatchNormBase<T>* tail_bn_ = nullptr;
   // acts_[i]: the output of main-branch layer i, for all but the last,
   // which writes sum_: the main branch's output, then the residual sum (in
   // place; the batch norm keeps a pointer to its input, not to this).
   // Shortcut: s1_ -> s2_.
   std::vector<BasicTensor<T>> acts_;
   BasicTensor<T> sum_, s1_, s2_;
+  // Where the last Forward left the residual sum or the block's output,
+  // whose positive elements pass the gradient back (the same elements).
+  const BasicTensor<T>* relu_in_ = nullptr;
   // grads_[i]: dLoss/dacts_[i], each keeping its shape from step to step;
   // g_sum_: dLoss/dsum_.
   std::vector<BasicTensor<T>> grads_;
