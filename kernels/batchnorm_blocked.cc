@@ -201,11 +201,15 @@ void GradLaneSums(const T* dy, const T* r, const T* x, int64_t n, const T* mu,
   }
 }
 
-// y = (x - mu) * s + t, then ReLU, over one row of n elements. Each run is
-// loaded before it is stored, so y may equal x.
-template <typename T, bool kRelu>
-void NormalizeRow(const T* x, int64_t n, const T* mu, const T* s, const T* t,
-                  T* y) {
+// y = (x - mu) * s + t (+ r with kSum), then ReLU with kRelu, over one row
+// of n elements; r is unread without kSum. Each run is loaded before it is
+// stored, so y may equal x or r. The ReLU of a plain row is max(0, v),
+// NaN staying NaN; that of a sum is the separate ReLU's (kernels/
+// elementwise.h) that the sum replaces, v > 0 ? v : +0, so that the block
+// gives the bits of the steps in turn.
+template <typename T, bool kRelu, bool kSum>
+void NormalizeRow(const T* x, const T* r, int64_t n, const T* mu, const T* s,
+                  const T* t, T* y) {
   using A = Avx<T>;
   typename A::V mv[kVecs<T>], sv[kVecs<T>], tv[kVecs<T>];
   LoadLanes(mu, mv);
@@ -216,42 +220,17 @@ void NormalizeRow(const T* x, int64_t n, const T* mu, const T* s, const T* t,
 #pragma GCC unroll 4
     for (int h = 0; h < kVecs<T>; ++h) {
       const int64_t o = i + h * A::kWidth;
-      const typename A::V v =
-          A::Fmadd(A::Sub(A::Load(x + o), mv[h]), sv[h], tv[h]);
-      A::Store(y + o, kRelu ? A::Relu(v) : v);
+      typename A::V v = A::Fmadd(A::Sub(A::Load(x + o), mv[h]), sv[h], tv[h]);
+      if constexpr (kSum) v = A::Add(v, A::Load(r + o));
+      if constexpr (kRelu) v = kSum ? A::PositiveOrZero(v) : A::Relu(v);
+      A::Store(y + o, v);
     }
   }
   for (int64_t j = 0; i + j < n; ++j) {
-    const T v = std::fma(x[i + j] - mu[j], s[j], t[j]);
-    y[i + j] = kRelu ? std::max(v, T(0)) : v;
-  }
-}
-
-// y = (x - mu) * s + t + r over one row of n elements, then v > 0 ? v : +0
-// with kRelu: the bits of normalizing, adding r and a separate ReLU
-// (kernels/elementwise.h) in turn. y may equal x or r.
-template <typename T, bool kRelu>
-void NormalizeSumRow(const T* x, const T* r, int64_t n, const T* mu, const T* s,
-                     const T* t, T* y) {
-  using A = Avx<T>;
-  typename A::V mv[kVecs<T>], sv[kVecs<T>], tv[kVecs<T>];
-  LoadLanes(mu, mv);
-  LoadLanes(s, sv);
-  LoadLanes(t, tv);
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-#pragma GCC unroll 4
-    for (int h = 0; h < kVecs<T>; ++h) {
-      const int64_t o = i + h * A::kWidth;
-      const typename A::V v =
-          A::Add(A::Fmadd(A::Sub(A::Load(x + o), mv[h]), sv[h], tv[h]),
-                 A::Load(r + o));
-      A::Store(y + o, kRelu ? A::PositiveOrZero(v) : v);
-    }
-  }
-  for (int64_t j = 0; i + j < n; ++j) {
-    const T v = std::fma(x[i + j] - mu[j], s[j], t[j]) + r[i + j];
-    y[i + j] = kRelu ? (v > T(0) ? v : T(0)) : v;
+    T v = std::fma(x[i + j] - mu[j], s[j], t[j]);
+    if constexpr (kSum) v += r[i + j];
+    if constexpr (kRelu) v = kSum ? (v > T(0) ? v : T(0)) : std::max(v, T(0));
+    y[i + j] = v;
   }
 }
 
@@ -383,14 +362,15 @@ void BlockedNormalize(const BlockedLayout& l, const T* x, int64_t c0,
                       int64_t c1, const T* mean, const T* scale, const T* shift,
                       bool relu, T* y) {
   const int64_t n = l.spatial * l.block;
-  ForEachNormalizeRow(l, c0, c1, mean, scale, shift,
-                      [&](int64_t off, const T* mu, const T* s, const T* t) {
-                        if (relu) {
-                          NormalizeRow<T, true>(x + off, n, mu, s, t, y + off);
-                        } else {
-                          NormalizeRow<T, false>(x + off, n, mu, s, t, y + off);
-                        }
-                      });
+  ForEachNormalizeRow(
+      l, c0, c1, mean, scale, shift,
+      [&](int64_t off, const T* mu, const T* s, const T* t) {
+        if (relu) {
+          NormalizeRow<T, true, false>(x + off, nullptr, n, mu, s, t, y + off);
+        } else {
+          NormalizeRow<T, false, false>(x + off, nullptr, n, mu, s, t, y + off);
+        }
+      });
 }
 
 template <typename T>
@@ -402,9 +382,9 @@ void BlockedNormalizeSum(const BlockedLayout& l, const T* x, const T* r,
       l, c0, c1, mean, scale, shift,
       [&](int64_t off, const T* mu, const T* s, const T* t) {
         if (relu) {
-          NormalizeSumRow<T, true>(x + off, r + off, n, mu, s, t, y + off);
+          NormalizeRow<T, true, true>(x + off, r + off, n, mu, s, t, y + off);
         } else {
-          NormalizeSumRow<T, false>(x + off, r + off, n, mu, s, t, y + off);
+          NormalizeRow<T, false, true>(x + off, r + off, n, mu, s, t, y + off);
         }
       });
 }

@@ -322,19 +322,25 @@ TEST(BatchNormBlockedTest, DoubleMatchesChannelKernels) {
   CheckAllShapes<double>();
 }
 
-template <typename T>
-void CheckReluMaskAllShapes() {
-  // With B = 8, P = 7 and P = 5 leave a scalar tail after the runs of each
-  // row, and P = 1 a row that is all tail; B = 16 rows are whole runs.
+// Runs check(case) over shapes whose rows end in a scalar tail after the
+// runs (P = 7 and P = 5 with B = 8), are all tail (P = 1) or whole runs
+// (B = 16).
+template <typename T, typename Check>
+void ForTailShapes(const Check& check) {
   const int64_t shapes[][3] = {{3, 32, 7}, {2, 16, 1}, {2, 48, 5}, {1, 64, 2}};
   for (int64_t block : {4, 8, 16}) {
     for (const auto& s : shapes) {
       SCOPED_TRACE("N=" + std::to_string(s[0]) + " C=" + std::to_string(s[1]) +
                    " P=" + std::to_string(s[2]) +
                    " B=" + std::to_string(block));
-      CheckReluMask(Case<T>(s[0], s[1], s[2], block));
+      check(Case<T>(s[0], s[1], s[2], block));
     }
   }
+}
+
+template <typename T>
+void CheckReluMaskAllShapes() {
+  ForTailShapes<T>([](const Case<T>& k) { CheckReluMask(k); });
 }
 
 TEST(BatchNormBlockedTest, FloatReluMaskMatchesZeroedGrad) {
@@ -393,15 +399,7 @@ void CheckNormalizeSum(const Case<T>& k) {
 
 template <typename T>
 void CheckNormalizeSumAllShapes() {
-  const int64_t shapes[][3] = {{3, 32, 7}, {2, 16, 1}, {2, 48, 5}, {1, 64, 2}};
-  for (int64_t block : {4, 8, 16}) {
-    for (const auto& s : shapes) {
-      SCOPED_TRACE("N=" + std::to_string(s[0]) + " C=" + std::to_string(s[1]) +
-                   " P=" + std::to_string(s[2]) +
-                   " B=" + std::to_string(block));
-      CheckNormalizeSum(Case<T>(s[0], s[1], s[2], block));
-    }
-  }
+  ForTailShapes<T>([](const Case<T>& k) { CheckNormalizeSum(k); });
 }
 
 TEST(BatchNormBlockedTest, FloatSumGivesTheBitsOfTheStepsInTurn) {

@@ -102,7 +102,8 @@ class ResidualBlock : public Layer<T> {
   // After the sub-layers are configured: picks block_ and tells the
   // convolutions and batch norms.
   void ChooseLayout(const Shape& in);
-  // Fills run_, letting each batch norm apply the ReLU after it.
+  // Fills run_, letting each batch norm apply the ReLU after it, and sets
+  // tail_bn_ (the last batch norm applies the sum and the block's ReLU).
   void FuseRelus();
   // One convolution of the evaluation pass with its batch norm (and ReLU)
   // folded in.
