@@ -52,10 +52,45 @@ void ShiftedSums(const T* x, int64_t n, T k, double* s, double* q) {
   *s += ss, *q += qq;
 }
 
-// Sums of dy and dy * (x - mu) over n contiguous elements.
-template <typename T>
-void GradSumsRun(const T* dy, const T* x, int64_t n, T mu, double* s,
-                 double* q) {
+// The mask of Passes<A> over 8 activated outputs.
+template <FusedActivation A>
+inline __m256 PassMask(const float* y) {
+  const __m256 v = _mm256_loadu_ps(y);
+  const __m256 pos = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ);
+  if constexpr (A == FusedActivation::kRelu6) {
+    return _mm256_and_ps(pos,
+                         _mm256_cmp_ps(v, _mm256_set1_ps(6.0f), _CMP_LT_OQ));
+  }
+  return pos;
+}
+
+// dy[i, i + 8), taken through the activation whose output is y: +0 where
+// the gradient does not pass, as the separate layer writes.
+template <FusedActivation A>
+inline __m256 LoadGrad(const float* dy, const float* y, int64_t i) {
+  const __m256 g = _mm256_loadu_ps(dy + i);
+  if constexpr (A == FusedActivation::kNone) return g;
+  return _mm256_and_ps(PassMask<A>(y + i), g);
+}
+
+// y + off, where activation A reads y (null for none).
+template <FusedActivation A, typename T>
+inline const T* OutputAt(const T* y, int64_t off) {
+  if constexpr (A == FusedActivation::kNone) return nullptr;
+  return y + off;
+}
+
+template <FusedActivation A, typename T>
+inline T GradAt(const T* dy, const T* y, int64_t i) {
+  if constexpr (A == FusedActivation::kNone) return dy[i];
+  return Passes<A>(y[i]) ? dy[i] : T(0);
+}
+
+// Sums of dy and dy * (x - mu) over n contiguous elements, dy taken
+// through activation A first.
+template <FusedActivation A, typename T>
+void GradSumsRun(const T* dy, const T* x, const T* y, int64_t n, T mu,
+                 double* s, double* q) {
   int64_t i = 0;
   double ss = 0, qq = 0;
   if constexpr (std::is_same_v<T, float>) {
@@ -64,8 +99,8 @@ void GradSumsRun(const T* dy, const T* x, int64_t n, T mu, double* s,
     __m256d q0 = s0, q1 = s0, q2 = s0, q3 = s0;
     for (; i + 16 <= n; i += 16) {
       __m256d g0, g1, g2, g3, x0, x1, x2, x3;
-      Widen(_mm256_loadu_ps(dy + i), &g0, &g1);
-      Widen(_mm256_loadu_ps(dy + i + 8), &g2, &g3);
+      Widen(LoadGrad<A>(dy, y, i), &g0, &g1);
+      Widen(LoadGrad<A>(dy, y, i + 8), &g2, &g3);
       Widen(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), &x0, &x1);
       Widen(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv), &x2, &x3);
       s0 = _mm256_add_pd(s0, g0), q0 = _mm256_fmadd_pd(g0, x0, q0);
@@ -79,10 +114,102 @@ void GradSumsRun(const T* dy, const T* x, int64_t n, T mu, double* s,
         _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
   }
   for (; i < n; ++i) {
-    const double g = static_cast<double>(dy[i]);
+    const double g = static_cast<double>(GradAt<A>(dy, y, i));
     ss += g, qq += g * static_cast<double>(x[i] - mu);
   }
   *s += ss, *q += qq;
+}
+
+// Runs f(std::integral_constant<FusedActivation, act>) so that the loops
+// inside are compiled once per activation, with no test per element.
+template <typename F>
+void WithActivation(FusedActivation act, const F& f) {
+  using A = FusedActivation;
+  switch (act) {
+    case A::kRelu:
+      return f(std::integral_constant<A, A::kRelu>());
+    case A::kRelu6:
+      return f(std::integral_constant<A, A::kRelu6>());
+    default:
+      return f(std::integral_constant<A, A::kNone>());
+  }
+}
+
+template <FusedActivation A, typename T>
+void Normalize(const ChannelLayout& l, const T* x, const T* mean,
+               const T* scale, const T* shift, T* y) {
+  const int64_t c_n = l.channels;
+  for (int64_t o = 0; o < l.outer; ++o) {
+    if (l.inner == 1) {
+      const T* xr = x + o * c_n;
+      T* yr = y + o * c_n;
+      for (int64_t c = 0; c < c_n; ++c) {
+        yr[c] = Activate<A>((xr[c] - mean[c]) * scale[c] + shift[c]);
+      }
+      continue;
+    }
+    for (int64_t c = 0; c < c_n; ++c) {
+      const T* xr = x + (o * c_n + c) * l.inner;
+      T* yr = y + (o * c_n + c) * l.inner;
+      const T mu = mean[c], s = scale[c], t = shift[c];
+      for (int64_t i = 0; i < l.inner; ++i) {
+        yr[i] = Activate<A>((xr[i] - mu) * s + t);
+      }
+    }
+  }
+}
+
+template <FusedActivation A, typename T>
+void GradSums(const ChannelLayout& l, const T* dy, const T* x, const T* y,
+              const T* mean, double* sum_dy, double* sum_dy_xc) {
+  const int64_t c_n = l.channels;
+  std::fill(sum_dy, sum_dy + c_n, 0.0);
+  std::fill(sum_dy_xc, sum_dy_xc + c_n, 0.0);
+  if (l.inner == 1) {
+    for (int64_t o = 0; o < l.outer; ++o) {
+      const int64_t off = o * c_n;
+      for (int64_t c = 0; c < c_n; ++c) {
+        const double gv = static_cast<double>(GradAt<A>(dy, y, off + c));
+        sum_dy[c] += gv;
+        sum_dy_xc[c] += gv * static_cast<double>(x[off + c] - mean[c]);
+      }
+    }
+    return;
+  }
+  for (int64_t c = 0; c < c_n; ++c) {
+    for (int64_t o = 0; o < l.outer; ++o) {
+      const int64_t off = (o * c_n + c) * l.inner;
+      GradSumsRun<A>(dy + off, x + off, OutputAt<A>(y, off), l.inner, mean[c],
+                     &sum_dy[c], &sum_dy_xc[c]);
+    }
+  }
+}
+
+template <FusedActivation A, typename T>
+void InputGrad(const ChannelLayout& l, const T* dy, const T* x, const T* y,
+               const T* mean, const T* a, const T* b, const T* d, T* dx) {
+  const int64_t c_n = l.channels;
+  for (int64_t o = 0; o < l.outer; ++o) {
+    if (l.inner == 1) {
+      const int64_t off = o * c_n;
+      for (int64_t c = 0; c < c_n; ++c) {
+        const T g = GradAt<A>(dy, y, off + c);
+        dx[off + c] = a[c] * g + b[c] * (x[off + c] - mean[c]) + d[c];
+      }
+      continue;
+    }
+    for (int64_t c = 0; c < c_n; ++c) {
+      const int64_t off = (o * c_n + c) * l.inner;
+      const T ac = a[c], bc = b[c], mu = mean[c], dc = d[c];
+      const T* g = dy + off;
+      const T* xr = x + off;
+      const T* yr = OutputAt<A>(y, off);
+      T* out = dx + off;
+      for (int64_t i = 0; i < l.inner; ++i) {
+        out[i] = ac * GradAt<A>(g, yr, i) + bc * (xr[i] - mu) + dc;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -122,89 +249,42 @@ void ChannelMeanVar(const ChannelLayout& l, const T* x, double* mean,
 
 template <typename T>
 void ChannelNormalize(const ChannelLayout& l, const T* x, const T* mean,
-                      const T* scale, const T* shift, T* y) {
-  const int64_t c_n = l.channels;
-  for (int64_t o = 0; o < l.outer; ++o) {
-    if (l.inner == 1) {
-      const T* xr = x + o * c_n;
-      T* yr = y + o * c_n;
-      for (int64_t c = 0; c < c_n; ++c) {
-        yr[c] = (xr[c] - mean[c]) * scale[c] + shift[c];
-      }
-      continue;
-    }
-    for (int64_t c = 0; c < c_n; ++c) {
-      const T* xr = x + (o * c_n + c) * l.inner;
-      T* yr = y + (o * c_n + c) * l.inner;
-      const T mu = mean[c], s = scale[c], t = shift[c];
-      for (int64_t i = 0; i < l.inner; ++i) yr[i] = (xr[i] - mu) * s + t;
-    }
-  }
+                      const T* scale, const T* shift, FusedActivation act,
+                      T* y) {
+  WithActivation(act, [&](auto a) {
+    Normalize<decltype(a)::value>(l, x, mean, scale, shift, y);
+  });
 }
 
 template <typename T>
 void ChannelGradSums(const ChannelLayout& l, const T* dy, const T* x,
-                     const T* mean, double* sum_dy, double* sum_dy_xc) {
-  const int64_t c_n = l.channels;
-  std::fill(sum_dy, sum_dy + c_n, 0.0);
-  std::fill(sum_dy_xc, sum_dy_xc + c_n, 0.0);
-  if (l.inner == 1) {
-    for (int64_t o = 0; o < l.outer; ++o) {
-      const T* g = dy + o * c_n;
-      const T* xr = x + o * c_n;
-      for (int64_t c = 0; c < c_n; ++c) {
-        const double gv = static_cast<double>(g[c]);
-        sum_dy[c] += gv;
-        sum_dy_xc[c] += gv * static_cast<double>(xr[c] - mean[c]);
-      }
-    }
-    return;
-  }
-  for (int64_t c = 0; c < c_n; ++c) {
-    for (int64_t o = 0; o < l.outer; ++o) {
-      const int64_t off = (o * c_n + c) * l.inner;
-      GradSumsRun(dy + off, x + off, l.inner, mean[c], &sum_dy[c],
-                  &sum_dy_xc[c]);
-    }
-  }
+                     const T* y, FusedActivation act, const T* mean,
+                     double* sum_dy, double* sum_dy_xc) {
+  WithActivation(act, [&](auto a) {
+    GradSums<decltype(a)::value>(l, dy, x, y, mean, sum_dy, sum_dy_xc);
+  });
 }
 
 template <typename T>
 void ChannelInputGrad(const ChannelLayout& l, const T* dy, const T* x,
-                      const T* mean, const T* a, const T* b, const T* d,
-                      T* dx) {
-  const int64_t c_n = l.channels;
-  for (int64_t o = 0; o < l.outer; ++o) {
-    if (l.inner == 1) {
-      const int64_t off = o * c_n;
-      for (int64_t c = 0; c < c_n; ++c) {
-        dx[off + c] = a[c] * dy[off + c] + b[c] * (x[off + c] - mean[c]) + d[c];
-      }
-      continue;
-    }
-    for (int64_t c = 0; c < c_n; ++c) {
-      const int64_t off = (o * c_n + c) * l.inner;
-      const T ac = a[c], bc = b[c], mu = mean[c], dc = d[c];
-      const T* g = dy + off;
-      const T* xr = x + off;
-      T* out = dx + off;
-      for (int64_t i = 0; i < l.inner; ++i) {
-        out[i] = ac * g[i] + bc * (xr[i] - mu) + dc;
-      }
-    }
-  }
+                      const T* y, FusedActivation act, const T* mean,
+                      const T* a, const T* b, const T* d, T* dx) {
+  WithActivation(act, [&](auto k) {
+    InputGrad<decltype(k)::value>(l, dy, x, y, mean, a, b, d, dx);
+  });
 }
 
 #define COHORT_INSTANTIATE(T)                                                 \
   template void ChannelMeanVar<T>(const ChannelLayout&, const T*, double*,    \
                                   double*);                                   \
   template void ChannelNormalize<T>(const ChannelLayout&, const T*, const T*, \
-                                    const T*, const T*, T*);                  \
+                                    const T*, const T*, FusedActivation, T*); \
   template void ChannelGradSums<T>(const ChannelLayout&, const T*, const T*,  \
-                                   const T*, double*, double*);               \
+                                   const T*, FusedActivation, const T*,       \
+                                   double*, double*);                         \
   template void ChannelInputGrad<T>(const ChannelLayout&, const T*, const T*, \
-                                    const T*, const T*, const T*, const T*,   \
-                                    T*);
+                                    const T*, FusedActivation, const T*,      \
+                                    const T*, const T*, const T*, T*);
 COHORT_INSTANTIATE(float)
 COHORT_INSTANTIATE(double)
 #undef COHORT_INSTANTIATE

@@ -104,7 +104,8 @@ struct Case {
     mean.assign(ref_mean.begin(), ref_mean.end());
     ref_sum_dy.resize(channels);
     ref_sum_dy_xc.resize(channels);
-    ChannelGradSums(cl, dyi.data(), xi.data(), mean.data(), ref_sum_dy.data(),
+    ChannelGradSums(cl, dyi.data(), xi.data(), static_cast<const T*>(nullptr),
+                    FusedActivation::kNone, mean.data(), ref_sum_dy.data(),
                     ref_sum_dy_xc.data());
   }
 
@@ -154,7 +155,7 @@ void CheckNormalize(const Case<T>& k, int64_t c0, int64_t c1, bool relu) {
   const std::vector<T> yi = ToChannelMajor(k.l, y);
   std::vector<T> want(k.xi.size());
   ChannelNormalize(k.cl, k.xi.data(), k.mean.data(), k.scale.data(),
-                   k.shift.data(), want.data());
+                   k.shift.data(), FusedActivation::kNone, want.data());
   k.ForEachElement(0, k.l.channels, [&](int64_t c, int64_t i) {
     if (!Inside(c, c0, c1)) {
       EXPECT_EQ(yi[i], static_cast<T>(kUntouched)) << c << " " << i;
@@ -197,8 +198,10 @@ void CheckInputGrad(const Case<T>& k, int64_t c0, int64_t c1) {
                    k.a.data(), k.b.data(), k.d.data(), dx.data());
   const std::vector<T> dxi = ToChannelMajor(k.l, dx);
   std::vector<T> want(k.xi.size());
-  ChannelInputGrad(k.cl, k.dyi.data(), k.xi.data(), k.mean.data(), k.a.data(),
-                   k.b.data(), k.d.data(), want.data());
+  ChannelInputGrad(k.cl, k.dyi.data(), k.xi.data(),
+                   static_cast<const T*>(nullptr), FusedActivation::kNone,
+                   k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
+                   want.data());
   k.ForEachElement(0, k.l.channels, [&](int64_t c, int64_t i) {
     if (!Inside(c, c0, c1)) {
       EXPECT_EQ(dxi[i], static_cast<T>(kUntouched)) << c << " " << i;

@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/layers/embedding.h"
+#include "worker/layers/layer_fusion.h"
 #include "worker/layers/tied_lm_head.h"
 
 namespace cohort {
@@ -37,6 +38,7 @@ absl::Status Model<T>::Configure() {
   }
   output_shape_ = shape;
   ConnectBlockedNeighbours();
+  skipped_ = FuseActivations(layers_);
   return absl::OkStatus();
 }
 
@@ -152,6 +154,7 @@ const BasicTensor<T>& Model<T>::Forward(const BasicTensor<T>& input,
                                         Mode mode) {
   const BasicTensor<T>* x = &input;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    if (skipped_[i]) continue;
     layers_[i]->Forward(*x, &acts_[i], mode);
     x = &acts_[i];
   }
@@ -184,6 +187,7 @@ void Model<T>::Backward(const BasicTensor<T>& grad_output,
                         const std::function<void(int64_t)>& ready) {
   const BasicTensor<T>* g = &grad_output;
   for (size_t i = layers_.size(); i-- > 0;) {
+    if (skipped_[i]) continue;
     BasicTensor<T>* gin = nullptr;
     if (i > 0) gin = (g == &grad_a_) ? &grad_b_ : &grad_a_;
     layers_[i]->Backward(*g, gin);

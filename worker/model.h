@@ -135,6 +135,9 @@ class Model {
   size_t tied_embedding_ = 0;         // with tied_heads_: the first embedding
   std::vector<size_t> tied_heads_;    // indices of the TiedLmHead layers
   std::vector<BasicTensor<T>> acts_;  // acts_[i]: output of layer i
+  // Layers whose activation the layer before applies (layer_fusion.h):
+  // Forward and Backward pass over them.
+  std::vector<bool> skipped_;
   TensorNames names_;
   BasicTensor<T> grad_a_, grad_b_;  // ping-pong input gradients
 };

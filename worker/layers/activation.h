@@ -19,6 +19,9 @@ class ReLU : public Layer<T> {
 
   std::string Name() const override { return "relu"; }
   absl::StatusOr<Shape> Configure(const Shape& in) override { return in; }
+  FusedActivation fused_activation_kind() const override {
+    return FusedActivation::kRelu;
+  }
   void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                Mode mode) override;
   void Backward(const BasicTensor<T>& grad_out,

@@ -120,7 +120,8 @@ void BatchNormBase<T>::NormalizeSlice(const Slice& s, const T* x, T* y) {
     ChannelMeanVar(s.layout, x, &mean_d_[c0], &var_d_[c0]);
   }
   Scales(c0, c1);
-  ChannelNormalize(s.layout, x, &mean_[c0], &scale_[c0], bias_.data() + c0, y);
+  ChannelNormalize(s.layout, x, &mean_[c0], &scale_[c0], bias_.data() + c0,
+                   fused_, y);
 }
 
 template <typename T>
@@ -188,7 +189,8 @@ void BatchNormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   if (block_ != 0) {
     count_ = in.dim(1) * per_channel_;
     OverBlocks([&](int64_t c0, int64_t c1) {
-      NormalizeBlocks(c0, c1, in.data(), nullptr, fused_relu_, out->data());
+      NormalizeBlocks(c0, c1, in.data(), nullptr,
+                      fused_ == FusedActivation::kRelu, out->data());
     });
   } else {
     count_ = SliceAt(in, 0).layout.count();
@@ -204,8 +206,8 @@ template <typename T>
 void BatchNormBase<T>::ForwardSum(const BasicTensor<T>& in,
                                   const BasicTensor<T>& residual, bool relu,
                                   BasicTensor<T>* out, Mode mode) {
-  CHECK(block_ != 0 && !fused_relu_)
-      << Name() << ": a fused sum needs channel blocks and no fused ReLU";
+  CHECK(block_ != 0 && fused_ == FusedActivation::kNone)
+      << Name() << ": a fused sum needs channel blocks and no fused activation";
   CHECK(residual.shape() == in.shape())
       << Name() << ": residual " << ShapeString(residual.shape())
       << " vs input " << ShapeString(in.shape());
@@ -241,17 +243,21 @@ template <typename T>
 void BatchNormBase<T>::BackwardSlice(const Slice& s, const T* dy, const T* x,
                                      T* dx) {
   const int64_t c0 = s.first, c1 = s.first + s.layout.channels;
-  ChannelGradSums(s.layout, dy, x, &mean_[c0], &sum_dy_[c0], &sum_dy_xc_[c0]);
+  const T* y =
+      fused_ != FusedActivation::kNone ? out_->data() + s.offset : nullptr;
+  ChannelGradSums(s.layout, dy, x, y, fused_, &mean_[c0], &sum_dy_[c0],
+                  &sum_dy_xc_[c0]);
   GradCoefficients(c0, c1, dx != nullptr);
   if (dx == nullptr) return;
-  ChannelInputGrad(s.layout, dy, x, &mean_[c0], &a_[c0], &b_[c0], &d_[c0], dx);
+  ChannelInputGrad(s.layout, dy, x, y, fused_, &mean_[c0], &a_[c0], &b_[c0],
+                   &d_[c0], dx);
 }
 
 template <typename T>
 void BatchNormBase<T>::BackwardBlocks(int64_t c0, int64_t c1, const T* dy,
                                       const T* x, T* dx) {
   const BlockedLayout l = Blocked(*in_);
-  const T* relu_out = fused_relu_ ? out_->data() : nullptr;
+  const T* relu_out = fused_ == FusedActivation::kRelu ? out_->data() : nullptr;
   BlockedGradSums(l, dy, x, relu_out, c0, c1, mean_.data(), sum_dy_.data(),
                   sum_dy_xc_.data());
   GradCoefficients(c0, c1, dx != nullptr);
@@ -295,15 +301,24 @@ template <typename T>
 void BatchNormBase<T>::set_fused_relu(bool fused) {
   CHECK(!fused || block_ != 0)
       << Name() << ": a fused ReLU needs channel blocks";
-  fused_relu_ = fused;
+  fused_ = fused ? FusedActivation::kRelu : FusedActivation::kNone;
+}
+
+template <typename T>
+bool BatchNormBase<T>::FuseActivation(FusedActivation act) {
+  // The blocked kernels know ReLU only.
+  if (block_ != 0 && act != FusedActivation::kRelu) return false;
+  fused_ = act;
+  return true;
 }
 
 template <typename T>
 void BatchNormBase<T>::set_channel_block(int64_t block) {
   CHECK(block == 0 || (!dense_ && channels_ > 0 && channels_ % block == 0))
       << Name() << ": channel blocks of " << block;
+  CHECK(block == 0 || fused_ != FusedActivation::kRelu6)
+      << Name() << ": channel blocks with a fused ReLU6";
   block_ = block;
-  if (block == 0) fused_relu_ = false;
 }
 
 template <typename T>

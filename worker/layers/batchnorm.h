@@ -62,11 +62,14 @@ class BatchNormBase : public Layer<T> {
   // each way). Backward then reads the last Forward's output, which the
   // caller keeps alive and unchanged until then.
   void set_fused_relu(bool fused);
+  // The same for a chain (layer.h): ReLU in either layout, ReLU6 without
+  // channel blocks, with the separate layers' bits.
+  bool FuseActivation(FusedActivation act) override;
 
   // Forward, adding `residual` (in's shape) and then applying a ReLU when
   // `relu`, in the same pass over the activations: out = ReLU(BN(in) +
   // residual), the same bits as the three in turn. Needs channel blocks
-  // and no fused ReLU. Backward stays the batch norm's alone: the caller
+  // and no fused activation. Backward stays the batch norm's alone: the caller
   // takes the ReLU's gradient and passes the sum's on to both branches.
   void ForwardSum(const BasicTensor<T>& in, const BasicTensor<T>& residual,
                   bool relu, BasicTensor<T>* out, Mode mode);
@@ -131,7 +134,7 @@ class BatchNormBase : public Layer<T> {
   int64_t count_ = 0;  // elements per channel in the last Forward
   Mode mode_ = Mode::kTrain;
   int64_t block_ = 0;  // set_channel_block
-  bool fused_relu_ = false;
+  FusedActivation fused_ = FusedActivation::kNone;
   const BasicTensor<T>* out_ = nullptr;  // the last Forward's output
 };
 

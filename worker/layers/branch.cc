@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "kernels/elementwise.h"
+#include "worker/layers/layer_fusion.h"
 
 namespace cohort {
 namespace {
@@ -74,9 +75,13 @@ absl::StatusOr<Shape> Branch<T>::Configure(const Shape& in) {
       }
       s = *next;
     }
-    state_[p].acts.resize(paths_[p].size());
-    state_[p].grads.resize(paths_[p].size());
-    state_[p].out = s;
+    State& st = state_[p];
+    st.acts.resize(paths_[p].size());
+    st.grads.resize(paths_[p].size());
+    st.out = s;
+    st.skipped = FuseActivations(paths_[p]);
+    st.last = paths_[p].size();
+    while (st.last > 0 && st.skipped[st.last - 1]) --st.last;
   }
   const Shape& first = state_[0].out;
   Shape out = first;  // MUL: the largest output so far, path ref's
@@ -199,7 +204,7 @@ void Branch<T>::SeedRandom(uint64_t seed) {
 template <typename T>
 const BasicTensor<T>& Branch<T>::Output(size_t p,
                                         const BasicTensor<T>& in) const {
-  return paths_[p].empty() ? in : state_[p].acts.back();
+  return paths_[p].empty() ? in : state_[p].acts[state_[p].last - 1];
 }
 
 template <typename T>
@@ -209,6 +214,7 @@ void Branch<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   for (size_t p = 0; p < paths_.size(); ++p) {
     const BasicTensor<T>* x = &in;
     for (size_t i = 0; i < paths_[p].size(); ++i) {
+      if (state_[p].skipped[i]) continue;
       paths_[p][i]->Forward(*x, &state_[p].acts[i], mode);
       x = &state_[p].acts[i];
     }
@@ -325,6 +331,7 @@ void Branch<T>::Backward(const BasicTensor<T>& grad_out,
     // Through the path's layers, last to first.
     const size_t len = paths_[p].size();
     for (size_t i = len; i-- > 0;) {
+      if (st.skipped[i]) continue;
       const bool to_input = i == 0;
       BasicTensor<T>* gi = nullptr;
       if (!to_input) {

@@ -66,6 +66,10 @@ class Branch final : public Layer<T> {
     BasicTensor<T> grad_in;  // dLoss/dIn through this path
     Shape out;               // per-sample output shape
     bool gate = false;       // MUL: {C, 1, 1} scaling a larger output
+    // Layers whose activation the layer before applies (layer_fusion.h),
+    // and one past the last layer that runs: acts[last - 1] is the output.
+    std::vector<bool> skipped;
+    size_t last = 0;
   };
   // The path's output tensor after Forward (the input for an empty path).
   const BasicTensor<T>& Output(size_t p, const BasicTensor<T>& in) const;

@@ -25,6 +25,10 @@ class ElementwiseActivation : public Layer<T> {
 
   std::string Name() const override;
   absl::StatusOr<Shape> Configure(const Shape& in) override;
+  FusedActivation fused_activation_kind() const override {
+    return kind_ == ActivationKind::kRelu6 ? FusedActivation::kRelu6
+                                           : FusedActivation::kNone;
+  }
   void Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
                Mode mode) override;
   void Backward(const BasicTensor<T>& grad_out,

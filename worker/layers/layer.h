@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/tensor.h"
+#include "kernels/fused_activation.h"
 #include "worker/layers/sparse_table.h"
 
 namespace cohort {
@@ -110,6 +111,18 @@ class Layer {
   // after (`output`) has the same channel_block(): that side's activation
   // and its gradient then pass in the blocked layout, unconverted.
   virtual void set_blocked_neighbours(bool input, bool output) {}
+
+  // Activation fusion in a chain of layers (layer_fusion.h). An activation
+  // layer says which FusedActivation it computes (kNone, the default, for
+  // every other layer); a layer that can apply that activation to its own
+  // output as it writes it, and take the gradient through it in Backward,
+  // agrees to FuseActivation after Configure, and the chain then skips the
+  // activation layer. A layer that agrees reads its last Forward's output
+  // in Backward: the caller keeps it alive and unchanged until then.
+  virtual FusedActivation fused_activation_kind() const {
+    return FusedActivation::kNone;
+  }
+  virtual bool FuseActivation(FusedActivation act) { return false; }
 
   // Says that the parameter values will not change again (a model loaded
   // to predict): a layer may keep what it derives from them (weights
