@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "kernels/conv_depthwise_rows.h"
 #include "kernels/parallel.h"
 
 namespace cohort {
@@ -269,13 +270,10 @@ void InputGradChannel(const ConvGeometry& g, const Grid& grid, int64_t c,
   }
 }
 
-}  // namespace
-
+// ws->padded = the input's planes on the grid.
 template <typename T>
-void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
-                      const T* bias, T* out, ConvWorkspace<T>* ws) {
-  DCHECK(g.depthwise());
-  const Grid grid(g);
+void PadInput(const ConvGeometry& g, const Grid& grid, const T* in,
+              ConvWorkspace<T>* ws) {
   Grow(&ws->padded, g.in_channels * g.batch * grid.plane);
   const int64_t in_plane = g.in_h * g.in_w;
   OverChannels(g.in_channels, g.batch * grid.plane,
@@ -284,6 +282,24 @@ void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
                      g.in_w, g.pad_h, g.pad_w, grid,
                      ws->padded.data() + c0 * g.batch * grid.plane);
                });
+}
+
+}  // namespace
+
+// ws->input is the padded input after the grid kernels, the input itself
+// after the row kernels (the weight gradient pads it then; evaluation
+// never does).
+template <typename T>
+void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
+                      const T* bias, T* out, ConvWorkspace<T>* ws) {
+  DCHECK(g.depthwise());
+  if (DepthwiseRowsForwardApplies(g)) {
+    DepthwiseRowsForward(g, in, weight, bias, out);
+    ws->input = in;
+    return;
+  }
+  const Grid grid(g);
+  PadInput(g, grid, in, ws);
   ws->input = ws->padded.data();
   OverOutputChannels(g, grid, ws, [&](int64_t oc, T* block) {
     ForwardChannel(g, grid, oc, ws->padded.data(), weight, bias, out, block);
@@ -295,14 +311,23 @@ void DepthwiseWeightGrad(const ConvGeometry& g, const T* grad_out,
                          T* grad_weight, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "DepthwiseWeightGrad before DepthwiseForward";
   const Grid grid(g);
+  const T* padded = ws->input;
+  if (DepthwiseRowsForwardApplies(g)) {
+    PadInput(g, grid, ws->input, ws);
+    padded = ws->padded.data();
+  }
   OverOutputChannels(g, grid, ws, [&](int64_t oc, T* block) {
-    WeightGradChannel(g, grid, oc, ws->input, grad_out, grad_weight, block);
+    WeightGradChannel(g, grid, oc, padded, grad_out, grad_weight, block);
   });
 }
 
 template <typename T>
 void DepthwiseInputGrad(const ConvGeometry& g, const T* grad_out,
                         const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+  if (DepthwiseRowsInputGradApplies(g)) {
+    DepthwiseRowsInputGrad(g, grad_out, weight, grad_in);
+    return;
+  }
   const Grid grid(g);
   const int64_t m = g.out_channels / g.in_channels;
   const int64_t taps = static_cast<int64_t>(grid.taps.size());

@@ -270,8 +270,14 @@ std::vector<ConvGeometry> GroupedShapes() {
       With(Conv2(2, 6, 9, 9, 9, 3, 2, 0), 3, 1),    // 3 groups, s2
       With(Conv2(2, 3, 12, 12, 4, 3, 1, 2), 1, 2),  // dilated
       With(Conv2(1, 4, 13, 13, 8, 3, 3, 3), 2, 3),  // grouped, dilated
-      With(Conv1(2, 6, 30, 6, 3, 1, 1), 6, 1),      // 1-D depthwise
-      With(Conv1(2, 4, 25, 6, 3, 2, 2), 2, 2),      // 1-D grouped dilated
+      // 3x3 depthwise on planes 32 and wider (the row kernels): odd and
+      // even widths, stride 2, multiplier 2 (its input gradient on the grid).
+      With(Conv2(2, 3, 5, 33, 3, 3, 1, 1), 3, 1),
+      With(Conv2(2, 3, 6, 34, 3, 3, 2, 1), 3, 1),
+      With(Conv2(1, 2, 7, 35, 4, 3, 2, 1), 2, 1),
+      With(Conv2(1, 2, 4, 32, 4, 3, 1, 1), 2, 1),
+      With(Conv1(2, 6, 30, 6, 3, 1, 1), 6, 1),  // 1-D depthwise
+      With(Conv1(2, 4, 25, 6, 3, 2, 2), 2, 2),  // 1-D grouped dilated
   };
 }
 
@@ -320,11 +326,13 @@ std::vector<float> DepthwiseOnThreads(int threads, const ConvGeometry& g) {
 
 TEST(ConvDepthwise, SameBitsOnOneAndTwoThreads) {
   // MobileNetV2's 3x3 depthwise shapes in small: stride 1 and 2, and a
-  // multiplier of 2.
+  // multiplier of 2, on the grid and (40 wide) on the row kernels.
   for (const ConvGeometry& g :
        {With(Conv2(4, 96, 28, 28, 96, 3, 1, 1), 96, 1),
         With(Conv2(4, 64, 27, 27, 64, 3, 2, 1), 64, 1),
-        With(Conv2(2, 48, 20, 20, 96, 3, 1, 1), 48, 1)}) {
+        With(Conv2(2, 48, 20, 20, 96, 3, 1, 1), 48, 1),
+        With(Conv2(2, 32, 9, 40, 32, 3, 1, 1), 32, 1),
+        With(Conv2(2, 32, 9, 41, 32, 3, 2, 1), 32, 1)}) {
     EXPECT_EQ(DepthwiseOnThreads(1, g), DepthwiseOnThreads(2, g))
         << g.in_channels << " channels at " << g.in_h;
   }

@@ -1,0 +1,43 @@
+// Row kernels for the most common depthwise convolution (internal to
+// kernels/conv_depthwise.cc): 3x3, padding 1, dilation 1, stride 1 or 2, as
+// MobileNets use it. They read the input planes in place and write each
+// output row straight to the output, where the grid kernels
+// (conv_depthwise.h) copy the input into a zero-bordered grid and every
+// output row out of it: two passes over each tensor fewer, on the wide
+// planes where those copies cost the most. Narrow planes stay on the grid,
+// whose contiguous runs span samples.
+//
+// Same bits as the grid kernels: each output sums the bias and then the
+// nine taps in order, each a fused multiply-add (as GCC contracts the grid
+// kernels' loops), a tap outside the input reading 0.
+// Plain functions; thread-safe for disjoint outputs (channels go to the
+// compute threads).
+#ifndef COHORT_KERNELS_CONV_DEPTHWISE_ROWS_H_
+#define COHORT_KERNELS_CONV_DEPTHWISE_ROWS_H_
+
+#include "kernels/conv.h"
+
+namespace cohort {
+namespace conv_internal {
+
+// Whether DepthwiseRowsForward takes depthwise geometry `g`.
+bool DepthwiseRowsForwardApplies(const ConvGeometry& g);
+// ... and DepthwiseRowsInputGrad: the same at stride 1 and multiplier 1,
+// where the input gradient is the forward pass of the output gradient with
+// the taps mirrored.
+bool DepthwiseRowsInputGradApplies(const ConvGeometry& g);
+
+// out[OC][N][OH][OW] = depthwise conv(in) (+ bias[oc] when non-null).
+template <typename T>
+void DepthwiseRowsForward(const ConvGeometry& g, const T* in, const T* weight,
+                          const T* bias, T* out);
+
+// Overwrites grad_in [C][N][H][W].
+template <typename T>
+void DepthwiseRowsInputGrad(const ConvGeometry& g, const T* grad_out,
+                            const T* weight, T* grad_in);
+
+}  // namespace conv_internal
+}  // namespace cohort
+
+#endif  // COHORT_KERNELS_CONV_DEPTHWISE_ROWS_H_
