@@ -15,9 +15,9 @@
 //
 // Any element type, stride, dilation and padding; 3x3 layers with padding 1
 // on wide planes pass to the row kernels (conv_depthwise_rows.h), with the
-// same bits. Output channel oc reads input channel oc / m. Scratch lives in the
-// caller's ConvWorkspace
-// (`padded` keeps the padded input for the weight gradient).
+// same bits. Output channel oc reads input channel oc / m. Scratch lives
+// in the caller's ConvWorkspace (`padded` keeps the padded input for the
+// weight gradient).
 // Thread safety: none; one workspace per thread.
 #ifndef COHORT_KERNELS_CONV_DEPTHWISE_H_
 #define COHORT_KERNELS_CONV_DEPTHWISE_H_
