@@ -120,21 +120,6 @@ void GradSumsRun(const T* dy, const T* x, const T* y, int64_t n, T mu,
   *s += ss, *q += qq;
 }
 
-// Runs f(std::integral_constant<FusedActivation, act>) so that the loops
-// inside are compiled once per activation, with no test per element.
-template <typename F>
-void WithActivation(FusedActivation act, const F& f) {
-  using A = FusedActivation;
-  switch (act) {
-    case A::kRelu:
-      return f(std::integral_constant<A, A::kRelu>());
-    case A::kRelu6:
-      return f(std::integral_constant<A, A::kRelu6>());
-    default:
-      return f(std::integral_constant<A, A::kNone>());
-  }
-}
-
 template <FusedActivation A, typename T>
 void Normalize(const ChannelLayout& l, const T* x, const T* mean,
                const T* scale, const T* shift, T* y) {

@@ -36,6 +36,18 @@ void AddLoop(const T* a, const T* b, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+template <FusedActivation A, typename T>
+void AddActivatedLoop(const T* a, const T* b, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Activate<A>(a[i] + b[i]);
+}
+
+template <FusedActivation A, typename T>
+void GradFromOutputLoop(const T* y, const T* grad_out, T* grad_in, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    grad_in[i] = Passes<A>(y[i]) ? grad_out[i] : T(0);
+  }
+}
+
 }  // namespace
 
 // The streaming maps run on the compute threads (parallel.h) when long
@@ -70,6 +82,28 @@ void Add(const T* a, const T* b, T* out, int64_t n) {
 }
 
 template <typename T>
+void AddActivated(const T* a, const T* b, FusedActivation act, T* out,
+                  int64_t n) {
+  WithActivation(act, [&](auto k) {
+    ParallelRanges(n, kElementwiseGrain, [&](int64_t first, int64_t last) {
+      AddActivatedLoop<decltype(k)::value>(a + first, b + first, out + first,
+                                           last - first);
+    });
+  });
+}
+
+template <typename T>
+void ActivationGradFromOutput(const T* y, const T* grad_out,
+                              FusedActivation act, T* grad_in, int64_t n) {
+  WithActivation(act, [&](auto k) {
+    ParallelRanges(n, kElementwiseGrain, [&](int64_t first, int64_t last) {
+      GradFromOutputLoop<decltype(k)::value>(y + first, grad_out + first,
+                                             grad_in + first, last - first);
+    });
+  });
+}
+
+template <typename T>
 void MulInPlace(const T* x, T* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= x[i];
 }
@@ -98,14 +132,18 @@ void MaskedScale(const T* in, const uint8_t* mask, T scale, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (scale * T(mask[i]));
 }
 
-#define COHORT_INSTANTIATE(T)                                          \
-  template void ReluForward<T>(const T*, T*, int64_t);                 \
-  template void ReluBackward<T>(const T*, const T*, T*, int64_t);      \
-  template void AddInPlace<T>(const T*, T*, int64_t);                  \
-  template void Add<T>(const T*, const T*, T*, int64_t);               \
-  template void MulInPlace<T>(const T*, T*, int64_t);                  \
-  template void ScalePlanesInPlace<T>(const T*, T*, int64_t, int64_t); \
-  template void SumPlanes<T>(const T*, T*, int64_t, int64_t);          \
+#define COHORT_INSTANTIATE(T)                                              \
+  template void ReluForward<T>(const T*, T*, int64_t);                     \
+  template void ReluBackward<T>(const T*, const T*, T*, int64_t);          \
+  template void AddInPlace<T>(const T*, T*, int64_t);                      \
+  template void Add<T>(const T*, const T*, T*, int64_t);                   \
+  template void AddActivated<T>(const T*, const T*, FusedActivation, T*,   \
+                                int64_t);                                  \
+  template void ActivationGradFromOutput<T>(const T*, const T*,            \
+                                            FusedActivation, T*, int64_t); \
+  template void MulInPlace<T>(const T*, T*, int64_t);                      \
+  template void ScalePlanesInPlace<T>(const T*, T*, int64_t, int64_t);     \
+  template void SumPlanes<T>(const T*, T*, int64_t, int64_t);              \
   template void MaskedScale<T>(const T*, const uint8_t*, T, T*, int64_t);
 COHORT_INSTANTIATE(float)
 COHORT_INSTANTIATE(double)

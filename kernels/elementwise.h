@@ -12,6 +12,7 @@
 #include <initializer_list>
 
 #include "common/tensor.h"
+#include "kernels/fused_activation.h"
 
 namespace cohort {
 
@@ -46,6 +47,19 @@ void AddInPlace(const T* x, T* y, int64_t n);
 // out = a + b.
 template <typename T>
 void Add(const T* a, const T* b, T* out, int64_t n);
+
+// out = act(a + b), the sum rounded first (the bits of Add and then the
+// activation layer). `out` may equal `a` or `b`.
+template <typename T>
+void AddActivated(const T* a, const T* b, FusedActivation act, T* out,
+                  int64_t n);
+
+// grad_in = grad_out where the activation's output y lets the gradient
+// pass (fused_activation.h Passes), else +0: the activation layer's
+// gradient, taken from its output. `grad_in` may equal `grad_out`.
+template <typename T>
+void ActivationGradFromOutput(const T* y, const T* grad_out,
+                              FusedActivation act, T* grad_in, int64_t n);
 
 // y *= x.
 template <typename T>

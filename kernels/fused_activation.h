@@ -7,6 +7,8 @@
 #ifndef COHORT_KERNELS_FUSED_ACTIVATION_H_
 #define COHORT_KERNELS_FUSED_ACTIVATION_H_
 
+#include <type_traits>
+
 namespace cohort {
 
 enum class FusedActivation {
@@ -39,6 +41,21 @@ inline __attribute__((always_inline)) bool Passes(T y) {
     return y > T(0) && y < T(6);
   } else {
     return y > T(0);
+  }
+}
+
+// Runs f(std::integral_constant<FusedActivation, act>), so that the loops
+// inside f are compiled once per activation, with no test per element.
+template <typename F>
+void WithActivation(FusedActivation act, const F& f) {
+  using A = FusedActivation;
+  switch (act) {
+    case A::kRelu:
+      return f(std::integral_constant<A, A::kRelu>());
+    case A::kRelu6:
+      return f(std::integral_constant<A, A::kRelu6>());
+    default:
+      return f(std::integral_constant<A, A::kNone>());
   }
 }
 

@@ -68,8 +68,8 @@ std::unique_ptr<Layer<float>> Act(std::unique_ptr<Layer<float>> a,
   return std::make_unique<Unfusable>(std::move(a));
 }
 
-// conv, BN, ReLU6, an inverted-residual sum branch whose path ends in its
-// activation, BN, ReLU as the model's last layer.
+// conv, BN, ReLU6, a residual sum branch whose path ends in its activation
+// and whose sum takes a ReLU6, BN, ReLU as the model's last layer.
 Layers Spatial(bool fusable) {
   Layers l;
   l.push_back(Conv(8, 3, 1));
@@ -81,6 +81,7 @@ Layers Spatial(bool fusable) {
   paths[0].push_back(Act(Relu(), fusable));
   l.push_back(
       std::make_unique<Branch<float>>(std::move(paths), BranchCombine::kSum));
+  l.push_back(Act(Relu6(), fusable));
   l.push_back(Bn2d());
   l.push_back(Act(Relu(), fusable));
   return l;
@@ -149,6 +150,26 @@ TEST(ActivationFusion, BatchNormsTakeTheActivationAfterThem) {
   for (auto& l : chain) s = *l->Configure(s);
   EXPECT_EQ(FuseActivations(chain),
             std::vector<bool>({false, true, false, false, false, false, true}));
+}
+
+// Summing branches take the activation after them; the others do not.
+TEST(ActivationFusion, SumBranchesTakeTheActivationAfterThem) {
+  const auto branch = [](BranchCombine combine, int paths) {
+    std::vector<Branch<float>::Path> p(paths);
+    for (auto& path : p) path.push_back(Conv(4, 1, 1));
+    return std::make_unique<Branch<float>>(std::move(p), combine);
+  };
+  Layers chain;
+  chain.push_back(branch(BranchCombine::kSum, 2));
+  chain.push_back(Relu());
+  chain.push_back(branch(BranchCombine::kConcat, 1));
+  chain.push_back(Relu());
+  chain.push_back(branch(BranchCombine::kSum, 1));  // nothing to add up
+  chain.push_back(Relu6());
+  Shape s = {4, 5, 5};
+  for (auto& l : chain) s = *l->Configure(s);
+  EXPECT_EQ(FuseActivations(chain),
+            std::vector<bool>({false, true, false, false, false, false}));
 }
 
 TEST(ActivationFusion, SpatialModelTrainsWithTheBitsOfSeparateLayers) {

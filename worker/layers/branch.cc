@@ -220,13 +220,10 @@ void Branch<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
     }
   }
   EnsureShape(out, Batched(out_shape_, n));
+  output_ = out;
   T* y = out->data();
   if (combine_ == BranchCombine::kSum) {
-    const BasicTensor<T>& first = Output(0, in);
-    std::memcpy(y, first.data(), first.size() * sizeof(T));
-    for (size_t p = 1; p < paths_.size(); ++p) {
-      AddInPlace(Output(p, in).data(), y, out->size());
-    }
+    Sum(in, out);
   } else if (combine_ == BranchCombine::kMul) {
     Multiply(in, out);
   } else if (out_shape_.size() == 1) {
@@ -250,6 +247,42 @@ void Branch<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
     }
   }
   input_ = mode == Mode::kTrain ? &in : nullptr;
+}
+
+// y = p0 + p1 + ..., in order, the last addition applying the fused
+// activation.
+template <typename T>
+void Branch<T>::Sum(const BasicTensor<T>& in, BasicTensor<T>* y) const {
+  const size_t last = paths_.size() - 1;
+  if (last == 0) {
+    const BasicTensor<T>& only = Output(0, in);
+    std::memcpy(y->data(), only.data(), only.size() * sizeof(T));
+    return;
+  }
+  for (size_t p = 1; p <= last; ++p) {
+    const T* a = p == 1 ? Output(0, in).data() : y->data();
+    AddActivated(a, Output(p, in).data(),
+                 p == last ? fused_ : FusedActivation::kNone, y->data(),
+                 y->size());
+  }
+}
+
+template <typename T>
+bool Branch<T>::FuseActivation(FusedActivation act) {
+  if (combine_ != BranchCombine::kSum || paths_.size() < 2) return false;
+  fused_ = act;
+  return true;
+}
+
+// dLoss/d(the sum) from dLoss/d(the output): grad_out itself, or through
+// the fused activation.
+template <typename T>
+const BasicTensor<T>& Branch<T>::SumGradient(const BasicTensor<T>& grad_out) {
+  if (fused_ == FusedActivation::kNone) return grad_out;
+  EnsureShape(&activation_grad_, grad_out.shape());
+  ActivationGradFromOutput(output_->data(), grad_out.data(), fused_,
+                           activation_grad_.data(), grad_out.size());
+  return activation_grad_;
 }
 
 template <typename T>
@@ -299,13 +332,14 @@ void Branch<T>::Backward(const BasicTensor<T>& grad_out,
                          BasicTensor<T>* grad_in) {
   CHECK(input_ != nullptr) << Name() << ": Backward without a kTrain Forward";
   const BasicTensor<T>& in = *input_;
+  const BasicTensor<T>& sum_grad = SumGradient(grad_out);
   const int64_t n = out_shape_.size() == 1 ? grad_out.dim(0) : grad_out.dim(1);
   bool first = true;   // grad_in not yet written
   int64_t offset = 0;  // CONCAT: the path's channel block or column
   for (size_t p = 0; p < paths_.size(); ++p) {
     State& st = state_[p];
     // dLoss/d(path output).
-    const BasicTensor<T>* g = &grad_out;
+    const BasicTensor<T>* g = &sum_grad;
     BasicTensor<T> slice;
     if (combine_ == BranchCombine::kConcat && paths_.size() > 1) {
       BasicTensor<T>& part = paths_[p].empty() ? st.grad_in : st.grads.back();

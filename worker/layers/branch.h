@@ -58,6 +58,11 @@ class Branch final : public Layer<T> {
                Mode mode) override;
   void Backward(const BasicTensor<T>& grad_out,
                 BasicTensor<T>* grad_in) override;
+  // A SUM branch of two or more paths applies a ReLU or ReLU6 after it in
+  // its last addition (layer.h), and Backward takes the gradient through
+  // it from the branch's output, which the caller keeps alive and
+  // unchanged until then.
+  bool FuseActivation(FusedActivation act) override;
 
  private:
   struct State {
@@ -73,6 +78,10 @@ class Branch final : public Layer<T> {
   };
   // The path's output tensor after Forward (the input for an empty path).
   const BasicTensor<T>& Output(size_t p, const BasicTensor<T>& in) const;
+  // SUM: y = the sum of the paths' outputs, then the fused activation.
+  void Sum(const BasicTensor<T>& in, BasicTensor<T>* y) const;
+  // SUM: dLoss/d(the sum), given dLoss/d(the output).
+  const BasicTensor<T>& SumGradient(const BasicTensor<T>& grad_out);
   // MUL: y (the batch's output) = the product of the paths' outputs.
   void Multiply(const BasicTensor<T>& in, BasicTensor<T>* y) const;
   // MUL: *g = dLoss/d(path p's output), grad_out times the other paths'
@@ -86,7 +95,10 @@ class Branch final : public Layer<T> {
   Shape in_shape_, out_shape_;
   int64_t plane_ = 1;       // MUL: H*W of the output, what a gate scales
   BasicTensor<T> product_;  // MUL: a gate path's gradient before the sums
-  const BasicTensor<T>* input_ = nullptr;  // last kTrain input
+  const BasicTensor<T>* input_ = nullptr;           // last kTrain input
+  FusedActivation fused_ = FusedActivation::kNone;  // SUM only
+  const BasicTensor<T>* output_ = nullptr;          // last Forward's output
+  BasicTensor<T> activation_grad_;                  // SumGradient's
 };
 
 extern template class Branch<float>;
