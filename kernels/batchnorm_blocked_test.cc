@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -20,6 +19,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/batchnorm.h"
+#include "kernels/bit_difference.h"
 #include "kernels/elementwise.h"
 
 namespace cohort {
@@ -357,16 +357,6 @@ TEST(BatchNormBlockedTest, DoubleReluMaskMatchesZeroedGrad) {
 // BlockedNormalizeSum against BlockedNormalize, AddInPlace and ReluForward
 // in turn, bit for bit: over every range (neighbouring channels untouched),
 // in place on the residual, with NaNs and exact cancellations in the sum.
-// The first index where a and b differ in their bits (NaN to NaN, +0 to
-// +0 match), or -1.
-template <typename T>
-int64_t FirstBitDifference(const std::vector<T>& a, const std::vector<T>& b) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return i;
-  }
-  return -1;
-}
-
 // `all`'s elements of channels [c0, c1), kUntouched elsewhere.
 template <typename T>
 std::vector<T> OnlyChannels(const BlockedLayout& l, const std::vector<T>& all,

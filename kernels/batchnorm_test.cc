@@ -8,26 +8,17 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/activations.h"
+#include "kernels/bit_difference.h"
 #include "kernels/elementwise.h"
 
 namespace cohort {
 namespace {
-
-// The index of the first element whose bits differ, or -1.
-template <typename T>
-int64_t FirstBitDifference(const std::vector<T>& a, const std::vector<T>& b) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return i;
-  }
-  return a.size() == b.size() ? -1 : static_cast<int64_t>(a.size());
-}
 
 // The activated output the kernels do not read without an activation.
 template <typename T>

@@ -5,24 +5,16 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/activations.h"
+#include "kernels/bit_difference.h"
 
 namespace cohort {
 namespace {
-
-template <typename T>
-int64_t FirstBitDifference(const std::vector<T>& a, const std::vector<T>& b) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return i;
-  }
-  return a.size() == b.size() ? -1 : static_cast<int64_t>(a.size());
-}
 
 // a + b, with b = 0 where a holds an edge value, so that the sums hit them.
 template <typename T>
