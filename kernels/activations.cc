@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/fast_exp.h"
+#include "kernels/fused_activation.h"
 #include "kernels/parallel.h"
 
 namespace cohort {
@@ -85,11 +86,10 @@ inline __attribute__((always_inline)) T Sigmoid(T x) {
   return T(1) / (T(1) + Exp(-x));
 }
 
-// min(max(x, 0), 6), by value (see Clamp).
+// min(max(x, 0), 6), by value (see Clamp): the fused activation's.
 template <typename T>
 inline __attribute__((always_inline)) T Relu6(T a) {
-  const T x = a > T(0) ? a : T(0);
-  return x < T(6) ? x : T(6);
+  return Activate<FusedActivation::kRelu6>(a);
 }
 
 // The forward pass over one range, on the calling thread.

@@ -294,7 +294,7 @@ void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
   DCHECK(g.depthwise());
   if (DepthwiseRowsForwardApplies(g)) {
-    DepthwiseRowsForward(g, in, weight, bias, out);
+    DepthwiseRowsForward(g, in, weight, bias, out, ws);
     ws->input = in;
     return;
   }
@@ -325,7 +325,7 @@ template <typename T>
 void DepthwiseInputGrad(const ConvGeometry& g, const T* grad_out,
                         const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
   if (DepthwiseRowsInputGradApplies(g)) {
-    DepthwiseRowsInputGrad(g, grad_out, weight, grad_in);
+    DepthwiseRowsInputGrad(g, grad_out, weight, grad_in, ws);
     return;
   }
   const Grid grid(g);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "kernels/parallel.h"
 
@@ -91,14 +90,24 @@ void Plane(const T* x, int64_t h, int64_t width, const T* zeros, RowTaps<T> k,
   }
 }
 
+// A row of `width` zeros in the workspace's scratch (reused from step to
+// step), which the rows above and below a plane read.
+template <typename T>
+const T* ZeroRow(int64_t width, ConvWorkspace<T>* ws) {
+  BasicTensor<T>& z = ws->scratch;
+  if (z.rank() != 1 || z.size() < width) z.Resize({width});
+  std::fill(z.data(), z.data() + width, T(0));
+  return z.data();
+}
+
 // Runs Plane over every (output channel, sample) of the layer, channels on
 // the compute threads. `x` holds the planes read, channel oc reading
 // channel oc / m; `w` and `b` the taps and biases (b may be null).
 template <int S, bool kMirror, typename T>
 void AllPlanes(const ConvGeometry& g, int64_t m, const T* x, const T* w,
-               const T* b, T* y) {
+               const T* b, T* y, ConvWorkspace<T>* ws) {
   const int64_t h = g.in_h, width = g.in_w, oh = g.out_h(), ow = g.out_w();
-  const std::vector<T> zeros(width, T(0));
+  const T* zeros = ZeroRow(width, ws);
   ParallelItems(g.out_channels, ItemGrain(g.batch * oh * ow * 9),
                 [&](int64_t oc0, int64_t oc1) {
                   for (int64_t oc = oc0; oc < oc1; ++oc) {
@@ -108,8 +117,7 @@ void AllPlanes(const ConvGeometry& g, int64_t m, const T* x, const T* w,
                     for (int64_t n = 0; n < g.batch; ++n) {
                       Plane<S, kMirror>(
                           x + ((oc / m) * g.batch + n) * h * width, h, width,
-                          zeros.data(), k, oh, ow,
-                          y + (oc * g.batch + n) * oh * ow);
+                          zeros, k, oh, ow, y + (oc * g.batch + n) * oh * ow);
                     }
                   }
                 });
@@ -130,12 +138,12 @@ bool DepthwiseRowsInputGradApplies(const ConvGeometry& g) {
 
 template <typename T>
 void DepthwiseRowsForward(const ConvGeometry& g, const T* in, const T* weight,
-                          const T* bias, T* out) {
+                          const T* bias, T* out, ConvWorkspace<T>* ws) {
   const int64_t m = g.out_channels / g.in_channels;
   if (g.stride == 1) {
-    AllPlanes<1, false>(g, m, in, weight, bias, out);
+    AllPlanes<1, false>(g, m, in, weight, bias, out, ws);
   } else {
-    AllPlanes<2, false>(g, m, in, weight, bias, out);
+    AllPlanes<2, false>(g, m, in, weight, bias, out, ws);
   }
 }
 
@@ -144,20 +152,23 @@ void DepthwiseRowsForward(const ConvGeometry& g, const T* in, const T* weight,
 // in the grid kernel's order.
 template <typename T>
 void DepthwiseRowsInputGrad(const ConvGeometry& g, const T* grad_out,
-                            const T* weight, T* grad_in) {
+                            const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
   AllPlanes<1, true>(g, 1, grad_out, weight, static_cast<const T*>(nullptr),
-                     grad_in);
+                     grad_in, ws);
 }
 
 template void DepthwiseRowsForward<float>(const ConvGeometry&, const float*,
-                                          const float*, const float*, float*);
+                                          const float*, const float*, float*,
+                                          ConvWorkspace<float>*);
 template void DepthwiseRowsForward<double>(const ConvGeometry&, const double*,
                                            const double*, const double*,
-                                           double*);
+                                           double*, ConvWorkspace<double>*);
 template void DepthwiseRowsInputGrad<float>(const ConvGeometry&, const float*,
-                                            const float*, float*);
+                                            const float*, float*,
+                                            ConvWorkspace<float>*);
 template void DepthwiseRowsInputGrad<double>(const ConvGeometry&, const double*,
-                                             const double*, double*);
+                                             const double*, double*,
+                                             ConvWorkspace<double>*);
 
 }  // namespace conv_internal
 }  // namespace cohort

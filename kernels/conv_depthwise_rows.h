@@ -28,14 +28,15 @@ bool DepthwiseRowsForwardApplies(const ConvGeometry& g);
 bool DepthwiseRowsInputGradApplies(const ConvGeometry& g);
 
 // out[OC][N][OH][OW] = depthwise conv(in) (+ bias[oc] when non-null).
+// `ws->scratch` holds a row of zeros during the call.
 template <typename T>
 void DepthwiseRowsForward(const ConvGeometry& g, const T* in, const T* weight,
-                          const T* bias, T* out);
+                          const T* bias, T* out, ConvWorkspace<T>* ws);
 
-// Overwrites grad_in [C][N][H][W].
+// Overwrites grad_in [C][N][H][W]; `ws` as above.
 template <typename T>
 void DepthwiseRowsInputGrad(const ConvGeometry& g, const T* grad_out,
-                            const T* weight, T* grad_in);
+                            const T* weight, T* grad_in, ConvWorkspace<T>* ws);
 
 }  // namespace conv_internal
 }  // namespace cohort

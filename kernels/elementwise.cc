@@ -16,14 +16,8 @@ namespace {
 
 template <typename T>
 void ReluLoop(const T* in, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] > T(0) ? in[i] : T(0);
-}
-
-template <typename T>
-void ReluBackwardLoop(const T* in, const T* grad_out, T* grad_in, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    grad_in[i] = in[i] > T(0) ? grad_out[i] : T(0);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = Activate<FusedActivation::kRelu>(in[i]);
 }
 
 template <typename T>
@@ -63,7 +57,9 @@ void ReluForward(const T* in, T* out, int64_t n) {
 template <typename T>
 void ReluBackward(const T* in, const T* grad_out, T* grad_in, int64_t n) {
   ParallelRanges(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
-    ReluBackwardLoop(in + b, grad_out + b, grad_in + b, e - b);
+    // The ReLU's input and output pass the gradient at the same places.
+    GradFromOutputLoop<FusedActivation::kRelu>(in + b, grad_out + b,
+                                               grad_in + b, e - b);
   });
 }
 
