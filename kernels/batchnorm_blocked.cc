@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/prefetch.h"
+
 namespace cohort {
 namespace {
 
@@ -153,6 +155,19 @@ inline void AddLanes(const __m256d* acc, double* out) {
   }
 }
 
+// Prefetches the cache lines of the run kPrefetchBytes past p: the sums
+// below only read, and a stream that is only read waits on memory without
+// it (kernels/prefetch.h).
+template <typename T>
+inline void PrefetchRun(const T* p) {
+  constexpr int64_t kLine = 64;
+#pragma GCC unroll 2
+  for (int64_t b = 0; b < kLanes * static_cast<int64_t>(sizeof(T));
+       b += kLine) {
+    PrefetchAhead(reinterpret_cast<const char*>(p) + b);
+  }
+}
+
 // Per-lane sums of (x - k) and (x - k)^2 over one row of n elements, added
 // to s and q.
 template <typename T>
@@ -164,6 +179,7 @@ void ShiftedLaneSums(const T* x, int64_t n, const T* k, double* s, double* q) {
   for (int h = 0; h < kWide; ++h) sv[h] = qv[h] = _mm256_setzero_pd();
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
+    PrefetchRun(x + i);
     __m256d v[kWide];
     WidenDiffRun(x + i, kv, v);
     AccumulateRun(v, v, sv, qv);
@@ -188,6 +204,9 @@ void GradLaneSums(const T* dy, const T* r, const T* x, int64_t n, const T* mu,
   for (int h = 0; h < kWide; ++h) sv[h] = qv[h] = _mm256_setzero_pd();
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
+    PrefetchRun(dy + i);
+    PrefetchRun(x + i);
+    if constexpr (kMask) PrefetchRun(r + i);
     __m256d g[kWide], xc[kWide];
     WidenGradRun<T, kMask>(dy, r, i, g);
     WidenDiffRun(x + i, mv, xc);
