@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "kernels/elementwise.h"
+#include "kernels/norm_rows.h"
 #include "kernels/parallel.h"
 
 namespace cohort {
@@ -113,50 +114,75 @@ void NormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   int64_t cs, ns;
   Strides(n, &cs, &ns);
   const int64_t groups = per_element_ ? 1 : options_.groups;
-  const int64_t cg = channels_ / groups, p_count = inner_;
-  const double m = static_cast<double>(cg * p_count);
+  const int64_t cg = channels_ / groups;
+  const double m = static_cast<double>(cg * inner_);
   mean_.resize(n * groups);
   invstd_.resize(n * groups);
-  const bool affine = options_.affine;
   const T* x = in.data();
   T* y = out->data();
   for (int64_t s = 0; s < n; ++s) {
     for (int64_t g = 0; g < groups; ++g) {
-      double sum = 0;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
-        const T* r = x + c * cs + s * ns;
-        for (int64_t p = 0; p < p_count; ++p) sum += r[p];
-      }
-      const double mean = sum / m;
-      double var = 0;
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
-        const T* r = x + c * cs + s * ns;
-        for (int64_t p = 0; p < p_count; ++p) {
-          const double d = r[p] - mean;
-          var += d * d;
-        }
-      }
-      const double invstd = 1.0 / std::sqrt(var / m + options_.eps);
+      const GroupRows rows{x + s * ns, nullptr,      y + s * ns, cs,
+                           g * cg,     (g + 1) * cg, 0.0,        0.0};
+      double mean, invstd;
+      GroupStats(rows, m, &mean, &invstd);
       mean_[s * groups + g] = mean;
       invstd_[s * groups + g] = invstd;
-      const T tm = static_cast<T>(mean), ti = static_cast<T>(invstd);
-      for (int64_t c = g * cg; c < (g + 1) * cg; ++c) {
-        const T* r = x + c * cs + s * ns;
-        T* o = y + c * cs + s * ns;
-        if (!affine) {
-          for (int64_t p = 0; p < p_count; ++p) o[p] = (r[p] - tm) * ti;
-        } else if (per_element_) {
-          const T* w = weight_.data() + c * p_count;
-          const T* b = bias_.data() + c * p_count;
-          for (int64_t p = 0; p < p_count; ++p) {
-            o[p] = (r[p] - tm) * ti * w[p] + b[p];
-          }
-        } else {
-          const T w = weight_[c], b = bias_[c];
-          for (int64_t p = 0; p < p_count; ++p) {
-            o[p] = (r[p] - tm) * ti * w + b;
-          }
-        }
+      NormalizeGroup(rows, static_cast<T>(mean), static_cast<T>(invstd));
+    }
+  }
+}
+
+// Rows of adjacent channels (a dense GroupNorm's channels, one element
+// each) are one row to the sums.
+template <typename T>
+void NormBase<T>::GroupStats(const GroupRows& rows, double m, double* mean,
+                             double* invstd) const {
+  const int64_t p_count = inner_;
+  const bool adjacent = rows.c_stride == p_count;
+  const int64_t len =
+      adjacent ? (rows.c_end - rows.c_begin) * p_count : p_count;
+  const int64_t c_end = adjacent ? rows.c_begin + 1 : rows.c_end;
+  double sum = 0;
+  for (int64_t c = rows.c_begin; c < c_end; ++c) {
+    sum += RowSum(rows.x + c * rows.c_stride, len);
+  }
+  *mean = sum / m;
+  double var = 0;
+  for (int64_t c = rows.c_begin; c < c_end; ++c) {
+    var += RowSquaredDeviations(rows.x + c * rows.c_stride, len, *mean);
+  }
+  *invstd = 1.0 / std::sqrt(var / m + options_.eps);
+}
+
+// y = (x - mean) * invstd, then the affine map, over one (sample, group);
+// rows.dx is y.
+template <typename T>
+void NormBase<T>::NormalizeGroup(const GroupRows& rows, T tm, T ti) const {
+  const int64_t p_count = inner_;
+  const bool affine = options_.affine;
+  if (affine && !per_element_ && p_count == 1) {  // one element a channel
+    for (int64_t c = rows.c_begin; c < rows.c_end; ++c) {
+      const int64_t o = c * rows.c_stride;
+      rows.dx[o] = (rows.x[o] - tm) * ti * weight_[c] + bias_[c];
+    }
+    return;
+  }
+  for (int64_t c = rows.c_begin; c < rows.c_end; ++c) {
+    const T* r = rows.x + c * rows.c_stride;
+    T* o = rows.dx + c * rows.c_stride;
+    if (!affine) {
+      for (int64_t p = 0; p < p_count; ++p) o[p] = (r[p] - tm) * ti;
+    } else if (per_element_) {
+      const T* w = weight_.data() + c * p_count;
+      const T* b = bias_.data() + c * p_count;
+      for (int64_t p = 0; p < p_count; ++p) {
+        o[p] = (r[p] - tm) * ti * w[p] + b[p];
+      }
+    } else {
+      const T w = weight_[c], b = bias_[c];
+      for (int64_t p = 0; p < p_count; ++p) {
+        o[p] = (r[p] - tm) * ti * w + b;
       }
     }
   }
@@ -217,6 +243,24 @@ void NormBase<T>::GroupGradSums(const GroupRows& rows, double* sum_gy,
                                 double* sum_gy_xh) {
   const int64_t p_count = inner_;
   const bool affine = options_.affine;
+  if (!per_element_ && p_count == 1) {  // one element a channel
+    double g = 0, g_xh = 0;
+    for (int64_t c = rows.c_begin; c < rows.c_end; ++c) {
+      const int64_t o = c * rows.c_stride;
+      const double xh = (rows.x[o] - rows.mean) * rows.invstd;
+      const double dy = rows.dy[o];
+      const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
+      g += w * dy;
+      g_xh += w * dy * xh;
+      if (affine) {
+        weight_acc_[c] += dy * xh;
+        bias_acc_[c] += dy;
+      }
+    }
+    *sum_gy += g;
+    *sum_gy_xh += g_xh;
+    return;
+  }
   for (int64_t c = rows.c_begin; c < rows.c_end; ++c) {
     const T* r = rows.x + c * rows.c_stride;
     const T* d = rows.dy + c * rows.c_stride;
@@ -225,23 +269,16 @@ void NormBase<T>::GroupGradSums(const GroupRows& rows, double* sum_gy,
       const T* w = weight_.data() + c * p_count;
       double* wa = weight_acc_.data() + c * p_count;
       double* ba = bias_acc_.data() + c * p_count;
-      for (int64_t p = 0; p < p_count; ++p) {
-        const double xh = (r[p] - rows.mean) * rows.invstd;
-        const double gy = static_cast<double>(d[p]) * w[p];
-        *sum_gy += gy;
-        *sum_gy_xh += gy * xh;
-        wa[p] += d[p] * xh;
-        ba[p] += d[p];
-      }
+      const RowGradSums sums = RowGradientSumsPerElement(
+          r, d, w, p_count, rows.mean, rows.invstd, wa, ba);
+      *sum_gy += sums.g;
+      *sum_gy_xh += sums.g_xh;
       continue;
     }
     // One weight for the channel (1 without affine).
-    double dy_xh = 0, dy_sum = 0;
-    for (int64_t p = 0; p < p_count; ++p) {
-      const double xh = (r[p] - rows.mean) * rows.invstd;
-      dy_xh += d[p] * xh;
-      dy_sum += d[p];
-    }
+    const RowGradSums sums =
+        RowGradientSums(r, d, p_count, rows.mean, rows.invstd);
+    const double dy_sum = sums.g, dy_xh = sums.g_xh;
     const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
     *sum_gy += w * dy_sum;
     *sum_gy_xh += w * dy_xh;

@@ -59,8 +59,9 @@ class NormBase : public Layer<T> {
   void ForwardPerPosition(const BasicTensor<T>& in, BasicTensor<T>* out);
   // Columns [begin, end) of ForwardPerPosition (x and y {C, m}).
   void ForwardColumns(const T* x, int64_t m, int64_t begin, int64_t end, T* y);
-  // One (sample, group) for Backward: rows of channel c at x, dy and dx
-  // (dx null when no input gradient is wanted) + c * c_stride.
+  // One (sample, group): rows of channel c at x, dy and dx + c * c_stride.
+  // Backward: dx null when no input gradient is wanted. Forward: dx is the
+  // output, dy unused.
   struct GroupRows {
     const T* x;
     const T* dy;
@@ -68,6 +69,11 @@ class NormBase : public Layer<T> {
     int64_t c_stride, c_begin, c_end;
     double mean, invstd;
   };
+  // Forward over one (sample, group) of m elements, with rows.dx the
+  // output rows: its mean and 1/std, then the normalised rows.
+  void GroupStats(const GroupRows& rows, double m, double* mean,
+                  double* invstd) const;
+  void NormalizeGroup(const GroupRows& rows, T mean, T invstd) const;
   void GroupGradSums(const GroupRows& rows, double* sum_gy, double* sum_gy_xh);
   void GroupInputGrad(const GroupRows& rows, double a, double b);
   void BackwardPerPosition(const BasicTensor<T>& grad_out,

@@ -1,0 +1,152 @@
+#include "kernels/norm_rows.h"
+
+#include <immintrin.h>
+
+namespace cohort {
+namespace {
+
+// Elements per loop step: four vectors of four doubles, one accumulator
+// each per sum.
+constexpr int64_t kStep = 16;
+constexpr int kVecs = 4;
+
+// Four elements of T as doubles.
+inline __m256d Load4(const float* p) {
+  return _mm256_cvtps_pd(_mm_loadu_ps(p));
+}
+inline __m256d Load4(const double* p) { return _mm256_loadu_pd(p); }
+
+inline void Zero(__m256d* acc) {
+#pragma GCC unroll 4
+  for (int k = 0; k < kVecs; ++k) acc[k] = _mm256_setzero_pd();
+}
+
+// The accumulators' sum, in one fixed order.
+inline double Fold(const __m256d* acc) {
+  const __m256d s = _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]),
+                                  _mm256_add_pd(acc[2], acc[3]));
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, s);
+  return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+}
+
+}  // namespace
+
+template <typename T>
+double RowSum(const T* x, int64_t n) {
+  __m256d acc[kVecs];
+  Zero(acc);
+  int64_t i = 0;
+  for (; i + kStep <= n; i += kStep) {
+#pragma GCC unroll 4
+    for (int k = 0; k < kVecs; ++k) {
+      acc[k] = _mm256_add_pd(acc[k], Load4(x + i + 4 * k));
+    }
+  }
+  double s = Fold(acc);
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+template <typename T>
+double RowSquaredDeviations(const T* x, int64_t n, double mean) {
+  const __m256d m = _mm256_set1_pd(mean);
+  __m256d acc[kVecs];
+  Zero(acc);
+  int64_t i = 0;
+  for (; i + kStep <= n; i += kStep) {
+#pragma GCC unroll 4
+    for (int k = 0; k < kVecs; ++k) {
+      const __m256d d = _mm256_sub_pd(Load4(x + i + 4 * k), m);
+      acc[k] = _mm256_fmadd_pd(d, d, acc[k]);
+    }
+  }
+  double s = Fold(acc);
+  for (; i < n; ++i) {
+    const double d = x[i] - mean;
+    s += d * d;
+  }
+  return s;
+}
+
+template <typename T>
+RowGradSums RowGradientSums(const T* x, const T* dy, int64_t n, double mean,
+                            double invstd) {
+  const __m256d m = _mm256_set1_pd(mean), is = _mm256_set1_pd(invstd);
+  __m256d g[kVecs], gx[kVecs];
+  Zero(g);
+  Zero(gx);
+  int64_t i = 0;
+  for (; i + kStep <= n; i += kStep) {
+#pragma GCC unroll 4
+    for (int k = 0; k < kVecs; ++k) {
+      const __m256d xh =
+          _mm256_mul_pd(_mm256_sub_pd(Load4(x + i + 4 * k), m), is);
+      const __m256d d = Load4(dy + i + 4 * k);
+      g[k] = _mm256_add_pd(g[k], d);
+      gx[k] = _mm256_fmadd_pd(d, xh, gx[k]);
+    }
+  }
+  RowGradSums s{Fold(g), Fold(gx)};
+  for (; i < n; ++i) {
+    const double xh = (x[i] - mean) * invstd;
+    s.g += dy[i];
+    s.g_xh += dy[i] * xh;
+  }
+  return s;
+}
+
+template <typename T>
+RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
+                                      int64_t n, double mean, double invstd,
+                                      double* dw, double* db) {
+  const __m256d m = _mm256_set1_pd(mean), is = _mm256_set1_pd(invstd);
+  __m256d g[kVecs], gx[kVecs];
+  Zero(g);
+  Zero(gx);
+  int64_t i = 0;
+  for (; i + kStep <= n; i += kStep) {
+#pragma GCC unroll 4
+    for (int k = 0; k < kVecs; ++k) {
+      const int64_t o = i + 4 * k;
+      const __m256d xh = _mm256_mul_pd(_mm256_sub_pd(Load4(x + o), m), is);
+      const __m256d d = Load4(dy + o);
+      const __m256d gy = _mm256_mul_pd(d, Load4(w + o));
+      g[k] = _mm256_add_pd(g[k], gy);
+      gx[k] = _mm256_fmadd_pd(gy, xh, gx[k]);
+      _mm256_storeu_pd(dw + o, _mm256_fmadd_pd(d, xh, _mm256_loadu_pd(dw + o)));
+      _mm256_storeu_pd(db + o, _mm256_add_pd(_mm256_loadu_pd(db + o), d));
+    }
+  }
+  RowGradSums s{Fold(g), Fold(gx)};
+  for (; i < n; ++i) {
+    const double xh = (x[i] - mean) * invstd;
+    const double gy = static_cast<double>(dy[i]) * w[i];
+    s.g += gy;
+    s.g_xh += gy * xh;
+    dw[i] += dy[i] * xh;
+    db[i] += dy[i];
+  }
+  return s;
+}
+
+template double RowSum<float>(const float*, int64_t);
+template double RowSquaredDeviations<float>(const float*, int64_t, double);
+template RowGradSums RowGradientSums<float>(const float*, const float*, int64_t,
+                                            double, double);
+template RowGradSums RowGradientSumsPerElement<float>(const float*,
+                                                      const float*,
+                                                      const float*, int64_t,
+                                                      double, double, double*,
+                                                      double*);
+template double RowSum<double>(const double*, int64_t);
+template double RowSquaredDeviations<double>(const double*, int64_t, double);
+template RowGradSums RowGradientSums<double>(const double*, const double*,
+                                             int64_t, double, double);
+template RowGradSums RowGradientSumsPerElement<double>(const double*,
+                                                       const double*,
+                                                       const double*, int64_t,
+                                                       double, double, double*,
+                                                       double*);
+
+}  // namespace cohort
