@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -283,6 +284,51 @@ TEST(ElementwiseActivation, SameBitsOnOneAndTwoThreads) {
     EXPECT_EQ(ActivationOnThreads(1, kind), ActivationOnThreads(2, kind))
         << ActivationName(kind, 0.01);
   }
+}
+
+// The norms split their (sample, group)s over the compute threads: every
+// bit of the output, the input gradient and the parameter gradients stays
+// the same. LayerNorm and GroupNorm over spatial samples, GroupNorm over
+// dense features; samples enough for both threads to get some.
+std::vector<float> NormOnThreads(int threads, bool layer_norm, Shape sample,
+                                 Shape batch) {
+  SetOnednnThreads(threads);
+  std::unique_ptr<Layer<float>> layer;
+  if (layer_norm) {
+    layer = std::make_unique<LayerNorm<float>>(NormOptions{});
+  } else {
+    layer = std::make_unique<GroupNorm<float>>(NormOptions{1e-5, true, 4});
+  }
+  EXPECT_TRUE(layer->Configure(sample).ok());
+  ParamStore<float> store;
+  Layer<float>* layers[] = {layer.get()};
+  store.Build(layers);
+  for (int64_t i = 0; i < store.values().size(); ++i) {
+    store.values()[i] = static_cast<float>((i * 31) % 17) * 0.125f - 1.0f;
+  }
+  Tensor x(batch), dy(batch), y, dx;
+  for (int64_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>((i * 7919) % 1013) * 0.02f - 10.0f;
+    dy[i] = static_cast<float>((i * 104729) % 997) * 0.002f - 1.0f;
+  }
+  layer->Forward(x, &y, Mode::kTrain);
+  layer->Backward(dy, &dx);
+  std::vector<float> all(y.data(), y.data() + y.size());
+  all.insert(all.end(), dx.data(), dx.data() + dx.size());
+  all.insert(all.end(), store.grads().data(),
+             store.grads().data() + store.grads().size());
+  SetOnednnThreads(0);
+  return all;
+}
+
+TEST(Norms, SameBitsOnOneAndTwoThreads) {
+  for (bool layer_norm : {true, false}) {
+    SCOPED_TRACE(layer_norm ? "layernorm" : "groupnorm");
+    EXPECT_EQ(NormOnThreads(1, layer_norm, {16, 24, 24}, {16, 32, 24, 24}),
+              NormOnThreads(2, layer_norm, {16, 24, 24}, {16, 32, 24, 24}));
+  }
+  EXPECT_EQ(NormOnThreads(1, false, {4096}, {64, 4096}),
+            NormOnThreads(2, false, {4096}, {64, 4096}));
 }
 
 }  // namespace

@@ -120,17 +120,19 @@ void NormBase<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   invstd_.resize(n * groups);
   const T* x = in.data();
   T* y = out->data();
-  for (int64_t s = 0; s < n; ++s) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const GroupRows rows{x + s * ns, nullptr,      y + s * ns, cs,
-                           g * cg,     (g + 1) * cg, 0.0,        0.0};
-      double mean, invstd;
-      GroupStats(rows, m, &mean, &invstd);
-      mean_[s * groups + g] = mean;
-      invstd_[s * groups + g] = invstd;
-      NormalizeGroup(rows, static_cast<T>(mean), static_cast<T>(invstd));
-    }
-  }
+  // Each (sample, group) writes its own statistics and rows: split over
+  // the compute team, any thread count gives the bits of one.
+  ParallelItems(
+      n * groups, ItemGrain(cg * inner_), [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t s = i / groups, g = i % groups;
+          const GroupRows rows{x + s * ns, nullptr,      y + s * ns, cs,
+                               g * cg,     (g + 1) * cg, 0.0,        0.0};
+          GroupStats(rows, m, &mean_[i], &invstd_[i]);
+          NormalizeGroup(rows, static_cast<T>(mean_[i]),
+                         static_cast<T>(invstd_[i]));
+        }
+      });
 }
 
 // Rows of adjacent channels (a dense GroupNorm's channels, one element
@@ -211,81 +213,101 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
     bias_acc_.assign(bias_.size(), 0.0);
   }
   T* dx = grad_in != nullptr ? grad_in->data() : nullptr;
-  for (int64_t s = 0; s < n; ++s) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const GroupRows rows{in_->data() + s * ns,
-                           grad_out.data() + s * ns,
-                           dx != nullptr ? dx + s * ns : nullptr,
-                           cs,
-                           g * cg,
-                           (g + 1) * cg,
-                           mean_[s * groups + g],
-                           invstd_[s * groups + g]};
-      double sum_gy = 0, sum_gy_xh = 0;
-      GroupGradSums(rows, &sum_gy, &sum_gy_xh);
+  auto rows_of = [&](int64_t i) {
+    const int64_t s = i / groups, g = i % groups;
+    return GroupRows{in_->data() + s * ns,
+                     grad_out.data() + s * ns,
+                     dx != nullptr ? dx + s * ns : nullptr,
+                     cs,
+                     g * cg,
+                     (g + 1) * cg,
+                     mean_[i],
+                     invstd_[i]};
+  };
+  // A weight per element (LayerNorm) adds each sample's share to the
+  // parameter gradients as it sums, in sample order, on one thread; with
+  // a weight per channel each (sample, channel) keeps its sums and they
+  // are added in sample order afterwards. Either way the input gradients
+  // of the (sample, group)s split over the compute team.
+  const bool per_element_grads = affine && per_element_;
+  const int64_t items = n * groups;
+  group_sums_.assign(items, RowGradSums{});
+  channel_sums_.resize(per_element_grads ? 0 : n * channels_);
+  if (per_element_grads) {
+    for (int64_t i = 0; i < items; ++i) {
+      GroupGradSums(rows_of(i), i / groups, &group_sums_[i]);
+    }
+  }
+  ParallelItems(items, ItemGrain(cg * p_count), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const GroupRows rows = rows_of(i);
+      if (!per_element_grads) GroupGradSums(rows, i / groups, &group_sums_[i]);
       if (dx != nullptr) {
-        GroupInputGrad(rows, sum_gy * inv_m, sum_gy_xh * inv_m);
+        GroupInputGrad(rows, group_sums_[i].g * inv_m,
+                       group_sums_[i].g_xh * inv_m);
+      }
+    }
+  });
+  if (!affine) return;
+  if (!per_element_) {
+    for (int64_t s = 0; s < n; ++s) {
+      const RowGradSums* sums = channel_sums_.data() + s * channels_;
+      for (int64_t c = 0; c < channels_; ++c) {
+        weight_acc_[c] += sums[c].g_xh;
+        bias_acc_[c] += sums[c].g;
       }
     }
   }
-  if (affine) {
-    for (int64_t k = 0; k < weight_.size(); ++k) {
-      weight_grad_[k] = static_cast<T>(weight_acc_[k]);
-      bias_grad_[k] = static_cast<T>(bias_acc_[k]);
-    }
+  for (int64_t k = 0; k < weight_.size(); ++k) {
+    weight_grad_[k] = static_cast<T>(weight_acc_[k]);
+    bias_grad_[k] = static_cast<T>(bias_acc_[k]);
   }
 }
 
-// One (sample, group) of Backward: adds its share of the parameter
-// gradients and sums gy and gy * xh over it.
+// One (sample, group) of Backward, sample s: sums gy and gy * xh over it
+// into *total; its share of the parameter gradients goes into the
+// accumulators with a weight per element, else into channel_sums_ (dy and
+// dy * xh per channel).
 template <typename T>
-void NormBase<T>::GroupGradSums(const GroupRows& rows, double* sum_gy,
-                                double* sum_gy_xh) {
+void NormBase<T>::GroupGradSums(const GroupRows& rows, int64_t s,
+                                RowGradSums* total) {
   const int64_t p_count = inner_;
   const bool affine = options_.affine;
+  RowGradSums* per_channel =
+      channel_sums_.empty() ? nullptr : channel_sums_.data() + s * channels_;
   if (!per_element_ && p_count == 1) {  // one element a channel
     double g = 0, g_xh = 0;
     for (int64_t c = rows.c_begin; c < rows.c_end; ++c) {
       const int64_t o = c * rows.c_stride;
-      const double xh = (rows.x[o] - rows.mean) * rows.invstd;
       const double dy = rows.dy[o];
+      const double dy_xh = dy * ((rows.x[o] - rows.mean) * rows.invstd);
       const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
       g += w * dy;
-      g_xh += w * dy * xh;
-      if (affine) {
-        weight_acc_[c] += dy * xh;
-        bias_acc_[c] += dy;
-      }
+      g_xh += w * dy_xh;
+      per_channel[c] = {dy, dy_xh};
     }
-    *sum_gy += g;
-    *sum_gy_xh += g_xh;
+    total->g += g;
+    total->g_xh += g_xh;
     return;
   }
   for (int64_t c = rows.c_begin; c < rows.c_end; ++c) {
     const T* r = rows.x + c * rows.c_stride;
     const T* d = rows.dy + c * rows.c_stride;
     if (affine && per_element_) {
-      // Weight and its gradient per element: branch-free rows.
-      const T* w = weight_.data() + c * p_count;
-      double* wa = weight_acc_.data() + c * p_count;
-      double* ba = bias_acc_.data() + c * p_count;
       const RowGradSums sums = RowGradientSumsPerElement(
-          r, d, w, p_count, rows.mean, rows.invstd, wa, ba);
-      *sum_gy += sums.g;
-      *sum_gy_xh += sums.g_xh;
+          r, d, weight_.data() + c * p_count, p_count, rows.mean, rows.invstd,
+          weight_acc_.data() + c * p_count, bias_acc_.data() + c * p_count);
+      total->g += sums.g;
+      total->g_xh += sums.g_xh;
       continue;
     }
     // One weight for the channel (1 without affine).
     const RowGradSums sums =
         RowGradientSums(r, d, p_count, rows.mean, rows.invstd);
-    const double dy_sum = sums.g, dy_xh = sums.g_xh;
     const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
-    *sum_gy += w * dy_sum;
-    *sum_gy_xh += w * dy_xh;
-    if (affine) {
-      weight_acc_[c] += dy_xh;
-      bias_acc_[c] += dy_sum;
-    }
+    total->g += w * sums.g;
+    total->g_xh += w * sums.g_xh;
+    per_channel[c] = sums;
   }
 }
 

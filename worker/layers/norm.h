@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/norm_rows.h"
 #include "worker/layers/layer.h"
 
 namespace cohort {
@@ -74,7 +75,7 @@ class NormBase : public Layer<T> {
   void GroupStats(const GroupRows& rows, double m, double* mean,
                   double* invstd) const;
   void NormalizeGroup(const GroupRows& rows, T mean, T invstd) const;
-  void GroupGradSums(const GroupRows& rows, double* sum_gy, double* sum_gy_xh);
+  void GroupGradSums(const GroupRows& rows, int64_t s, RowGradSums* total);
   void GroupInputGrad(const GroupRows& rows, double a, double b);
   void BackwardPerPosition(const BasicTensor<T>& grad_out,
                            BasicTensor<T>* grad_in);
@@ -95,6 +96,9 @@ class NormBase : public Layer<T> {
   BasicTensor<T> weight_, bias_, weight_grad_, bias_grad_;  // views
   std::vector<double> mean_, invstd_;  // per (sample, group)
   std::vector<double> weight_acc_, bias_acc_;
+  // Backward's sums per (sample, group) and, with a weight per channel,
+  // per (sample, channel).
+  std::vector<RowGradSums> group_sums_, channel_sums_;
   const BasicTensor<T>* in_ = nullptr;
   // per_position: per-column statistics and backward sums, reused.
   std::vector<T> col_mean_, col_invstd_, col_a_, col_b_;
