@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "google/protobuf/text_format.h"
+#include "worker/compute_threads.h"
 #include "worker/layers/param_store.h"
 #include "worker/zoo.h"
 
@@ -86,8 +87,10 @@ int main(int argc, char** argv) {
   // An argument keeps only the cases whose layer text contains it.
   const std::string only = argc > 1 ? argv[1] : "";
   using cohort::Case;
-  // Large products go to OpenBLAS: hold it to the one thread we compare.
+  // Large products go to OpenBLAS, and the layers' loops split over the
+  // compute threads: hold both to the one thread we compare.
   openblas_set_num_threads(1);
+  cohort::SetComputeThreads(1);
   const std::vector<Case> cases = {
       {"relu {}", {32, 16, 16}},
       {"gelu {}", {32, 16, 16}},

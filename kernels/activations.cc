@@ -92,6 +92,23 @@ inline __attribute__((always_inline)) T Relu6(T a) {
   return Activate<FusedActivation::kRelu6>(a);
 }
 
+// x * sigmoid(x) as two loops over blocks that stay in L1: the sigmoids,
+// then the products (in and out may be the same array). Written as one loop,
+// GCC split it on FastExp's clamp and computed the clamped arm's product, x
+// times the denormal sigmoid(-88), for every vector before blending it away;
+// each such product took a microcode assist, and SiLU ran at a tenth of the
+// speed of sigmoid. The bits are the one loop's.
+template <typename T>
+void SiluForward(const T* in, T* out, int64_t n) {
+  constexpr int64_t kBlock = 512;
+  T s[kBlock];  // out may be in
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    for (int64_t i = 0; i < m; ++i) s[i] = Sigmoid(in[b + i]);
+    for (int64_t i = 0; i < m; ++i) out[b + i] = in[b + i] * s[i];
+  }
+}
+
 // The forward pass over one range, on the calling thread.
 template <typename T>
 void ForwardRange(ActivationKind kind, T slope, const T* in, T* out,
@@ -111,7 +128,7 @@ void ForwardRange(ActivationKind kind, T slope, const T* in, T* out,
       }
       return;
     case ActivationKind::kSilu:
-      for (int64_t i = 0; i < n; ++i) out[i] = in[i] * Sigmoid(in[i]);
+      SiluForward(in, out, n);
       return;
     case ActivationKind::kTanh:
       for (int64_t i = 0; i < n; ++i) out[i] = Tanh(in[i]);
