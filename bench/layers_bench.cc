@@ -1,8 +1,10 @@
 // Milliseconds per forward + backward of the activation, norm and 1-D
-// pooling layers on the CPU engine, float32, one thread, next to relu and
-// batchnorm2d on the same tensor (the yardsticks they replace in a recipe),
-// and the attention and transformer block (D 256, 4 heads, L 256, batch 8):
-//   bazel build //bench:layers_bench && bazel-bin/bench/layers_bench [FILTER]
+// pooling layers on the CPU engine, float32, one thread (or THREADS), next to
+// relu and batchnorm2d on the same tensor (the yardsticks they replace in a
+// recipe), and the attention and transformer block (D 256, 4 heads, L 256,
+// batch 8):
+//   bazel build //bench:layers_bench
+//   bazel-bin/bench/layers_bench [FILTER [THREADS]]
 // bench/layers_torch.py prints PyTorch's times for the same cases.
 #include <cblas.h>
 #include <time.h>
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,11 +89,18 @@ Times Run(const Case& c, int64_t n) {
 int main(int argc, char** argv) {
   // An argument keeps only the cases whose layer text contains it.
   const std::string only = argc > 1 ? argv[1] : "";
+  const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
+  if (threads < 1 || threads > 64) {
+    std::fprintf(stderr, "layers_bench: THREADS must be 1 to 64, got %s\n",
+                 argv[2]);
+    return 2;
+  }
   using cohort::Case;
   // Large products go to OpenBLAS, and the layers' loops split over the
-  // compute threads: hold both to the one thread we compare.
+  // compute threads: hold OpenBLAS to one thread, as the engine does, and
+  // the compute threads to the count asked for.
   openblas_set_num_threads(1);
-  cohort::SetComputeThreads(1);
+  cohort::SetComputeThreads(threads);
   const std::vector<Case> cases = {
       {"relu {}", {32, 16, 16}},
       {"gelu {}", {32, 16, 16}},
@@ -114,8 +124,9 @@ int main(int argc, char** argv) {
       {"interaction { kind: DOT dim: 16 }", {27 * 16}, 128},
   };
   std::printf(
-      "float32, 1 thread; best of 5 x 10; wall ms, then this thread's CPU "
-      "ms\n");
+      "float32, %d thread(s); best of 5 x 10; wall ms, then this thread's "
+      "CPU ms\n",
+      threads);
   for (const Case& c : cases) {
     if (std::string(c.layer).find(only) == std::string::npos) continue;
     std::string shape;

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <cmath>
+
 namespace cohort {
 namespace {
 
@@ -96,6 +98,14 @@ RowGradSums RowGradientSums(const T* x, const T* dy, int64_t n, double mean,
   return s;
 }
 
+// The parameter gradients' terms of element o: dw += dy * xh (one fused
+// multiply-add, in the vectors and the tails alike, so that a row cut
+// anywhere gives the same bits) and db += dy.
+inline void AddParamTerms(__m256d d, __m256d xh, double* dw, double* db) {
+  _mm256_storeu_pd(dw, _mm256_fmadd_pd(d, xh, _mm256_loadu_pd(dw)));
+  _mm256_storeu_pd(db, _mm256_add_pd(_mm256_loadu_pd(db), d));
+}
+
 template <typename T>
 RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
                                       int64_t n, double mean, double invstd,
@@ -114,8 +124,7 @@ RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
       const __m256d gy = _mm256_mul_pd(d, Load4(w + o));
       g[k] = _mm256_add_pd(g[k], gy);
       gx[k] = _mm256_fmadd_pd(gy, xh, gx[k]);
-      _mm256_storeu_pd(dw + o, _mm256_fmadd_pd(d, xh, _mm256_loadu_pd(dw + o)));
-      _mm256_storeu_pd(db + o, _mm256_add_pd(_mm256_loadu_pd(db + o), d));
+      if (dw != nullptr) AddParamTerms(d, xh, dw + o, db + o);
     }
   }
   RowGradSums s{Fold(g), Fold(gx)};
@@ -124,16 +133,36 @@ RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
     const double gy = static_cast<double>(dy[i]) * w[i];
     s.g += gy;
     s.g_xh += gy * xh;
-    dw[i] += dy[i] * xh;
-    db[i] += dy[i];
+    if (dw != nullptr) {
+      dw[i] = std::fma(static_cast<double>(dy[i]), xh, dw[i]);
+      db[i] += dy[i];
+    }
   }
   return s;
+}
+
+template <typename T>
+void AddRowParamGrads(const T* x, const T* dy, int64_t n, double mean,
+                      double invstd, double* dw, double* db) {
+  const __m256d m = _mm256_set1_pd(mean), is = _mm256_set1_pd(invstd);
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256d xh = _mm256_mul_pd(_mm256_sub_pd(Load4(x + i), m), is);
+    AddParamTerms(Load4(dy + i), xh, dw + i, db + i);
+  }
+  for (; i < n; ++i) {
+    const double xh = (x[i] - mean) * invstd;
+    dw[i] = std::fma(static_cast<double>(dy[i]), xh, dw[i]);
+    db[i] += dy[i];
+  }
 }
 
 template double RowSum<float>(const float*, int64_t);
 template double RowSquaredDeviations<float>(const float*, int64_t, double);
 template RowGradSums RowGradientSums<float>(const float*, const float*, int64_t,
                                             double, double);
+template void AddRowParamGrads<float>(const float*, const float*, int64_t,
+                                      double, double, double*, double*);
 template RowGradSums RowGradientSumsPerElement<float>(const float*,
                                                       const float*,
                                                       const float*, int64_t,
@@ -143,6 +172,8 @@ template double RowSum<double>(const double*, int64_t);
 template double RowSquaredDeviations<double>(const double*, int64_t, double);
 template RowGradSums RowGradientSums<double>(const double*, const double*,
                                              int64_t, double, double);
+template void AddRowParamGrads<double>(const double*, const double*, int64_t,
+                                       double, double, double*, double*);
 template RowGradSums RowGradientSumsPerElement<double>(const double*,
                                                        const double*,
                                                        const double*, int64_t,

@@ -36,12 +36,19 @@ template <typename T>
 RowGradSums RowGradientSums(const T* x, const T* dy, int64_t n, double mean,
                             double invstd);
 
-// g = dy * w[p], a weight per element; also adds dy * xh into dw[p] and dy
-// into db[p] (LayerNorm's parameter gradients, summed over samples).
+// g = dy * w[p], a weight per element. Unless dw is null, also adds
+// dy * xh into dw[p] and dy into db[p] (LayerNorm's parameter gradients,
+// summed over samples), as AddRowParamGrads does.
 template <typename T>
 RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
                                       int64_t n, double mean, double invstd,
                                       double* dw, double* db);
+
+// dw[p] += dy * xh and db[p] += dy over a row: the same bits as
+// RowGradientSumsPerElement's, wherever the row is cut.
+template <typename T>
+void AddRowParamGrads(const T* x, const T* dy, int64_t n, double mean,
+                      double invstd, double* dw, double* db);
 
 }  // namespace cohort
 

@@ -329,6 +329,12 @@ TEST(Norms, SameBitsOnOneAndTwoThreads) {
   }
   EXPECT_EQ(NormOnThreads(1, false, {4096}, {64, 4096}),
             NormOnThreads(2, false, {4096}, {64, 4096}));
+  // Rows of 63 elements: LayerNorm's parameter gradients split inside rows
+  // and into vector tails.
+  EXPECT_EQ(NormOnThreads(1, true, {40, 7, 9}, {40, 64, 7, 9}),
+            NormOnThreads(2, true, {40, 7, 9}, {40, 64, 7, 9}));
+  EXPECT_EQ(NormOnThreads(1, true, {4101}, {64, 4101}),
+            NormOnThreads(2, true, {4101}, {64, 4101}));
 }
 
 }  // namespace

@@ -10,6 +10,16 @@
 #include "kernels/parallel.h"
 
 namespace cohort {
+namespace {
+
+// Per-sample elements per range of ElementParamGrads: about
+// kElementwiseGrain terms.
+int64_t ElementGrain(int64_t samples) {
+  return std::max<int64_t>(kRangeAlign,
+                           kElementwiseGrain / std::max<int64_t>(samples, 1));
+}
+
+}  // namespace
 
 template <typename T>
 std::string NormBase<T>::Name() const {
@@ -224,24 +234,29 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
                      mean_[i],
                      invstd_[i]};
   };
-  // A weight per element (LayerNorm) adds each sample's share to the
-  // parameter gradients as it sums, in sample order, on one thread; with
-  // a weight per channel each (sample, channel) keeps its sums and they
-  // are added in sample order afterwards. Either way the input gradients
-  // of the (sample, group)s split over the compute team.
+  // The input gradients of the (sample, group)s split over the compute
+  // team. A weight per channel (GroupNorm) keeps each (sample, channel)'s
+  // sums for the parameter gradients; a weight per element (LayerNorm)
+  // adds each sample's terms to them as the sums pass on one thread, or
+  // after them, split over the elements, on more: the same bits.
   const bool per_element_grads = affine && per_element_;
+  const bool add_while_summing =
+      per_element_grads &&
+      (RangeSlots() == 1 || channels_ * p_count < 2 * ElementGrain(n));
   const int64_t items = n * groups;
   group_sums_.assign(items, RowGradSums{});
   channel_sums_.resize(per_element_grads ? 0 : n * channels_);
-  if (per_element_grads) {
+  if (add_while_summing) {
     for (int64_t i = 0; i < items; ++i) {
-      GroupGradSums(rows_of(i), i / groups, &group_sums_[i]);
+      GroupGradSums(rows_of(i), i / groups, true, &group_sums_[i]);
     }
   }
   ParallelItems(items, ItemGrain(cg * p_count), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const GroupRows rows = rows_of(i);
-      if (!per_element_grads) GroupGradSums(rows, i / groups, &group_sums_[i]);
+      if (!add_while_summing) {
+        GroupGradSums(rows, i / groups, false, &group_sums_[i]);
+      }
       if (dx != nullptr) {
         GroupInputGrad(rows, group_sums_[i].g * inv_m,
                        group_sums_[i].g_xh * inv_m);
@@ -249,7 +264,9 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
     }
   });
   if (!affine) return;
-  if (!per_element_) {
+  if (per_element_grads && !add_while_summing) {
+    ElementParamGrads(grad_out.data(), n, cs, ns);
+  } else if (!per_element_) {
     for (int64_t s = 0; s < n; ++s) {
       const RowGradSums* sums = channel_sums_.data() + s * channels_;
       for (int64_t c = 0; c < channels_; ++c) {
@@ -264,13 +281,35 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
   }
 }
 
+// LayerNorm's weight and bias gradients over ranges of the per-sample
+// elements, each range adding the samples' terms in sample order.
+template <typename T>
+void NormBase<T>::ElementParamGrads(const T* dy, int64_t n, int64_t cs,
+                                    int64_t ns) {
+  const int64_t p_count = inner_;
+  const T* x = in_->data();
+  ParallelRanges(
+      channels_ * p_count, ElementGrain(n), [&](int64_t b, int64_t e) {
+        for (int64_t s = 0; s < n; ++s) {
+          for (int64_t k = b; k < e;) {
+            const int64_t c = k / p_count, p = k % p_count;
+            const int64_t len = std::min(e - k, p_count - p);
+            const int64_t o = c * cs + s * ns + p;
+            AddRowParamGrads(x + o, dy + o, len, mean_[s], invstd_[s],
+                             weight_acc_.data() + k, bias_acc_.data() + k);
+            k += len;
+          }
+        }
+      });
+}
+
 // One (sample, group) of Backward, sample s: sums gy and gy * xh over it
-// into *total; its share of the parameter gradients goes into the
-// accumulators with a weight per element, else into channel_sums_ (dy and
-// dy * xh per channel).
+// into *total. With a weight per channel its share of the parameter
+// gradients goes into channel_sums_ (dy and dy * xh per channel); with one
+// per element, into the accumulators when `add_params`.
 template <typename T>
 void NormBase<T>::GroupGradSums(const GroupRows& rows, int64_t s,
-                                RowGradSums* total) {
+                                bool add_params, RowGradSums* total) {
   const int64_t p_count = inner_;
   const bool affine = options_.affine;
   RowGradSums* per_channel =
@@ -296,7 +335,8 @@ void NormBase<T>::GroupGradSums(const GroupRows& rows, int64_t s,
     if (affine && per_element_) {
       const RowGradSums sums = RowGradientSumsPerElement(
           r, d, weight_.data() + c * p_count, p_count, rows.mean, rows.invstd,
-          weight_acc_.data() + c * p_count, bias_acc_.data() + c * p_count);
+          add_params ? weight_acc_.data() + c * p_count : nullptr,
+          add_params ? bias_acc_.data() + c * p_count : nullptr);
       total->g += sums.g;
       total->g_xh += sums.g_xh;
       continue;

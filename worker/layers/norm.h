@@ -75,7 +75,11 @@ class NormBase : public Layer<T> {
   void GroupStats(const GroupRows& rows, double m, double* mean,
                   double* invstd) const;
   void NormalizeGroup(const GroupRows& rows, T mean, T invstd) const;
-  void GroupGradSums(const GroupRows& rows, int64_t s, RowGradSums* total);
+  void GroupGradSums(const GroupRows& rows, int64_t s, bool add_params,
+                     RowGradSums* total);
+  // LayerNorm's parameter gradients after the sums, over ranges of the
+  // per-sample elements (rows of channel c at x and dy + c * cs + s * ns).
+  void ElementParamGrads(const T* dy, int64_t n, int64_t cs, int64_t ns);
   void GroupInputGrad(const GroupRows& rows, double a, double b);
   void BackwardPerPosition(const BasicTensor<T>& grad_out,
                            BasicTensor<T>* grad_in);
