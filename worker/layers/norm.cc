@@ -267,17 +267,24 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
   if (per_element_grads && !add_while_summing) {
     ElementParamGrads(grad_out.data(), n, cs, ns);
   } else if (!per_element_) {
-    for (int64_t s = 0; s < n; ++s) {
-      const RowGradSums* sums = channel_sums_.data() + s * channels_;
-      for (int64_t c = 0; c < channels_; ++c) {
-        weight_acc_[c] += sums[c].g_xh;
-        bias_acc_[c] += sums[c].g;
-      }
-    }
+    ChannelParamGrads(n);
   }
   for (int64_t k = 0; k < weight_.size(); ++k) {
     weight_grad_[k] = static_cast<T>(weight_acc_[k]);
     bias_grad_[k] = static_cast<T>(bias_acc_[k]);
+  }
+}
+
+// GroupNorm's weight and bias gradients: each channel's sums over the n
+// samples, added in sample order.
+template <typename T>
+void NormBase<T>::ChannelParamGrads(int64_t n) {
+  for (int64_t s = 0; s < n; ++s) {
+    const RowGradSums* sums = channel_sums_.data() + s * channels_;
+    for (int64_t c = 0; c < channels_; ++c) {
+      weight_acc_[c] += sums[c].g_xh;
+      bias_acc_[c] += sums[c].g;
+    }
   }
 }
 

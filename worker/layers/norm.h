@@ -80,6 +80,8 @@ class NormBase : public Layer<T> {
   // LayerNorm's parameter gradients after the sums, over ranges of the
   // per-sample elements (rows of channel c at x and dy + c * cs + s * ns).
   void ElementParamGrads(const T* dy, int64_t n, int64_t cs, int64_t ns);
+  // GroupNorm's parameter gradients from channel_sums_.
+  void ChannelParamGrads(int64_t n);
   void GroupInputGrad(const GroupRows& rows, double a, double b);
   void BackwardPerPosition(const BasicTensor<T>& grad_out,
                            BasicTensor<T>* grad_in);
