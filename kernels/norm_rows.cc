@@ -71,32 +71,7 @@ double RowSquaredDeviations(const T* x, int64_t n, double mean) {
   return s;
 }
 
-template <typename T>
-RowGradSums RowGradientSums(const T* x, const T* dy, int64_t n, double mean,
-                            double invstd) {
-  const __m256d m = _mm256_set1_pd(mean), is = _mm256_set1_pd(invstd);
-  __m256d g[kVecs], gx[kVecs];
-  Zero(g);
-  Zero(gx);
-  int64_t i = 0;
-  for (; i + kStep <= n; i += kStep) {
-#pragma GCC unroll 4
-    for (int k = 0; k < kVecs; ++k) {
-      const __m256d xh =
-          _mm256_mul_pd(_mm256_sub_pd(Load4(x + i + 4 * k), m), is);
-      const __m256d d = Load4(dy + i + 4 * k);
-      g[k] = _mm256_add_pd(g[k], d);
-      gx[k] = _mm256_fmadd_pd(d, xh, gx[k]);
-    }
-  }
-  RowGradSums s{Fold(g), Fold(gx)};
-  for (; i < n; ++i) {
-    const double xh = (x[i] - mean) * invstd;
-    s.g += dy[i];
-    s.g_xh += dy[i] * xh;
-  }
-  return s;
-}
+namespace {
 
 // The parameter gradients' terms of element o: dw += dy * xh (one fused
 // multiply-add, in the vectors and the tails alike, so that a row cut
@@ -106,10 +81,11 @@ inline void AddParamTerms(__m256d d, __m256d xh, double* dw, double* db) {
   _mm256_storeu_pd(db, _mm256_add_pd(_mm256_loadu_pd(db), d));
 }
 
-template <typename T>
-RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
-                                      int64_t n, double mean, double invstd,
-                                      double* dw, double* db) {
+// Sums of g and g * xh, g = dy * w[p] with kWeighted, else dy; the
+// parameter terms added into dw and db unless dw is null.
+template <bool kWeighted, typename T>
+RowGradSums GradSums(const T* x, const T* dy, const T* w, int64_t n,
+                     double mean, double invstd, double* dw, double* db) {
   const __m256d m = _mm256_set1_pd(mean), is = _mm256_set1_pd(invstd);
   __m256d g[kVecs], gx[kVecs];
   Zero(g);
@@ -121,7 +97,8 @@ RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
       const int64_t o = i + 4 * k;
       const __m256d xh = _mm256_mul_pd(_mm256_sub_pd(Load4(x + o), m), is);
       const __m256d d = Load4(dy + o);
-      const __m256d gy = _mm256_mul_pd(d, Load4(w + o));
+      __m256d gy = d;
+      if constexpr (kWeighted) gy = _mm256_mul_pd(d, Load4(w + o));
       g[k] = _mm256_add_pd(g[k], gy);
       gx[k] = _mm256_fmadd_pd(gy, xh, gx[k]);
       if (dw != nullptr) AddParamTerms(d, xh, dw + o, db + o);
@@ -130,7 +107,8 @@ RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
   RowGradSums s{Fold(g), Fold(gx)};
   for (; i < n; ++i) {
     const double xh = (x[i] - mean) * invstd;
-    const double gy = static_cast<double>(dy[i]) * w[i];
+    double gy = dy[i];
+    if constexpr (kWeighted) gy *= w[i];
     s.g += gy;
     s.g_xh += gy * xh;
     if (dw != nullptr) {
@@ -139,6 +117,21 @@ RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
     }
   }
   return s;
+}
+
+}  // namespace
+
+template <typename T>
+RowGradSums RowGradientSums(const T* x, const T* dy, int64_t n, double mean,
+                            double invstd) {
+  return GradSums<false, T>(x, dy, nullptr, n, mean, invstd, nullptr, nullptr);
+}
+
+template <typename T>
+RowGradSums RowGradientSumsPerElement(const T* x, const T* dy, const T* w,
+                                      int64_t n, double mean, double invstd,
+                                      double* dw, double* db) {
+  return GradSums<true, T>(x, dy, w, n, mean, invstd, dw, db);
 }
 
 template <typename T>
