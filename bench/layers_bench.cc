@@ -89,10 +89,20 @@ Times Run(const Case& c, int64_t n) {
 int main(int argc, char** argv) {
   // An argument keeps only the cases whose layer text contains it.
   const std::string only = argc > 1 ? argv[1] : "";
-  const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
-  if (threads < 1 || threads > 64) {
-    std::fprintf(stderr, "layers_bench: THREADS must be 1 to 64, got %s\n",
-                 argv[2]);
+  long threads = 1;
+  if (argc > 2) {
+    char* end = nullptr;
+    threads = std::strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || threads < 1 || threads > 64) {
+      std::fprintf(stderr,
+                   "layers_bench: THREADS (the second argument) must be a "
+                   "whole number from 1 to 64, got \"%s\"\n",
+                   argv[2]);
+      return 2;
+    }
+  }
+  if (argc > 3) {
+    std::fprintf(stderr, "usage: layers_bench [FILTER [THREADS]]\n");
     return 2;
   }
   using cohort::Case;
@@ -100,7 +110,7 @@ int main(int argc, char** argv) {
   // compute threads: hold OpenBLAS to one thread, as the engine does, and
   // the compute threads to the count asked for.
   openblas_set_num_threads(1);
-  cohort::SetComputeThreads(threads);
+  cohort::SetComputeThreads(static_cast<int>(threads));
   const std::vector<Case> cases = {
       {"relu {}", {32, 16, 16}},
       {"gelu {}", {32, 16, 16}},
@@ -126,7 +136,7 @@ int main(int argc, char** argv) {
   std::printf(
       "float32, %d thread(s); best of 5 x 10; wall ms, then this thread's "
       "CPU ms\n",
-      threads);
+      static_cast<int>(threads));
   for (const Case& c : cases) {
     if (std::string(c.layer).find(only) == std::string::npos) continue;
     std::string shape;

@@ -96,7 +96,12 @@ void BenchBatchNorm(int64_t channels, int64_t side) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: %s (no arguments; got \"%s\")\n", argv[0],
+                 argv[1]);
+    return 2;
+  }
   BenchSumOfSquares();
   BenchBatchNorm(256, 56);
   BenchBatchNorm(512, 28);

@@ -10,17 +10,6 @@
 #include "kernels/parallel.h"
 
 namespace cohort {
-namespace {
-
-// Per-sample elements per range of ElementParamGrads: about
-// kElementwiseGrain terms.
-int64_t ElementGrain(int64_t samples) {
-  return std::max<int64_t>(kRangeAlign,
-                           kElementwiseGrain / std::max<int64_t>(samples, 1));
-}
-
-}  // namespace
-
 template <typename T>
 std::string NormBase<T>::Name() const {
   if (options_.per_position) {
@@ -240,9 +229,12 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
   // adds each sample's terms to them as the sums pass on one thread, or
   // after them, split over the elements, on more: the same bits.
   const bool per_element_grads = affine && per_element_;
-  const bool add_while_summing =
-      per_element_grads &&
-      (RangeSlots() == 1 || channels_ * p_count < 2 * ElementGrain(n));
+  // ElementParamGrads's ranges hold about kElementwiseGrain terms (n per
+  // element): a layer with fewer than two of them would not split.
+  const bool splits_elements =
+      RangeSlots() > 1 &&
+      channels_ * p_count >= 2 * std::max(kRangeAlign, ItemGrain(n));
+  const bool add_while_summing = per_element_grads && !splits_elements;
   const int64_t items = n * groups;
   group_sums_.assign(items, RowGradSums{});
   channel_sums_.resize(per_element_grads ? 0 : n * channels_);
@@ -295,19 +287,18 @@ void NormBase<T>::ElementParamGrads(const T* dy, int64_t n, int64_t cs,
                                     int64_t ns) {
   const int64_t p_count = inner_;
   const T* x = in_->data();
-  ParallelRanges(
-      channels_ * p_count, ElementGrain(n), [&](int64_t b, int64_t e) {
-        for (int64_t s = 0; s < n; ++s) {
-          for (int64_t k = b; k < e;) {
-            const int64_t c = k / p_count, p = k % p_count;
-            const int64_t len = std::min(e - k, p_count - p);
-            const int64_t o = c * cs + s * ns + p;
-            AddRowParamGrads(x + o, dy + o, len, mean_[s], invstd_[s],
-                             weight_acc_.data() + k, bias_acc_.data() + k);
-            k += len;
-          }
-        }
-      });
+  ParallelRanges(channels_ * p_count, ItemGrain(n), [&](int64_t b, int64_t e) {
+    for (int64_t s = 0; s < n; ++s) {
+      for (int64_t k = b; k < e;) {
+        const int64_t c = k / p_count, p = k % p_count;
+        const int64_t len = std::min(e - k, p_count - p);
+        const int64_t o = c * cs + s * ns + p;
+        AddRowParamGrads(x + o, dy + o, len, mean_[s], invstd_[s],
+                         weight_acc_.data() + k, bias_acc_.data() + k);
+        k += len;
+      }
+    }
+  });
 }
 
 // One (sample, group) of Backward, sample s: sums gy and gy * xh over it
