@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/connect_abort.h"
 
 namespace cohort {
 
@@ -23,22 +24,27 @@ class CollectiveInterrupt {
   // The communicator the training thread's collectives run on; aborted at
   // once when the verdict has already come.
   void Attach(Communicator* comm);
+  // The connect that makes that communicator (a Gloo rendezvous): a verdict
+  // that comes while the ranks connect ends it too, at once.
+  void Attach(ConnectAbort* connect);
   void Detach();
-  // Aborts the attached communicator with `why` (and any attached later).
+  // Aborts whatever is attached with `why` (and anything attached later).
   void Interrupt(const absl::Status& why);
 
  private:
   absl::Mutex mu_;
   Communicator* comm_ ABSL_GUARDED_BY(mu_) = nullptr;
+  ConnectAbort* connect_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Status why_ ABSL_GUARDED_BY(mu_);
 };
 
-// Attaches `comm` to `interrupt` for the life of this object.
+// Attaches `comm` (or a connect) to `interrupt` for the life of this object.
 class ScopedInterruptible {
  public:
-  ScopedInterruptible(CollectiveInterrupt* interrupt, Communicator* comm)
+  template <typename Abortable>
+  ScopedInterruptible(CollectiveInterrupt* interrupt, Abortable* abortable)
       : interrupt_(interrupt) {
-    interrupt_->Attach(comm);
+    interrupt_->Attach(abortable);
   }
   ~ScopedInterruptible() { interrupt_->Detach(); }
   ScopedInterruptible(const ScopedInterruptible&) = delete;

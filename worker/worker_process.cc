@@ -20,6 +20,7 @@
 #include "worker/advertised_host.h"
 #include "worker/collective_interrupt.h"
 #include "worker/comm/communicator.h"
+#include "worker/comm/connect_abort.h"
 #include "worker/comm/gloo_store.h"
 #include "worker/exchange/ps_exchange.h"
 #include "worker/gpu/gpu_plugin.h"
@@ -396,6 +397,12 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
     StopSignalWatch::Waiting waiting(
         watch, "connecting to its peers",
         absl::Now() + ConnectBound(cluster) + kConnectSlack, late.c_str());
+    // A generation that ends while its ranks connect (a peer left to
+    // rejoin) would otherwise leave this rank waiting for that peer until
+    // the bound above ends the process.
+    ConnectAbort connect_abort;
+    gloo.abort = &connect_abort;
+    ScopedInterruptible abortable(interrupt, &connect_abort);
     ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(store, join.rank(),
                                                   join.world_size(), gloo));
   }

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "common/half_convert.h"
 #include "gloo/rendezvous/store.h"
+#include "worker/comm/connect_abort.h"
 #include "worker/comm/port_range.h"
 
 namespace cohort {
@@ -118,13 +119,18 @@ struct GlooOptions {
   // The ports this rank listens on for its peers (one per peer connection
   // while connecting); empty: any free port.
   PortRange ports;
+  // Ends the connect early, from another thread, when aborted (a generation
+  // that ended while its ranks connected); null: only the timeout ends it.
+  // Not owned; must outlive CreateGlooCommunicator.
+  ConnectAbort* abort = nullptr;
 };
 
 // Connects rank `rank` of `size` to every peer (full mesh) through `store`,
 // which is only used during this call. INVALID_ARGUMENT for a bad rank, size,
 // timeout or an unknown algorithm (naming the known ones); DEADLINE_EXCEEDED
 // naming the ranks that never joined; UNAVAILABLE when peers cannot be
-// reached. Ignores SIGPIPE process-wide unless a handler is installed, so
+// reached; `options.abort`'s status when it was aborted first. Ignores
+// SIGPIPE process-wide unless a handler is installed, so
 // that a peer dying mid-transfer fails the collective instead of killing this
 // process.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(

@@ -574,6 +574,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
   // Rounded down to whole floats; every rank rounds the same agreed value.
   int64_t piece_bytes = std::min(kSyncPieceBytes, MaxSendBufferBytes());
   PortRangeScope ports(options.ports);
+  ConnectAbort::Scope abortable(options.abort);
+  if (options.abort != nullptr) RETURN_IF_ERROR(options.abort->status());
   try {
     for (int lane = 0; lane < lanes; ++lane) {
       contexts.push_back(ConnectLane(store, lane, rank, size, options, device,
@@ -596,6 +598,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
       }
     }
   } catch (const std::exception& e) {
+    if (options.abort != nullptr) RETURN_IF_ERROR(options.abort->status());
     if (ports.exhausted()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "rank ", rank, " of ", size,
@@ -607,9 +610,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     }
     return DescribeRendezvousFailure(store, e, rank, size);
   }
+  GlooOptions kept = options;
+  kept.abort = nullptr;  // the connect is over; the caller's object may go
   return std::unique_ptr<Communicator>(
       new GlooCommunicator(std::move(contexts), std::move(sync_lanes),
-                           piece_bytes, algorithm, options, std::move(peers)));
+                           piece_bytes, algorithm, kept, std::move(peers)));
 }
 
 }  // namespace cohort
