@@ -3,7 +3,11 @@
 
 One program per side, the same shapes, batch and optimizer, random data,
 alternating runs, median; threads bounded on both sides (OpenBLAS and
-OpenMP included). Both sides run WARMUP steps first and are timed over the
+OpenMP included). Each repeat runs every thread count back to back (cohort,
+then PyTorch, for each), and the 2-thread gain is the median of the
+repeats' own gains: on a machine whose speed drifts by a fifth within
+minutes, 1- and 2-thread runs taken minutes apart measure the drift as much
+as the threads. Both sides run WARMUP steps first and are timed over the
 steps after them, in the same way: cohort from its own `--timeline` (each
 step's data, forward, backward and optimizer spans), PyTorch with a clock
 around the same three phases. The first step, which pays for first-touch
@@ -52,12 +56,13 @@ MODELS = {
     # Steps under 100 ms: 40 of them, so that one slow step weighs less
     # in the rate.
     "resnet18": ((3, 32, 32), 10, 32, 40, 'onnx: "resnet18.onnx"', SGD),
-    "resnet50": ((3, 224, 224), 1000, 8, 4, 'zoo: "resnet50"', SGD),
-    "resnet50_b32": ((3, 224, 224), 1000, 32, 2, 'zoo: "resnet50"', SGD),
-    "mobilenet_v2": ((3, 224, 224), 1000, 8, 6, 'onnx: "mobilenet_v2.onnx"',
+    # At least about 2 s of cohort's steps at 2 threads per run.
+    "resnet50": ((3, 224, 224), 1000, 8, 6, 'zoo: "resnet50"', SGD),
+    "resnet50_b32": ((3, 224, 224), 1000, 32, 3, 'zoo: "resnet50"', SGD),
+    "mobilenet_v2": ((3, 224, 224), 1000, 8, 8, 'onnx: "mobilenet_v2.onnx"',
                      SGD),
-    "gpt_tiny": ((256,), 256, 8, 4, 'zoo: "gpt_tiny"', ADAMW),
-    "vit_tiny": ((3, 224, 224), 1000, 16, 4, 'zoo: "vit_tiny"', SGD),
+    "gpt_tiny": ((256,), 256, 8, 10, 'zoo: "gpt_tiny"', ADAMW),
+    "vit_tiny": ((3, 224, 224), 1000, 16, 8, 'zoo: "vit_tiny"', SGD),
 }
 
 
@@ -300,16 +305,26 @@ def misses(name, threads, ours, theirs):
     return out
 
 
-def scaling(name, by_threads):
+def paired_gain(runs):
+    """The median over repeats of 2-thread rate / 1-thread rate, each
+    repeat's two runs taken back to back. `runs` maps a thread count to the
+    repeats' results, in order."""
+    return statistics.median(b["rate"] / a["rate"]
+                             for a, b in zip(runs[1], runs[2]))
+
+
+def scaling(name, runs):
     """Two threads against one for one model: a line for the log, and the
-    misses. `by_threads` maps a thread count to (cohort, PyTorch) medians."""
-    if 1 not in by_threads or 2 not in by_threads:
+    misses. `runs` maps a thread count to (cohort runs, PyTorch runs)."""
+    if 1 not in runs or 2 not in runs:
         return None, []
-    (o1, t1), (o2, t2) = by_threads[1], by_threads[2]
-    gain = o2["rate"] / o1["rate"]
+    gain = paired_gain({t: runs[t][0] for t in (1, 2)})
+    theirs = paired_gain({t: runs[t][1] for t in (1, 2)})
+    (o1, t1), (o2, t2) = [tuple(map(median_of, runs[t])) for t in (1, 2)]
     r1, r2 = o1["rate"] / t1["rate"], o2["rate"] / t2["rate"]
-    line = ("%s: 2 threads over 1, cohort %.2fx, PyTorch %.2fx; ratio "
-            "%.2fx -> %.2fx" % (name, gain, t2["rate"] / t1["rate"], r1, r2))
+    line = ("%s: 2 threads over 1 (median of paired runs), cohort %.2fx, "
+            "PyTorch %.2fx; ratio %.2fx -> %.2fx"
+            % (name, gain, theirs, r1, r2))
     out = []
     if gain < MIN_SCALING:
         out.append("%s: 2 threads %.2fx 1 thread" % (name, gain))
@@ -356,17 +371,18 @@ def main():
         for name in a.models.split(","):
             if "onnx" in MODELS[name][4]:
                 export(name, os.path.join(work, name + ".onnx"))
-            by_threads = {}
-            for threads in map(int, a.threads.split(",")):
-                ours, theirs = [], []
-                for _ in range(a.repeats):
+            thread_counts = list(map(int, a.threads.split(",")))
+            runs = {t: ([], []) for t in thread_counts}
+            for _ in range(a.repeats):
+                for threads in thread_counts:
+                    ours, theirs = runs[threads]
                     ours.append(cohort_timing(cohort, name, threads, work))
                     theirs.append(child_timing(name, threads))
-                mo, mt = median_of(ours), median_of(theirs)
-                by_threads[threads] = (mo, mt)
+            for threads in thread_counts:
+                mo, mt = map(median_of, runs[threads])
                 print(row(name, threads, mo, mt), flush=True)
                 missed += misses(name, threads, mo, mt)
-            line, more = scaling(name, by_threads)
+            line, more = scaling(name, runs)
             if line is not None:
                 scalings.append(line)
             missed += more

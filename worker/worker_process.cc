@@ -382,7 +382,12 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
   }
   KvGlooStore store(&client, join.kv_prefix(),
                     absl::Milliseconds(cluster.collective_timeout_ms()));
+  // A generation that ends while its ranks connect (a peer left to rejoin)
+  // would otherwise leave this rank waiting for that peer until the
+  // connect's bound below ends the process.
+  ConnectAbort connect_abort;
   GlooOptions gloo;
+  gloo.abort = &connect_abort;
   gloo.algorithm = cluster.allreduce_algorithm();
   gloo.timeout = absl::Milliseconds(cluster.collective_timeout_ms());
   gloo.wait = GlooWait(cluster.collective_wait());
@@ -397,11 +402,6 @@ absl::Status Train(const WorkerOptions& o, CoordinatorClient& client,
     StopSignalWatch::Waiting waiting(
         watch, "connecting to its peers",
         absl::Now() + ConnectBound(cluster) + kConnectSlack, late.c_str());
-    // A generation that ends while its ranks connect (a peer left to
-    // rejoin) would otherwise leave this rank waiting for that peer until
-    // the bound above ends the process.
-    ConnectAbort connect_abort;
-    gloo.abort = &connect_abort;
     ScopedInterruptible abortable(interrupt, &connect_abort);
     ASSIGN_OR_RETURN(comm, CreateGlooCommunicator(store, join.rank(),
                                                   join.world_size(), gloo));

@@ -130,9 +130,8 @@ struct GlooOptions {
 // timeout or an unknown algorithm (naming the known ones); DEADLINE_EXCEEDED
 // naming the ranks that never joined; UNAVAILABLE when peers cannot be
 // reached; `options.abort`'s status when it was aborted first. Ignores
-// SIGPIPE process-wide unless a handler is installed, so
-// that a peer dying mid-transfer fails the collective instead of killing this
-// process.
+// SIGPIPE process-wide unless a handler is installed, so that a peer dying
+// mid-transfer fails the collective instead of killing this process.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     gloo::rendezvous::Store& store, int rank, int size,
     const GlooOptions& options);
