@@ -150,27 +150,18 @@ void AddRowParamGrads(const T* x, const T* dy, int64_t n, double mean,
   }
 }
 
-template double RowSum<float>(const float*, int64_t);
-template double RowSquaredDeviations<float>(const float*, int64_t, double);
-template RowGradSums RowGradientSums<float>(const float*, const float*, int64_t,
-                                            double, double);
-template void AddRowParamGrads<float>(const float*, const float*, int64_t,
-                                      double, double, double*, double*);
-template RowGradSums RowGradientSumsPerElement<float>(const float*,
-                                                      const float*,
-                                                      const float*, int64_t,
-                                                      double, double, double*,
-                                                      double*);
-template double RowSum<double>(const double*, int64_t);
-template double RowSquaredDeviations<double>(const double*, int64_t, double);
-template RowGradSums RowGradientSums<double>(const double*, const double*,
-                                             int64_t, double, double);
-template void AddRowParamGrads<double>(const double*, const double*, int64_t,
-                                       double, double, double*, double*);
-template RowGradSums RowGradientSumsPerElement<double>(const double*,
-                                                       const double*,
-                                                       const double*, int64_t,
-                                                       double, double, double*,
-                                                       double*);
+#define COHORT_INSTANTIATE(T)                                                  \
+  template double RowSum<T>(const T*, int64_t);                                \
+  template double RowSquaredDeviations<T>(const T*, int64_t, double);          \
+  template RowGradSums RowGradientSums<T>(const T*, const T*, int64_t, double, \
+                                          double);                             \
+  template void AddRowParamGrads<T>(const T*, const T*, int64_t, double,       \
+                                    double, double*, double*);                 \
+  template RowGradSums RowGradientSumsPerElement<T>(const T*, const T*,        \
+                                                    const T*, int64_t, double, \
+                                                    double, double*, double*);
+COHORT_INSTANTIATE(float)
+COHORT_INSTANTIATE(double)
+#undef COHORT_INSTANTIATE
 
 }  // namespace cohort
