@@ -3,11 +3,11 @@
 
 One program per side, the same shapes, batch and optimizer, random data,
 alternating runs, median; threads bounded on both sides (OpenBLAS and
-OpenMP included). Each repeat runs every thread count back to back (cohort,
-then PyTorch, for each), and the 2-thread gain is the median of the
-repeats' own gains: on a machine whose speed drifts by a fifth within
-minutes, 1- and 2-thread runs taken minutes apart measure the drift as much
-as the threads. Both sides run WARMUP steps first and are timed over the
+OpenMP included). Each repeat runs one side's thread counts back to back,
+then the other's in reverse, the side that goes first alternating (see
+run_order), and the 2-thread gain is the median of the repeats' own gains:
+on a machine whose speed drifts by a fifth within minutes, 1- and 2-thread
+runs taken minutes apart measure the drift as much as the threads. Both sides run WARMUP steps first and are timed over the
 steps after them, in the same way: cohort from its own `--timeline` (each
 step's data, forward, backward and optimizer spans), PyTorch with a clock
 around the same three phases. The first step, which pays for first-touch
@@ -305,6 +305,18 @@ def misses(name, threads, ours, theirs):
     return out
 
 
+def run_order(repeat, thread_counts):
+    """(side, threads) in the order one repeat runs them, side 0 cohort
+    and 1 PyTorch: one side's thread counts ascending, then the other's
+    descending, the first side alternating between repeats (cohort 1, 2,
+    PyTorch 2, 1; then PyTorch 1, 2, cohort 2, 1). Each side's runs at
+    different thread counts are back to back, and a drift in the
+    machine's speed across a repeat falls on both sides alike."""
+    first = repeat % 2
+    return ([(first, t) for t in thread_counts] +
+            [(1 - first, t) for t in reversed(thread_counts)])
+
+
 def paired_gain(runs):
     """The median over repeats of 2-thread rate / 1-thread rate, each
     repeat's two runs taken back to back. `runs` maps a thread count to the
@@ -373,11 +385,11 @@ def main():
                 export(name, os.path.join(work, name + ".onnx"))
             thread_counts = list(map(int, a.threads.split(",")))
             runs = {t: ([], []) for t in thread_counts}
-            for _ in range(a.repeats):
-                for threads in thread_counts:
-                    ours, theirs = runs[threads]
-                    ours.append(cohort_timing(cohort, name, threads, work))
-                    theirs.append(child_timing(name, threads))
+            for repeat in range(a.repeats):
+                for side, threads in run_order(repeat, thread_counts):
+                    runs[threads][side].append(
+                        child_timing(name, threads) if side else
+                        cohort_timing(cohort, name, threads, work))
             for threads in thread_counts:
                 mo, mt = map(median_of, runs[threads])
                 print(row(name, threads, mo, mt), flush=True)
