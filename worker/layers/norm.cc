@@ -237,7 +237,8 @@ void NormBase<T>::Backward(const BasicTensor<T>& grad_out,
   const bool add_while_summing = per_element_grads && !splits_elements;
   const int64_t items = n * groups;
   group_sums_.assign(items, RowGradSums{});
-  channel_sums_.resize(per_element_grads ? 0 : n * channels_);
+  // Per-channel sums feed GroupNorm's parameter gradients alone.
+  channel_sums_.resize(affine && !per_element_ ? n * channels_ : 0);
   if (add_while_summing) {
     for (int64_t i = 0; i < items; ++i) {
       GroupGradSums(rows_of(i), i / groups, true, &group_sums_[i]);
@@ -303,8 +304,9 @@ void NormBase<T>::ElementParamGrads(const T* dy, int64_t n, int64_t cs,
 
 // One (sample, group) of Backward, sample s: sums gy and gy * xh over it
 // into *total. With a weight per channel its share of the parameter
-// gradients goes into channel_sums_ (dy and dy * xh per channel); with one
-// per element, into the accumulators when `add_params`.
+// gradients goes into channel_sums_ (dy and dy * xh per channel; kept only
+// with affine parameters); with one per element, into the accumulators when
+// `add_params`.
 template <typename T>
 void NormBase<T>::GroupGradSums(const GroupRows& rows, int64_t s,
                                 bool add_params, RowGradSums* total) {
@@ -321,7 +323,7 @@ void NormBase<T>::GroupGradSums(const GroupRows& rows, int64_t s,
       const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
       g += w * dy;
       g_xh += w * dy_xh;
-      per_channel[c] = {dy, dy_xh};
+      if (per_channel != nullptr) per_channel[c] = {dy, dy_xh};
     }
     total->g += g;
     total->g_xh += g_xh;
@@ -345,7 +347,7 @@ void NormBase<T>::GroupGradSums(const GroupRows& rows, int64_t s,
     const double w = affine ? static_cast<double>(weight_[c]) : 1.0;
     total->g += w * sums.g;
     total->g_xh += w * sums.g_xh;
-    per_channel[c] = sums;
+    if (per_channel != nullptr) per_channel[c] = sums;
   }
 }
 
