@@ -7,11 +7,12 @@ OpenMP included). Each repeat runs one side's thread counts back to back,
 then the other's in reverse, the side that goes first alternating (see
 run_order), and the 2-thread gain is the median of the repeats' own gains:
 on a machine whose speed drifts by a fifth within minutes, 1- and 2-thread
-runs taken minutes apart measure the drift as much as the threads. Both sides run WARMUP steps first and are timed over the
-steps after them, in the same way: cohort from its own `--timeline` (each
-step's data, forward, backward and optimizer spans), PyTorch with a clock
-around the same three phases. The first step, which pays for first-touch
-memory and kernel set-up on both sides, is printed on its own.
+runs taken minutes apart measure the drift as much as the threads. Both
+sides run WARMUP steps first and are timed over the steps after them, in
+the same way: cohort from its own `--timeline` (each step's data, forward,
+backward and optimizer spans), PyTorch with a clock around the same three
+phases. The first step, which pays for first-touch memory and kernel set-up
+on both sides, is printed on its own.
 
 Prints a markdown table and exits 1 where cohort's samples/s are below GOAL
 times PyTorch's, where a ResNet's backward pass takes more than
