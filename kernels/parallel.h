@@ -143,8 +143,7 @@ void ParallelItems(int64_t n, int64_t grain, const Body& body) {
   }
   const int64_t chunks = parts * parallel_internal::PerShare(n, parts, 1);
   parallel_internal::RunShares(
-      parts, chunks / parts, [&](int64_t c) { return n * c / chunks; },
-      body);
+      parts, chunks / parts, [&](int64_t c) { return n * c / chunks; }, body);
 }
 
 // Scratch for ParallelRanges and ParallelItems bodies: RangeSlots() slots, one
