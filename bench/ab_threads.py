@@ -32,20 +32,12 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--threads", default="1,2")
     a = p.parse_args()
-    if a.model not in bench.MODELS:
-        p.error("MODEL: unknown %r (known: %s)" %
-                (a.model, ", ".join(bench.MODELS)))
+    bench.checked_models(p, a.model, "MODEL")
     if a.rounds < 1:
         p.error("--rounds: at least 1, got %d" % a.rounds)
-    if not all(t.isdigit() and int(t) > 0 for t in a.threads.split(",")):
-        p.error("--threads: positive thread counts separated by commas, "
-                "got %r" % a.threads)
-    for name in ("cohort_a", "cohort_b"):
-        path = os.path.abspath(getattr(a, name))
-        if not os.access(path, os.X_OK):
-            p.error("%s: %s is not an executable file" % (name.upper(), path))
-        setattr(a, name, path)
-    a.threads = [int(t) for t in a.threads.split(",")]
+    a.threads = bench.checked_threads(p, a.threads)
+    a.cohort_a = bench.checked_cohort(p, a.cohort_a, "COHORT_A")
+    a.cohort_b = bench.checked_cohort(p, a.cohort_b, "COHORT_B")
     return a
 
 
@@ -85,8 +77,7 @@ def report(a, rates):
 def main():
     a = parse_args()
     with tempfile.TemporaryDirectory() as work:
-        if "onnx" in bench.MODELS[a.model][4]:
-            bench.export(a.model, os.path.join(work, a.model + ".onnx"))
+        bench.prepare_model(a.model, work)
         report(a, run_rounds(a, work))
     return 0
 

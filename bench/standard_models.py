@@ -351,6 +351,39 @@ def scaling(name, runs):
     return line, out
 
 
+def prepare_model(name, work):
+    """Writes what `name`'s cohort spec reads into `work`: its ONNX export,
+    for the models that come in through `model { onnx }`."""
+    if "onnx" in MODELS[name][4]:
+        export(name, os.path.join(work, name + ".onnx"))
+
+
+def checked_models(parser, text, what="--models"):
+    """The model names of a comma-separated list, each one of MODELS."""
+    names = text.split(",")
+    unknown = [m for m in names if m not in MODELS]
+    if unknown:
+        parser.error("%s: unknown %s (known: %s)" %
+                     (what, ", ".join(unknown), ", ".join(MODELS)))
+    return names
+
+
+def checked_threads(parser, text):
+    """The thread counts of a comma-separated list of positive integers."""
+    if not all(t.isdigit() and int(t) > 0 for t in text.split(",")):
+        parser.error("--threads: positive thread counts separated by commas, "
+                     "got %r" % text)
+    return [int(t) for t in text.split(",")]
+
+
+def checked_cohort(parser, path, what="cohort binary"):
+    """`path` made absolute, after checking that it is an executable file."""
+    path = os.path.abspath(path)
+    if not os.access(path, os.X_OK):
+        parser.error("%s %s is not an executable file" % (what, path))
+    return path
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--torch-side":
         print(json.dumps(torch_timing(sys.argv[2], int(sys.argv[3]))))
@@ -361,18 +394,11 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--models", default=",".join(MODELS))
     a = p.parse_args()
-    unknown = [m for m in a.models.split(",") if m not in MODELS]
-    if unknown:
-        p.error("--models: unknown %s (known: %s)" %
-                (", ".join(unknown), ", ".join(MODELS)))
-    if not all(t.isdigit() and int(t) > 0 for t in a.threads.split(",")):
-        p.error("--threads: positive thread counts separated by commas, "
-                "got %r" % a.threads)
+    models = checked_models(p, a.models)
+    thread_counts = checked_threads(p, a.threads)
     if a.repeats < 1:
         p.error("--repeats: at least 1, got %d" % a.repeats)
-    cohort = os.path.abspath(a.cohort)
-    if not os.access(cohort, os.X_OK):
-        p.error("cohort binary %s is not an executable file" % cohort)
+    cohort = checked_cohort(p, a.cohort)
     missed, scalings = [], []
     print("median of %d alternating runs; training samples/s after %d "
           "warm-up steps; forward / backward / optimizer in ms per step\n"
@@ -381,10 +407,8 @@ def main():
           "| PyTorch f/b/o | cohort b/f | first step s (cohort / PyTorch) |")
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
-        for name in a.models.split(","):
-            if "onnx" in MODELS[name][4]:
-                export(name, os.path.join(work, name + ".onnx"))
-            thread_counts = list(map(int, a.threads.split(",")))
+        for name in models:
+            prepare_model(name, work)
             runs = {t: ([], []) for t in thread_counts}
             for repeat in range(a.repeats):
                 for side, threads in run_order(repeat, thread_counts):

@@ -60,27 +60,16 @@ def one_round(cohort, name, works, reverse):
             "gain": result["threads"]["rate"] / alone}
 
 
-def prepare(name, works):
-    if "onnx" in bench.MODELS[name][4]:
-        for work in works:
-            bench.export(name, os.path.join(work, name + ".onnx"))
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("cohort")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--models", default=",".join(bench.MODELS))
     a = p.parse_args()
-    unknown = [m for m in a.models.split(",") if m not in bench.MODELS]
-    if unknown:
-        p.error("--models: unknown %s (known: %s)" %
-                (", ".join(unknown), ", ".join(bench.MODELS)))
+    models = bench.checked_models(p, a.models)
     if a.rounds < 1:
         p.error("--rounds: at least 1, got %d" % a.rounds)
-    cohort = os.path.abspath(a.cohort)
-    if not os.access(cohort, os.X_OK):
-        p.error("cohort binary %s is not an executable file" % cohort)
+    cohort = bench.checked_cohort(p, a.cohort)
     print("| model | 1 thread alone | two 1-thread processes, each | ceiling "
           "| 2 threads, gain | ceiling / gain by round |")
     print("|---|---|---|---|---|---|")
@@ -88,8 +77,9 @@ def main():
         works = [os.path.join(top, "p%d" % i) for i in (0, 1)]
         for work in works:
             os.mkdir(work)
-        for name in a.models.split(","):
-            prepare(name, works)
+        for name in models:
+            for work in works:
+                bench.prepare_model(name, work)
             rounds = [one_round(cohort, name, works, r % 2 == 1)
                       for r in range(a.rounds)]
             med = lambda k: statistics.median(r[k] for r in rounds)

@@ -106,8 +106,9 @@ inline int64_t PerShare(int64_t n, int64_t parts, int64_t least) {
 
 }  // namespace parallel_internal
 
-// Runs body(begin, end) over ranges of at least `grain` indices each
-// (`grain` at least kRangeAlign).
+// Runs body(begin, end) over ranges of [0, n), on one thread per `grain`
+// indices (`grain` at least kRangeAlign) up to the team's size; each
+// thread's share is cut into chunks of at least kRangeAlign indices.
 template <typename Body>
 void ParallelRanges(int64_t n, int64_t grain, const Body& body) {
   ApplyOnednnThreads();
@@ -128,10 +129,10 @@ void ParallelRanges(int64_t n, int64_t grain, const Body& body) {
 }
 
 // ParallelRanges for loops over independent items (channels, planes,
-// attention heads) rather than vector lanes: ranges of at least `grain`
-// items whose boundaries fall anywhere, so that a few items still split
-// evenly (48 items on two threads: 24 each, where aligned ranges give 16
-// and 32, and 8 items run on both threads rather than one).
+// attention heads) rather than vector lanes: one thread per `grain` items,
+// and boundaries that fall anywhere, so that a few items still split
+// evenly (48 items on two threads: 24 each in chunks of 3, where aligned
+// ranges give 16 and 32, and 8 items run on both threads rather than one).
 template <typename Body>
 void ParallelItems(int64_t n, int64_t grain, const Body& body) {
   ApplyOnednnThreads();
