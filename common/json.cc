@@ -319,7 +319,9 @@ absl::Status JsonParser::Number(JsonValue* out) {
   out->text = std::string(s_.substr(start, pos_ - start));
   // Locale-independent; out of range becomes an infinity, which the
   // callers bound as they bound any number.
-  absl::SimpleAtod(out->text, &out->number);
+  if (!absl::SimpleAtod(out->text, &out->number)) {
+    return Error(absl::StrCat("not a number: ", out->text));
+  }
   return absl::OkStatus();
 }
 

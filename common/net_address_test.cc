@@ -43,7 +43,9 @@ TEST(NetAddress, LocalAddressTowardLoopbackIsLoopback) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(*a, "127.0.0.1");
   absl::StatusOr<std::string> b = LocalAddressToward("[::1]:29400");
-  if (b.ok()) EXPECT_EQ(*b, "::1");  // hosts without IPv6 loopback skip it
+  if (b.ok()) {  // hosts without IPv6 loopback skip it
+    EXPECT_EQ(*b, "::1");
+  }
 }
 
 TEST(NetAddress, LocalAddressTowardUnresolvableNamesIt) {

@@ -123,6 +123,7 @@ void MutateScalar(Rng& rng, const Site& s, size_t max_size) {
 #define COHORT_MUTATE(Type, Get, Set, Add, GetRep, SetRep, mutate)             \
   {                                                                            \
     const Type old = add ? Type() : rep ? r->GetRep(*m, f, k) : r->Get(*m, f); \
+    (void)old; /* not every mutation reads the old value */                    \
     const Type v = mutate;                                                     \
     if (add) {                                                                 \
       r->Add(m, f, v);                                                         \

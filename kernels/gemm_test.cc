@@ -102,38 +102,53 @@ TEST(Gemm, SmallFloatProductsMatchDefinition) {
   }
 }
 
+// A random rows x cols matrix whose rows are `cols + 5` apart, so that
+// products read their operands through a leading dimension wider than a row.
+struct Strided {
+  int64_t ld;
+  std::vector<double> v;
+};
+
+Strided RandomStrided(int64_t rows, int64_t cols, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  Strided s{cols + 5, std::vector<double>(rows * (cols + 5))};
+  for (double& x : s.v) x = u(rng);
+  return s;
+}
+
 // Products big enough to split over the compute threads: by rows where C is
 // taller than wide, by columns otherwise, over the sum where C is small and
 // the sum long, with both kernels (small float, OpenBLAS) and split points
 // that cut the kernels' tiles. Every thread count gives the one-thread
-// result bit for bit, and it is right.
+// result bit for bit, and it is right. Operands are sized to each shape and
+// transpose: square ones as wide as the longest dimension cost the test a
+// gigabyte of copies for nothing.
 template <typename T>
 void CheckSplitProducts(double tol) {
   std::mt19937_64 rng(17);
-  std::uniform_real_distribution<double> u(-1, 1);
   const int64_t shapes[][3] = {
       {64, 2100, 100}, {2100, 64, 100}, {40, 4099, 70}, {4099, 40, 70},
       {64, 1000, 100}, {1000, 64, 100}, {33, 2050, 64}, {250, 257, 600},
       {96, 100, 2100}, {100, 96, 2100}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
-    const int64_t ld = std::max({m, n, k}) + 5;
-    std::vector<double> a(ld * ld), b(ld * ld), c(m * ld);
-    for (auto* v : {&a, &b, &c}) {
-      for (double& x : *v) x = u(rng);
-    }
     for (Trans ta : {Trans::kNo, Trans::kYes}) {
       for (Trans tb : {Trans::kNo, Trans::kYes}) {
-        const double beta = tb == Trans::kYes ? 1.0 : 0.0;
-        const auto want =
-            NaiveGemm(ta, tb, m, n, k, 1.0, a, ld, b, ld, beta, c, ld);
-        const std::vector<T> ta_(a.begin(), a.end()), tb_(b.begin(), b.end());
+        const bool at = ta == Trans::kYes, bt = tb == Trans::kYes;
+        const Strided a = RandomStrided(at ? k : m, at ? m : k, rng);
+        const Strided b = RandomStrided(bt ? n : k, bt ? k : n, rng);
+        const Strided c = RandomStrided(m, n, rng);
+        const double beta = bt ? 1.0 : 0.0;
+        const auto want = NaiveGemm(ta, tb, m, n, k, 1.0, a.v, a.ld, b.v, b.ld,
+                                    beta, c.v, c.ld);
+        const std::vector<T> ta_(a.v.begin(), a.v.end()),
+            tb_(b.v.begin(), b.v.end());
         std::vector<T> first;
         for (int threads : {1, 2, 3, 4}) {
           SetOnednnThreads(threads);
-          std::vector<T> tc(c.begin(), c.end());
-          Gemm<T>(ta, tb, m, n, k, T(1), ta_.data(), ld, tb_.data(), ld,
-                  T(beta), tc.data(), ld);
+          std::vector<T> tc(c.v.begin(), c.v.end());
+          Gemm<T>(ta, tb, m, n, k, T(1), ta_.data(), a.ld, tb_.data(), b.ld,
+                  T(beta), tc.data(), c.ld);
           if (threads == 1) {
             first = tc;
             for (size_t i = 0; i < tc.size(); ++i) {
