@@ -18,6 +18,10 @@
 //    channels and more (ResNets), and most strided convolutions, which
 //    would otherwise run as im2col (the measured rule is conv.cc's
 //    OnednnWins).
+//  - images of at most 4 output positions where oneDNN would run (ResNet's
+//    last stages on 32x32 inputs): one product per pass over the patch
+//    matrix of the kernel taps that read the image, leaving out those that
+//    read only padding (conv_tiny_image.cc).
 //  - depthwise (groups == C, out_channels a multiple of C), uniform, any
 //    type, stride, dilation and padding: direct kernels
 //    (conv_depthwise.cc) that vectorize over a whole channel's padded
@@ -168,6 +172,9 @@ struct ConvWorkspace {
   BasicTensor<T> packed;       // packed weights (grid)
   BasicTensor<T> scratch;      // per-chunk outputs and partial sums (grid)
   BasicTensor<T> transformed;  // the input's Winograd transform (Winograd)
+  // Tiny images: the weights, or the weight gradient, of the kernel taps
+  // that read the image.
+  BasicTensor<T> tap_weights;
   // The weights in the form the evaluation kernel reads (ConvForwardScaled
   // on Winograd: their transform), and while they are frozen, the weights
   // they were made from.

@@ -21,6 +21,9 @@
 // Im2col (conv_im2col.cc): the patch matrix and one product per pass, for
 // every geometry and both scalar types.
 //
+// Tiny images (conv_tiny_image.cc): im2col over the kernel taps that read
+// the image, for maps of at most 4 output positions.
+//
 // conv.cc chooses among them with a cost model. Buffers belong to the
 // caller; scratch tensors grow here and keep their storage between calls.
 // Thread safety: none; distinct scratch per thread.
@@ -115,6 +118,19 @@ void ColumnInputGrad(const ConvGeometry& g, const float* grad_out,
                      const float* weight, float* grad_in, Tensor* packed,
                      Tensor* scratch, std::vector<int64_t>* offsets);
 
+// Kernel taps, numbered kh * kernel_w + kw: every one, in order.
+std::vector<int64_t> AllTaps(const ConvGeometry& g);
+// The patch matrix of the listed taps (conv_im2col.cc):
+// col[(c, t)][n][oh][ow] = in[c][n][oh*s + kh*d - ph][ow*s + kw*d - pw]
+// for tap t = taps[i] at row c * taps.size() + i; zero outside the image.
+template <typename T>
+void Im2col(const ConvGeometry& g, const T* in,
+            const std::vector<int64_t>& taps, T* col);
+// Its adjoint: grad_in (zeroed here) += scattered col.
+template <typename T>
+void Col2im(const ConvGeometry& g, const T* col,
+            const std::vector<int64_t>& taps, T* grad_in);
+
 // The im2col passes (conv_im2col.cc), for every geometry: out = W col(in)
 // + bias, keeping col in ws->col for the weight gradient (dW = dy col^T);
 // and grad_in = col2im(W^T grad_out), through ws->grad_col.
@@ -126,7 +142,7 @@ void Im2colBackwardInput(const ConvGeometry& g, const T* grad_out,
                          const T* weight, T* grad_in, ConvWorkspace<T>* ws);
 
 // Images of at most 4 output positions where oneDNN would run
-// (conv_im2col.cc): whether their passes run as one product over the patch
+// (conv_tiny_image.cc): whether their passes run as one product over the patch
 // matrix, and those passes, on either layout of ws->channel_block. `g` is
 // one group's geometry.
 bool TinyImagePays(const ConvGeometry& g, const ConvWorkspace<float>& ws);

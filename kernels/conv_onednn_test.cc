@@ -307,6 +307,49 @@ TEST(ConvOnednn, TinyImagesMatchIm2col) {
   }
 }
 
+// Taps that read only padding at every output position (a 3x3 kernel's
+// outer ring on a 1x1 map, its outer rows on a 1x4 one, a dilated or 5x5
+// kernel's on 2x2) are left out of the tiny-image products; the results
+// still match im2col over every tap, and those taps' weight gradients are
+// exactly zero.
+TEST(ConvOnednn, TinyImagesSkipTapsThatReadOnlyPadding) {
+  if (NativeChannelBlock() == 0) {
+    GTEST_SKIP() << "oneDNN has no AVX2 or AVX-512 code here";
+  }
+  ConvGeometry row = Conv2(2, 32, 1, 32, 3, 1, 1);
+  row.in_w = 4;
+  ConvGeometry dilated = Conv2(2, 32, 2, 32, 3, 1, 2);
+  dilated.dilation = 2;
+  const struct {
+    ConvGeometry g;
+    std::vector<int64_t> live;  // the taps that read the image
+  } cases[] = {
+      {Conv2(3, 32, 1, 32, 3, 1, 1), {4}},
+      {row, {3, 4, 5}},
+      {dilated, {4}},
+      {Conv2(3, 32, 2, 48, 3, 2, 1), {4, 5, 7, 8}},
+      {Conv2(2, 16, 2, 32, 5, 1, 2), {6, 7, 8, 11, 12, 13, 16, 17, 18}}};
+  for (const auto& k : cases) {
+    const ConvGeometry& g = k.g;
+    SCOPED_TRACE(Describe(g));
+    const Case c = MakeCase(g, 11);
+    ConvWorkspace<float> ws;
+    const Passes<float> got =
+        cohort::Run<float>(g, ConvAlgorithm::kAuto, c.in, c.w, c.b, c.dy, &ws);
+    ExpectClose(got, c.want);
+    EXPECT_GT(ws.tap_weights.size(), 0) << "the live-tap product did not run";
+    const int64_t taps = g.kernel_h * g.kernel_w;
+    for (int64_t i = 0; i < static_cast<int64_t>(got.grad_w.size()); ++i) {
+      const bool live = std::count(k.live.begin(), k.live.end(), i % taps) > 0;
+      if (!live) {
+        ASSERT_EQ(got.grad_w[i], 0.0f) << "dead tap " << i % taps;
+      } else {
+        ASSERT_NE(got.grad_w[i], 0.0f) << "live tap " << i % taps;
+      }
+    }
+  }
+}
+
 ConvGeometry Rect(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc) {
   ConvGeometry g = Conv2(n, c, h, oc, 3, 1, 1);
   g.in_w = w;
