@@ -111,6 +111,11 @@ class CpuEngine : public DeviceEngine {
   // Forward, loss and backward of one batch; `last`: the step's last
   // batch, whose backward finishes the summed gradient range by range.
   void BatchStep(int r, bool last, GradientExchange* exchange);
+  // The backward of the step's last batch: each range, as it becomes final,
+  // is summed with the earlier batches' (gradient accumulation), measured
+  // (replica 0's sum of squares, when squares_in_backward_) and handed to
+  // the exchange, all while the rest of backward still runs.
+  void LastBackward(int r, GradientExchange* exchange);
   void Accumulate(Replica& rep);
   void FinishAccumulated(Replica& rep, int64_t begin, int64_t end);
   void Loss(Replica& rep, const Tensor& out);
@@ -133,10 +138,18 @@ class CpuEngine : public DeviceEngine {
   std::vector<Replica> replicas_;
   std::vector<float*> grads_;  // each replica's gradient buffer
   std::vector<Slice> slices_;
-  std::vector<char> slice_finite_;      // per slice, this step
-  std::vector<double> slice_squares_;   // per slice, sum of g^2 (clipping)
-  std::vector<double> raw_squares_;     // the same before clip_grad_value
-  double grad_norm_ = -1;               // the last Update's, before clipping
+  std::vector<char> slice_finite_;     // per slice, this step
+  std::vector<double> slice_squares_;  // per slice, sum of g^2 (clipping)
+  std::vector<double> raw_squares_;    // the same before clip_grad_value
+  double grad_norm_ = -1;              // the last Update's, before clipping
+  // Replica 0's sum of squares taken during backward, chunk by chunk while
+  // the gradient is still in cache, where nothing changes the gradient
+  // between backward and the update (one replica, an exchange that leaves
+  // it alone); backward_squares_valid_: this step's is in.
+  bool squares_in_backward_ = false;
+  ChunkSquares backward_chunks_;
+  double backward_squares_ = 0;
+  bool backward_squares_valid_ = false;
   float clip_scale_ = 1;                // this step's clip_grad_norm scale
   RuleLayout whole_layout_;             // the buffer's tensor pieces
   std::vector<double> piece_sums_;      // LAMB/LARS: per piece, this step
@@ -265,6 +278,8 @@ absl::Status CpuEngine::ForwardBackward(const StepPlan& plan,
                                         BatchSource& source,
                                         GradientExchange& exchange) {
   GradientExchange* ranges = exchange.WantsRanges() ? &exchange : nullptr;
+  squares_in_backward_ = options_.replicas == 1 && !exchange.ChangesGradients();
+  backward_squares_valid_ = false;
   pool_.Run([&](int r) {
     replicas_[r].done = true;
     replicas_[r].error = absl::OkStatus();
@@ -328,26 +343,35 @@ void CpuEngine::BatchStep(int r, bool last, GradientExchange* exchange) {
   if (!last) {
     rep.model->Backward(rep.grad_out);
     Accumulate(rep);
-  } else if (rep.accumulated_samples == 0) {  // no accumulation
-    if (exchange != nullptr) {
-      rep.model->Backward(rep.grad_out, [exchange, r](int64_t offset) {
-        exchange->RangeReady(r, offset);
-      });
-    } else {
-      rep.model->Backward(rep.grad_out);
-    }
   } else {
-    // Each range is summed with the earlier batches' as it becomes final,
-    // so the exchange still overlaps the rest of backward.
-    int64_t end = rep.model->grads().size();
-    rep.model->Backward(rep.grad_out, [&](int64_t offset) {
-      FinishAccumulated(rep, offset, end);
-      end = std::min(end, offset);
-      if (exchange != nullptr) exchange->RangeReady(r, offset);
-    });
-    FinishAccumulated(rep, 0, end);
+    LastBackward(r, exchange);
   }
   Trace("backward", r, backward_start);
+}
+
+void CpuEngine::LastBackward(int r, GradientExchange* exchange) {
+  Replica& rep = replicas_[r];
+  const bool accumulated = rep.accumulated_samples > 0;
+  const bool squares = r == 0 && squares_in_backward_;
+  int64_t end = rep.model->grads().size();
+  if (squares) backward_chunks_.Start(rep.model->grads().data(), end);
+  if (!accumulated && !squares && exchange == nullptr) {
+    rep.model->Backward(rep.grad_out);
+  } else {
+    rep.model->Backward(rep.grad_out, [&](int64_t offset) {
+      if (accumulated) {
+        FinishAccumulated(rep, offset, end);
+        end = std::min(end, offset);
+      }
+      if (squares) backward_chunks_.Final(offset);
+      if (exchange != nullptr) exchange->RangeReady(r, offset);
+    });
+  }
+  if (accumulated) FinishAccumulated(rep, 0, end);
+  if (squares) {
+    backward_squares_ = backward_chunks_.Total();
+    backward_squares_valid_ = true;
+  }
 }
 
 // accumulated += samples x gradient: a batch's gradient is its samples'
@@ -396,7 +420,11 @@ void CpuEngine::ReduceAndCheck(int r, bool combine_local) {
   // In double a float gradient's squares cannot overflow, so the sum is
   // finite exactly when every element is: one pass checks and measures.
   float* g = replicas_[0].model->grads().data();
-  const double squares = SumOfSquares(g + s.begin, s.end - s.begin);
+  const bool whole =
+      s.begin == 0 && s.end == replicas_[0].model->grads().size();
+  const double squares = backward_squares_valid_ && R == 1 && whole
+                             ? backward_squares_
+                             : SumOfSquares(g + s.begin, s.end - s.begin);
   slice_finite_[r] = std::isfinite(squares);
   slice_squares_[r] = squares;
   raw_squares_[r] = squares;

@@ -52,6 +52,10 @@ class GradientExchange {
   // True when Finish() leaves the mean over the local replicas in replica
   // 0's gradient; false when the engine has to average them itself.
   virtual bool CombinesLocalReplicas() const = 0;
+  // Whether Finish() may change replica 0's gradient after backward wrote
+  // it (a collective's mean does); when not, what the engine measures of the
+  // gradient during backward still holds at the update.
+  virtual bool ChangesGradients() const { return true; }
 
   // Once, before the first step. `param_sizes`: each parameter tensor's
   // length including its alignment padding (they tile the flat buffer).
@@ -94,6 +98,7 @@ class LocalExchange : public GradientExchange {
  public:
   bool UpdatesLocally() const override { return true; }
   bool CombinesLocalReplicas() const override { return false; }
+  bool ChangesGradients() const override { return false; }
   void BeginStep(const ExchangeStep&) override {}
   bool WantsRanges() const override { return false; }
   void RangeReady(int, int64_t) override {}

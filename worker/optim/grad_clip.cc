@@ -45,19 +45,37 @@ double ChunkSumOfSquares(const float* x, int64_t n) {
 
 // Chunks of a fixed size, summed in order: the compute threads share the
 // chunks and the result does not depend on how many there are.
+constexpr int64_t kChunk = int64_t{1} << 16;
+
 double SumOfSquares(const float* x, int64_t n) {
-  constexpr int64_t kChunk = int64_t{1} << 16;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  if (chunks <= 1) return ChunkSumOfSquares(x, n);
-  std::vector<double> partial(chunks);
-  ParallelItems(chunks, 1, [&](int64_t first, int64_t last) {
-    for (int64_t c = first; c < last; ++c) {
-      partial[c] =
-          ChunkSumOfSquares(x + c * kChunk, std::min(kChunk, n - c * kChunk));
+  ChunkSquares squares;
+  squares.Start(x, n);
+  return squares.Total();
+}
+
+void ChunkSquares::Start(const float* x, int64_t n) {
+  x_ = x;
+  n_ = n;
+  pending_ = (n + kChunk - 1) / kChunk;
+  partial_.assign(pending_, 0.0);
+}
+
+void ChunkSquares::Final(int64_t offset) {
+  const int64_t first = std::max<int64_t>(0, (offset + kChunk - 1) / kChunk);
+  if (first >= pending_) return;
+  ParallelItems(pending_ - first, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t c = first + begin; c < first + end; ++c) {
+      partial_[c] =
+          ChunkSumOfSquares(x_ + c * kChunk, std::min(kChunk, n_ - c * kChunk));
     }
   });
+  pending_ = first;
+}
+
+double ChunkSquares::Total() {
+  Final(0);
   double total = 0;
-  for (double p : partial) total += p;
+  for (double p : partial_) total += p;
   return total;
 }
 

@@ -43,5 +43,45 @@ TEST(SumOfSquares, ShortAndEmpty) {
   EXPECT_EQ(SumOfSquares(x, 0), 0.0);
 }
 
+// Ranges made final from the back in uneven steps, at chunk boundaries and
+// inside chunks, with repeats and an offset that goes back up (ignored):
+// the total is SumOfSquares's, bit for bit, at one thread and at two.
+TEST(ChunkSquares, RangesFromTheBackGiveSumOfSquaresBits) {
+  const std::vector<float> g = Gradient();
+  const int64_t n = static_cast<int64_t>(g.size());
+  const double want = SumOfSquares(g.data(), n);
+  const int64_t chunk = int64_t{1} << 16;
+  for (int threads : {1, 2}) {
+    SetOnednnThreads(threads);
+    ChunkSquares squares;
+    squares.Start(g.data(), n);
+    for (int64_t offset : {n, n - 100, 12 * chunk + 7, 12 * chunk + 7,
+                           9 * chunk, 11 * chunk, 3 * chunk - 1, int64_t{5}}) {
+      squares.Final(offset);
+    }
+    EXPECT_EQ(squares.Total(), want) << threads << " threads";
+    squares.Start(g.data(), n);  // nothing final before Total
+    EXPECT_EQ(squares.Total(), want) << threads << " threads";
+  }
+  SetOnednnThreads(0);
+}
+
+// A gradient with an infinity or a NaN sums to a value that is not finite,
+// wherever it lies and whenever its chunk was summed.
+TEST(ChunkSquares, NonFiniteElementsMakeANonFiniteTotal) {
+  std::vector<float> g = Gradient();
+  const int64_t n = static_cast<int64_t>(g.size());
+  for (int64_t at : {int64_t{0}, n / 2, n - 1}) {
+    for (float bad : {INFINITY, NAN}) {
+      std::vector<float> x = g;
+      x[at] = bad;
+      ChunkSquares squares;
+      squares.Start(x.data(), n);
+      squares.Final(n / 3);
+      EXPECT_FALSE(std::isfinite(squares.Total())) << at;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cohort
