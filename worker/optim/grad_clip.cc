@@ -62,6 +62,12 @@ void ChunkSquares::Start(const float* x, int64_t n) {
 
 void ChunkSquares::Final(int64_t offset) {
   const int64_t first = std::max<int64_t>(0, (offset + kChunk - 1) / kChunk);
+  // Chunks wait until there are enough to share among the threads: a
+  // parallel region per chunk cost more than reading it from memory later.
+  if (pending_ - first >= kChunksAtOnce) SumFrom(first);
+}
+
+void ChunkSquares::SumFrom(int64_t first) {
   if (first >= pending_) return;
   ParallelItems(pending_ - first, 1, [&](int64_t begin, int64_t end) {
     for (int64_t c = first + begin; c < first + end; ++c) {
@@ -73,7 +79,7 @@ void ChunkSquares::Final(int64_t offset) {
 }
 
 double ChunkSquares::Total() {
-  Final(0);
+  SumFrom(0);
   double total = 0;
   for (double p : partial_) total += p;
   return total;

@@ -24,12 +24,16 @@ class ChunkSquares {
   // Starts over on x[0, n); x must stay alive until Total().
   void Start(const float* x, int64_t n);
   // Every element at index >= offset is final: sums the chunks wholly there
-  // that are not summed yet.
+  // that are not summed yet, once there are several of them.
   void Final(int64_t offset);
   // Sums the remaining chunks; returns the total over all of x.
   double Total();
 
  private:
+  static constexpr int64_t kChunksAtOnce = 8;
+  // Sums chunks [first, pending_).
+  void SumFrom(int64_t first);
+
   const float* x_ = nullptr;
   int64_t n_ = 0;
   int64_t pending_ = 0;  // chunks [0, pending_) are not summed yet
