@@ -206,6 +206,9 @@ void AddWorkerFlags(FlagSet& flags, WorkerFlags* f) {
   flags.String("timeline", &f->o.timeline_path,
                "write a Chrome trace of every step's phases to this file",
                "FILE");
+  flags.Bool("timeline-layers", &f->o.timeline_layers,
+             "with --timeline: also each layer's forward and backward call "
+             "(CPU devices)");
   AddSecurityFlags(flags, &f->o.security);
   f->training.Register(flags, TrainingCommand::kWorker);
 }
@@ -253,6 +256,9 @@ absl::Status CheckWorkerOutputs(const WorkerFlags& f) {
       f.training.Outputs();
   if (!f.o.timeline_path.empty()) {
     outputs.emplace_back("--timeline", f.o.timeline_path);
+  } else if (f.o.timeline_layers) {
+    return absl::InvalidArgumentError(
+        "--timeline-layers adds to a timeline: give --timeline=FILE too");
   }
   for (const auto& [flag, path] : outputs) {
     RETURN_IF_ERROR(CheckOutputFlag(flag, path, inputs));

@@ -188,6 +188,7 @@ std::string LocalTimelinePath(const std::string& file, int64_t worker) {
 struct LocalFlags {
   std::string job, devices, replicas, listen = "127.0.0.1:0", data_dir;
   std::string straggler, timeline;
+  bool timeline_layers = false;
   int64_t threads = 0, shards = 0, min_step_ms = 0;
   WorkerCountFlags counts;
   TrainingFlags training;
@@ -234,6 +235,9 @@ void AddLocalFlags(FlagSet& flags, LocalFlags* f) {
                "write each worker's Chrome trace of its steps' phases to "
                "FILE.w<i>.json (FILE without a .json ending)",
                "FILE");
+  flags.Bool("timeline-layers", &f->timeline_layers,
+             "with --timeline: also each layer's forward and backward call "
+             "(CPU devices)");
   f->training.Register(flags, TrainingCommand::kLocal);
   AddSecurityFlags(flags, &f->security);
 }
@@ -303,6 +307,10 @@ absl::Status CheckLocalOutputs(const LocalFlags& f, const JobSpec& job) {
       f.training.Outputs();
   for (int64_t i = 0; !f.timeline.empty() && i < f.workers; ++i) {
     outputs.emplace_back("--timeline", LocalTimelinePath(f.timeline, i));
+  }
+  if (f.timeline_layers && f.timeline.empty()) {
+    return absl::InvalidArgumentError(
+        "--timeline-layers adds to a timeline: give --timeline=FILE too");
   }
   for (const auto& [flag, path] : outputs) {
     RETURN_IF_ERROR(CheckOutputFlag(flag, path, inputs));
@@ -385,6 +393,7 @@ std::vector<std::string> WorkerArgs(const std::string& coordinator,
   }
   if (!f.timeline.empty()) {
     a.push_back(absl::StrCat("--timeline=", LocalTimelinePath(f.timeline, i)));
+    if (f.timeline_layers) a.push_back("--timeline-layers");
   }
   for (std::string& s : f.training.WorkerArgs()) a.push_back(std::move(s));
   for (std::string& s : SecurityArgs(f.security)) a.push_back(std::move(s));

@@ -33,6 +33,7 @@ struct TrainFlags {
   std::string replicas;  // the older name of --devices
   int64_t threads = 0;
   std::string timeline;
+  bool timeline_layers = false;
   TrainingFlags training;
 };
 
@@ -51,6 +52,9 @@ void AddTrainFlags(FlagSet& flags, TrainFlags* f) {
                "write a Chrome trace of every step's phases to this file (the "
                "same rules as --report)",
                "FILE");
+  flags.Bool("timeline-layers", &f->timeline_layers,
+             "with --timeline: also each layer's forward and backward call "
+             "(CPU devices)");
   f->training.Register(flags, TrainingCommand::kTrain);
 }
 
@@ -69,6 +73,7 @@ TrainOptions MakeTrainOptions(const TrainFlags& f, const Devices& devices) {
   options.replicas = replicas;
   options.gpus = devices.gpus;
   options.threads = f.threads > 0 ? static_cast<int>(f.threads) : replicas;
+  options.timeline_layers = f.timeline_layers;
   options.live_progress = isatty(STDERR_FILENO);
   options.stop_signal = InstallStopSignal();
   return options;
@@ -143,6 +148,10 @@ absl::Status CheckTrainOutputs(const TrainFlags& f, const JobSpec& spec) {
   std::vector<std::pair<std::string, std::string>> outputs =
       f.training.Outputs();
   if (!f.timeline.empty()) outputs.emplace_back("--timeline", f.timeline);
+  if (f.timeline_layers && f.timeline.empty()) {
+    return absl::InvalidArgumentError(
+        "--timeline-layers adds to a timeline: give --timeline=FILE too");
+  }
   for (const auto& [flag, path] : outputs) {
     RETURN_IF_ERROR(CheckOutputFlag(flag, path, inputs));
   }

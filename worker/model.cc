@@ -1,5 +1,6 @@
 #include "worker/model.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,7 @@ absl::Status Model<T>::Configure() {
   output_shape_ = shape;
   ConnectBlockedNeighbours();
   skipped_ = FuseActivations(layers_);
+  trace_names_.assign(layers_.size(), std::string());
   return absl::OkStatus();
 }
 
@@ -155,7 +157,9 @@ const BasicTensor<T>& Model<T>::Forward(const BasicTensor<T>& input,
   const BasicTensor<T>* x = &input;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (skipped_[i]) continue;
-    layers_[i]->Forward(*x, &acts_[i], mode);
+    TraceLayerCall(mode == Mode::kTrain ? trace_ : nullptr, trace_names_[i],
+                   /*backward=*/false,
+                   [&] { layers_[i]->Forward(*x, &acts_[i], mode); });
     x = &acts_[i];
   }
   return *x;
@@ -177,6 +181,18 @@ void Model<T>::SetRowFetcher(RowFetcher* fetcher) {
 }
 
 template <typename T>
+void Model<T>::SetTrace(LayerTrace* trace) {
+  trace_ = trace;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const std::string position = std::to_string(i);
+    if (trace != nullptr) {
+      trace_names_[i] = absl::StrCat(position, " ", layers_[i]->Name());
+    }
+    layers_[i]->TraceSublayers(trace, position);
+  }
+}
+
+template <typename T>
 absl::Status Model<T>::InputError() const {
   for (const auto& l : layers_) RETURN_IF_ERROR(l->InputError());
   return absl::OkStatus();
@@ -190,7 +206,8 @@ void Model<T>::Backward(const BasicTensor<T>& grad_output,
     if (skipped_[i]) continue;
     BasicTensor<T>* gin = nullptr;
     if (i > 0) gin = (g == &grad_a_) ? &grad_b_ : &grad_a_;
-    layers_[i]->Backward(*g, gin);
+    TraceLayerCall(trace_, trace_names_[i], /*backward=*/true,
+                   [&] { layers_[i]->Backward(*g, gin); });
     if (ready && layer_offsets_[i] >= 0) ready(layer_offsets_[i]);
     g = gin;
   }

@@ -83,6 +83,10 @@ class Model {
   // Where every sparse table fetches its rows; `fetcher` must outlive the
   // model's use of them.
   void SetRowFetcher(RowFetcher* fetcher);
+  // Reports every layer's training-mode Forward and Backward calls, and
+  // those of the layers inside them, to `trace` (layer_trace.h); null
+  // stops. `trace` must outlive the model's use of it.
+  void SetTrace(LayerTrace* trace);
 
   BasicTensor<T>& params() { return store_.values(); }
   BasicTensor<T>& grads() { return store_.grads(); }
@@ -138,6 +142,8 @@ class Model {
   // Layers whose activation the layer before applies (layer_fusion.h):
   // Forward and Backward pass over them.
   std::vector<bool> skipped_;
+  LayerTrace* trace_ = nullptr;
+  std::vector<std::string> trace_names_;  // "<i> <Name()>", with trace_
   TensorNames names_;
   BasicTensor<T> grad_a_, grad_b_;  // ping-pong input gradients
 };

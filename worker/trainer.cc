@@ -43,6 +43,15 @@ absl::Status CheckOptions(const JobSpec& spec, const TrainOptions& options) {
     return absl::InvalidArgumentError(
         "SSP and ASYNC parameter-server modes need claim_chunks");
   }
+  if (options.timeline_layers && options.timeline == nullptr) {
+    return absl::InvalidArgumentError(
+        "--timeline-layers adds to a timeline: give --timeline=FILE too");
+  }
+  if (options.timeline_layers && !options.gpus.empty()) {
+    return absl::InvalidArgumentError(
+        "--timeline-layers times the CPU engine's layers; on GPUs the "
+        "layers run asynchronously on streams, so use --timeline alone");
+  }
   if (!(options.min_step_seconds >= 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "min_step_seconds must be >= 0, got ", options.min_step_seconds));

@@ -127,6 +127,9 @@ struct TrainOptions {
   // Receives a timeline of every step's phases (worker/timeline.h).
   // Borrowed; null: none.
   Timeline* timeline = nullptr;
+  // With a timeline: also each layer's forward and backward (CPU engine;
+  // worker/layer_timeline.h).
+  bool timeline_layers = false;
   // Bytes this process may still allocate, for the check Create() makes
   // before allocating anything: the job's estimated memory
   // (common/memory_estimate.h) must fit. -1: read the machine's

@@ -268,6 +268,7 @@ TrainOptions WorkerTrainOptions(const WorkerOptions& o,
                                 Timeline* timeline) {
   TrainOptions t;
   t.timeline = timeline;
+  t.timeline_layers = o.timeline_layers;
   t.stop_signal = o.stop_signal;
   t.data_dir = o.data_dir;
   t.replicas = o.replicas;

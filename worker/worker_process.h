@@ -61,6 +61,9 @@ struct WorkerOptions {
   // Non-empty: write a Chrome trace of every step's phases here (checked
   // writable before joining; written when the worker ends, ok or not).
   std::string timeline_path;
+  // With timeline_path: also each layer's forward and backward
+  // (TrainOptions::timeline_layers).
+  bool timeline_layers = false;
   // Set by SIGTERM (cli/stop_signal.h): the worker stops after the step in
   // flight, rank 0 writes a final checkpoint, and the worker leaves without
   // failing the job (an elastic job regroups without it). Borrowed.

@@ -19,6 +19,7 @@
 #include "worker/exchange/compression.h"
 #include "worker/exchange/ps_exchange.h"
 #include "worker/exchange/replica_sum.h"
+#include "worker/layer_timeline.h"
 #include "worker/loss.h"
 #include "worker/metrics/gather_by_sum.h"
 #include "worker/optim/grad_clip.h"
@@ -136,6 +137,7 @@ class CpuEngine : public DeviceEngine {
   const Objective objective_;
   ReplicaPool pool_;
   std::vector<Replica> replicas_;
+  std::vector<std::unique_ptr<LayerTimeline>> layer_traces_;  // per replica
   std::vector<float*> grads_;  // each replica's gradient buffer
   std::vector<Slice> slices_;
   std::vector<char> slice_finite_;     // per slice, this step
@@ -188,6 +190,13 @@ absl::Status CpuEngine::Build() {
   }
   for (int r = 0; r < R; ++r) {
     replicas_[r].model->SeedRandom(spec_.seed() + GlobalReplica(r));
+  }
+  if (options_.timeline != nullptr && options_.timeline_layers) {
+    for (int r = 0; r < R; ++r) {
+      layer_traces_.push_back(
+          std::make_unique<LayerTimeline>(options_.timeline, r));
+      replicas_[r].model->SetTrace(layer_traces_.back().get());
+    }
   }
   for (Replica& rep : replicas_) grads_.push_back(rep.model->grads().data());
   results_.resize(R);

@@ -80,6 +80,7 @@ absl::StatusOr<Shape> Branch<T>::Configure(const Shape& in) {
     st.grads.resize(paths_[p].size());
     st.out = s;
     st.skipped = FuseActivations(paths_[p]);
+    st.trace_names.assign(paths_[p].size(), std::string());
     st.last = paths_[p].size();
     while (st.last > 0 && st.skipped[st.last - 1]) --st.last;
   }
@@ -202,6 +203,20 @@ void Branch<T>::SeedRandom(uint64_t seed) {
 }
 
 template <typename T>
+void Branch<T>::TraceSublayers(LayerTrace* trace, const std::string& prefix) {
+  trace_ = trace;
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    for (size_t i = 0; i < paths_[p].size(); ++i) {
+      const std::string position = absl::StrCat(prefix, ".paths.", p, ".", i);
+      state_[p].trace_names[i] =
+          trace != nullptr ? absl::StrCat(position, " ", paths_[p][i]->Name())
+                           : std::string();
+      paths_[p][i]->TraceSublayers(trace, position);
+    }
+  }
+}
+
+template <typename T>
 const BasicTensor<T>& Branch<T>::Output(size_t p,
                                         const BasicTensor<T>& in) const {
   return paths_[p].empty() ? in : state_[p].acts[state_[p].last - 1];
@@ -215,7 +230,10 @@ void Branch<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
     const BasicTensor<T>* x = &in;
     for (size_t i = 0; i < paths_[p].size(); ++i) {
       if (state_[p].skipped[i]) continue;
-      paths_[p][i]->Forward(*x, &state_[p].acts[i], mode);
+      TraceLayerCall(
+          mode == Mode::kTrain ? trace_ : nullptr, state_[p].trace_names[i],
+          /*backward=*/false,
+          [&] { paths_[p][i]->Forward(*x, &state_[p].acts[i], mode); });
       x = &state_[p].acts[i];
     }
   }
@@ -373,7 +391,8 @@ void Branch<T>::Backward(const BasicTensor<T>& grad_out,
       } else if (grad_in != nullptr) {
         gi = first ? grad_in : &st.grad_in;
       }
-      paths_[p][i]->Backward(*g, gi);
+      TraceLayerCall(trace_, st.trace_names[i], /*backward=*/true,
+                     [&] { paths_[p][i]->Backward(*g, gi); });
       if (!to_input) g = gi;
     }
     if (grad_in == nullptr) continue;

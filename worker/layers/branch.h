@@ -63,6 +63,9 @@ class Branch final : public Layer<T> {
   // it from the branch's output, which the caller keeps alive and
   // unchanged until then.
   bool FuseActivation(FusedActivation act) override;
+  // Names each path's layers "<prefix>.paths.<p>.<i>", as their
+  // parameters are named.
+  void TraceSublayers(LayerTrace* trace, const std::string& prefix) override;
 
  private:
   struct State {
@@ -75,6 +78,7 @@ class Branch final : public Layer<T> {
     // and one past the last layer that runs: acts[last - 1] is the output.
     std::vector<bool> skipped;
     size_t last = 0;
+    std::vector<std::string> trace_names;  // "<position> <Name()>"
   };
   // The path's output tensor after Forward (the input for an empty path).
   const BasicTensor<T>& Output(size_t p, const BasicTensor<T>& in) const;
@@ -98,6 +102,7 @@ class Branch final : public Layer<T> {
   const BasicTensor<T>* input_ = nullptr;           // last kTrain input
   FusedActivation fused_ = FusedActivation::kNone;  // SUM only
   const BasicTensor<T>* output_ = nullptr;          // last Forward's output
+  LayerTrace* trace_ = nullptr;                     // TraceSublayers
   BasicTensor<T> activation_grad_;                  // SumGradient's
 };
 

@@ -37,6 +37,7 @@
 #include "absl/types/span.h"
 #include "common/tensor.h"
 #include "kernels/fused_activation.h"
+#include "worker/layers/layer_trace.h"
 #include "worker/layers/sparse_table.h"
 
 namespace cohort {
@@ -128,6 +129,12 @@ class Layer {
   // to predict): a layer may keep what it derives from them (weights
   // converted to another layout) from one Forward to the next.
   virtual void FreezeParameters() {}
+
+  // A layer that runs other layers reports their training-mode Forward
+  // and Backward calls to `trace` (layer_trace.h), naming each by `prefix`
+  // "." its position; null stops. Called after Configure. Default: none to
+  // report.
+  virtual void TraceSublayers(LayerTrace* trace, const std::string& prefix) {}
 
   // Sets the seed of any randomness the layer draws while training
   // (dropout); replicas get different streams.

@@ -297,6 +297,28 @@ std::vector<BasicTensor<T>*> ResidualBlock<T>::Buffers() {
 }
 
 template <typename T>
+void ResidualBlock<T>::TraceSublayers(LayerTrace* trace,
+                                      const std::string& prefix) {
+  trace_ = trace;
+  trace_names_.assign(main_.size() + 2, std::string());
+  auto name = [&](size_t index, const std::string& position, Layer<T>& l) {
+    const std::string full = absl::StrCat(prefix, ".", position);
+    if (trace != nullptr) {
+      trace_names_[index] = absl::StrCat(full, " ", l.Name());
+    }
+    l.TraceSublayers(trace, full);
+  };
+  for (size_t i = 0; i < main_.size(); ++i) {
+    name(i, main_names_[i] != nullptr ? main_names_[i] : absl::StrCat(i),
+         *main_[i]);
+  }
+  if (down_conv_ != nullptr) {
+    name(main_.size(), "downsample.0", *down_conv_);
+    name(main_.size() + 1, "downsample.1", *down_bn_);
+  }
+}
+
+template <typename T>
 void ResidualBlock<T>::SeedRandom(uint64_t seed) {
   for (const Part& p : Parts()) p.layer->SeedRandom(seed);
 }
@@ -326,8 +348,9 @@ template <typename T>
 const BasicTensor<T>* ResidualBlock<T>::Shortcut(const BasicTensor<T>& in,
                                                  Mode mode) {
   if (down_conv_ == nullptr) return &in;
-  down_conv_->Forward(in, &s1_, mode);
-  down_bn_->Forward(s1_, &s2_, mode);
+  const size_t down = main_.size();
+  Traced(down, false, mode, [&] { down_conv_->Forward(in, &s1_, mode); });
+  Traced(down + 1, false, mode, [&] { down_bn_->Forward(s1_, &s2_, mode); });
   return &s2_;
 }
 
@@ -339,12 +362,14 @@ void ResidualBlock<T>::ForwardChain(const BasicTensor<T>& in, Mode mode,
   for (size_t k = 0; k < chain; ++k) {
     const size_t i = run_[k];
     BasicTensor<T>* y = k + 1 < run_.size() ? &acts_[i] : &sum_;
-    main_[i]->Forward(*x, y, mode);
+    Traced(i, false, mode, [&] { main_[i]->Forward(*x, y, mode); });
     x = y;
   }
   const BasicTensor<T>* shortcut = Shortcut(in, mode);
   if (tail_bn_ != nullptr) {
-    tail_bn_->ForwardSum(*x, *shortcut, /*relu=*/true, out, mode);
+    Traced(main_.size() - 1, false, mode, [&] {
+      tail_bn_->ForwardSum(*x, *shortcut, /*relu=*/true, out, mode);
+    });
     relu_in_ = out;
     return;
   }
@@ -371,17 +396,23 @@ void ResidualBlock<T>::Backward(const BasicTensor<T>& grad_out,
   const BasicTensor<T>* g = &g_sum_;
   for (size_t k = run_.size() - 1; k > 0; --k) {
     const size_t before = run_[k - 1];
-    main_[run_[k]]->Backward(*g, &grads_[before]);
+    Traced(run_[k], true, Mode::kTrain,
+           [&] { main_[run_[k]]->Backward(*g, &grads_[before]); });
     g = &grads_[before];
   }
   BasicTensor<T>* block_grad_in =
       block_ != 0 && !blocked_input_ && grad_in != nullptr ? &g_in_blocked_
                                                            : grad_in;
-  main_[run_[0]]->Backward(*g, block_grad_in);
+  Traced(run_[0], true, Mode::kTrain,
+         [&] { main_[run_[0]]->Backward(*g, block_grad_in); });
   if (down_conv_ != nullptr) {
-    down_bn_->Backward(g_sum_, &g_s1_);
-    down_conv_->Backward(g_s1_,
-                         block_grad_in != nullptr ? &g_down_in_ : nullptr);
+    const size_t down = main_.size();
+    Traced(down + 1, true, Mode::kTrain,
+           [&] { down_bn_->Backward(g_sum_, &g_s1_); });
+    Traced(down, true, Mode::kTrain, [&] {
+      down_conv_->Backward(g_s1_,
+                           block_grad_in != nullptr ? &g_down_in_ : nullptr);
+    });
     if (block_grad_in != nullptr) {
       AddInPlace(g_down_in_.data(), block_grad_in->data(),
                  block_grad_in->size());

@@ -72,6 +72,10 @@ class ResidualBlock : public Layer<T> {
   int64_t channel_block() const override { return block_; }
   // The convolutions of the evaluation pass keep their converted weights.
   void FreezeParameters() override;
+  // Names the main branch's layers "<prefix>.<name>" (their parameters'
+  // prefix, "conv1"; the index for a layer without parameters) and the
+  // shortcut's "<prefix>.downsample.0" and ".1".
+  void TraceSublayers(LayerTrace* trace, const std::string& prefix) override;
   void set_blocked_neighbours(bool input, bool output) override {
     blocked_input_ = input;
     blocked_output_ = output;
@@ -126,6 +130,17 @@ class ResidualBlock : public Layer<T> {
   void RunScaled(ScaledStep& step, const BasicTensor<T>& in,
                  const BasicTensor<T>* residual, bool relu,
                  BasicTensor<T>* out);
+  // Runs `call`, sub-layer `index`'s Forward (in `mode`) or Backward,
+  // reporting it to trace_ in training mode. Indices: main_'s, then the
+  // downsample's convolution and batch norm.
+  template <typename Call>
+  void Traced(size_t index, bool backward, Mode mode, Call&& call) {
+    if (trace_ == nullptr || mode != Mode::kTrain) {
+      call();
+      return;
+    }
+    TraceLayerCall(trace_, trace_names_[index], backward, call);
+  }
   // Converts between the caller's batch-inner tensors and block_'s layout.
   void ToBlocked(const BasicTensor<T>& from, BasicTensor<T>* to) const;
   void FromBlocked(const BasicTensor<T>& from, BasicTensor<T>* to) const;
@@ -143,6 +158,8 @@ class ResidualBlock : public Layer<T> {
   // Null when the shortcut is the identity.
   std::unique_ptr<Conv2d<T>> down_conv_;
   std::unique_ptr<BatchNorm2d<T>> down_bn_;
+  LayerTrace* trace_ = nullptr;  // TraceSublayers
+  std::vector<std::string> trace_names_;
 
   // The main branch's last layer when it is a batch norm on the
   // channel-blocked path: it adds the shortcut and applies the block's ReLU
