@@ -538,19 +538,21 @@ void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
                        const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
   if (g.depthwise()) {
     conv_internal::DepthwiseInputGrad(g, grad_out, weight, grad_in, ws);
-    return;
-  }
-  if (g.groups == 1) {
+  } else if (g.groups == 1) {
     UngroupedBackwardInput(g, grad_out, weight, grad_in, ws);
-    return;
+  } else {
+    ws->group_ws.resize(g.groups);
+    for (int64_t i = 0; i < g.groups; ++i) {
+      const GroupSlice s = Slice(g, i);
+      ConvWorkspace<T>& sub = ws->group_ws[i];
+      sub.weights_as_in_forward = ws->weights_as_in_forward;
+      UngroupedBackwardInput(s.g, grad_out + s.out_offset,
+                             weight + s.weight_offset, grad_in + s.in_offset,
+                             &sub);
+      sub.weights_as_in_forward = false;
+    }
   }
-  ws->group_ws.resize(g.groups);
-  for (int64_t i = 0; i < g.groups; ++i) {
-    const GroupSlice s = Slice(g, i);
-    UngroupedBackwardInput(s.g, grad_out + s.out_offset,
-                           weight + s.weight_offset, grad_in + s.in_offset,
-                           &ws->group_ws[i]);
-  }
+  ws->weights_as_in_forward = false;
 }
 
 template struct ConvWorkspace<float>;

@@ -159,6 +159,12 @@ struct ConvWorkspace {
   // The weights will not change again (a model loaded to predict):
   // ConvForwardScaled keeps them converted to its layout.
   bool weights_frozen = false;
+  // Set by the caller just before ConvBackwardInput when its weights are
+  // those the last ConvForward on this workspace read, unchanged since (a
+  // layer's Backward after its own Forward; not a transposed convolution,
+  // whose forward is ConvBackwardInput): the pass may then reuse what the
+  // forward pass derived from them. ConvBackwardInput clears it.
+  bool weights_as_in_forward = false;
 
   const T* input = nullptr;    // what the backward passes read (maybe padded)
   bool grid = false;           // the last forward used the grid algorithm
@@ -172,9 +178,12 @@ struct ConvWorkspace {
   BasicTensor<T> packed;       // packed weights (grid)
   BasicTensor<T> scratch;      // per-chunk outputs and partial sums (grid)
   BasicTensor<T> transformed;  // the input's Winograd transform (Winograd)
-  // Tiny images: the weights, or the weight gradient, of the kernel taps
-  // that read the image.
+  // Tiny images: the weights of the kernel taps that read the image
+  // (tap_weights_forward: as the last forward pass gathered them), and
+  // those taps' weight gradient.
   BasicTensor<T> tap_weights;
+  bool tap_weights_forward = false;
+  BasicTensor<T> tap_grads;
   // The weights in the form the evaluation kernel reads (ConvForwardScaled
   // on Winograd: their transform), and while they are frozen, the weights
   // they were made from.

@@ -350,6 +350,38 @@ TEST(ConvOnednn, TinyImagesSkipTapsThatReadOnlyPadding) {
   }
 }
 
+// The input gradient reuses the live taps' weights that the forward pass
+// gathered only when the caller says the weights did not change since
+// (ConvWorkspace::weights_as_in_forward): then it gives the same bits as
+// gathering them again; without the flag it reads weights changed after
+// the forward pass, as a transposed convolution's forward does.
+TEST(ConvOnednn, TinyImagesReuseForwardTapWeightsOnlyWhenTold) {
+  if (NativeChannelBlock() == 0) {
+    GTEST_SKIP() << "oneDNN has no AVX2 or AVX-512 code here";
+  }
+  const ConvGeometry g = Conv2(3, 32, 1, 48, 3, 1, 1);  // one live tap
+  const Case c = MakeCase(g, 12), changed = MakeCase(g, 13);
+  const std::vector<float> in(c.in.begin(), c.in.end()),
+      w(c.w.begin(), c.w.end()), w2(changed.w.begin(), changed.w.end()),
+      dy(c.dy.begin(), c.dy.end());
+  auto input_grad = [&](const std::vector<float>& forward_w,
+                        const std::vector<float>& backward_w, bool told) {
+    ConvWorkspace<float> ws;
+    std::vector<float> out(dy.size()), gw(w.size()), gin(in.size());
+    ConvForward<float>(g, in.data(), forward_w.data(), nullptr, out.data(),
+                       &ws);
+    ConvBackwardWeights<float>(g, dy.data(), gw.data(), nullptr, &ws);
+    ws.weights_as_in_forward = told;
+    ConvBackwardInput<float>(g, dy.data(), backward_w.data(), gin.data(), &ws);
+    EXPECT_FALSE(ws.weights_as_in_forward) << "the pass clears the flag";
+    EXPECT_GT(ws.tap_weights.size(), 0) << "the live-tap product did not run";
+    return gin;
+  };
+  EXPECT_EQ(input_grad(w, w, true), input_grad(w, w, false));
+  EXPECT_EQ(input_grad(w, w2, false), input_grad(w2, w2, false));
+  EXPECT_NE(input_grad(w, w2, false), input_grad(w, w, false));
+}
+
 ConvGeometry Rect(int64_t n, int64_t c, int64_t h, int64_t w, int64_t oc) {
   ConvGeometry g = Conv2(n, c, h, oc, 3, 1, 1);
   g.in_w = w;

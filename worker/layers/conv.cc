@@ -253,6 +253,7 @@ void ConvLayer<T>::Backward(const BasicTensor<T>& grad_out,
                          &workspace_);
   if (grad_in == nullptr) return;
   EnsureShape(grad_in, g.in_channels, g.batch, g.in_h, g.in_w);
+  workspace_.weights_as_in_forward = true;  // no update since Forward
   ConvBackwardInput<T>(g, grad_out.data(), weight_.data(), grad_in->data(),
                        &workspace_);
 }
