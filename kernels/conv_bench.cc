@@ -1,5 +1,6 @@
 // Milliseconds per call of the convolution and GEMM kernels on the shapes of
-// the benchmark models and of ResNet-18 (CIFAR) and ResNet-50, single-
+// the benchmark models, of ResNet-18 (CIFAR) and ResNet-50 and of
+// MobileNetV2's depthwise layers, single-
 // threaded, for each algorithm (oneDNN's times include its reorders), and
 // for 3x3 stride-1 layers oneDNN against Winograd on channel-blocked
 // activations (no reorders); also checks that the algorithms agree. Prints
@@ -389,6 +390,28 @@ void BenchResNetShapes(const std::string& filter) {
   }
 }
 
+// MobileNetV2's depthwise 3x3 layers at 224 (batch 8), strided and not:
+// kAuto against im2col per group.
+void BenchDepthwiseShapes(const std::string& filter) {
+  const struct {
+    const char* name;
+    int64_t channels, width, stride;
+  } layers[] = {
+      {"dw112 32", 32, 112, 1}, {"dw112 96s2", 96, 112, 2},
+      {"dw56 144", 144, 56, 1}, {"dw56 144s2", 144, 56, 2},
+      {"dw28 192", 192, 28, 1}, {"dw28 192s2", 192, 28, 2},
+      {"dw14 384", 384, 14, 1}, {"dw14 576s2", 576, 14, 2},
+      {"dw7 960", 960, 7, 1},
+  };
+  for (const auto& l : layers) {
+    if (!Selected(filter, l.name)) continue;
+    ConvGeometry g =
+        Strided(Conv2(8, l.channels, l.width, l.channels, 3, 1), l.stride);
+    g.groups = l.channels;
+    BenchConv(l.name, g, /*need_input=*/true, 5, /*large=*/true);
+  }
+}
+
 // ResNets' 3x3 stride-1 layers in evaluation, frozen or not: ResNet-50's
 // at batch 1 and 8, CIFAR ResNet-18's at batch 1 and 32.
 void BenchEvalShapes(const std::string& filter) {
@@ -505,6 +528,7 @@ int main(int argc, char** argv) {
   const std::string filter = argc > 1 ? argv[1] : "";
   BenchSeedShapes(filter);
   BenchResNetShapes(filter);
+  BenchDepthwiseShapes(filter);
   BenchEvalShapes(filter);
   BenchLinearShapes(filter);
   BenchWeightLayouts(filter);

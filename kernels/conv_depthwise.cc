@@ -287,8 +287,7 @@ void PadInput(const ConvGeometry& g, const Grid& grid, const T* in,
 }  // namespace
 
 // ws->input is the padded input after the grid kernels, the input itself
-// after the row kernels (the weight gradient pads it then; evaluation
-// never does).
+// after the row kernels, whose weight gradient reads it in place.
 template <typename T>
 void DepthwiseForward(const ConvGeometry& g, const T* in, const T* weight,
                       const T* bias, T* out, ConvWorkspace<T>* ws) {
@@ -310,14 +309,13 @@ template <typename T>
 void DepthwiseWeightGrad(const ConvGeometry& g, const T* grad_out,
                          T* grad_weight, ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "DepthwiseWeightGrad before DepthwiseForward";
-  const Grid grid(g);
-  const T* padded = ws->input;
-  if (DepthwiseRowsForwardApplies(g)) {
-    PadInput(g, grid, ws->input, ws);
-    padded = ws->padded.data();
+  if (DepthwiseRowsForwardApplies(g)) {  // ws->input is not padded
+    DepthwiseRowsWeightGrad(g, ws->input, grad_out, grad_weight, ws);
+    return;
   }
+  const Grid grid(g);
   OverOutputChannels(g, grid, ws, [&](int64_t oc, T* block) {
-    WeightGradChannel(g, grid, oc, padded, grad_out, grad_weight, block);
+    WeightGradChannel(g, grid, oc, ws->input, grad_out, grad_weight, block);
   });
 }
 

@@ -15,7 +15,8 @@
 //
 // Any element type, stride, dilation and padding; 3x3 layers with padding 1
 // on wide planes pass to the row kernels (conv_depthwise_rows.h), with the
-// same bits. Output channel oc reads input channel oc / m. Scratch lives
+// same bits except for the weight gradient, which they sum in another
+// order. Output channel oc reads input channel oc / m. Scratch lives
 // in the caller's ConvWorkspace (`padded` keeps the padded input for the
 // weight gradient).
 // Thread safety: none; one workspace per thread.

@@ -132,8 +132,7 @@ bool DepthwiseRowsForwardApplies(const ConvGeometry& g) {
 }
 
 bool DepthwiseRowsInputGradApplies(const ConvGeometry& g) {
-  return DepthwiseRowsForwardApplies(g) && g.stride == 1 &&
-         g.out_channels == g.in_channels;
+  return DepthwiseRowsForwardApplies(g) && g.out_channels == g.in_channels;
 }
 
 template <typename T>
@@ -153,6 +152,10 @@ void DepthwiseRowsForward(const ConvGeometry& g, const T* in, const T* weight,
 template <typename T>
 void DepthwiseRowsInputGrad(const ConvGeometry& g, const T* grad_out,
                             const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
+  if (g.stride == 2) {
+    DepthwiseRowsInputGradStride2(g, grad_out, weight, grad_in);
+    return;
+  }
   AllPlanes<1, true>(g, 1, grad_out, weight, static_cast<const T*>(nullptr),
                      grad_in, ws);
 }

@@ -22,9 +22,10 @@ namespace conv_internal {
 
 // Whether DepthwiseRowsForward takes depthwise geometry `g`.
 bool DepthwiseRowsForwardApplies(const ConvGeometry& g);
-// ... and DepthwiseRowsInputGrad: the same at stride 1 and multiplier 1,
-// where the input gradient is the forward pass of the output gradient with
-// the taps mirrored.
+// ... and DepthwiseRowsInputGrad: the same at multiplier 1. At stride 1
+// the input gradient is the forward pass of the output gradient with the
+// taps mirrored; at stride 2 each input row reads one or two output rows
+// (conv_depthwise_rows_grad.cc), their taps summed in the grid's order.
 bool DepthwiseRowsInputGradApplies(const ConvGeometry& g);
 
 // out[OC][N][OH][OW] = depthwise conv(in) (+ bias[oc] when non-null).
@@ -37,6 +38,20 @@ void DepthwiseRowsForward(const ConvGeometry& g, const T* in, const T* weight,
 template <typename T>
 void DepthwiseRowsInputGrad(const ConvGeometry& g, const T* grad_out,
                             const T* weight, T* grad_in, ConvWorkspace<T>* ws);
+
+// Its stride-2 half (conv_depthwise_rows_grad.cc).
+template <typename T>
+void DepthwiseRowsInputGradStride2(const ConvGeometry& g, const T* grad_out,
+                                   const T* weight, T* grad_in);
+
+// Overwrites grad_weight [OC][1][3][3] from the unpadded input `in` of a
+// layer DepthwiseRowsForward takes; `ws->packed` holds partial sums during
+// the call. The sums run over rows in another order than the grid
+// kernels', so the bits may differ from theirs by rounding.
+template <typename T>
+void DepthwiseRowsWeightGrad(const ConvGeometry& g, const T* in,
+                             const T* grad_out, T* grad_weight,
+                             ConvWorkspace<T>* ws);
 
 }  // namespace conv_internal
 }  // namespace cohort

@@ -276,6 +276,11 @@ std::vector<ConvGeometry> GroupedShapes() {
       With(Conv2(2, 3, 6, 34, 3, 3, 2, 1), 3, 1),
       With(Conv2(1, 2, 7, 35, 4, 3, 2, 1), 2, 1),
       With(Conv2(1, 2, 4, 32, 4, 3, 1, 1), 2, 1),
+      // Stride 2 on the row kernels: odd and even heights and widths,
+      // the input gradient's last row and column reading one output.
+      With(Conv2(2, 3, 7, 35, 3, 3, 2, 1), 3, 1),
+      With(Conv2(3, 2, 8, 32, 2, 3, 2, 1), 2, 1),
+      With(Conv2(1, 2, 1, 33, 2, 3, 2, 1), 2, 1),
       With(Conv1(2, 6, 30, 6, 3, 1, 1), 6, 1),  // 1-D depthwise
       With(Conv1(2, 4, 25, 6, 3, 2, 2), 2, 2),  // 1-D grouped dilated
   };
@@ -332,7 +337,8 @@ TEST(ConvDepthwise, SameBitsOnOneAndTwoThreads) {
         With(Conv2(4, 64, 27, 27, 64, 3, 2, 1), 64, 1),
         With(Conv2(2, 48, 20, 20, 96, 3, 1, 1), 48, 1),
         With(Conv2(2, 32, 9, 40, 32, 3, 1, 1), 32, 1),
-        With(Conv2(2, 32, 9, 41, 32, 3, 2, 1), 32, 1)}) {
+        With(Conv2(2, 32, 9, 41, 32, 3, 2, 1), 32, 1),
+        With(Conv2(2, 32, 10, 40, 32, 3, 2, 1), 32, 1)}) {
     EXPECT_EQ(DepthwiseOnThreads(1, g), DepthwiseOnThreads(2, g))
         << g.in_channels << " channels at " << g.in_h;
   }
