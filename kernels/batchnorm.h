@@ -33,28 +33,36 @@ template <typename T>
 void ChannelMeanVar(const ChannelLayout& l, const T* x, double* mean,
                     double* var);
 
-// y = act((x - mean[c]) * scale[c] + shift[c]). `y` may equal `x`.
+// y = act((x - mean[c]) * scale[c] + shift[c]), the product and sum one
+// fused multiply-add. `y` may equal `x`.
 template <typename T>
 void ChannelNormalize(const ChannelLayout& l, const T* x, const T* mean,
                       const T* scale, const T* shift, FusedActivation act,
                       T* y);
 
-// The backward passes below take dy through `act` first, given the
-// activated output `y` of ChannelNormalize (the gradient of the activation
-// layer that `act` stands for, with its bits); `y` is not read, and may be
-// null, for kNone.
+// The backward passes below take dy through `act` first (the gradient of
+// the activation layer that `act` stands for, with its bits). Its mask
+// comes from the activation's input, recomputed from x with the `scale`
+// and `shift` that ChannelNormalize applied, bit for bit as it did: that
+// reads no tensor beyond dy and x, where the activated output would be a
+// third. `scale` and `shift` are not read, and may be null, for kNone.
+template <typename T>
+struct ActivationInput {
+  const T* scale = nullptr;
+  const T* shift = nullptr;
+};
 
 // sum_dy[c] = sum of dy; sum_dy_xc[c] = sum of dy * (x - mean[c]).
 template <typename T>
 void ChannelGradSums(const ChannelLayout& l, const T* dy, const T* x,
-                     const T* y, FusedActivation act, const T* mean,
+                     ActivationInput<T> z, FusedActivation act, const T* mean,
                      double* sum_dy, double* sum_dy_xc);
 
 // dx = a[c] * dy + b[c] * (x - mean[c]) + d[c]: the input gradient of batch
 // norm in train mode (and, with b = d = 0, in eval mode).
 template <typename T>
 void ChannelInputGrad(const ChannelLayout& l, const T* dy, const T* x,
-                      const T* y, FusedActivation act, const T* mean,
+                      ActivationInput<T> z, FusedActivation act, const T* mean,
                       const T* a, const T* b, const T* d, T* dx);
 
 }  // namespace cohort

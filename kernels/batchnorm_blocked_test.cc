@@ -104,7 +104,7 @@ struct Case {
     mean.assign(ref_mean.begin(), ref_mean.end());
     ref_sum_dy.resize(channels);
     ref_sum_dy_xc.resize(channels);
-    ChannelGradSums(cl, dyi.data(), xi.data(), static_cast<const T*>(nullptr),
+    ChannelGradSums(cl, dyi.data(), xi.data(), ActivationInput<T>{},
                     FusedActivation::kNone, mean.data(), ref_sum_dy.data(),
                     ref_sum_dy_xc.data());
   }
@@ -198,10 +198,9 @@ void CheckInputGrad(const Case<T>& k, int64_t c0, int64_t c1) {
                    k.a.data(), k.b.data(), k.d.data(), dx.data());
   const std::vector<T> dxi = ToChannelMajor(k.l, dx);
   std::vector<T> want(k.xi.size());
-  ChannelInputGrad(k.cl, k.dyi.data(), k.xi.data(),
-                   static_cast<const T*>(nullptr), FusedActivation::kNone,
-                   k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
-                   want.data());
+  ChannelInputGrad(k.cl, k.dyi.data(), k.xi.data(), ActivationInput<T>{},
+                   FusedActivation::kNone, k.mean.data(), k.a.data(),
+                   k.b.data(), k.d.data(), want.data());
   k.ForEachElement(0, k.l.channels, [&](int64_t c, int64_t i) {
     if (!Inside(c, c0, c1)) {
       EXPECT_EQ(dxi[i], static_cast<T>(kUntouched)) << c << " " << i;

@@ -20,10 +20,6 @@
 namespace cohort {
 namespace {
 
-// The activated output the kernels do not read without an activation.
-template <typename T>
-constexpr const T* kNoOutput = nullptr;
-
 // The separate activation layer's forward and backward kernels.
 template <typename T>
 void SeparateForward(FusedActivation act, const std::vector<T>& in,
@@ -102,18 +98,20 @@ void ExpectFusedEqualsSeparate(ChannelLayout l, FusedActivation act) {
   SeparateBackward(act, pre, k.dy, &g);
   const size_t c_n = l.channels;
   std::vector<double> s_want(c_n), q_want(c_n), s_got(c_n), q_got(c_n);
-  ChannelGradSums(l, g.data(), k.x.data(), kNoOutput<T>, FusedActivation::kNone,
-                  k.mean.data(), s_want.data(), q_want.data());
-  ChannelGradSums(l, k.dy.data(), k.x.data(), got.data(), act, k.mean.data(),
+  ChannelGradSums(l, g.data(), k.x.data(), ActivationInput<T>{},
+                  FusedActivation::kNone, k.mean.data(), s_want.data(),
+                  q_want.data());
+  const ActivationInput<T> z{k.scale.data(), k.shift.data()};
+  ChannelGradSums(l, k.dy.data(), k.x.data(), z, act, k.mean.data(),
                   s_got.data(), q_got.data());
   EXPECT_EQ(FirstBitDifference(s_got, s_want), -1) << "sum of dy";
   EXPECT_EQ(FirstBitDifference(q_got, q_want), -1) << "sum of dy * (x - mean)";
 
   std::vector<T> dx_want(n), dx_got(n);
-  ChannelInputGrad(l, g.data(), k.x.data(), kNoOutput<T>,
+  ChannelInputGrad(l, g.data(), k.x.data(), ActivationInput<T>{},
                    FusedActivation::kNone, k.mean.data(), k.a.data(),
                    k.b.data(), k.d.data(), dx_want.data());
-  ChannelInputGrad(l, k.dy.data(), k.x.data(), got.data(), act, k.mean.data(),
+  ChannelInputGrad(l, k.dy.data(), k.x.data(), z, act, k.mean.data(),
                    k.a.data(), k.b.data(), k.d.data(), dx_got.data());
   EXPECT_EQ(FirstBitDifference(dx_got, dx_want), -1) << "input gradient";
 }

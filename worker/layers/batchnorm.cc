@@ -243,13 +243,14 @@ template <typename T>
 void BatchNormBase<T>::BackwardSlice(const Slice& s, const T* dy, const T* x,
                                      T* dx) {
   const int64_t c0 = s.first, c1 = s.first + s.layout.channels;
-  const T* y =
-      fused_ != FusedActivation::kNone ? out_->data() + s.offset : nullptr;
-  ChannelGradSums(s.layout, dy, x, y, fused_, &mean_[c0], &sum_dy_[c0],
+  // The activation's input, as Forward normalized it (same scale_ and
+  // bias, untouched since).
+  const ActivationInput<T> z{&scale_[c0], bias_.data() + c0};
+  ChannelGradSums(s.layout, dy, x, z, fused_, &mean_[c0], &sum_dy_[c0],
                   &sum_dy_xc_[c0]);
   GradCoefficients(c0, c1, dx != nullptr);
   if (dx == nullptr) return;
-  ChannelInputGrad(s.layout, dy, x, y, fused_, &mean_[c0], &a_[c0], &b_[c0],
+  ChannelInputGrad(s.layout, dy, x, z, fused_, &mean_[c0], &a_[c0], &b_[c0],
                    &d_[c0], dx);
 }
 
