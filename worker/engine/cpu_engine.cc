@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/tensor.h"
 #include "worker/compute_threads.h"
@@ -428,10 +429,12 @@ void CpuEngine::ReduceAndCheck(int r, bool combine_local) {
   }
   // In double a float gradient's squares cannot overflow, so the sum is
   // finite exactly when every element is: one pass checks and measures.
+  // Taken during backward only with one replica, whose one slice is the
+  // whole buffer (LastBackward).
   float* g = replicas_[0].model->grads().data();
-  const bool whole =
-      s.begin == 0 && s.end == replicas_[0].model->grads().size();
-  const double squares = backward_squares_valid_ && R == 1 && whole
+  DCHECK(!backward_squares_valid_ ||
+         (s.begin == 0 && s.end == replicas_[0].model->grads().size()));
+  const double squares = backward_squares_valid_
                              ? backward_squares_
                              : SumOfSquares(g + s.begin, s.end - s.begin);
   slice_finite_[r] = std::isfinite(squares);
