@@ -149,6 +149,11 @@ err=$("$timeline_layers" "$tmp/train.json" 2>&1)
 [[ $? -ne 0 && "$err" == *"--timeline-layers"* ]] \
   && ok "a trace without layer events is named as such: $err" \
   || fail "tools/timeline-layers on a trace without layers: $err"
+echo '{"traceEvents": [{"ph": "X", "tid": 0, "name": "forward"}]}' >"$tmp/broken.json"
+err=$("$timeline_layers" "$tmp/broken.json" 2>&1)
+[[ $? -ne 0 && "$err" == *"event 0 (forward) has no numeric ts and dur"* ]] \
+  && ok "a malformed event is named: $err" \
+  || fail "tools/timeline-layers on a malformed event: $err"
 if "$cohort" local --job="$tmp/layers.textproto" --workers=2 --timeline="$tmp/ll" \
     --timeline-layers >"$tmp/ll.out" 2>&1 && out=$(check_layer_trace "$tmp/ll.w1.json"); then
   ok "cohort local --timeline-layers reaches every worker: $out"
