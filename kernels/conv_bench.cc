@@ -370,8 +370,13 @@ void BenchResNetShapes(const std::string& filter) {
       {"c16 128-128", Conv2(32, 128, 16, 128, 3, 1), true},
       {"c8 256-256", Conv2(32, 256, 8, 256, 3, 1), true},
       {"c4 512-512", Conv2(32, 512, 4, 512, 3, 1), true},
-      // torchvision's ResNet-18 on 32x32 inputs: its last stages.
+      // torchvision's ResNet-18 on 32x32 inputs: after its stem and pool.
+      {"t8 64-64", Conv2(32, 64, 8, 64, 3, 1), true},
+      {"t8 64-128s2", Strided(Conv2(32, 64, 8, 128, 3, 1), 2), true},
+      {"t4 128-128", Conv2(32, 128, 4, 128, 3, 1), true},
+      {"t4 128-256s2", Strided(Conv2(32, 128, 4, 256, 3, 1), 2), true},
       {"c2 256-256", Conv2(32, 256, 2, 256, 3, 1), true},
+      {"t2 256-512s2", Strided(Conv2(32, 256, 2, 512, 3, 1), 2), true},
       {"c1 512-512", Conv2(32, 512, 1, 512, 3, 1), true},
       {"i224 stem", Strided(Conv2(8, 3, 224, 64, 7, 3), 2), false},
       {"i56 64-64", Conv2(8, 64, 56, 64, 3, 1), true},

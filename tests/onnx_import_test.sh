@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `cohort import` of torch.onnx.export graphs (training mode, no constant
 # folding, as README.md "From PyTorch to cohort" says): a small CNN,
-# torchvision's resnet18 (SUM branches), mobilenet_v2 (relu6) and
+# torchvision's resnet18 (residual layers), mobilenet_v2 (relu6) and
 # mobilenet_v3_small (hardswish, squeeze-and-excitation as MUL branches),
 # squeezenet1_1 (Fire modules as CONCAT branches), an Inception-style
 # block (a CONCAT branch), a CNN with Softmax, PReLU and Upsample and one
@@ -78,15 +78,17 @@ if grep -q "kernel_hw: 1 kernel_hw: 7" "$tmp/conv_forms/job.textproto" &&
 else
   fail "conv_forms: the spec lacks the rectangular, SAME or transposed fields: $(grep -c conv "$tmp/conv_forms/job.textproto") conv layers"
 fi
-if grep -q "branch" "$tmp/resnet18/job.textproto" &&
-   grep -q "combine: SUM" "$tmp/resnet18/job.textproto" &&
+if grep -q 'residual { out_channels: 128 stride: 2 } name: "layer2.0"' \
+     "$tmp/resnet18/job.textproto" &&
+   [ "$(grep -c "residual {" "$tmp/resnet18/job.textproto")" = 8 ] &&
+   ! grep -q "branch" "$tmp/resnet18/job.textproto" &&
    grep -q "combine: CONCAT" "$tmp/concat/job.textproto" &&
    grep -q "relu6" "$tmp/mobilenet_v2/job.textproto" &&
    grep -q "combine: MUL" "$tmp/mobilenet_v3_small/job.textproto" &&
    grep -q "hardswish" "$tmp/mobilenet_v3_small/job.textproto" &&
    grep -q "prelu" "$tmp/softmax_prelu_upsample/job.textproto" &&
    grep -q "mode: BILINEAR" "$tmp/softmax_prelu_upsample/job.textproto"; then
-  ok "resnet18's blocks are SUM branches, the Inception block a CONCAT branch, mobilenet_v3_small's squeeze-and-excitation MUL branches, PReLU and bilinear Upsample kept"
+  ok "resnet18's blocks are residual layers named as torchvision's modules, the Inception block a CONCAT branch, mobilenet_v3_small's squeeze-and-excitation MUL branches, PReLU and bilinear Upsample kept"
 else
   fail "branches missing from the imported specs"
 fi

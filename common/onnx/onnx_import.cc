@@ -251,6 +251,8 @@ absl::StatusOr<ImportedModel> ImportOnnx(const onnx::ModelProto& model,
   KeepUniqueNames(out.model.mutable_layers(), &seen);
   if (tokens) {
     onnx_import_internal::FuseTransformerBlocks(&out.model, &out.weights);
+  } else {
+    onnx_import_internal::FuseResidualBlocks(&out.model, &out.weights);
   }
   const TensorNames names(std::vector<LayerSpec>(out.model.layers().begin(),
                                                  out.model.layers().end()));

@@ -81,18 +81,6 @@ bool AsBlock(const LayerSpec& a, const LayerSpec& b,
   return true;
 }
 
-// The top-level layer index a position name starts with ("7" of
-// "7.paths.1.0.weight"), -1 for none.
-int TopIndex(const std::string& name) {
-  int index = -1;
-  const size_t dot = name.find('.');
-  if (dot == std::string::npos ||
-      !absl::SimpleAtoi(name.substr(0, dot), &index)) {
-    return -1;
-  }
-  return index;
-}
-
 // The position name `name` after fusing layers `at` and `at + 1` into
 // `at`: the block's own name ("5.ln1.weight") for the pair's tensors, one
 // index less after them.
@@ -117,6 +105,16 @@ std::string Moved(const std::string& name, int at) {
 }
 
 }  // namespace
+
+int TopIndex(const std::string& name) {
+  int index = -1;
+  const size_t dot = name.find('.');
+  if (dot == std::string::npos ||
+      !absl::SimpleAtoi(name.substr(0, dot), &index)) {
+    return -1;
+  }
+  return index;
+}
 
 void FuseTransformerBlocks(ModelSpec* model, std::vector<SafeTensor>* weights) {
   Layers& layers = *model->mutable_layers();

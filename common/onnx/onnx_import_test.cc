@@ -130,6 +130,123 @@ TEST(OnnxImport, ResidualAddBecomesSumBranchWithAnEmptyPath) {
   EXPECT_EQ(Names(*m), (std::vector<std::string>{"c.weight", "c.bias"}));
 }
 
+// A bias-free convolution, as torchvision's ResNets have them.
+std::string ResNetConv(Graph* g, const std::string& x, int in, int out,
+                       int kernel, int stride, const std::string& name) {
+  onnx::NodeProto* n = g->Node(
+      "Conv", {x, g->Init(name + ".weight", {out, in, kernel, kernel})});
+  const int pad = kernel / 2;
+  Ints(n, "kernel_shape", {kernel, kernel});
+  Ints(n, "pads", {pad, pad, pad, pad});
+  Ints(n, "strides", {stride, stride});
+  return n->output(0);
+}
+
+// torchvision's BasicBlock under module name `name`: a projection shortcut
+// when the stride or the width changes.
+std::string BasicBlockGraph(Graph* g, const std::string& x, int in, int out,
+                            int stride, const std::string& name) {
+  std::string h = ResNetConv(g, x, in, out, 3, stride, name + ".conv1");
+  h = g->Op("Relu", {BatchNorm(g, h, out, name + ".bn1")});
+  h = BatchNorm(g, ResNetConv(g, h, out, out, 3, 1, name + ".conv2"), out,
+                name + ".bn2");
+  std::string shortcut = x;
+  if (stride != 1 || in != out) {
+    shortcut = BatchNorm(
+        g, ResNetConv(g, x, in, out, 1, stride, name + ".downsample.0"), out,
+        name + ".downsample.1");
+  }
+  return g->Op("Relu", {g->Op("Add", {h, shortcut})});
+}
+
+TEST(OnnxImport, TorchvisionBasicBlocksBecomeResidualLayersUnderTheirNames) {
+  Graph g({8, 6, 6});
+  const std::string a = BasicBlockGraph(&g, "x", 8, 8, 1, "layer1.0");
+  g.Output(BasicBlockGraph(&g, a, 8, 16, 2, "layer2.0"));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->model.layers_size(), 2);
+  const ResidualSpec& first = m->model.layers(0).residual();
+  EXPECT_EQ(first.out_channels(), 8);
+  EXPECT_EQ(first.stride(), 1);
+  EXPECT_FALSE(first.bottleneck());
+  EXPECT_EQ(m->model.layers(0).name(), "layer1.0");
+  EXPECT_EQ(m->model.layers(1).residual().out_channels(), 16);
+  EXPECT_EQ(m->model.layers(1).residual().stride(), 2);
+  EXPECT_EQ(m->model.layers(1).name(), "layer2.0");
+  EXPECT_TRUE(m->model.layers(1).tensor_names().empty());
+  const std::vector<std::string> names = Names(*m);
+  ASSERT_EQ(names.size(), 25u);
+  EXPECT_EQ(names[0], "layer1.0.conv1.weight");
+  EXPECT_EQ(names[5], "layer1.0.conv2.weight");
+  EXPECT_EQ(names[20], "layer2.0.downsample.0.weight");
+  EXPECT_EQ(names[24], "layer2.0.downsample.1.running_var");
+  const std::string text = ImportedJobText(*m, "r.onnx", "w.st");
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "r.textproto");
+  EXPECT_TRUE(spec.ok()) << spec.status() << "\n" << text;
+}
+
+TEST(OnnxImport, BottleneckBecomesResidualLayerAndKeepsOddNamesPerTensor) {
+  Graph g({16, 4, 4});
+  std::string h = ResNetConv(&g, "x", 16, 8, 1, 1, "m.c1");
+  h = g.Op("Relu", {BatchNorm(&g, h, 8, "m.b1")});
+  h = g.Op("Relu",
+           {BatchNorm(&g, ResNetConv(&g, h, 8, 8, 3, 2, "m.c2"), 8, "m.b2")});
+  h = BatchNorm(&g, ResNetConv(&g, h, 8, 32, 1, 1, "m.c3"), 32, "m.b3");
+  const std::string s =
+      BatchNorm(&g, ResNetConv(&g, "x", 16, 32, 1, 2, "m.d0"), 32, "m.d1");
+  g.Output(g.Op("Relu", {g.Op("Add", {h, s})}));
+  absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->model.layers_size(), 1);
+  const LayerSpec& l = m->model.layers(0);
+  EXPECT_TRUE(l.residual().bottleneck());
+  EXPECT_EQ(l.residual().out_channels(), 32);
+  EXPECT_EQ(l.residual().stride(), 2);
+  // No common prefix: each tensor keeps its own name.
+  EXPECT_EQ(l.name(), "");
+  EXPECT_EQ(l.tensor_names().at("conv2.weight"), "m.c2.weight");
+  EXPECT_EQ(l.tensor_names().at("downsample.1.running_mean"),
+            "m.d1.running_mean");
+  EXPECT_EQ(Names(*m)[0], "m.c1.weight");
+  EXPECT_EQ(Names(*m).back(), "m.d1.running_var");
+  const std::string text = ImportedJobText(*m, "b.onnx", "w.st");
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "b.textproto");
+  EXPECT_TRUE(spec.ok()) << spec.status() << "\n" << text;
+}
+
+TEST(OnnxImport, BlocksThatAreNotTorchvisionsStayBranches) {
+  // A bias on the first convolution.
+  Graph bias({4, 6, 6});
+  std::string h = Conv(&bias, "x", 4, 4, "b.conv1");
+  h = bias.Op("Relu", {BatchNorm(&bias, h, 4, "b.bn1")});
+  h = BatchNorm(&bias, ResNetConv(&bias, h, 4, 4, 3, 1, "b.conv2"), 4, "b.bn2");
+  bias.Output(bias.Op("Relu", {bias.Op("Add", {h, "x"})}));
+  // A projection where the shape does not change.
+  Graph projected({4, 6, 6});
+  h = ResNetConv(&projected, "x", 4, 4, 3, 1, "p.conv1");
+  h = projected.Op("Relu", {BatchNorm(&projected, h, 4, "p.bn1")});
+  h = BatchNorm(&projected, ResNetConv(&projected, h, 4, 4, 3, 1, "p.conv2"), 4,
+                "p.bn2");
+  const std::string s = BatchNorm(
+      &projected, ResNetConv(&projected, "x", 4, 4, 1, 1, "p.d0"), 4, "p.d1");
+  projected.Output(projected.Op("Relu", {projected.Op("Add", {h, s})}));
+  // No ReLU after the sum.
+  Graph linear({4, 6, 6});
+  h = ResNetConv(&linear, "x", 4, 4, 3, 1, "l.conv1");
+  h = linear.Op("Relu", {BatchNorm(&linear, h, 4, "l.bn1")});
+  h = BatchNorm(&linear, ResNetConv(&linear, h, 4, 4, 3, 1, "l.conv2"), 4,
+                "l.bn2");
+  linear.Output(linear.Op("Add", {h, "x"}));
+  for (const Graph* g : {&bias, &projected, &linear}) {
+    absl::StatusOr<ImportedModel> m = ImportOnnx(g->model(), {});
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_TRUE(m->model.layers(0).has_branch());
+    EXPECT_EQ(m->model.layers(0).branch().paths(0).layers(0).name(),
+              Names(*m)[0].substr(0, Names(*m)[0].rfind('.')));
+  }
+}
+
 TEST(OnnxImport, ConcatOfTwoPathsBecomesConcatBranch) {
   Graph g({3, 6, 6});
   const std::string a = Conv(&g, "x", 3, 2, "a");

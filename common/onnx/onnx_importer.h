@@ -61,6 +61,17 @@ class Evaluator;
 // (onnx_import_fuse.cc).
 void FuseTransformerBlocks(ModelSpec* model, std::vector<SafeTensor>* weights);
 
+// Replaces each top-level SUM branch and the ReLU after it that compute
+// one of torchvision's ResNet blocks (BasicBlock, Bottleneck) by one
+// residual layer, named by the modules' common prefix ("layer1.0") or, failing
+// one, keeping its tensors' names through LayerSpec.tensor_names. `weights`,
+// named by position, follow the layers (onnx_import_residual.cc).
+void FuseResidualBlocks(ModelSpec* model, std::vector<SafeTensor>* weights);
+
+// The top-level layer index a position name starts with ("7" of
+// "7.paths.1.0.weight"), -1 for none.
+int TopIndex(const std::string& name);
+
 // "[1, 7]" for messages.
 std::string DimsString(const Dims& d);
 
