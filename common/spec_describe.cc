@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/onnx/residual_branch.h"
 #include "common/spec.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -89,7 +90,13 @@ uint64_t TrainingHash(const JobSpec& spec) {
   math.clear_cluster();
   math.clear_checkpoint();
   math.clear_log();
-  // Where the graph's file lies is not part of the mathematics.
+  // An imported graph is hashed with its ResNet blocks written out as the
+  // branches that builds before the block fusion kept, so that their
+  // checkpoints resume. Where the graph's file lies is not part of the
+  // mathematics.
+  if (!math.model().onnx().empty()) {
+    ExpandResidualLayers(math.mutable_model()->mutable_layers());
+  }
   math.mutable_model()->clear_onnx();
   math.mutable_data()->clear_dir();
   math.mutable_data()->clear_loader_threads();

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/spec_test_util.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -747,6 +748,65 @@ TEST(DescribeJobSpec, NamesAccumulation) {
   off.clear_gradient_accumulation_steps();
   EXPECT_EQ(TrainingHash(one), TrainingHash(off));
   EXPECT_NE(TrainingHash(*spec), TrainingHash(off));
+}
+
+// A model imported from ONNX hashes as the SUM branches and ReLUs that
+// builds before the block fusion wrote, so that their checkpoints resume;
+// the text below is what such a build's `cohort import` wrote for two of
+// torchvision's resnet18 blocks.
+TEST(TrainingHash, ImportedResidualLayersHashAsTheBranchesTheyReplace) {
+  constexpr char kStem[] = R"(
+    layers { conv2d { out_channels: 64 kernel: 7 stride: 2 padding: 3
+                      no_bias: true } name: "conv1" }
+    layers { relu { } }
+    layers { maxpool2d { kernel: 3 stride: 2 padding: 1 } })";
+  constexpr char kBranches[] = R"(
+    layers { branch { paths {
+      layers { conv2d { out_channels: 64 kernel: 3 stride: 1 padding: 1
+                        no_bias: true } name: "layer1.1.conv1" }
+      layers { batchnorm2d { eps: 1e-05 momentum: 0.1 } name: "layer1.1.bn1" }
+      layers { relu { } }
+      layers { conv2d { out_channels: 64 kernel: 3 stride: 1 padding: 1
+                        no_bias: true } name: "layer1.1.conv2" }
+      layers { batchnorm2d { eps: 1e-05 momentum: 0.1 } name: "layer1.1.bn2" }
+    } paths {} combine: SUM } }
+    layers { relu { } }
+    layers { branch { paths {
+      layers { conv2d { out_channels: 128 kernel: 3 stride: 2 padding: 1
+                        no_bias: true } name: "layer2.0.conv1" }
+      layers { batchnorm2d { eps: 1e-05 momentum: 0.1 } name: "layer2.0.bn1" }
+      layers { relu { } }
+      layers { conv2d { out_channels: 128 kernel: 3 stride: 1 padding: 1
+                        no_bias: true } name: "layer2.0.conv2" }
+      layers { batchnorm2d { eps: 1e-05 momentum: 0.1 } name: "layer2.0.bn2" }
+    } paths {
+      layers { conv2d { out_channels: 128 kernel: 1 stride: 2 no_bias: true }
+               name: "layer2.0.downsample.0" }
+      layers { batchnorm2d { eps: 1e-05 momentum: 0.1 }
+               name: "layer2.0.downsample.1" }
+    } combine: SUM } }
+    layers { relu { } })";
+  constexpr char kResiduals[] = R"(
+    layers { residual { out_channels: 64 stride: 1 } name: "layer1.1" }
+    layers { residual { out_channels: 128 stride: 2 } name: "layer2.0" })";
+  auto job = [](const std::string& layers, bool onnx) {
+    JobSpec spec;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+        layers, spec.mutable_model()));
+    if (onnx) spec.mutable_model()->set_onnx("/models/resnet18.onnx");
+    return spec;
+  };
+  const std::string branches = absl::StrCat(kStem, kBranches);
+  const std::string residuals = absl::StrCat(kStem, kResiduals);
+  EXPECT_EQ(TrainingHash(job(residuals, true)),
+            TrainingHash(job(branches, true)));
+  // The zoo's residual layers are hashed as they are.
+  EXPECT_NE(TrainingHash(job(residuals, false)),
+            TrainingHash(job(branches, false)));
+  // Another block is another model.
+  std::string wider = residuals;
+  wider.replace(wider.find("128"), 3, "256");
+  EXPECT_NE(TrainingHash(job(wider, true)), TrainingHash(job(branches, true)));
 }
 
 TEST(ParseJobSpec, LogDefaultsAndChecks) {

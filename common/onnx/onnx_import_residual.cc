@@ -7,10 +7,11 @@
 // after it (worker/layers/residual.h); the branch reorders into and out of
 // every convolution pass and runs each layer on its own.
 //
-// Only exact matches fuse: convolutions without bias, groups or dilation,
-// batch norms with PyTorch's eps and momentum (the residual layer's), the
-// downsample exactly where the residual layer makes one. Anything else stays
-// a branch. The block's tensors keep their names: the block takes the
+// Only exact matches fuse: the branch and ReLU must be, field for field and
+// name for name, what ResidualAsBranch writes for the residual layer
+// (residual_branch.h: bias-free convolutions, PyTorch's batch norm
+// defaults, the downsample exactly where the shape changes). Anything else
+// stays a branch. The block's tensors keep their names: the block takes the
 // modules' common prefix as its name ("layer1.0"), or LayerSpec.tensor_names
 // when the sub-layers' names do not share one.
 #include <algorithm>
@@ -22,48 +23,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/onnx/onnx_importer.h"
+#include "common/onnx/residual_branch.h"
 #include "common/tensor_names.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace cohort {
 namespace onnx_import_internal {
 namespace {
 
+using google::protobuf::util::MessageDifferencer;
 using Layers = google::protobuf::RepeatedPtrField<LayerSpec>;
-
-// Whether `l` is a bias-free convolution with exactly these settings.
-bool IsConv(const LayerSpec& l, int64_t out, int kernel, int stride,
-            int padding) {
-  if (!l.has_conv2d() || !l.tensor_names().empty()) return false;
-  ConvSpec c = l.conv2d();
-  const bool match = c.out_channels() == out && c.kernel() == kernel &&
-                     std::max(c.stride(), 1) == stride &&
-                     c.padding() == padding && c.no_bias() && c.groups() <= 1 &&
-                     c.dilation() <= 1;
-  // Nothing else set: no rectangular window, padding mode or the like.
-  c.clear_out_channels();
-  c.clear_kernel();
-  c.clear_stride();
-  c.clear_padding();
-  c.clear_no_bias();
-  c.clear_groups();
-  c.clear_dilation();
-  return match && c.ByteSizeLong() == 0;
-}
-
-// Whether `l` is a batch norm with the residual layer's eps and momentum.
-bool IsBatchNorm(const LayerSpec& l) {
-  if (!l.has_batchnorm2d() || !l.tensor_names().empty()) return false;
-  BatchNormSpec b = l.batchnorm2d();
-  const bool match = (b.eps() == 0 || b.eps() == 1e-5f) &&
-                     (b.momentum() == 0 || b.momentum() == 0.1f);
-  b.clear_eps();
-  b.clear_momentum();
-  return match && b.ByteSizeLong() == 0;
-}
-
-bool IsRelu(const LayerSpec& l) {
-  return l.has_relu() && l.tensor_names().empty();
-}
 
 // A layer of the branch that has tensors: where it sits (path, index) and
 // its name in the residual layer ("conv1", "downsample.0").
@@ -82,82 +51,35 @@ struct Block {
   std::vector<Part> parts;
 };
 
-// The stride of a main path that is a BasicBlock's (out, 3x3) or a
-// Bottleneck's (out / 4, 1x1; 3x3; out, 1x1), 0 for neither; sets
-// *bottleneck and names the parts.
-int MainPath(const Layers& p, int64_t out, bool* bottleneck,
-             std::map<int, std::string>* parts) {
-  for (int s = 1; s <= 2; ++s) {
-    if (p.size() == 5 && IsConv(p[0], out, 3, s, 1) && IsBatchNorm(p[1]) &&
-        IsRelu(p[2]) && IsConv(p[3], out, 3, 1, 1) && IsBatchNorm(p[4])) {
-      *bottleneck = false;
-      *parts = {{0, "conv1"}, {1, "bn1"}, {3, "conv2"}, {4, "bn2"}};
-      return s;
-    }
-    const int64_t width = out / 4;
-    if (p.size() == 8 && out % 4 == 0 && IsConv(p[0], width, 1, 1, 0) &&
-        IsBatchNorm(p[1]) && IsRelu(p[2]) && IsConv(p[3], width, 3, s, 1) &&
-        IsBatchNorm(p[4]) && IsRelu(p[5]) && IsConv(p[6], out, 1, 1, 0) &&
-        IsBatchNorm(p[7])) {
-      *bottleneck = true;
-      *parts = {{0, "conv1"}, {1, "bn1"},   {3, "conv2"},
-                {4, "bn2"},   {6, "conv3"}, {7, "bn3"}};
-      return s;
-    }
-  }
-  return 0;
-}
-
-// The input channels of the convolution whose weight is `name`, 0 when
-// there is no such 4-D tensor.
-int64_t InChannels(const std::vector<SafeTensor>& weights,
-                   const std::string& name) {
-  for (const SafeTensor& w : weights) {
-    if (w.name == name && w.shape.size() == 4) return w.shape[1];
-  }
-  return 0;
-}
-
-// The residual layer that layer `at` (a branch) and the ReLU after it
-// compute together, if any.
-bool AsBlock(const Layers& layers, int at,
-             const std::vector<SafeTensor>& weights, Block* block) {
+// The residual layer that layer `at` (a SUM branch, its main path first)
+// and the ReLU after it would be, before the check that it computes
+// exactly them; false when the branch cannot be one.
+bool Candidate(const Layers& layers, int at, Block* block) {
   const LayerSpec& l = layers[at];
   if (!l.has_branch() || l.branch().combine() != BranchSpec::SUM ||
-      l.branch().paths_size() != 2 || !l.tensor_names().empty() ||
-      !IsRelu(layers[at + 1])) {
+      l.branch().paths_size() != 2 || !layers[at + 1].has_relu()) {
     return false;
   }
-  const int main = l.branch().paths(0).layers_size() >= 5 ? 0 : 1;
-  const Layers& path = l.branch().paths(main).layers();
-  const Layers& shortcut = l.branch().paths(1 - main).layers();
-  if (path.size() < 5) return false;
-  const int64_t out = path[path.size() - 2].conv2d().out_channels();
-  bool bottleneck = false;
-  std::map<int, std::string> parts;
-  const int stride = MainPath(path, out, &bottleneck, &parts);
-  const int64_t in =
-      InChannels(weights, absl::StrCat(at, ".paths.", main, ".0.weight"));
-  if (stride == 0 || in == 0) return false;
-  // The residual layer projects the shortcut exactly when the shape changes.
-  if (stride != 1 || in != out) {
-    if (shortcut.size() != 2 || !IsConv(shortcut[0], out, 1, stride, 0) ||
-        !IsBatchNorm(shortcut[1])) {
-      return false;
-    }
-  } else if (!shortcut.empty()) {
-    return false;
-  }
-  block->spec.set_out_channels(static_cast<int32_t>(out));
-  block->spec.set_stride(stride);
+  const Layers& path = l.branch().paths(0).layers();
+  const bool bottleneck = path.size() == 8;
+  if (path.size() != 5 && !bottleneck) return false;
+  const LayerSpec& strided = path[bottleneck ? 3 : 0];
+  const LayerSpec& last = path[path.size() - 2];
+  if (!strided.has_conv2d() || !last.has_conv2d()) return false;
+  const int32_t out = last.conv2d().out_channels();
+  if (out <= 0 || (bottleneck && out % 4 != 0)) return false;
+  block->spec.set_out_channels(out);
+  block->spec.set_stride(std::max(strided.conv2d().stride(), 1));
   block->spec.set_bottleneck(bottleneck);
   block->parts.clear();
-  for (const auto& [index, part] : parts) {
-    block->parts.push_back({main, index, part});
+  const char* const names[] = {"conv1", "bn1",   nullptr, "conv2",
+                               "bn2",   nullptr, "conv3", "bn3"};
+  for (int j = 0; j < path.size(); ++j) {
+    if (names[j] != nullptr) block->parts.push_back({0, j, names[j]});
   }
-  if (!shortcut.empty()) {
-    block->parts.push_back({1 - main, 0, "downsample.0"});
-    block->parts.push_back({1 - main, 1, "downsample.1"});
+  if (l.branch().paths(1).layers_size() == 2) {
+    block->parts.push_back({1, 0, "downsample.0"});
+    block->parts.push_back({1, 1, "downsample.1"});
   }
   return true;
 }
@@ -212,7 +134,8 @@ void FuseResidualBlocks(ModelSpec* model, std::vector<SafeTensor>* weights) {
   Layers& layers = *model->mutable_layers();
   for (int i = 0; i + 1 < layers.size(); ++i) {
     Block block;
-    if (!AsBlock(layers, i, *weights, &block)) continue;
+    const int64_t in = ChannelsBefore(layers, i);
+    if (in == 0 || !Candidate(layers, i, &block)) continue;
     const TensorNames before(
         std::vector<LayerSpec>(layers.begin(), layers.end()));
     std::set<std::string> names;
@@ -223,15 +146,21 @@ void FuseResidualBlocks(ModelSpec* model, std::vector<SafeTensor>* weights) {
     const bool named = !common.empty() && names.count(common) == 0;
     if (named) fused.set_name(common);
     const std::string prefix = absl::StrCat(i, ".");
-    for (SafeTensor& w : *weights) {
-      const std::string moved = Moved(w.name, i, block);
+    for (const SafeTensor& w : *weights) {
       // Unnamed tensors take the block's position names.
       if (!named && TopIndex(w.name) == i && before.Of(w.name) != w.name) {
+        const std::string moved = Moved(w.name, i, block);
         (*fused.mutable_tensor_names())[moved.substr(prefix.size())] =
             before.Of(w.name);
       }
-      w.name = moved;
     }
+    // Exactly the layers the residual layer computes, names included.
+    const std::vector<LayerSpec> written = ResidualAsBranch(fused, in);
+    if (!MessageDifferencer::Equals(written[0], layers[i]) ||
+        !MessageDifferencer::Equals(written[1], layers[i + 1])) {
+      continue;
+    }
+    for (SafeTensor& w : *weights) w.name = Moved(w.name, i, block);
     layers[i] = std::move(fused);
     layers.DeleteSubrange(i + 1, 1);
   }

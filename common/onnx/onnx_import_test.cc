@@ -160,12 +160,15 @@ std::string BasicBlockGraph(Graph* g, const std::string& x, int in, int out,
 }
 
 TEST(OnnxImport, TorchvisionBasicBlocksBecomeResidualLayersUnderTheirNames) {
-  Graph g({8, 6, 6});
-  const std::string a = BasicBlockGraph(&g, "x", 8, 8, 1, "layer1.0");
+  Graph g({3, 6, 6});
+  const std::string stem = ResNetConv(&g, "x", 3, 8, 3, 1, "conv1");
+  const std::string a = BasicBlockGraph(&g, stem, 8, 8, 1, "layer1.0");
   g.Output(BasicBlockGraph(&g, a, 8, 16, 2, "layer2.0"));
   absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->model.layers_size(), 2);
+  ASSERT_EQ(m->model.layers_size(), 3);
+  m->model.mutable_layers()->DeleteSubrange(0, 1);  // the stem
+  m->weights.erase(m->weights.begin());
   const ResidualSpec& first = m->model.layers(0).residual();
   EXPECT_EQ(first.out_channels(), 8);
   EXPECT_EQ(first.stride(), 1);
@@ -187,19 +190,20 @@ TEST(OnnxImport, TorchvisionBasicBlocksBecomeResidualLayersUnderTheirNames) {
 }
 
 TEST(OnnxImport, BottleneckBecomesResidualLayerAndKeepsOddNamesPerTensor) {
-  Graph g({16, 4, 4});
-  std::string h = ResNetConv(&g, "x", 16, 8, 1, 1, "m.c1");
+  Graph g({3, 4, 4});
+  const std::string stem = ResNetConv(&g, "x", 3, 16, 3, 1, "stem");
+  std::string h = ResNetConv(&g, stem, 16, 8, 1, 1, "m.c1");
   h = g.Op("Relu", {BatchNorm(&g, h, 8, "m.b1")});
   h = g.Op("Relu",
            {BatchNorm(&g, ResNetConv(&g, h, 8, 8, 3, 2, "m.c2"), 8, "m.b2")});
   h = BatchNorm(&g, ResNetConv(&g, h, 8, 32, 1, 1, "m.c3"), 32, "m.b3");
   const std::string s =
-      BatchNorm(&g, ResNetConv(&g, "x", 16, 32, 1, 2, "m.d0"), 32, "m.d1");
+      BatchNorm(&g, ResNetConv(&g, stem, 16, 32, 1, 2, "m.d0"), 32, "m.d1");
   g.Output(g.Op("Relu", {g.Op("Add", {h, s})}));
   absl::StatusOr<ImportedModel> m = ImportOnnx(g.model(), {});
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->model.layers_size(), 1);
-  const LayerSpec& l = m->model.layers(0);
+  ASSERT_EQ(m->model.layers_size(), 2);
+  const LayerSpec& l = m->model.layers(1);
   EXPECT_TRUE(l.residual().bottleneck());
   EXPECT_EQ(l.residual().out_channels(), 32);
   EXPECT_EQ(l.residual().stride(), 2);
@@ -208,42 +212,45 @@ TEST(OnnxImport, BottleneckBecomesResidualLayerAndKeepsOddNamesPerTensor) {
   EXPECT_EQ(l.tensor_names().at("conv2.weight"), "m.c2.weight");
   EXPECT_EQ(l.tensor_names().at("downsample.1.running_mean"),
             "m.d1.running_mean");
-  EXPECT_EQ(Names(*m)[0], "m.c1.weight");
+  EXPECT_EQ(Names(*m)[1], "m.c1.weight");
   EXPECT_EQ(Names(*m).back(), "m.d1.running_var");
   const std::string text = ImportedJobText(*m, "b.onnx", "w.st");
   absl::StatusOr<JobSpec> spec = ParseJobSpec(text, "b.textproto");
   EXPECT_TRUE(spec.ok()) << spec.status() << "\n" << text;
 }
 
+// A stem convolution, then a BasicBlock of 4 channels ("b") altered by
+// `change`: "bias" (a bias on conv1), "projection" (a downsample where the
+// shape does not change), "no relu" (none after the sum) or "" (none).
+absl::StatusOr<ImportedModel> ImportAlteredBlock(const std::string& change) {
+  Graph g({3, 6, 6});
+  const std::string x = ResNetConv(&g, "x", 3, 4, 3, 1, "stem");
+  std::string h = change == "bias" ? Conv(&g, x, 4, 4, "b.conv1")
+                                   : ResNetConv(&g, x, 4, 4, 3, 1, "b.conv1");
+  h = g.Op("Relu", {BatchNorm(&g, h, 4, "b.bn1")});
+  h = BatchNorm(&g, ResNetConv(&g, h, 4, 4, 3, 1, "b.conv2"), 4, "b.bn2");
+  std::string shortcut = x;
+  if (change == "projection") {
+    shortcut = BatchNorm(&g, ResNetConv(&g, x, 4, 4, 1, 1, "b.downsample.0"), 4,
+                         "b.downsample.1");
+  }
+  const std::string sum = g.Op("Add", {h, shortcut});
+  g.Output(change == "no relu" ? sum : g.Op("Relu", {sum}));
+  return ImportOnnx(g.model(), {});
+}
+
 TEST(OnnxImport, BlocksThatAreNotTorchvisionsStayBranches) {
-  // A bias on the first convolution.
-  Graph bias({4, 6, 6});
-  std::string h = Conv(&bias, "x", 4, 4, "b.conv1");
-  h = bias.Op("Relu", {BatchNorm(&bias, h, 4, "b.bn1")});
-  h = BatchNorm(&bias, ResNetConv(&bias, h, 4, 4, 3, 1, "b.conv2"), 4, "b.bn2");
-  bias.Output(bias.Op("Relu", {bias.Op("Add", {h, "x"})}));
-  // A projection where the shape does not change.
-  Graph projected({4, 6, 6});
-  h = ResNetConv(&projected, "x", 4, 4, 3, 1, "p.conv1");
-  h = projected.Op("Relu", {BatchNorm(&projected, h, 4, "p.bn1")});
-  h = BatchNorm(&projected, ResNetConv(&projected, h, 4, 4, 3, 1, "p.conv2"), 4,
-                "p.bn2");
-  const std::string s = BatchNorm(
-      &projected, ResNetConv(&projected, "x", 4, 4, 1, 1, "p.d0"), 4, "p.d1");
-  projected.Output(projected.Op("Relu", {projected.Op("Add", {h, s})}));
-  // No ReLU after the sum.
-  Graph linear({4, 6, 6});
-  h = ResNetConv(&linear, "x", 4, 4, 3, 1, "l.conv1");
-  h = linear.Op("Relu", {BatchNorm(&linear, h, 4, "l.bn1")});
-  h = BatchNorm(&linear, ResNetConv(&linear, h, 4, 4, 3, 1, "l.conv2"), 4,
-                "l.bn2");
-  linear.Output(linear.Op("Add", {h, "x"}));
-  for (const Graph* g : {&bias, &projected, &linear}) {
-    absl::StatusOr<ImportedModel> m = ImportOnnx(g->model(), {});
-    ASSERT_TRUE(m.ok()) << m.status();
-    EXPECT_TRUE(m->model.layers(0).has_branch());
-    EXPECT_EQ(m->model.layers(0).branch().paths(0).layers(0).name(),
-              Names(*m)[0].substr(0, Names(*m)[0].rfind('.')));
+  absl::StatusOr<ImportedModel> exact = ImportAlteredBlock("");
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  ASSERT_EQ(exact->model.layers_size(), 2);
+  EXPECT_TRUE(exact->model.layers(1).has_residual());
+  EXPECT_EQ(exact->model.layers(1).name(), "b");
+  for (const char* change : {"bias", "projection", "no relu"}) {
+    absl::StatusOr<ImportedModel> m = ImportAlteredBlock(change);
+    ASSERT_TRUE(m.ok()) << change << ": " << m.status();
+    ASSERT_GE(m->model.layers_size(), 2) << change;
+    EXPECT_TRUE(m->model.layers(1).has_branch()) << change;
+    EXPECT_EQ(Names(*m)[1], "b.conv1.weight") << change;
   }
 }
 
