@@ -114,8 +114,16 @@ absl::Status RunImport(const std::vector<std::string>& args, bool* help) {
   RETURN_IF_ERROR(CheckOutputs(onnx, out, weights));
   ASSIGN_OR_RETURN(const ImportedModel m, Import(onnx, options));
   RETURN_IF_ERROR(WriteOutputs(m, onnx, out, weights));
-  std::printf("%s: %d layers, %zu tensors; wrote %s%s\n", onnx.c_str(),
-              m.model.layers_size(), m.weights.size(), out.c_str(),
+  int blocks = 0;
+  for (const LayerSpec& l : m.model.layers()) blocks += l.has_residual();
+  const std::string fused =
+      blocks == 0
+          ? ""
+          : absl::StrCat(" ", blocks, " ResNet block", blocks == 1 ? "" : "s",
+                         " as residual layers;");
+  std::printf("%s: %d layers, %zu tensors;%s wrote %s%s\n", onnx.c_str(),
+              m.model.layers_size(), m.weights.size(), fused.c_str(),
+              out.c_str(),
               weights.empty() ? "" : absl::StrCat(" and ", weights).c_str());
   return absl::OkStatus();
 }
