@@ -88,38 +88,45 @@ inline void LoadLanes(const T* lanes, typename Avx<T>::V* v) {
   }
 }
 
-// The vector of dy at o, with kMask the gradient through a ReLU whose
-// output is r: dy where r > 0, else 0 (NaN r included). Zeroing dy rather
-// than skipping terms gives what a separate ReLU backward would feed the
-// kernels, bit for bit.
+// dy with kMask the gradient through the ReLU that NormalizeRow applied
+// to fma(xc, s, t), xc = x - mean as it computed it: dy where that is > 0,
+// else 0 (NaN included). The same operations on the same numbers give the
+// forward pass's bits, so the mask is where its output is not > 0, and
+// zeroing dy rather than skipping terms gives what a separate ReLU
+// backward would feed the kernels, bit for bit.
 template <typename T, bool kMask>
-inline typename Avx<T>::V LoadGrad(const T* dy, const T* r, int64_t o) {
+inline typename Avx<T>::V MaskedGrad(typename Avx<T>::V dy,
+                                     typename Avx<T>::V xc,
+                                     typename Avx<T>::V s,
+                                     typename Avx<T>::V t) {
   using A = Avx<T>;
   if constexpr (kMask) {
-    return A::KeepWherePositive(A::Load(r + o), A::Load(dy + o));
+    return A::KeepWherePositive(A::Fmadd(xc, s, t), dy);
   } else {
-    return A::Load(dy + o);
+    return dy;
   }
 }
 
-// The scalar form of LoadGrad, for the tails.
+// The scalar form of MaskedGrad, for the tails.
 template <typename T, bool kMask>
-inline T Grad(const T* dy, const T* r, int64_t i) {
+inline T MaskedGrad(T dy, T xc, T s, T t) {
   if constexpr (kMask) {
-    return r[i] > T(0) ? dy[i] : T(0);
+    return std::fma(xc, s, t) > T(0) ? dy : T(0);
   } else {
-    return dy[i];
+    return dy;
   }
 }
 
-// The run of LoadGrad at i as doubles.
+// The lanes of scale and shift a masked kernel reads (MaskedGrad); zeros,
+// never read, without kMask.
 template <typename T, bool kMask>
-inline void WidenGradRun(const T* dy, const T* r, int64_t i, __m256d* out) {
-  using A = Avx<T>;
-#pragma GCC unroll 4
-  for (int h = 0; h < kVecs<T>; ++h) {
-    A::Widen(LoadGrad<T, kMask>(dy, r, i + h * A::kWidth),
-             out + h * (kWide / kVecs<T>));
+inline void LoadMaskLanes(const T* s, const T* t, typename Avx<T>::V* sv,
+                          typename Avx<T>::V* tv) {
+  if constexpr (kMask) {
+    LoadLanes(s, sv);
+    LoadLanes(t, tv);
+  } else {
+    for (int h = 0; h < kVecs<T>; ++h) sv[h] = tv[h] = typename Avx<T>::V{};
   }
 }
 
@@ -193,30 +200,42 @@ void ShiftedLaneSums(const T* x, int64_t n, const T* k, double* s, double* q) {
 }
 
 // Per-lane sums of dy and dy * (x - mu) over one row of n elements, added
-// to s and q; dy masked by r as in LoadGrad (r unread without kMask).
+// to q and s; dy masked as MaskedGrad does with the lanes of scale `sl` and
+// shift `tl` (unread without kMask).
 template <typename T, bool kMask>
-void GradLaneSums(const T* dy, const T* r, const T* x, int64_t n, const T* mu,
-                  double* s, double* q) {
-  typename Avx<T>::V mv[kVecs<T>];
+void GradLaneSums(const T* dy, const T* x, int64_t n, const T* mu, const T* sl,
+                  const T* tl, double* s, double* q) {
+  using A = Avx<T>;
+  typename A::V mv[kVecs<T>], sv[kVecs<T>], tv[kVecs<T>];
   LoadLanes(mu, mv);
-  __m256d sv[kWide], qv[kWide];
+  LoadMaskLanes<T, kMask>(sl, tl, sv, tv);
+  __m256d sa[kWide], qa[kWide];
 #pragma GCC unroll 4
-  for (int h = 0; h < kWide; ++h) sv[h] = qv[h] = _mm256_setzero_pd();
+  for (int h = 0; h < kWide; ++h) sa[h] = qa[h] = _mm256_setzero_pd();
+  constexpr int kPerVec = kWide / kVecs<T>;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     PrefetchRun(dy + i);
     PrefetchRun(x + i);
-    if constexpr (kMask) PrefetchRun(r + i);
     __m256d g[kWide], xc[kWide];
-    WidenGradRun<T, kMask>(dy, r, i, g);
-    WidenDiffRun(x + i, mv, xc);
-    AccumulateRun(g, xc, sv, qv);
+#pragma GCC unroll 4
+    for (int h = 0; h < kVecs<T>; ++h) {
+      const int64_t o = i + h * A::kWidth;
+      const typename A::V d = A::Sub(A::Load(x + o), mv[h]);
+      A::Widen(MaskedGrad<T, kMask>(A::Load(dy + o), d, sv[h], tv[h]),
+               g + h * kPerVec);
+      A::Widen(d, xc + h * kPerVec);
+    }
+    AccumulateRun(g, xc, sa, qa);
   }
-  AddLanes(sv, s);
-  AddLanes(qv, q);
+  AddLanes(sa, s);
+  AddLanes(qa, q);
   for (int64_t j = 0; i + j < n; ++j) {
-    const double g = static_cast<double>(Grad<T, kMask>(dy, r, i + j));
-    s[j] += g, q[j] += g * static_cast<double>(x[i + j] - mu[j]);
+    const T d = x[i + j] - mu[j];
+    const T masked =
+        kMask ? MaskedGrad<T, true>(dy[i + j], d, sl[j], tl[j]) : dy[i + j];
+    const double g = static_cast<double>(masked);
+    s[j] += g, q[j] += g * static_cast<double>(d);
   }
 }
 
@@ -253,31 +272,37 @@ void NormalizeRow(const T* x, const T* r, int64_t n, const T* mu, const T* s,
   }
 }
 
-// dx = a * dy + b * (x - mu) + d over one row of n elements, dy masked by
-// r as in LoadGrad (r unread without kMask). Each run is loaded before it
-// is stored, so dx may equal dy or x.
+// dx = a * dy + b * (x - mu) + d over one row of n elements, dy masked as
+// MaskedGrad does with the lanes of scale `sl` and shift `tl` (unread
+// without kMask). Each run is loaded before it is stored, so dx may equal
+// dy or x.
 template <typename T, bool kMask>
-void InputGradRow(const T* dy, const T* r, const T* x, int64_t n, const T* mu,
-                  const T* a, const T* b, const T* d, T* dx) {
+void InputGradRow(const T* dy, const T* x, int64_t n, const T* mu, const T* sl,
+                  const T* tl, const T* a, const T* b, const T* d, T* dx) {
   using A = Avx<T>;
   typename A::V mv[kVecs<T>], av[kVecs<T>], bv[kVecs<T>], dv[kVecs<T>];
+  typename A::V sv[kVecs<T>], tv[kVecs<T>];
   LoadLanes(mu, mv);
   LoadLanes(a, av);
   LoadLanes(b, bv);
   LoadLanes(d, dv);
+  LoadMaskLanes<T, kMask>(sl, tl, sv, tv);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
 #pragma GCC unroll 4
     for (int h = 0; h < kVecs<T>; ++h) {
       const int64_t o = i + h * A::kWidth;
       const typename A::V xc = A::Sub(A::Load(x + o), mv[h]);
-      A::Store(dx + o, A::Fmadd(av[h], LoadGrad<T, kMask>(dy, r, o),
-                                A::Fmadd(bv[h], xc, dv[h])));
+      const typename A::V g =
+          MaskedGrad<T, kMask>(A::Load(dy + o), xc, sv[h], tv[h]);
+      A::Store(dx + o, A::Fmadd(av[h], g, A::Fmadd(bv[h], xc, dv[h])));
     }
   }
   for (int64_t j = 0; i + j < n; ++j) {
-    dx[i + j] = std::fma(a[j], Grad<T, kMask>(dy, r, i + j),
-                         std::fma(b[j], x[i + j] - mu[j], d[j]));
+    const T xc = x[i + j] - mu[j];
+    const T g =
+        kMask ? MaskedGrad<T, true>(dy[i + j], xc, sl[j], tl[j]) : dy[i + j];
+    dx[i + j] = std::fma(a[j], g, std::fma(b[j], xc, d[j]));
   }
 }
 
@@ -287,23 +312,32 @@ void FoldLanes(const double* lanes, int64_t base, int64_t block, double* out) {
   for (int64_t j = 0; j < kLanes; ++j) out[base + j % block] += lanes[j];
 }
 
+// Spreads block cb's scale and shift over the lanes when kMask.
+template <typename T, bool kMask>
+void SpreadMask(ActivationInput<T> relu, int64_t cb, int64_t bs, T* sl, T* tl) {
+  if constexpr (kMask) {
+    SpreadOverLanes(relu.scale, cb * bs, bs, sl);
+    SpreadOverLanes(relu.shift, cb * bs, bs, tl);
+  }
+}
+
 // BlockedGradSums with the mask chosen at compile time: the public
 // function branches once, and the unmasked loops carry no trace of the
 // mask (kept out of line, the two variants do not share registers).
 template <typename T, bool kMask>
-void GradSums(const BlockedLayout& l, const T* dy, const T* x, const T* r,
-              int64_t c0, int64_t c1, const T* mean, double* sum_dy,
-              double* sum_dy_xc) {
+void GradSums(const BlockedLayout& l, const T* dy, const T* x,
+              ActivationInput<T> relu, int64_t c0, int64_t c1, const T* mean,
+              double* sum_dy, double* sum_dy_xc) {
   const int64_t bs = l.block, blocks = l.channels / bs;
   const int64_t row = l.spatial * bs;
   for (int64_t cb = c0 / bs; cb < c1 / bs; ++cb) {
-    T mu[kLanes];
+    T mu[kLanes], sl[kLanes] = {}, tl[kLanes] = {};
     SpreadOverLanes(mean, cb * bs, bs, mu);
+    SpreadMask<T, kMask>(relu, cb, bs, sl, tl);
     double s[kLanes] = {}, q[kLanes] = {};
     for (int64_t n = 0; n < l.batch; ++n) {
       const int64_t off = (n * blocks + cb) * row;
-      GradLaneSums<T, kMask>(dy + off, kMask ? r + off : nullptr, x + off, row,
-                             mu, s, q);
+      GradLaneSums<T, kMask>(dy + off, x + off, row, mu, sl, tl, s, q);
     }
     FoldLanes(s, cb * bs, bs, sum_dy);
     FoldLanes(q, cb * bs, bs, sum_dy_xc);
@@ -312,21 +346,23 @@ void GradSums(const BlockedLayout& l, const T* dy, const T* x, const T* r,
 
 // BlockedInputGrad with the mask chosen at compile time.
 template <typename T, bool kMask>
-void InputGrad(const BlockedLayout& l, const T* dy, const T* x, const T* r,
-               int64_t c0, int64_t c1, const T* mean, const T* a, const T* b,
-               const T* d, T* dx) {
+void InputGrad(const BlockedLayout& l, const T* dy, const T* x,
+               ActivationInput<T> relu, int64_t c0, int64_t c1, const T* mean,
+               const T* a, const T* b, const T* d, T* dx) {
   const int64_t bs = l.block, blocks = l.channels / bs;
   const int64_t row = l.spatial * bs;
   for (int64_t cb = c0 / bs; cb < c1 / bs; ++cb) {
     T mu[kLanes], al[kLanes], bl[kLanes], dl[kLanes];
+    T sl[kLanes] = {}, tl[kLanes] = {};
     SpreadOverLanes(mean, cb * bs, bs, mu);
     SpreadOverLanes(a, cb * bs, bs, al);
     SpreadOverLanes(b, cb * bs, bs, bl);
     SpreadOverLanes(d, cb * bs, bs, dl);
+    SpreadMask<T, kMask>(relu, cb, bs, sl, tl);
     for (int64_t n = 0; n < l.batch; ++n) {
       const int64_t off = (n * blocks + cb) * row;
-      InputGradRow<T, kMask>(dy + off, kMask ? r + off : nullptr, x + off, row,
-                             mu, al, bl, dl, dx + off);
+      InputGradRow<T, kMask>(dy + off, x + off, row, mu, sl, tl, al, bl, dl,
+                             dx + off);
     }
   }
 }
@@ -410,42 +446,43 @@ void BlockedNormalizeSum(const BlockedLayout& l, const T* x, const T* r,
 
 template <typename T>
 void BlockedGradSums(const BlockedLayout& l, const T* dy, const T* x,
-                     const NotDeduced<T>* relu_out, int64_t c0, int64_t c1,
-                     const T* mean, double* sum_dy, double* sum_dy_xc) {
-  if (relu_out != nullptr) {
-    GradSums<T, true>(l, dy, x, relu_out, c0, c1, mean, sum_dy, sum_dy_xc);
+                     ActivationInput<NotDeduced<T>> relu, int64_t c0,
+                     int64_t c1, const T* mean, double* sum_dy,
+                     double* sum_dy_xc) {
+  if (relu.scale != nullptr) {
+    GradSums<T, true>(l, dy, x, relu, c0, c1, mean, sum_dy, sum_dy_xc);
   } else {
-    GradSums<T, false>(l, dy, x, nullptr, c0, c1, mean, sum_dy, sum_dy_xc);
+    GradSums<T, false>(l, dy, x, relu, c0, c1, mean, sum_dy, sum_dy_xc);
   }
 }
 
 template <typename T>
 void BlockedInputGrad(const BlockedLayout& l, const T* dy, const T* x,
-                      const NotDeduced<T>* relu_out, int64_t c0, int64_t c1,
-                      const T* mean, const T* a, const T* b, const T* d,
-                      T* dx) {
-  if (relu_out != nullptr) {
-    InputGrad<T, true>(l, dy, x, relu_out, c0, c1, mean, a, b, d, dx);
+                      ActivationInput<NotDeduced<T>> relu, int64_t c0,
+                      int64_t c1, const T* mean, const T* a, const T* b,
+                      const T* d, T* dx) {
+  if (relu.scale != nullptr) {
+    InputGrad<T, true>(l, dy, x, relu, c0, c1, mean, a, b, d, dx);
   } else {
-    InputGrad<T, false>(l, dy, x, nullptr, c0, c1, mean, a, b, d, dx);
+    InputGrad<T, false>(l, dy, x, relu, c0, c1, mean, a, b, d, dx);
   }
 }
 
-#define COHORT_INSTANTIATE(T)                                                 \
-  template void BlockedMeanVar<T>(const BlockedLayout&, const T*, int64_t,    \
-                                  int64_t, double*, double*);                 \
-  template void BlockedNormalize<T>(const BlockedLayout&, const T*, int64_t,  \
-                                    int64_t, const T*, const T*, const T*,    \
-                                    bool, T*);                                \
-  template void BlockedNormalizeSum<T>(const BlockedLayout&, const T*,        \
-                                       const T*, int64_t, int64_t, const T*,  \
-                                       const T*, const T*, bool, T*);         \
-  template void BlockedGradSums<T>(const BlockedLayout&, const T*, const T*,  \
-                                   const T*, int64_t, int64_t, const T*,      \
-                                   double*, double*);                         \
-  template void BlockedInputGrad<T>(const BlockedLayout&, const T*, const T*, \
-                                    const T*, int64_t, int64_t, const T*,     \
-                                    const T*, const T*, const T*, T*);
+#define COHORT_INSTANTIATE(T)                                                \
+  template void BlockedMeanVar<T>(const BlockedLayout&, const T*, int64_t,   \
+                                  int64_t, double*, double*);                \
+  template void BlockedNormalize<T>(const BlockedLayout&, const T*, int64_t, \
+                                    int64_t, const T*, const T*, const T*,   \
+                                    bool, T*);                               \
+  template void BlockedNormalizeSum<T>(const BlockedLayout&, const T*,       \
+                                       const T*, int64_t, int64_t, const T*, \
+                                       const T*, const T*, bool, T*);        \
+  template void BlockedGradSums<T>(const BlockedLayout&, const T*, const T*, \
+                                   ActivationInput<T>, int64_t, int64_t,     \
+                                   const T*, double*, double*);              \
+  template void BlockedInputGrad<T>(                                         \
+      const BlockedLayout&, const T*, const T*, ActivationInput<T>, int64_t, \
+      int64_t, const T*, const T*, const T*, const T*, T*);
 COHORT_INSTANTIATE(float)
 COHORT_INSTANTIATE(double)
 #undef COHORT_INSTANTIATE

@@ -14,10 +14,12 @@
 // shift, sums, a, b, d) are indexed by absolute channel.
 //
 // The backward kernels fuse the backward of a ReLU applied after the norm:
-// given `relu_out`, the output of BlockedNormalize with `relu` (same layout
-// as x), they read dy as 0 wherever relu_out is not > 0 (NaN included),
-// exactly as if a separate ReLU backward had zeroed dy first. A null
-// relu_out reads dy unchanged.
+// given the `scale` and `shift` that BlockedNormalize applied with `relu`
+// (and the same mean), they read dy as 0 wherever fma(x - mean, scale,
+// shift), recomputed as it computed it, is not > 0 (NaN included): where
+// its output is not > 0, exactly as if a separate ReLU backward had zeroed
+// dy first. That reads no tensor beyond dy and x, where the ReLU's output
+// would be a third. A null scale reads dy unchanged.
 //
 // Plain functions of raw pointers; they own nothing and keep no state, so
 // they are thread-safe for disjoint channel ranges. Instantiated for float
@@ -26,6 +28,8 @@
 #define COHORT_KERNELS_BATCHNORM_BLOCKED_H_
 
 #include <cstdint>
+
+#include "kernels/batchnorm.h"
 
 namespace cohort {
 
@@ -71,25 +75,27 @@ struct Identity {
 }  // namespace batchnorm_blocked_internal
 
 // T where template argument deduction does not look, so that callers may
-// pass a plain nullptr for relu_out and T comes from the other arguments.
+// pass a plain {} for `relu` and T comes from the other arguments.
 template <typename T>
 using NotDeduced = typename batchnorm_blocked_internal::Identity<T>::type;
 
 // sum_dy[c] = sum of dy; sum_dy_xc[c] = sum of dy * (x - mean[c]); dy
-// masked by `relu_out` when it is not null.
+// masked by the ReLU of `relu` when its scale is not null.
 template <typename T>
 void BlockedGradSums(const BlockedLayout& l, const T* dy, const T* x,
-                     const NotDeduced<T>* relu_out, int64_t c0, int64_t c1,
-                     const T* mean, double* sum_dy, double* sum_dy_xc);
+                     ActivationInput<NotDeduced<T>> relu, int64_t c0,
+                     int64_t c1, const T* mean, double* sum_dy,
+                     double* sum_dy_xc);
 
 // dx = a[c] * dy + b[c] * (x - mean[c]) + d[c]: the input gradient of batch
-// norm in train mode (and, with b = d = 0, in eval mode). When `relu_out`
-// is not null, dy is masked by it; the b and d terms stay where dy is
-// masked. `dx` may equal `dy`.
+// norm in train mode (and, with b = d = 0, in eval mode). When the scale
+// of `relu` is not null, dy is masked by its ReLU; the b and d terms stay
+// where dy is masked. `dx` may equal `dy`.
 template <typename T>
 void BlockedInputGrad(const BlockedLayout& l, const T* dy, const T* x,
-                      const NotDeduced<T>* relu_out, int64_t c0, int64_t c1,
-                      const T* mean, const T* a, const T* b, const T* d, T* dx);
+                      ActivationInput<NotDeduced<T>> relu, int64_t c0,
+                      int64_t c1, const T* mean, const T* a, const T* b,
+                      const T* d, T* dx);
 
 }  // namespace cohort
 

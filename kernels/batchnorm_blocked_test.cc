@@ -172,7 +172,7 @@ template <typename T>
 void CheckGradSums(const Case<T>& k, int64_t c0, int64_t c1) {
   std::vector<double> sum_dy(k.l.channels, kUntouched);
   std::vector<double> sum_dy_xc(k.l.channels, kUntouched);
-  BlockedGradSums(k.l, k.dy.data(), k.x.data(), nullptr, c0, c1, k.mean.data(),
+  BlockedGradSums(k.l, k.dy.data(), k.x.data(), {}, c0, c1, k.mean.data(),
                   sum_dy.data(), sum_dy_xc.data());
   std::vector<double> abs_dy(k.l.channels), abs_dy_xc(k.l.channels);
   k.ForEachElement(0, k.l.channels, [&](int64_t c, int64_t i) {
@@ -194,7 +194,7 @@ void CheckGradSums(const Case<T>& k, int64_t c0, int64_t c1) {
 template <typename T>
 void CheckInputGrad(const Case<T>& k, int64_t c0, int64_t c1) {
   std::vector<T> dx(k.x.size(), static_cast<T>(kUntouched));
-  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), nullptr, c0, c1, k.mean.data(),
+  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), {}, c0, c1, k.mean.data(),
                    k.a.data(), k.b.data(), k.d.data(), dx.data());
   const std::vector<T> dxi = ToChannelMajor(k.l, dx);
   std::vector<T> want(k.xi.size());
@@ -226,27 +226,32 @@ void CheckInPlace(const Case<T>& k) {
     EXPECT_EQ(in_place, y) << "relu " << relu;
   }
   std::vector<T> dx(k.x.size()), in_place = k.dy;
-  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), nullptr, 0, c_n, k.mean.data(),
+  BlockedInputGrad(k.l, k.dy.data(), k.x.data(), {}, 0, c_n, k.mean.data(),
                    k.a.data(), k.b.data(), k.d.data(), dx.data());
-  BlockedInputGrad(k.l, in_place.data(), k.x.data(), nullptr, 0, c_n,
-                   k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
-                   in_place.data());
+  BlockedInputGrad(k.l, in_place.data(), k.x.data(), {}, 0, c_n, k.mean.data(),
+                   k.a.data(), k.b.data(), k.d.data(), in_place.data());
   EXPECT_EQ(in_place, dx);
 }
 
 // The masked backward kernels against the unmasked ones on a dy zeroed
-// where relu_out is not > 0: the same numbers enter the same arithmetic, so
-// the results agree exactly, over every range and for dx == dy.
+// where the forward pass's ReLU output is not > 0: the same numbers enter
+// the same arithmetic, so the results agree exactly, over every range and
+// for dx == dy.
 template <typename T>
-void CheckReluMask(const Case<T>& k) {
+void CheckReluMask(Case<T> k) {
   const int64_t c_n = k.l.channels;
+  // The ReLU's input exactly 0 at the first element of channel 0 (its
+  // shift 0 and its first element its mean) and -0 at the last element of
+  // the last channel, in the scalar tail when the row is not a whole
+  // number of runs: a zero must mask.
+  k.shift[0] = T(0);
+  k.x.front() = k.mean[0];
+  k.shift[c_n - 1] = T(-0.0);
+  k.x.back() = k.mean[c_n - 1];
   std::vector<T> relu_out(k.x.size());
   BlockedNormalize(k.l, k.x.data(), 0, c_n, k.mean.data(), k.scale.data(),
                    k.shift.data(), /*relu=*/true, relu_out.data());
-  // A NaN must mask like a non-positive value: one in the first run of the
-  // first row and one at the very end, in the scalar tail when the row is
-  // not a whole number of runs.
-  relu_out.front() = relu_out.back() = std::numeric_limits<T>::quiet_NaN();
+  const ActivationInput<T> relu{k.scale.data(), k.shift.data()};
   std::vector<T> masked = k.dy;
   int64_t zeroed = 0;
   for (size_t i = 0; i < masked.size(); ++i) {
@@ -260,32 +265,29 @@ void CheckReluMask(const Case<T>& k) {
     SCOPED_TRACE("channels [" + std::to_string(c0) + ", " + std::to_string(c1) +
                  ")");
     std::vector<double> sum_dy(c_n, kUntouched), sum_dy_xc(c_n, kUntouched);
-    BlockedGradSums(k.l, k.dy.data(), k.x.data(), relu_out.data(), c0, c1,
-                    k.mean.data(), sum_dy.data(), sum_dy_xc.data());
+    BlockedGradSums(k.l, k.dy.data(), k.x.data(), relu, c0, c1, k.mean.data(),
+                    sum_dy.data(), sum_dy_xc.data());
     std::vector<double> want_dy(c_n, kUntouched), want_dy_xc(c_n, kUntouched);
-    BlockedGradSums(k.l, masked.data(), k.x.data(), nullptr, c0, c1,
-                    k.mean.data(), want_dy.data(), want_dy_xc.data());
+    BlockedGradSums(k.l, masked.data(), k.x.data(), {}, c0, c1, k.mean.data(),
+                    want_dy.data(), want_dy_xc.data());
     for (int64_t c = 0; c < c_n; ++c) {
       EXPECT_EQ(sum_dy[c], want_dy[c]) << c;
       EXPECT_EQ(sum_dy_xc[c], want_dy_xc[c]) << c;
     }
 
     std::vector<T> dx(k.x.size(), static_cast<T>(kUntouched));
-    BlockedInputGrad(k.l, k.dy.data(), k.x.data(), relu_out.data(), c0, c1,
-                     k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
-                     dx.data());
+    BlockedInputGrad(k.l, k.dy.data(), k.x.data(), relu, c0, c1, k.mean.data(),
+                     k.a.data(), k.b.data(), k.d.data(), dx.data());
     std::vector<T> want(k.x.size(), static_cast<T>(kUntouched));
-    BlockedInputGrad(k.l, masked.data(), k.x.data(), nullptr, c0, c1,
-                     k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
-                     want.data());
+    BlockedInputGrad(k.l, masked.data(), k.x.data(), {}, c0, c1, k.mean.data(),
+                     k.a.data(), k.b.data(), k.d.data(), want.data());
     for (size_t i = 0; i < dx.size(); ++i) EXPECT_EQ(dx[i], want[i]) << i;
   }
 
   std::vector<T> in_place = k.dy, want(k.x.size());
-  BlockedInputGrad(k.l, masked.data(), k.x.data(), nullptr, 0, c_n,
-                   k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
-                   want.data());
-  BlockedInputGrad(k.l, in_place.data(), k.x.data(), relu_out.data(), 0, c_n,
+  BlockedInputGrad(k.l, masked.data(), k.x.data(), {}, 0, c_n, k.mean.data(),
+                   k.a.data(), k.b.data(), k.d.data(), want.data());
+  BlockedInputGrad(k.l, in_place.data(), k.x.data(), relu, 0, c_n,
                    k.mean.data(), k.a.data(), k.b.data(), k.d.data(),
                    in_place.data());
   EXPECT_EQ(in_place, want);

@@ -258,13 +258,18 @@ template <typename T>
 void BatchNormBase<T>::BackwardBlocks(int64_t c0, int64_t c1, const T* dy,
                                       const T* x, T* dx) {
   const BlockedLayout l = Blocked(*in_);
-  const T* relu_out = fused_ == FusedActivation::kRelu ? out_->data() : nullptr;
-  BlockedGradSums(l, dy, x, relu_out, c0, c1, mean_.data(), sum_dy_.data(),
+  // The ReLU's input, as NormalizeBlocks computed it (same mean_, scale_
+  // and bias, untouched since).
+  const ActivationInput<T> relu =
+      fused_ == FusedActivation::kRelu
+          ? ActivationInput<T>{scale_.data(), bias_.data()}
+          : ActivationInput<T>{};
+  BlockedGradSums(l, dy, x, relu, c0, c1, mean_.data(), sum_dy_.data(),
                   sum_dy_xc_.data());
   GradCoefficients(c0, c1, dx != nullptr);
   if (dx == nullptr) return;
-  BlockedInputGrad(l, dy, x, relu_out, c0, c1, mean_.data(), a_.data(),
-                   b_.data(), d_.data(), dx);
+  BlockedInputGrad(l, dy, x, relu, c0, c1, mean_.data(), a_.data(), b_.data(),
+                   d_.data(), dx);
 }
 
 template <typename T>
