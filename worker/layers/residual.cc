@@ -123,9 +123,9 @@ void ResidualBlock<T>::ChooseLayout(const Shape& in) {
   PlanScaled();
 }
 
-// A batch norm followed by a ReLU applies it itself; not the branch's last
-// ReLU, whose output holds the residual sum (a fused batch norm reads its
-// output in Backward).
+// A batch norm followed by a ReLU inside the main branch applies it itself.
+// The block's ReLU comes after the residual sum, outside the branch; on the
+// channel-blocked path tail_bn_ applies the sum and it.
 template <typename T>
 void ResidualBlock<T>::FuseRelus() {
   tail_bn_ = dynamic_cast<BatchNormBase<T>*>(main_.back().get());
