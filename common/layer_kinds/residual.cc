@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/layer_kind.h"
+#include "common/residual_branch.h"
 #include "common/shape_inference.h"
 #include "common/spec_scope.h"
 #include "common/status_macros.h"
@@ -36,53 +37,10 @@ void FillResidual(LayerSpec* l) {
   if (l->residual().stride() == 0) l->mutable_residual()->set_stride(1);
 }
 
-// A residual block is a chain of convolutions, batch norms and ReLUs, and
-// a shortcut convolution and batch norm when the shape changes: inferred
-// as those layers.
-std::vector<LayerSpec> ResidualMain(const ResidualSpec& r) {
-  const int64_t stride = r.stride() > 0 ? r.stride() : 1;
-  std::vector<LayerSpec> main;
-  auto conv = [&](int64_t out, int64_t k, int64_t s, int64_t pad) {
-    ConvSpec* c = main.emplace_back().mutable_conv2d();
-    c->set_out_channels(out);
-    c->set_kernel(k);
-    c->set_stride(s);
-    c->set_padding(pad);
-    c->set_no_bias(true);
-    main.emplace_back().mutable_batchnorm2d();
-  };
-  auto relu = [&] { main.emplace_back().mutable_relu(); };
-  if (!r.bottleneck()) {
-    conv(r.out_channels(), 3, stride, 1);
-    relu();
-    conv(r.out_channels(), 3, 1, 1);
-    return main;
-  }
-  const int64_t width = r.out_channels() / 4;
-  conv(width, 1, 1, 0);
-  relu();
-  conv(width, 3, stride, 1);
-  relu();
-  conv(r.out_channels(), 1, 1, 0);
-  return main;
-}
-
-// The shortcut when the block changes the shape: a strided 1x1
-// convolution without bias and a batch norm.
-std::vector<LayerSpec> ResidualShortcut(const ResidualSpec& r) {
-  std::vector<LayerSpec> shortcut(2);
-  ConvSpec* c = shortcut[0].mutable_conv2d();
-  c->set_out_channels(r.out_channels());
-  c->set_kernel(1);
-  c->set_stride(r.stride() > 0 ? r.stride() : 1);
-  c->set_no_bias(true);
-  shortcut[1].mutable_batchnorm2d();
-  return shortcut;
-}
-
 // Runs `chain` from *shape, appending its parameters and activations.
-absl::Status AddChain(const std::vector<LayerSpec>& chain, Shape* shape,
-                      InferredLayer* out) {
+absl::Status AddChain(
+    const google::protobuf::RepeatedPtrField<LayerSpec>& chain, Shape* shape,
+    InferredLayer* out) {
   for (const LayerSpec& l : chain) {
     ASSIGN_OR_RETURN(const LayerSizes s, InferLayer(l, *shape));
     out->params.insert(out->params.end(), s.param_tensors.begin(),
@@ -108,11 +66,15 @@ absl::StatusOr<InferredLayer> InferResidual(const LayerSpec& l,
   if (in.size() != 3) return Unfit("it expects a per-sample input [C, H, W]");
   InferredLayer out;
   out.activations = 0;
+  // Inferred as the layers it computes. The block projects the shortcut
+  // where the main path changes the shape, which takes a stride or a new
+  // width: where the written-out branch has its downsample.
+  const BranchSpec branch = ResidualAsBranch(l, in[0])[0].branch();
   Shape main = in;
-  RETURN_IF_ERROR(AddChain(ResidualMain(r), &main, &out));
+  RETURN_IF_ERROR(AddChain(branch.paths(0).layers(), &main, &out));
   if (main != in) {
     Shape shortcut = in;
-    RETURN_IF_ERROR(AddChain(ResidualShortcut(r), &shortcut, &out));
+    RETURN_IF_ERROR(AddChain(branch.paths(1).layers(), &shortcut, &out));
   }
   out.output = Checked(main);
   return out;

@@ -9,7 +9,7 @@
 //
 // Only exact matches fuse: the branch and ReLU must be, field for field and
 // name for name, what ResidualAsBranch writes for the residual layer
-// (residual_branch.h: bias-free convolutions, PyTorch's batch norm
+// (common/residual_branch.h: bias-free convolutions, PyTorch's batch norm
 // defaults, the downsample exactly where the shape changes). Anything else
 // stays a branch. The block's tensors keep their names: the block takes the
 // modules' common prefix as its name ("layer1.0"), or LayerSpec.tensor_names
@@ -23,7 +23,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/onnx/onnx_importer.h"
-#include "common/onnx/residual_branch.h"
+#include "common/residual_branch.h"
 #include "common/tensor_names.h"
 #include "google/protobuf/util/message_differencer.h"
 
@@ -136,6 +136,10 @@ void FuseResidualBlocks(ModelSpec* model, std::vector<SafeTensor>* weights) {
     Block block;
     const int64_t in = ChannelsBefore(layers, i);
     if (in == 0 || !Candidate(layers, i, &block)) continue;
+    // A stride that keeps the width projects the shortcut in torchvision
+    // but not in a residual layer over a 1x1 input, whose shape it keeps;
+    // torchvision's ResNets never build one.
+    if (block.spec.stride() != 1 && in == block.spec.out_channels()) continue;
     const TensorNames before(
         std::vector<LayerSpec>(layers.begin(), layers.end()));
     std::set<std::string> names;
@@ -148,11 +152,11 @@ void FuseResidualBlocks(ModelSpec* model, std::vector<SafeTensor>* weights) {
     const std::string prefix = absl::StrCat(i, ".");
     for (const SafeTensor& w : *weights) {
       // Unnamed tensors take the block's position names.
-      if (!named && TopIndex(w.name) == i && before.Of(w.name) != w.name) {
-        const std::string moved = Moved(w.name, i, block);
-        (*fused.mutable_tensor_names())[moved.substr(prefix.size())] =
-            before.Of(w.name);
-      }
+      if (named || TopIndex(w.name) != i) continue;
+      const std::string saved = before.Of(w.name);
+      if (saved == w.name) continue;
+      (*fused.mutable_tensor_names())[Moved(w.name, i, block)
+                                          .substr(prefix.size())] = saved;
     }
     // Exactly the layers the residual layer computes, names included.
     const std::vector<LayerSpec> written = ResidualAsBranch(fused, in);

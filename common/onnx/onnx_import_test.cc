@@ -221,18 +221,22 @@ TEST(OnnxImport, BottleneckBecomesResidualLayerAndKeepsOddNamesPerTensor) {
 
 // A stem convolution, then a BasicBlock of 4 channels ("b") altered by
 // `change`: "bias" (a bias on conv1), "projection" (a downsample where the
-// shape does not change), "no relu" (none after the sum) or "" (none).
+// shape does not change), "strided" (stride 2 with the width kept), "no
+// relu" (none after the sum) or "" (none).
 absl::StatusOr<ImportedModel> ImportAlteredBlock(const std::string& change) {
   Graph g({3, 6, 6});
   const std::string x = ResNetConv(&g, "x", 3, 4, 3, 1, "stem");
-  std::string h = change == "bias" ? Conv(&g, x, 4, 4, "b.conv1")
-                                   : ResNetConv(&g, x, 4, 4, 3, 1, "b.conv1");
+  const int stride = change == "strided" ? 2 : 1;
+  std::string h = change == "bias"
+                      ? Conv(&g, x, 4, 4, "b.conv1")
+                      : ResNetConv(&g, x, 4, 4, 3, stride, "b.conv1");
   h = g.Op("Relu", {BatchNorm(&g, h, 4, "b.bn1")});
   h = BatchNorm(&g, ResNetConv(&g, h, 4, 4, 3, 1, "b.conv2"), 4, "b.bn2");
   std::string shortcut = x;
-  if (change == "projection") {
-    shortcut = BatchNorm(&g, ResNetConv(&g, x, 4, 4, 1, 1, "b.downsample.0"), 4,
-                         "b.downsample.1");
+  if (change == "projection" || change == "strided") {
+    shortcut =
+        BatchNorm(&g, ResNetConv(&g, x, 4, 4, 1, stride, "b.downsample.0"), 4,
+                  "b.downsample.1");
   }
   const std::string sum = g.Op("Add", {h, shortcut});
   g.Output(change == "no relu" ? sum : g.Op("Relu", {sum}));
@@ -245,7 +249,7 @@ TEST(OnnxImport, BlocksThatAreNotTorchvisionsStayBranches) {
   ASSERT_EQ(exact->model.layers_size(), 2);
   EXPECT_TRUE(exact->model.layers(1).has_residual());
   EXPECT_EQ(exact->model.layers(1).name(), "b");
-  for (const char* change : {"bias", "projection", "no relu"}) {
+  for (const char* change : {"bias", "projection", "strided", "no relu"}) {
     absl::StatusOr<ImportedModel> m = ImportAlteredBlock(change);
     ASSERT_TRUE(m.ok()) << change << ": " << m.status();
     ASSERT_GE(m->model.layers_size(), 2) << change;

@@ -1,13 +1,14 @@
-// The SUM branch and ReLU that a residual layer (LayerSpec.residual)
-// computes, written out layer by layer as `cohort import` writes
-// torchvision's BasicBlock and Bottleneck. The importer replaces exactly
-// these layers by the residual layer (onnx_import_residual.cc), and
-// TrainingHash takes a model imported from ONNX in this form, so that the
-// checkpoints of builds that kept the branch still resume.
+// A residual layer (LayerSpec.residual) written out as the SUM branch and
+// ReLU it computes, layer by layer as `cohort import` writes torchvision's
+// BasicBlock and Bottleneck. Shape inference sizes the residual layer as
+// those layers; the ONNX importer replaces exactly them by the residual
+// layer (common/onnx/onnx_import_residual.cc); TrainingHash takes a model
+// imported from ONNX in this form, so that the checkpoints of builds that
+// kept the branch still resume.
 //
 // Thread safety: plain functions.
-#ifndef COHORT_COMMON_ONNX_RESIDUAL_BRANCH_H_
-#define COHORT_COMMON_ONNX_RESIDUAL_BRANCH_H_
+#ifndef COHORT_COMMON_RESIDUAL_BRANCH_H_
+#define COHORT_COMMON_RESIDUAL_BRANCH_H_
 
 #include <cstdint>
 #include <vector>
@@ -18,7 +19,7 @@ namespace cohort {
 
 // `residual` over an input of `in_channels`: the SUM branch (the main
 // path; the downsample, or nothing when neither the stride nor the width
-// changes) and the ReLU after it. The sub-layers are named
+// changes, torchvision's rule) and the ReLU after it. The sub-layers are named
 // "<name>.conv1", "<name>.downsample.0", ... when `residual` has a name,
 // else after its tensor_names (an entry "conv1.weight" -> "m.c1.weight"
 // names conv1 "m.c1").
@@ -39,4 +40,4 @@ void ExpandResidualLayers(
 
 }  // namespace cohort
 
-#endif  // COHORT_COMMON_ONNX_RESIDUAL_BRANCH_H_
+#endif  // COHORT_COMMON_RESIDUAL_BRANCH_H_

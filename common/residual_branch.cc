@@ -1,4 +1,4 @@
-#include "common/onnx/residual_branch.h"
+#include "common/residual_branch.h"
 
 #include <string>
 
