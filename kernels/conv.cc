@@ -1,5 +1,7 @@
 #include "kernels/conv.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -533,6 +535,62 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
   }
 }
 
+namespace {
+
+// Where ConvBackward runs a oneDNN convolution's passes side by side on a
+// team of two: at most this many multiply-adds a pass and this many
+// weights. Both passes at two threads, side by side over one after the
+// other, channel-blocked, on a 2-core AVX-512 VM: in conv_bench
+// ("backward"), 1.0-1.3x for ResNet-18's layers at 32x32 input (38-75M
+// multiply-adds a pass), 0.82-1.09x for ResNet-50's at 224 and ResNet-18's
+// at CIFAR's 32x32 (0.4-1.2G), where oneDNN's own split of each pass loses
+// less and the passes' unequal lengths cost more. Inside ResNet-18's
+// training step at 32x32 input (tools/timeline-layers, alternating pairs),
+// its layers of 64-128 channels took 0.85-1.04 of the time, but those of
+// 256-512, whose weights (2.4-9.4 MB) both passes then read at once from
+// beyond each core's cache, up to 1.2 times as long.
+constexpr int64_t kSideBySideMultiplyAdds = int64_t{1} << 27;
+constexpr int64_t kSideBySideWeights = int64_t{1} << 18;
+
+// Whether ConvBackward runs a oneDNN convolution's two passes side by side.
+bool SideBySidePays(const ConvGeometry& g, const ConvWorkspace<float>& ws) {
+  if (ws.side_by_side == SideBySide::kNever || g.groups != 1 || !ws.onednn ||
+      TinyImagePays(g, ws) || omp_in_parallel() || RangeSlots() != 2) {
+    return false;
+  }
+  if (ws.side_by_side == SideBySide::kAlways) return true;
+  // Measured on channel-blocked activations only: batch-inner ones would
+  // also lose the input gradient's reuse of the reordered output gradient.
+  const int64_t weights = g.out_channels * g.patch();
+  return ws.channel_block != 0 &&
+         g.positions() * weights <= kSideBySideMultiplyAdds &&
+         weights <= kSideBySideWeights;
+}
+
+}  // namespace
+
+template <typename T>
+void ConvBackward(const ConvGeometry& g, const T* grad_out, const T* weight,
+                  T* grad_weight, T* grad_bias, T* grad_in,
+                  ConvWorkspace<T>* ws) {
+  CHECK(ws->input != nullptr) << "ConvBackward before ConvForward";
+  if constexpr (std::is_same_v<T, float>) {
+    if (grad_in != nullptr && SideBySidePays(g, *ws)) {
+      conv_internal::OnednnBackwardSideBySide(
+          g, ws->channel_block,
+          OnednnAlgorithmOf(g, *ws, OnednnPass::kWeightGrad),
+          OnednnAlgorithmOf(g, *ws), ws->input, grad_out, weight, grad_weight,
+          grad_bias, grad_in, &ws->onednn_state);
+      ws->weights_as_in_forward = false;
+      return;
+    }
+  }
+  ConvBackwardWeights(g, grad_out, grad_weight, grad_bias, ws);
+  if (grad_in == nullptr) return;
+  ws->weights_as_in_forward = true;
+  ConvBackwardInput(g, grad_out, weight, grad_in, ws);
+}
+
 template <typename T>
 void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
                        const T* weight, T* grad_in, ConvWorkspace<T>* ws) {
@@ -564,7 +622,9 @@ template struct ConvWorkspace<double>;
   template void ConvBackwardWeights<T>(const ConvGeometry&, const T*, T*, T*, \
                                        ConvWorkspace<T>*);                    \
   template void ConvBackwardInput<T>(const ConvGeometry&, const T*, const T*, \
-                                     T*, ConvWorkspace<T>*);
+                                     T*, ConvWorkspace<T>*);                  \
+  template void ConvBackward<T>(const ConvGeometry&, const T*, const T*, T*,  \
+                                T*, T*, ConvWorkspace<T>*);
 
 COHORT_INSTANTIATE_CONV(float)
 COHORT_INSTANTIATE_CONV(double)

@@ -136,6 +136,9 @@ enum class ConvAlgorithm {
   kWinograd,
 };
 
+// ConvWorkspace::side_by_side.
+enum class SideBySide { kAuto, kNever, kAlways };
+
 namespace conv_internal {
 // oneDNN's primitives and buffers for one workspace (conv_onednn.h); opaque
 // here so that users of conv.h need not see oneDNN's headers.
@@ -165,6 +168,9 @@ struct ConvWorkspace {
   // whose forward is ConvBackwardInput): the pass may then reuse what the
   // forward pass derived from them. ConvBackwardInput clears it.
   bool weights_as_in_forward = false;
+  // Whether ConvBackward runs the two passes side by side: where that
+  // pays (kAuto), or, for tests and benchmarks, never or wherever it can.
+  SideBySide side_by_side = SideBySide::kAuto;
 
   const T* input = nullptr;    // what the backward passes read (maybe padded)
   bool grid = false;           // the last forward used the grid algorithm
@@ -212,6 +218,16 @@ void ConvBackwardWeights(const ConvGeometry& g, const T* grad_out,
 template <typename T>
 void ConvBackwardInput(const ConvGeometry& g, const T* grad_out,
                        const T* weight, T* grad_in, ConvWorkspace<T>* ws);
+
+// Both backward passes of the last ConvForward on `ws`:
+// ConvBackwardWeights, then, unless grad_in is null, ConvBackwardInput
+// (whose `weight` must be the forward's, unchanged since). On a compute team
+// of two threads, the passes of a oneDNN convolution run side by side where
+// that is faster (conv.cc says where), each on one thread.
+template <typename T>
+void ConvBackward(const ConvGeometry& g, const T* grad_out, const T* weight,
+                  T* grad_weight, T* grad_bias, T* grad_in,
+                  ConvWorkspace<T>* ws);
 
 // Whether oneDNN's primitives beat the other float algorithms for this
 // (groups = 1) geometry, measured per shape (kernels/conv.cc); kAuto's

@@ -3,8 +3,10 @@
 // MobileNetV2's depthwise layers, single-
 // threaded, for each algorithm (oneDNN's times include its reorders), and
 // for 3x3 stride-1 layers oneDNN against Winograd on channel-blocked
-// activations (no reorders); also checks that the algorithms agree. Prints
-// medians of repeated calls.
+// activations (no reorders), and both backward passes on those activations
+// one after the other against side by side (which takes a team of two:
+// pass 2 as the thread count); also checks that the algorithms agree.
+// Prints medians of repeated calls.
 //
 //   bazel build //kernels:conv_bench && bazel-bin/kernels/conv_bench [filter]
 #include <cblas.h>
@@ -129,6 +131,46 @@ void BenchBlocked(const ConvGeometry& g, bool need_input, int reps) {
   g_mismatch |= d > 1e-4;
 }
 
+// Both backward passes on this machine's channel-blocked activations, each
+// pass's algorithm as a residual block's layer runs it: one after the other
+// on the whole team, and (on a team of two) side by side, one thread each.
+void BenchBackward(const ConvGeometry& g, int reps) {
+  const int64_t block = NativeChannelBlock();
+  if (block == 0 || g.in_channels % block != 0 || g.out_channels % block != 0) {
+    return;
+  }
+  std::mt19937_64 rng(1);
+  Tensor in({g.in_channels * g.batch * g.in_h * g.in_w});
+  Tensor w({g.out_channels * g.patch()}), out({g.out_channels * g.positions()});
+  Tensor go(out.shape());
+  FillRandom(&in, rng);
+  FillRandom(&w, rng);
+  FillRandom(&go, rng);
+  double ms[2];
+  Tensor gw[2], gi[2];
+  for (int side = 0; side < 2; ++side) {
+    ConvWorkspace<float> ws;
+    ws.channel_block = block;
+    ws.side_by_side = side == 1 ? SideBySide::kAlways : SideBySide::kNever;
+    gw[side].Resize(w.shape());
+    gi[side].Resize(in.shape());
+    ConvForward<float>(g, in.data(), w.data(), nullptr, out.data(), &ws);
+    ms[side] = MedianMs(
+        [&] {
+          ConvBackward<float>(g, go.data(), w.data(), gw[side].data(), nullptr,
+                              gi[side].data(), &ws);
+        },
+        reps);
+  }
+  const double d = std::max(MaxRelDiff(gw[1], gw[0]), MaxRelDiff(gi[1], gi[0]));
+  std::printf(
+      "%-12s nChw%dc backward  in turn %7.3f  side by side %7.3f ms  "
+      "(%.2fx)  max rel diff %.1e%s\n",
+      "", static_cast<int>(block), ms[0], ms[1], ms[0] / ms[1], d,
+      d > 1e-4 ? "  MISMATCH" : "");
+  g_mismatch |= d > 1e-4;
+}
+
 // Evaluation as `cohort predict` (frozen weights) and the evaluation during
 // training (not frozen: the weights are checked on every call) run a
 // ResNet's 3x3 layers (ConvForwardScaled on this machine's channel-blocked
@@ -210,6 +252,7 @@ void BenchConv(const char* name, const ConvGeometry& g, bool need_input,
       g.pad_h == 1 && g.in_channels % 8 == 0 && g.out_channels % 8 == 0) {
     BenchBlocked(g, need_input, reps);
   }
+  if (g.groups == 1 && need_input) BenchBackward(g, reps);
   if (g.stride == 1 && !large) {
     // The alternatives kAuto chooses between, per pass.
     Tensor o3, w3, i3, o4, w4, i4;

@@ -1,5 +1,7 @@
 #include "kernels/conv_onednn.h"
 
+#include <omp.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -173,15 +175,19 @@ struct OnednnPlan {
   Port src, wei, dst;  // src owns its inner copy: the weight gradient reads it
   memory bias;
 
+  // The backward primitives, each built for the OpenMP thread count it
+  // runs on (oneDNN fixes its split between threads when it builds one).
   std::optional<dnnl::convolution_backward_weights> bww;
   bool bww_bias = false;
   OnednnAlgorithm bww_algorithm = OnednnAlgorithm::kDirect;
+  int bww_threads = 0;
   bool bww_src_from_fwd = false;  // reads the forward's src.inner
   Port bww_src, bww_ddst, bww_dwei;
   memory dbias;
 
   std::optional<dnnl::convolution_backward_data> bwd;
   OnednnAlgorithm bwd_algorithm = OnednnAlgorithm::kDirect;
+  int bwd_threads = 0;
   Port bwd_ddst, bwd_wei, bwd_dsrc;
 
   // Evaluation with the following batch norm folded in (its scale into the
@@ -205,6 +211,9 @@ struct OnednnPlan {
 struct OnednnState {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
+  // The input gradient's, while the weight gradient runs beside it on
+  // `stream` (OnednnBackwardSideBySide).
+  dnnl::stream side_stream{engine};
   // A few geometries (a training and an evaluation batch size, say); the
   // oldest goes when a new one comes.
   std::vector<std::unique_ptr<OnednnPlan>> plans;
@@ -351,7 +360,11 @@ void BuildForward(OnednnPlan* p, const dnnl::engine& engine, bool bias,
 
 void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
                           OnednnAlgorithm algorithm) {
-  if (p->bww && p->bww_bias == bias && p->bww_algorithm == algorithm) return;
+  const int threads = omp_get_max_threads();
+  if (p->bww && p->bww_bias == bias && p->bww_algorithm == algorithm &&
+      p->bww_threads == threads) {
+    return;
+  }
   const auto& hint = ForwardPd(p, engine, p->fwd_bias, p->fwd_algorithm);
   const memory::desc any_dst = Act(*p, p->dst_md);
   const memory::desc any_wei = Any(p->wei_md);
@@ -369,6 +382,7 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
   p->bww.emplace(pd);
   p->bww_bias = bias;
   p->bww_algorithm = algorithm;
+  p->bww_threads = threads;
   p->bww_src_from_fwd = pd.src_desc() == hint.src_desc();
   if (!p->bww_src_from_fwd) {
     p->bww_src = Port(p->src_md, pd.src_desc(), engine, true, Arena::kIn);
@@ -382,7 +396,10 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
 
 void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
                        OnednnAlgorithm algorithm) {
-  if (p->bwd && p->bwd_algorithm == algorithm) return;
+  const int threads = omp_get_max_threads();
+  if (p->bwd && p->bwd_algorithm == algorithm && p->bwd_threads == threads) {
+    return;
+  }
   const auto& hint = ForwardPd(p, engine, p->fwd_bias, p->fwd_algorithm);
   const memory::desc any_src = Act(*p, p->src_md);
   const memory::desc any_dst = Act(*p, p->dst_md);
@@ -395,6 +412,7 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
   });
   p->bwd.emplace(pd);
   p->bwd_algorithm = algorithm;
+  p->bwd_threads = threads;
   p->bwd_ddst = Port(p->dst_md, pd.diff_dst_desc(), engine, true, Arena::kOut);
   p->bwd_wei =
       Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
@@ -553,25 +571,22 @@ bool OnednnRanWinograd(const OnednnStatePtr& state) {
   return state != nullptr && state->ran_winograd;
 }
 
-void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
-                           OnednnAlgorithm algorithm, const float* in,
-                           const float* grad_out, float* grad_weight,
-                           float* grad_bias, OnednnStatePtr* state) {
-  ApplyOnednnThreads();
-  OnednnPlan* p = FindPlan(g, block, state);
-  OnednnState& s = **state;
-  CHECK(s.last_forward == p) << "oneDNN weight gradient without its forward";
-  BuildBackwardWeights(p, s.engine, grad_bias != nullptr, algorithm);
+namespace {
+
+// The weight gradient on `stream`, its primitive built for this thread's
+// OpenMP count.
+void RunBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
+                        dnnl::stream& stream, OnednnAlgorithm algorithm,
+                        const float* in, const float* grad_out,
+                        float* grad_weight, float* grad_bias) {
+  BuildBackwardWeights(p, engine, grad_bias != nullptr, algorithm);
   memory src = p->src.inner;
   if (!p->bww_src_from_fwd) {
-    p->bww_src.Bind(in, s.stream);
+    p->bww_src.Bind(in, stream);
     src = p->bww_src.inner;
   }
-  p->bww_ddst.Bind(grad_out, s.stream);
-  s.held_grad_out = grad_out;
-  s.held_plan = p;
-  s.held_writes = Arena::Writes(Arena::kOut);
-  p->bww_dwei.Bind(grad_weight, s.stream);
+  p->bww_ddst.Bind(grad_out, stream);
+  p->bww_dwei.Bind(grad_weight, stream);
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src},
       {DNNL_ARG_DIFF_DST, p->bww_ddst.inner},
@@ -580,9 +595,47 @@ void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
     p->dbias.set_data_handle(grad_bias);
     args.emplace(DNNL_ARG_DIFF_BIAS, p->dbias);
   }
-  p->bww->execute(s.stream, args);
-  p->bww_dwei.Store(s.stream);
-  s.stream.wait();
+  p->bww->execute(stream, args);
+  p->bww_dwei.Store(stream);
+  stream.wait();
+}
+
+// The input gradient on `stream` with the primitive BuildBackwardData
+// built; `held`: this thread's arena already holds grad_out in the
+// primitive's layout.
+void RunBackwardData(OnednnPlan* p, dnnl::stream& stream, const float* grad_out,
+                     const float* weight, float* grad_in, bool held) {
+  if (held) {
+    p->bwd_ddst.BindHeld(grad_out);
+  } else {
+    p->bwd_ddst.Bind(grad_out, stream);
+  }
+  p->bwd_wei.Bind(weight, stream);
+  p->bwd_dsrc.Bind(grad_in, stream);
+  p->bwd->execute(stream, {{DNNL_ARG_DIFF_DST, p->bwd_ddst.inner},
+                           {DNNL_ARG_WEIGHTS, p->bwd_wei.inner},
+                           {DNNL_ARG_DIFF_SRC, p->bwd_dsrc.inner}});
+  p->bwd_dsrc.Store(stream);
+  stream.wait();
+}
+
+}  // namespace
+
+void OnednnBackwardWeights(const ConvGeometry& g, int64_t block,
+                           OnednnAlgorithm algorithm, const float* in,
+                           const float* grad_out, float* grad_weight,
+                           float* grad_bias, OnednnStatePtr* state) {
+  ApplyOnednnThreads();
+  OnednnPlan* p = FindPlan(g, block, state);
+  OnednnState& s = **state;
+  CHECK(s.last_forward == p) << "oneDNN weight gradient without its forward";
+  RunBackwardWeights(p, s.engine, s.stream, algorithm, in, grad_out,
+                     grad_weight, grad_bias);
+  // The output gradient's reordered copy stays in the arena's kOut slot
+  // until the slot's next write.
+  s.held_grad_out = grad_out;
+  s.held_plan = p;
+  s.held_writes = Arena::Writes(Arena::kOut);
 }
 
 void OnednnBackwardInput(const ConvGeometry& g, int64_t block,
@@ -600,18 +653,38 @@ void OnednnBackwardInput(const ConvGeometry& g, int64_t block,
       s.held_writes == Arena::Writes(Arena::kOut) &&
       p->bww_ddst.inner.get_desc() == p->bwd_ddst.inner.get_desc();
   s.held_grad_out = nullptr;
-  if (held) {
-    p->bwd_ddst.BindHeld(grad_out);
-  } else {
-    p->bwd_ddst.Bind(grad_out, s.stream);
+  RunBackwardData(p, s.stream, grad_out, weight, grad_in, held);
+}
+
+void OnednnBackwardSideBySide(const ConvGeometry& g, int64_t block,
+                              OnednnAlgorithm weights_algorithm,
+                              OnednnAlgorithm data_algorithm, const float* in,
+                              const float* grad_out, const float* weight,
+                              float* grad_weight, float* grad_bias,
+                              float* grad_in, OnednnStatePtr* state) {
+  ApplyOnednnThreads();
+  OnednnPlan* p = FindPlan(g, block, state);
+  OnednnState& s = **state;
+  CHECK(s.last_forward == p) << "oneDNN weight gradient without its forward";
+  s.held_grad_out = nullptr;
+  // Each pass touches its own primitive, ports and stream, and each thread
+  // its own arena; the forward's plan and saved input are only read.
+#pragma omp parallel num_threads(2)
+  {
+    const OnednnAlone alone;
+    ApplyOnednnThreads();
+    const int thread = omp_get_thread_num();
+    const bool both = omp_get_num_threads() < 2;
+    if (thread == 0) {
+      RunBackwardWeights(p, s.engine, s.stream, weights_algorithm, in, grad_out,
+                         grad_weight, grad_bias);
+    }
+    if (thread == 1 || both) {
+      BuildBackwardData(p, s.engine, data_algorithm);
+      RunBackwardData(p, both ? s.stream : s.side_stream, grad_out, weight,
+                      grad_in, /*held=*/false);
+    }
   }
-  p->bwd_wei.Bind(weight, s.stream);
-  p->bwd_dsrc.Bind(grad_in, s.stream);
-  p->bwd->execute(s.stream, {{DNNL_ARG_DIFF_DST, p->bwd_ddst.inner},
-                             {DNNL_ARG_WEIGHTS, p->bwd_wei.inner},
-                             {DNNL_ARG_DIFF_SRC, p->bwd_dsrc.inner}});
-  p->bwd_dsrc.Store(s.stream);
-  s.stream.wait();
 }
 
 }  // namespace conv_internal

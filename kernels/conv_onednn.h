@@ -95,6 +95,21 @@ void OnednnBackwardInput(const ConvGeometry& g, int64_t block,
                          const float* weight, float* grad_in,
                          OnednnStatePtr* state);
 
+// Both gradients of OnednnBackwardWeights and OnednnBackwardInput at once:
+// the weight gradient on the calling thread and the input gradient on a
+// second thread of an OpenMP team of two, each primitive built for one
+// thread. At the few milliseconds a pass of ResNet-18's layers takes,
+// oneDNN's own split of each pass over two threads gains only 1.2-1.8x
+// (conv_bench), and the two passes, which need nothing of each other, cost
+// about the same. The weight gradient has the bits of a one-thread run.
+// Call outside any OpenMP parallel region.
+void OnednnBackwardSideBySide(const ConvGeometry& g, int64_t block,
+                              OnednnAlgorithm weights_algorithm,
+                              OnednnAlgorithm data_algorithm, const float* in,
+                              const float* grad_out, const float* weight,
+                              float* grad_weight, float* grad_bias,
+                              float* grad_in, OnednnStatePtr* state);
+
 }  // namespace conv_internal
 }  // namespace cohort
 

@@ -4,7 +4,8 @@
 // started after omp_set_num_threads does not inherit it; every kernel that
 // calls oneDNN applies the process-wide count to its own thread first.
 //
-// Thread safety: both functions are thread-safe.
+// Thread safety: the functions are thread-safe; an OnednnAlone acts on the
+// thread that made it.
 #ifndef COHORT_KERNELS_ONEDNN_THREADS_H_
 #define COHORT_KERNELS_ONEDNN_THREADS_H_
 
@@ -14,8 +15,20 @@ namespace cohort {
 // default) leaves OpenMP's own setting.
 void SetOnednnThreads(int threads);
 
-// Applies SetOnednnThreads's count to the calling thread.
+// Applies SetOnednnThreads's count to the calling thread, or 1 while the
+// thread holds an OnednnAlone.
 void ApplyOnednnThreads();
+
+// While alive, the calling thread's oneDNN calls run on it alone: one of
+// two passes that a team of two runs side by side, each on its own thread.
+// Not movable; nests.
+class OnednnAlone {
+ public:
+  OnednnAlone();
+  ~OnednnAlone();
+  OnednnAlone(const OnednnAlone&) = delete;
+  OnednnAlone& operator=(const OnednnAlone&) = delete;
+};
 
 }  // namespace cohort
 

@@ -248,14 +248,13 @@ void ConvLayer<T>::Backward(const BasicTensor<T>& grad_out,
   const ConvGeometry& g = geometry_;
   CHECK(HasShape(grad_out, g.out_channels, g.batch, g.out_h(), g.out_w()))
       << Name() << ": output gradient " << ShapeString(grad_out.shape());
-  ConvBackwardWeights<T>(g, grad_out.data(), grad_weight_.data(),
-                         options_.bias ? grad_bias_.data() : nullptr,
-                         &workspace_);
-  if (grad_in == nullptr) return;
-  EnsureShape(grad_in, g.in_channels, g.batch, g.in_h, g.in_w);
-  workspace_.weights_as_in_forward = true;  // no update since Forward
-  ConvBackwardInput<T>(g, grad_out.data(), weight_.data(), grad_in->data(),
-                       &workspace_);
+  if (grad_in != nullptr) {
+    EnsureShape(grad_in, g.in_channels, g.batch, g.in_h, g.in_w);
+  }
+  // The weights are the forward's: no update comes between the passes.
+  ConvBackward<T>(g, grad_out.data(), weight_.data(), grad_weight_.data(),
+                  options_.bias ? grad_bias_.data() : nullptr,
+                  grad_in != nullptr ? grad_in->data() : nullptr, &workspace_);
 }
 
 template <typename T>
