@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "common/logging.h"
+#include "kernels/backward_helper.h"
 #include "kernels/channel_blocked.h"
 #include "kernels/conv_depthwise.h"
 #include "kernels/conv_internal.h"
@@ -20,6 +21,7 @@ namespace {
 
 using conv_internal::Im2colBackwardInput;
 using conv_internal::Im2colForward;
+using conv_internal::TinyImageBackwardHanded;
 using conv_internal::TinyImageBackwardInput;
 using conv_internal::TinyImageForward;
 using conv_internal::TinyImagePays;
@@ -567,6 +569,32 @@ bool SideBySidePays(const ConvGeometry& g, const ConvWorkspace<float>& ws) {
          weights <= kSideBySideWeights;
 }
 
+// Hands the weight gradient of a float convolution to the backward helper
+// the caller runs under, if any, and runs the input gradient: false where
+// the two passes would share scratch (the own Winograd and patch-matrix
+// kernels, groups) and run as usual.
+bool HandToHelper(const ConvGeometry& g, const float* grad_out,
+                  const float* weight, float* grad_weight, float* grad_bias,
+                  float* grad_in, ConvWorkspace<float>* ws) {
+  BackwardHelper* helper = BackwardHelper::Current();
+  if (helper == nullptr || g.groups != 1 || !ws->onednn || ws->winograd) {
+    return false;
+  }
+  ws->weights_as_in_forward = true;
+  if (TinyImagePays(g, *ws)) {
+    TinyImageBackwardHanded(g, grad_out, weight, grad_weight, grad_bias,
+                            grad_in, ws, *helper);
+  } else {
+    conv_internal::OnednnBackwardHanded(
+        g, ws->channel_block,
+        OnednnAlgorithmOf(g, *ws, OnednnPass::kWeightGrad),
+        OnednnAlgorithmOf(g, *ws), ws->input, grad_out, weight, grad_weight,
+        grad_bias, grad_in, &ws->onednn_state, *helper);
+  }
+  ws->weights_as_in_forward = false;
+  return true;
+}
+
 }  // namespace
 
 template <typename T>
@@ -575,6 +603,10 @@ void ConvBackward(const ConvGeometry& g, const T* grad_out, const T* weight,
                   ConvWorkspace<T>* ws) {
   CHECK(ws->input != nullptr) << "ConvBackward before ConvForward";
   if constexpr (std::is_same_v<T, float>) {
+    if (HandToHelper(g, grad_out, weight, grad_weight, grad_bias, grad_in,
+                     ws)) {
+      return;
+    }
     if (grad_in != nullptr && SideBySidePays(g, *ws)) {
       conv_internal::OnednnBackwardSideBySide(
           g, ws->channel_block,

@@ -37,6 +37,9 @@
 #include "kernels/conv.h"
 
 namespace cohort {
+
+class BackwardHelper;
+
 namespace conv_internal {
 
 // Makes `t` a flat tensor of at least n elements. Resize() takes a Shape,
@@ -155,6 +158,13 @@ void TinyImageWeightGrad(const ConvGeometry& g, const float* grad_out,
 void TinyImageBackwardInput(const ConvGeometry& g, const float* grad_out,
                             const float* weight, float* grad_in,
                             ConvWorkspace<float>* ws);
+// Both gradients inside a BackwardHelper::Run body: the input gradient now
+// (if grad_in is not null) and the weight gradient pushed to `helper`,
+// which then uses `ws` until it has run it.
+void TinyImageBackwardHanded(const ConvGeometry& g, const float* grad_out,
+                             const float* weight, float* grad_weight,
+                             float* grad_bias, float* grad_in,
+                             ConvWorkspace<float>* ws, BackwardHelper& helper);
 
 }  // namespace conv_internal
 }  // namespace cohort

@@ -14,6 +14,7 @@
 
 #include "common/logging.h"
 #include "dnnl.hpp"
+#include "kernels/backward_helper.h"
 #include "kernels/blocked_weights.h"
 
 namespace cohort {
@@ -46,7 +47,7 @@ memory::desc Plain(const Dims& dims, Tag tag) {
 // never straddles two.
 class Arena {
  public:
-  enum Slot { kOut = 0, kIn = 1, kWeights = 2, kSlots = 3 };
+  enum Slot { kOut = 0, kIn = 1, kWeights = 2, kScratch = 3, kSlots = 4 };
   static void* Get(Slot slot, size_t bytes) {
     constexpr size_t kAlign = 64;
     thread_local std::vector<char> buffers[kSlots];
@@ -177,6 +178,11 @@ struct OnednnPlan {
 
   // The backward primitives, each built for the OpenMP thread count it
   // runs on (oneDNN fixes its split between threads when it builds one).
+  // Their scratchpads are the running thread's arena (kScratch), not
+  // oneDNN's shared one, with which a primitive may run only on the thread
+  // that built it and never on two at once: the backward helper runs them
+  // on another thread, and oneDNN's primitive cache gives layers of one
+  // shape the same primitive.
   std::optional<dnnl::convolution_backward_weights> bww;
   bool bww_bias = false;
   OnednnAlgorithm bww_algorithm = OnednnAlgorithm::kDirect;
@@ -184,11 +190,13 @@ struct OnednnPlan {
   bool bww_src_from_fwd = false;  // reads the forward's src.inner
   Port bww_src, bww_ddst, bww_dwei;
   memory dbias;
+  memory bww_scratch;
 
   std::optional<dnnl::convolution_backward_data> bwd;
   OnednnAlgorithm bwd_algorithm = OnednnAlgorithm::kDirect;
   int bwd_threads = 0;
   Port bwd_ddst, bwd_wei, bwd_dsrc;
+  memory bwd_scratch;
 
   // Evaluation with the following batch norm folded in (its scale into the
   // weights, its shift as the bias) and the sum and ReLU fused as post-ops,
@@ -358,6 +366,21 @@ void BuildForward(OnednnPlan* p, const dnnl::engine& engine, bool bias,
   p->bww.reset();
 }
 
+dnnl::primitive_attr UserScratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// `scratch` pointed at this thread's arena, for one execution.
+memory& BindScratch(memory& scratch) {
+  const size_t bytes = scratch.get_desc().get_size();
+  if (bytes > 0) {
+    scratch.set_data_handle(Arena::Get(Arena::kScratch, bytes));
+  }
+  return scratch;
+}
+
 void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
                           OnednnAlgorithm algorithm) {
   const int threads = omp_get_max_threads();
@@ -376,8 +399,8 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
                            : dnnl::convolution_backward_weights::desc(
                                  a, src, any_wei, any_dst, p->strides,
                                  p->dilates, p->pad_l, p->pad_r);
-    return dnnl::convolution_backward_weights::primitive_desc(desc, engine,
-                                                              hint);
+    return dnnl::convolution_backward_weights::primitive_desc(
+        desc, UserScratchpad(), engine, hint);
   });
   p->bww.emplace(pd);
   p->bww_bias = bias;
@@ -392,6 +415,7 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
       Port(p->wei_md, pd.diff_weights_desc(), engine, false, Arena::kWeights);
   p->bww_dwei.weights = BlockedWeightsOf(p->wei_md, pd.diff_weights_desc());
   if (bias) p->dbias = memory(p->bias_md, engine, DNNL_MEMORY_NONE);
+  p->bww_scratch = memory(pd.scratchpad_desc(), engine, DNNL_MEMORY_NONE);
 }
 
 void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
@@ -408,7 +432,8 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
     const dnnl::convolution_backward_data::desc desc(
         a, any_src, any_wei, any_dst, p->strides, p->dilates, p->pad_l,
         p->pad_r);
-    return dnnl::convolution_backward_data::primitive_desc(desc, engine, hint);
+    return dnnl::convolution_backward_data::primitive_desc(
+        desc, UserScratchpad(), engine, hint);
   });
   p->bwd.emplace(pd);
   p->bwd_algorithm = algorithm;
@@ -417,6 +442,7 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
   p->bwd_wei =
       Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
   p->bwd_dsrc = Port(p->src_md, pd.diff_src_desc(), engine, false, Arena::kIn);
+  p->bwd_scratch = memory(pd.scratchpad_desc(), engine, DNNL_MEMORY_NONE);
 }
 
 // conv(src) * scale[oc] + shift[oc] (+ residual) (then ReLU), for
@@ -590,7 +616,8 @@ void RunBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src},
       {DNNL_ARG_DIFF_DST, p->bww_ddst.inner},
-      {DNNL_ARG_DIFF_WEIGHTS, p->bww_dwei.inner}};
+      {DNNL_ARG_DIFF_WEIGHTS, p->bww_dwei.inner},
+      {DNNL_ARG_SCRATCHPAD, BindScratch(p->bww_scratch)}};
   if (grad_bias != nullptr) {
     p->dbias.set_data_handle(grad_bias);
     args.emplace(DNNL_ARG_DIFF_BIAS, p->dbias);
@@ -614,7 +641,8 @@ void RunBackwardData(OnednnPlan* p, dnnl::stream& stream, const float* grad_out,
   p->bwd_dsrc.Bind(grad_in, stream);
   p->bwd->execute(stream, {{DNNL_ARG_DIFF_DST, p->bwd_ddst.inner},
                            {DNNL_ARG_WEIGHTS, p->bwd_wei.inner},
-                           {DNNL_ARG_DIFF_SRC, p->bwd_dsrc.inner}});
+                           {DNNL_ARG_DIFF_SRC, p->bwd_dsrc.inner},
+                           {DNNL_ARG_SCRATCHPAD, BindScratch(p->bwd_scratch)}});
   p->bwd_dsrc.Store(stream);
   stream.wait();
 }
@@ -685,6 +713,29 @@ void OnednnBackwardSideBySide(const ConvGeometry& g, int64_t block,
                       grad_in, /*held=*/false);
     }
   }
+}
+
+void OnednnBackwardHanded(const ConvGeometry& g, int64_t block,
+                          OnednnAlgorithm weights_algorithm,
+                          OnednnAlgorithm data_algorithm, const float* in,
+                          const float* grad_out, const float* weight,
+                          float* grad_weight, float* grad_bias, float* grad_in,
+                          OnednnStatePtr* state, BackwardHelper& helper) {
+  ApplyOnednnThreads();
+  OnednnPlan* p = FindPlan(g, block, state);
+  OnednnState* s = state->get();
+  CHECK(s->last_forward == p) << "oneDNN weight gradient without its forward";
+  s->held_grad_out = nullptr;
+  // As side by side: the helper touches the weight gradient's primitive,
+  // ports and `stream`, this thread the input gradient's and `side_stream`.
+  helper.Push([=] {
+    RunBackwardWeights(p, s->engine, s->stream, weights_algorithm, in, grad_out,
+                       grad_weight, grad_bias);
+  });
+  if (grad_in == nullptr) return;
+  BuildBackwardData(p, s->engine, data_algorithm);
+  RunBackwardData(p, s->side_stream, grad_out, weight, grad_in,
+                  /*held=*/false);
 }
 
 }  // namespace conv_internal

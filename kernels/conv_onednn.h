@@ -35,6 +35,8 @@
 
 namespace cohort {
 
+class BackwardHelper;
+
 namespace conv_internal {
 
 // `block`: 0 for batch-inner activations and gradients; 8 or 16 for
@@ -109,6 +111,18 @@ void OnednnBackwardSideBySide(const ConvGeometry& g, int64_t block,
                               const float* grad_out, const float* weight,
                               float* grad_weight, float* grad_bias,
                               float* grad_in, OnednnStatePtr* state);
+
+// Both gradients inside a BackwardHelper::Run body: the input gradient now
+// (if grad_in is not null), on the calling thread, and the weight gradient
+// pushed to `helper`, each primitive built for one thread. `in`,
+// `grad_out` and the gradients' buffers stay alive and unchanged until the
+// helper has run it; the state is not used again before then.
+void OnednnBackwardHanded(const ConvGeometry& g, int64_t block,
+                          OnednnAlgorithm weights_algorithm,
+                          OnednnAlgorithm data_algorithm, const float* in,
+                          const float* grad_out, const float* weight,
+                          float* grad_weight, float* grad_bias, float* grad_in,
+                          OnednnStatePtr* state, BackwardHelper& helper);
 
 }  // namespace conv_internal
 }  // namespace cohort

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/backward_helper.h"
 #include "kernels/channel_blocked.h"
 #include "kernels/conv.h"
 #include "kernels/onednn_threads.h"
@@ -760,6 +761,54 @@ TEST(ConvBackwardSideBySide, WeightGradientAloneWithoutAnInputGradient) {
           << "weight " << i;
     }
   });
+}
+
+// Convolutions whose weight gradients a BackwardHelper runs: three layers
+// of one shape (oneDNN's primitive cache gives them one primitive, which
+// then runs on both threads, possibly at once) on oneDNN, and a tiny map
+// on the live-tap products. Each gradient has the bits of a one-thread run,
+// whichever thread ran it.
+TEST(ConvBackwardHanded, LayersOfOneShapeGiveTheBitsOfOneThread) {
+  const int64_t block = NativeChannelBlock();
+  if (block == 0) GTEST_SKIP() << "no channel-blocked layout on this machine";
+  for (const ConvGeometry& g :
+       {Conv2(32, 64, 8, 64, 3, 1, 1), Conv2(16, 64, 2, 128, 3, 1, 1),
+        Conv2(8, 32, 1, 32, 3, 1, 1)}) {
+    SCOPED_TRACE("OC " + std::to_string(g.out_channels) + " at " +
+                 std::to_string(g.in_h));
+    constexpr int kLayers = 3;
+    std::vector<Operands> x;
+    std::vector<Gradients> want, got;
+    std::vector<ConvWorkspace<float>> ws(kLayers);
+    for (int l = 0; l < kLayers; ++l) {
+      x.push_back(RandomOperands(g, 20 + l));
+      ConvWorkspace<float> one;
+      one.channel_block = block;
+      want.push_back(Backward(g, x[l], 1, SideBySide::kNever, &one));
+      got.push_back({std::vector<float>(x[l].w.size(), -99.0f),
+                     std::vector<float>(x[l].b.size(), -99.0f),
+                     std::vector<float>(x[l].in.size(), -99.0f)});
+      ws[l].channel_block = block;
+      std::vector<float> out(x[l].dy.size());
+      ConvForward<float>(g, x[l].in.data(), x[l].w.data(), x[l].b.data(),
+                         out.data(), &ws[l]);
+    }
+    SetOnednnThreads(2);
+    const bool ran = BackwardHelper::Run([&](BackwardHelper& helper) {
+      for (int l = kLayers; l-- > 0;) {
+        ConvBackward<float>(g, x[l].dy.data(), x[l].w.data(), got[l].w.data(),
+                            got[l].b.data(),
+                            l == 0 ? nullptr : got[l].in.data(), &ws[l]);
+      }
+      EXPECT_EQ(helper.pushed(), kLayers);
+    });
+    SetOnednnThreads(0);
+    ASSERT_TRUE(ran);
+    for (int l = 0; l < kLayers; ++l) {
+      if (l == 0) got[l].in = want[l].in;  // not asked for
+      ExpectSameBits(got[l], want[l], "layer " + std::to_string(l));
+    }
+  }
 }
 
 }  // namespace

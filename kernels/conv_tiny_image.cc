@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/backward_helper.h"
 #include "kernels/channel_blocked.h"
 #include "kernels/conv_internal.h"
 #include "kernels/gemm.h"
@@ -182,16 +183,16 @@ void TinyImageForward(const ConvGeometry& g, const float* in,
                    ws->channel_block, out);
 }
 
+namespace {
+
 // grad_weight = dy col^T over the live taps (zero at the others) and
-// grad_bias = dy's row sums.
-void TinyImageWeightGrad(const ConvGeometry& g, const float* grad_out,
-                         float* grad_weight, float* grad_bias,
-                         ConvWorkspace<float>* ws) {
+// grad_bias = dy's row sums, `dy` on the batch-inner layout.
+void LiveTapsWeightGrad(const ConvGeometry& g, const float* dy,
+                        float* grad_weight, float* grad_bias,
+                        ConvWorkspace<float>* ws) {
   const std::vector<int64_t> taps = LiveTaps(g);
   const bool all = taps.size() == static_cast<size_t>(g.kernel_h * g.kernel_w);
   const int64_t kk = g.in_channels * taps.size(), np = g.positions();
-  const float* dy = BatchInner(grad_out, g.out_channels, g.batch, np / g.batch,
-                               *ws, &ws->grad_padded);
   float* live = grad_weight;
   if (!all) {
     EnsureSize(&ws->tap_grads, g.out_channels * kk);
@@ -205,12 +206,11 @@ void TinyImageWeightGrad(const ConvGeometry& g, const float* grad_out,
   }
 }
 
-void TinyImageBackwardInput(const ConvGeometry& g, const float* grad_out,
-                            const float* weight, float* grad_in,
-                            ConvWorkspace<float>* ws) {
-  const int64_t out_positions = g.out_h() * g.out_w();
-  const float* dy = BatchInner(grad_out, g.out_channels, g.batch, out_positions,
-                               *ws, &ws->grad_padded);
+// The input gradient from `dy` on the batch-inner layout, into grad_in on
+// the workspace's layout.
+void InputGradFromBatchInner(const ConvGeometry& g, const float* dy,
+                             const float* weight, float* grad_in,
+                             ConvWorkspace<float>* ws) {
   if (ws->channel_block == 0) {
     LiveTapsBackwardInput(g, dy, weight, grad_in, ws);
     return;
@@ -220,6 +220,40 @@ void TinyImageBackwardInput(const ConvGeometry& g, const float* grad_out,
   LiveTapsBackwardInput(g, dy, weight, ws->scratch.data(), ws);
   ToChannelBlocked(ws->scratch.data(), g.in_channels, g.batch, in_positions,
                    ws->channel_block, grad_in);
+}
+
+// grad_out on the batch-inner layout.
+const float* BatchInnerGradOut(const ConvGeometry& g, const float* grad_out,
+                               ConvWorkspace<float>* ws) {
+  return BatchInner(grad_out, g.out_channels, g.batch, g.out_h() * g.out_w(),
+                    *ws, &ws->grad_padded);
+}
+
+}  // namespace
+
+void TinyImageWeightGrad(const ConvGeometry& g, const float* grad_out,
+                         float* grad_weight, float* grad_bias,
+                         ConvWorkspace<float>* ws) {
+  LiveTapsWeightGrad(g, BatchInnerGradOut(g, grad_out, ws), grad_weight,
+                     grad_bias, ws);
+}
+
+void TinyImageBackwardInput(const ConvGeometry& g, const float* grad_out,
+                            const float* weight, float* grad_in,
+                            ConvWorkspace<float>* ws) {
+  InputGradFromBatchInner(g, BatchInnerGradOut(g, grad_out, ws), weight,
+                          grad_in, ws);
+}
+
+void TinyImageBackwardHanded(const ConvGeometry& g, const float* grad_out,
+                             const float* weight, float* grad_weight,
+                             float* grad_bias, float* grad_in,
+                             ConvWorkspace<float>* ws, BackwardHelper& helper) {
+  // Converted once for both passes; the helper then touches only the
+  // weight gradient's buffers (tap_grads) and the forward's patch matrix.
+  const float* dy = BatchInnerGradOut(g, grad_out, ws);
+  helper.Push([=] { LiveTapsWeightGrad(g, dy, grad_weight, grad_bias, ws); });
+  if (grad_in != nullptr) InputGradFromBatchInner(g, dy, weight, grad_in, ws);
 }
 
 }  // namespace conv_internal

@@ -25,6 +25,8 @@
 
 namespace cohort {
 
+class BackwardHelper;
+
 template <typename T>
 class Model {
  public:
@@ -72,8 +74,17 @@ class Model {
   // from the back of the flat buffer forward: after each layer with
   // parameters, `ready(offset)` (if given) says that every gradient at
   // index >= offset is final, so communication can start on it.
+  //
+  // On a compute team of two threads, where every activation of the batch
+  // is small (model.cc's kHelperActivations), Backward carries the input
+  // gradients down on the calling thread while a helper thread runs the
+  // convolutions' weight gradients (kernels/backward_helper.h); ready()
+  // then comes once the helper has finished the layer's. It stops trying
+  // once a backward pass had no weight gradient to hand over.
   void Backward(const BasicTensor<T>& grad_output,
                 const std::function<void(int64_t)>& ready = nullptr);
+  // Whether Backward may use the helper thread (default: yes).
+  void set_backward_helper(bool allowed) { helper_allowed_ = allowed; }
 
   // The sparse tables (ParamDecl::sparse), in declaration order, their
   // ids 0, 1, ... that order; param_store().sparse_entries() names them.
@@ -125,6 +136,12 @@ class Model {
   void TieWeights();
   void ConnectBlockedNeighbours();
   void ComputeLayerOffsets();
+  // Whether Backward hands weight gradients to a helper thread.
+  bool HelperPays() const;
+  // Backward's layer loop; `helper` may be null.
+  void BackwardLayers(const BasicTensor<T>& grad_output,
+                      const std::function<void(int64_t)>& ready,
+                      BackwardHelper* helper);
   void CollectSparseTables();
 
   LayerList layers_;
@@ -146,6 +163,10 @@ class Model {
   std::vector<std::string> trace_names_;  // "<i> <Name()>", with trace_
   TensorNames names_;
   BasicTensor<T> grad_a_, grad_b_;  // ping-pong input gradients
+  // With the helper thread: helper_grads_[i], layer i's input gradient.
+  std::vector<BasicTensor<T>> helper_grads_;
+  bool helper_allowed_ = true;
+  bool helper_idle_ = false;  // a helped Backward handed nothing over
 };
 
 extern template class Model<float>;
