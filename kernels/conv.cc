@@ -24,8 +24,10 @@ using conv_internal::Im2colForward;
 using conv_internal::TinyImageBackwardHanded;
 using conv_internal::TinyImageBackwardInput;
 using conv_internal::TinyImageForward;
+using conv_internal::TinyImageOnednnTakes;
 using conv_internal::TinyImagePays;
 using conv_internal::TinyImageWeightGrad;
+using conv_internal::TinyPass;
 
 // A stride-1 convolution over images of at most 4x4 outputs with 256
 // channels a side or more (ResNet's last stage on 32x32 inputs), where
@@ -295,9 +297,12 @@ void UngroupedForward(const ConvGeometry& g, const T* in, const T* weight,
       return;
     }
     if (ws->onednn) {
-      if (TinyImagePays(g, *ws)) {
+      if (TinyImagePays(g, *ws) &&
+          !TinyImageOnednnTakes(g, *ws, TinyPass::kForward)) {
         TinyImageForward(g, in, weight, bias, out, ws);
       } else {
+        // What a tiny image's other passes would reuse is not made here.
+        ws->col_of_input = ws->tap_weights_forward = false;
         conv_internal::OnednnForward(g, ws->channel_block,
                                      OnednnAlgorithmOf(g, *ws), in, weight,
                                      bias, out, &ws->onednn_state);
@@ -397,7 +402,8 @@ void UngroupedBackwardInput(const ConvGeometry& g, const T* grad_out,
       conv_internal::WinogradBackwardInput(g, grad_out, weight, grad_in);
       return;
     }
-    if (UseOnednn<T>(g, *ws) && TinyImagePays(g, *ws)) {
+    if (UseOnednn<T>(g, *ws) && TinyImagePays(g, *ws) &&
+        !TinyImageOnednnTakes(g, *ws, TinyPass::kInputGrad)) {
       TinyImageBackwardInput(g, grad_out, weight, grad_in, ws);
       return;
     }
@@ -582,8 +588,16 @@ bool HandToHelper(const ConvGeometry& g, const float* grad_out,
   }
   ws->weights_as_in_forward = true;
   if (TinyImagePays(g, *ws)) {
+    const bool onednn_input =
+        grad_in != nullptr &&
+        TinyImageOnednnTakes(g, *ws, TinyPass::kInputGrad);
     TinyImageBackwardHanded(g, grad_out, weight, grad_weight, grad_bias,
-                            grad_in, ws, *helper);
+                            onednn_input ? nullptr : grad_in, ws, *helper);
+    if (onednn_input) {
+      conv_internal::OnednnBackwardInput(g, ws->channel_block,
+                                         OnednnAlgorithmOf(g, *ws), grad_out,
+                                         weight, grad_in, &ws->onednn_state);
+    }
   } else {
     conv_internal::OnednnBackwardHanded(
         g, ws->channel_block,

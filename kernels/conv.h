@@ -190,6 +190,9 @@ struct ConvWorkspace {
   BasicTensor<T> tap_weights;
   bool tap_weights_forward = false;
   BasicTensor<T> tap_grads;
+  // Tiny images: `col` holds the patch matrix of `input` (built by the
+  // forward pass, or by the weight gradient where oneDNN ran the forward).
+  bool col_of_input = false;
   // The weights in the form the evaluation kernel reads (ConvForwardScaled
   // on Winograd: their transform), and while they are frozen, the weights
   // they were made from.

@@ -149,6 +149,12 @@ void Im2colBackwardInput(const ConvGeometry& g, const T* grad_out,
 // matrix, and those passes, on either layout of ws->channel_block. `g` is
 // one group's geometry.
 bool TinyImagePays(const ConvGeometry& g, const ConvWorkspace<float>& ws);
+// The passes of a tiny-image convolution that oneDNN runs instead where it
+// wins (TinyImageOnednnTakes); the weight gradient never: oneDNN's took
+// 1.3-2.3 times as long at every such shape.
+enum class TinyPass { kForward, kInputGrad };
+bool TinyImageOnednnTakes(const ConvGeometry& g, const ConvWorkspace<float>& ws,
+                          TinyPass pass);
 void TinyImageForward(const ConvGeometry& g, const float* in,
                       const float* weight, const float* bias, float* out,
                       ConvWorkspace<float>* ws);

@@ -178,15 +178,17 @@ struct OnednnPlan {
 
   // The backward primitives, each built for the OpenMP thread count it
   // runs on (oneDNN fixes its split between threads when it builds one).
-  // Their scratchpads are the running thread's arena (kScratch), not
-  // oneDNN's shared one, with which a primitive may run only on the thread
-  // that built it and never on two at once: the backward helper runs them
-  // on another thread, and oneDNN's primitive cache gives layers of one
-  // shape the same primitive.
+  // Those built inside a team (the passes side by side, the backward
+  // helper's) take their scratchpad from the running thread's arena
+  // (kScratch), not from oneDNN's shared one, with which a primitive may run
+  // only on the thread that built it and never on two at once: the helper's
+  // may run on either thread, and oneDNN's primitive cache gives layers of
+  // one shape the same primitive.
   std::optional<dnnl::convolution_backward_weights> bww;
   bool bww_bias = false;
   OnednnAlgorithm bww_algorithm = OnednnAlgorithm::kDirect;
   int bww_threads = 0;
+  bool bww_own_scratch = false;
   bool bww_src_from_fwd = false;  // reads the forward's src.inner
   Port bww_src, bww_ddst, bww_dwei;
   memory dbias;
@@ -195,6 +197,7 @@ struct OnednnPlan {
   std::optional<dnnl::convolution_backward_data> bwd;
   OnednnAlgorithm bwd_algorithm = OnednnAlgorithm::kDirect;
   int bwd_threads = 0;
+  bool bwd_own_scratch = false;
   Port bwd_ddst, bwd_wei, bwd_dsrc;
   memory bwd_scratch;
 
@@ -366,9 +369,13 @@ void BuildForward(OnednnPlan* p, const dnnl::engine& engine, bool bias,
   p->bww.reset();
 }
 
-dnnl::primitive_attr UserScratchpad() {
+// A primitive built inside an OpenMP team takes its scratchpad from the
+// caller (BindScratch).
+bool OwnScratch() { return omp_in_parallel(); }
+
+dnnl::primitive_attr ScratchpadAttr(bool own) {
   dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (own) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
 }
 
@@ -384,8 +391,9 @@ memory& BindScratch(memory& scratch) {
 void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
                           OnednnAlgorithm algorithm) {
   const int threads = omp_get_max_threads();
+  const bool own = OwnScratch();
   if (p->bww && p->bww_bias == bias && p->bww_algorithm == algorithm &&
-      p->bww_threads == threads) {
+      p->bww_threads == threads && p->bww_own_scratch == own) {
     return;
   }
   const auto& hint = ForwardPd(p, engine, p->fwd_bias, p->fwd_algorithm);
@@ -400,12 +408,13 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
                                  a, src, any_wei, any_dst, p->strides,
                                  p->dilates, p->pad_l, p->pad_r);
     return dnnl::convolution_backward_weights::primitive_desc(
-        desc, UserScratchpad(), engine, hint);
+        desc, ScratchpadAttr(own), engine, hint);
   });
   p->bww.emplace(pd);
   p->bww_bias = bias;
   p->bww_algorithm = algorithm;
   p->bww_threads = threads;
+  p->bww_own_scratch = own;
   p->bww_src_from_fwd = pd.src_desc() == hint.src_desc();
   if (!p->bww_src_from_fwd) {
     p->bww_src = Port(p->src_md, pd.src_desc(), engine, true, Arena::kIn);
@@ -421,7 +430,9 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
 void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
                        OnednnAlgorithm algorithm) {
   const int threads = omp_get_max_threads();
-  if (p->bwd && p->bwd_algorithm == algorithm && p->bwd_threads == threads) {
+  const bool own = OwnScratch();
+  if (p->bwd && p->bwd_algorithm == algorithm && p->bwd_threads == threads &&
+      p->bwd_own_scratch == own) {
     return;
   }
   const auto& hint = ForwardPd(p, engine, p->fwd_bias, p->fwd_algorithm);
@@ -433,11 +444,12 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
         a, any_src, any_wei, any_dst, p->strides, p->dilates, p->pad_l,
         p->pad_r);
     return dnnl::convolution_backward_data::primitive_desc(
-        desc, UserScratchpad(), engine, hint);
+        desc, ScratchpadAttr(own), engine, hint);
   });
   p->bwd.emplace(pd);
   p->bwd_algorithm = algorithm;
   p->bwd_threads = threads;
+  p->bwd_own_scratch = own;
   p->bwd_ddst = Port(p->dst_md, pd.diff_dst_desc(), engine, true, Arena::kOut);
   p->bwd_wei =
       Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
@@ -616,8 +628,10 @@ void RunBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, src},
       {DNNL_ARG_DIFF_DST, p->bww_ddst.inner},
-      {DNNL_ARG_DIFF_WEIGHTS, p->bww_dwei.inner},
-      {DNNL_ARG_SCRATCHPAD, BindScratch(p->bww_scratch)}};
+      {DNNL_ARG_DIFF_WEIGHTS, p->bww_dwei.inner}};
+  if (p->bww_own_scratch) {
+    args.emplace(DNNL_ARG_SCRATCHPAD, BindScratch(p->bww_scratch));
+  }
   if (grad_bias != nullptr) {
     p->dbias.set_data_handle(grad_bias);
     args.emplace(DNNL_ARG_DIFF_BIAS, p->dbias);
@@ -639,10 +653,14 @@ void RunBackwardData(OnednnPlan* p, dnnl::stream& stream, const float* grad_out,
   }
   p->bwd_wei.Bind(weight, stream);
   p->bwd_dsrc.Bind(grad_in, stream);
-  p->bwd->execute(stream, {{DNNL_ARG_DIFF_DST, p->bwd_ddst.inner},
-                           {DNNL_ARG_WEIGHTS, p->bwd_wei.inner},
-                           {DNNL_ARG_DIFF_SRC, p->bwd_dsrc.inner},
-                           {DNNL_ARG_SCRATCHPAD, BindScratch(p->bwd_scratch)}});
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_DIFF_DST, p->bwd_ddst.inner},
+      {DNNL_ARG_WEIGHTS, p->bwd_wei.inner},
+      {DNNL_ARG_DIFF_SRC, p->bwd_dsrc.inner}};
+  if (p->bwd_own_scratch) {
+    args.emplace(DNNL_ARG_SCRATCHPAD, BindScratch(p->bwd_scratch));
+  }
+  p->bwd->execute(stream, args);
   p->bwd_dsrc.Store(stream);
   stream.wait();
 }

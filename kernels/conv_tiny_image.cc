@@ -167,9 +167,27 @@ bool TinyImagePays(const ConvGeometry& g, const ConvWorkspace<float>& ws) {
   return ws.algorithm == ConvAlgorithm::kAuto && g.out_h() * g.out_w() <= 4;
 }
 
+// oneDNN's AVX-512 kernels against these products where no tap reads only
+// padding (nothing to leave out), nChw16c, batch 32, one thread
+// (kernels:conv_bench, "nChw16c onednn" against "auto"): 256-256 3x3 on
+// 2x2 maps, forward 0.95 against 1.33 ms and input gradient 0.88 against
+// 1.14; 128-256 3x3 stride 2 from 4x4 to 2x2, forward 0.61 against 0.73,
+// but input gradient 1.07 against 0.72 (oneDNN's strided input gradient).
+// With dead taps the products win every pass (512-512 at 1x1: forward 1.60
+// against 0.65). On AVX2 the products win (TinyImageWideChannels).
+bool TinyImageOnednnTakes(const ConvGeometry& g, const ConvWorkspace<float>& ws,
+                          TinyPass pass) {
+  if (ws.channel_block != 16 ||
+      LiveTaps(g).size() != static_cast<size_t>(g.kernel_h * g.kernel_w)) {
+    return false;
+  }
+  return pass == TinyPass::kForward || g.stride == 1;
+}
+
 void TinyImageForward(const ConvGeometry& g, const float* in,
                       const float* weight, const float* bias, float* out,
                       ConvWorkspace<float>* ws) {
+  ws->col_of_input = true;  // by the end of this pass
   const float* x =
       BatchInner(in, g.in_channels, g.batch, g.in_h * g.in_w, *ws, &ws->padded);
   if (ws->channel_block == 0) {
@@ -185,6 +203,16 @@ void TinyImageForward(const ConvGeometry& g, const float* in,
 
 namespace {
 
+// ws->col from ws->input, where the forward pass ran on oneDNN.
+void PatchMatrixOfInput(const ConvGeometry& g, const std::vector<int64_t>& taps,
+                        ConvWorkspace<float>* ws) {
+  const float* x = BatchInner(ws->input, g.in_channels, g.batch,
+                              g.in_h * g.in_w, *ws, &ws->padded);
+  EnsureSize(&ws->col, g.in_channels * taps.size() * g.positions());
+  Im2col(g, x, taps, ws->col.data());
+  ws->col_of_input = true;
+}
+
 // grad_weight = dy col^T over the live taps (zero at the others) and
 // grad_bias = dy's row sums, `dy` on the batch-inner layout.
 void LiveTapsWeightGrad(const ConvGeometry& g, const float* dy,
@@ -193,6 +221,7 @@ void LiveTapsWeightGrad(const ConvGeometry& g, const float* dy,
   const std::vector<int64_t> taps = LiveTaps(g);
   const bool all = taps.size() == static_cast<size_t>(g.kernel_h * g.kernel_w);
   const int64_t kk = g.in_channels * taps.size(), np = g.positions();
+  if (!ws->col_of_input) PatchMatrixOfInput(g, taps, ws);
   float* live = grad_weight;
   if (!all) {
     EnsureSize(&ws->tap_grads, g.out_channels * kk);
