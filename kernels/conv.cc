@@ -576,9 +576,10 @@ bool SideBySidePays(const ConvGeometry& g, const ConvWorkspace<float>& ws) {
 }
 
 // Hands the weight gradient of a float convolution to the backward helper
-// the caller runs under, if any, and runs the input gradient: false where
-// the two passes would share scratch (the own Winograd and patch-matrix
-// kernels, groups) and run as usual.
+// the caller runs under, if any, and runs the input gradient. False, and
+// the passes run as usual, where they would share the workspace's scratch:
+// groups, the own Winograd kernels and the patch-matrix kernels other than
+// tiny maps' (whose split TinyImageBackwardHanded keeps apart).
 bool HandToHelper(const ConvGeometry& g, const float* grad_out,
                   const float* weight, float* grad_weight, float* grad_bias,
                   float* grad_in, ConvWorkspace<float>* ws) {
