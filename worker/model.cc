@@ -247,7 +247,7 @@ class HeldReady {
 
 template <typename T>
 bool Model<T>::HelperPays() const {
-  if (!std::is_same_v<T, float> || !helper_allowed_ || helper_idle_) {
+  if (!std::is_same_v<T, float> || helper_idle_) {
     return false;
   }
   for (const BasicTensor<T>& a : acts_) {

@@ -83,8 +83,6 @@ class Model {
   // once a backward pass had no weight gradient to hand over.
   void Backward(const BasicTensor<T>& grad_output,
                 const std::function<void(int64_t)>& ready = nullptr);
-  // Whether Backward may use the helper thread (default: yes).
-  void set_backward_helper(bool allowed) { helper_allowed_ = allowed; }
 
   // The sparse tables (ParamDecl::sparse), in declaration order, their
   // ids 0, 1, ... that order; param_store().sparse_entries() names them.
@@ -165,7 +163,6 @@ class Model {
   BasicTensor<T> grad_a_, grad_b_;  // ping-pong input gradients
   // With the helper thread: helper_grads_[i], layer i's input gradient.
   std::vector<BasicTensor<T>> helper_grads_;
-  bool helper_allowed_ = true;
   bool helper_idle_ = false;  // a helped Backward handed nothing over
 };
 
