@@ -421,6 +421,8 @@ void BenchResNetShapes(const std::string& filter) {
       {"c2 256-256", Conv2(32, 256, 2, 256, 3, 1), true},
       {"t2 256-512s2", Strided(Conv2(32, 256, 2, 512, 3, 1), 2), true},
       {"c1 512-512", Conv2(32, 512, 1, 512, 3, 1), true},
+      {"b16 t2 256-512s2", Strided(Conv2(16, 256, 2, 512, 3, 1), 2), true},
+      {"b16 c1 512-512", Conv2(16, 512, 1, 512, 3, 1), true},
       {"i224 stem", Strided(Conv2(8, 3, 224, 64, 7, 3), 2), false},
       {"i56 64-64", Conv2(8, 64, 56, 64, 3, 1), true},
       {"i56 256-64", Conv2(8, 256, 56, 64, 1, 0), true},

@@ -22,9 +22,19 @@ namespace {
 
 // Up to this many multiply-adds, float products with alpha = 1 and beta 0
 // or 1 use the in-place kernels of gemm_small.h, which beat OpenBLAS on every
-// dense-layer shape of the benchmark models (conv_bench); beyond it, the
-// cache blocking of oneDNN's and OpenBLAS's sgemm wins.
+// dense-layer shape of the benchmark models (conv_bench); beyond it,
+// OpenBLAS's cache blocking wins.
 constexpr int64_t kSmallGemmMacs = int64_t{1} << 23;
+
+// The same where oneDNN's sgemm runs. Alone, with its operands in cache, it
+// took 1.3-7x less time than the small kernels on one thread from 10^5
+// multiply-adds up. In training, products under 2^22 (the dense layers of
+// LeNet-5 on MNIST) kept the small kernels' speed or lost a few percent on
+// oneDNN; from 2^22 up oneDNN won there too: the weight gradient of a
+// 512-channel 3x3 convolution on 1x1 maps at batch 32 (512 x 512 x 32, B
+// transposed, 2^23) took 0.09 against 0.42 ms, and such layers of
+// ResNet-18 at 32x32 went from 2.15 to 1.67 ms a step.
+constexpr int64_t kSmallGemmMacsBesideOnednn = (int64_t{1} << 22) - 1;
 
 // Whether oneDNN runs AVX-512 code here; elsewhere its sgemm was not
 // measured against OpenBLAS, which keeps those machines.
@@ -84,8 +94,10 @@ float SumFloat(const float* a, int64_t n) {
 template <typename T>
 bool SmallKernelsTake(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
                       int64_t k, T alpha, T beta) {
+  const int64_t most =
+      OnednnSgemmPays() ? kSmallGemmMacsBesideOnednn : kSmallGemmMacs;
   return std::is_same_v<T, float> && alpha == T(1) &&
-         (beta == T(0) || beta == T(1)) && m * n * k <= kSmallGemmMacs &&
+         (beta == T(0) || beta == T(1)) && m * n * k <= most &&
          !(trans_a == Trans::kYes && trans_b == Trans::kYes);
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/gemm_small.h"
 #include "kernels/onednn_threads.h"
 
 namespace cohort {
@@ -63,9 +64,12 @@ TEST(Gemm, DoubleMatchesDefinitionForAllTransposes) {
   CheckAllTransposes<double>(1e-13);
 }
 
-// alpha = 1 and beta 0 or 1 take the in-place float kernels below 2^23
-// multiply-adds: every handled transpose, row / column / depth remainders
-// of their tiles, and leading dimensions wider than the matrices.
+// Small float products with alpha = 1 and beta 0 or 1, through Gemm (the
+// in-place kernels where oneDNN's sgemm does not run, oneDNN's where it
+// does) and through the in-place kernels directly, so that they stay tested
+// on every machine: every handled transpose, row / column / depth
+// remainders of their tiles, and leading dimensions wider than the
+// matrices.
 TEST(Gemm, SmallFloatProductsMatchDefinition) {
   std::mt19937_64 rng(9);
   std::uniform_real_distribution<double> u(-1, 1);
@@ -84,16 +88,28 @@ TEST(Gemm, SmallFloatProductsMatchDefinition) {
         for (double beta : {0.0, 1.0}) {
           const auto want =
               NaiveGemm(ta, tb, m, n, k, 1.0, a, ld, b, ld, beta, c, ld);
-          std::vector<float> fa(a.begin(), a.end()), fb(b.begin(), b.end()),
-              fc(c.begin(), c.end());
-          Gemm<float>(ta, tb, m, n, k, 1.0f, fa.data(), ld, fb.data(), ld,
-                      static_cast<float>(beta), fc.data(), ld);
-          for (int64_t i = 0; i < m; ++i) {
-            for (int64_t j = 0; j < ld; ++j) {
-              // Columns past n must be left alone.
-              EXPECT_NEAR(fc[i * ld + j], want[i * ld + j], 1e-5 * (k + 1))
-                  << m << "x" << n << "x" << k << " ta " << int(ta) << " tb "
-                  << int(tb) << " beta " << beta << " at " << i << "," << j;
+          const std::vector<float> fa(a.begin(), a.end()),
+              fb(b.begin(), b.end());
+          for (const bool direct : {false, true}) {
+            std::vector<float> fc(c.begin(), c.end());
+            if (!direct) {
+              Gemm<float>(ta, tb, m, n, k, 1.0f, fa.data(), ld, fb.data(), ld,
+                          static_cast<float>(beta), fc.data(), ld);
+            } else if (!gemm_internal::SmallSgemm(ta, tb, m, n, k, fa.data(),
+                                                  ld, fb.data(), ld,
+                                                  beta == 1.0, fc.data(), ld)) {
+              // Both transposed: not handled, and left to the others.
+              ASSERT_TRUE(ta == Trans::kYes && tb == Trans::kYes);
+              continue;
+            }
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < ld; ++j) {
+                // Columns past n must be left alone.
+                EXPECT_NEAR(fc[i * ld + j], want[i * ld + j], 1e-5 * (k + 1))
+                    << m << "x" << n << "x" << k << " ta " << int(ta) << " tb "
+                    << int(tb) << " beta " << beta << " direct " << direct
+                    << " at " << i << "," << j;
+              }
             }
           }
         }
