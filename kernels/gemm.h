@@ -3,14 +3,14 @@
 //   C[m, n] = alpha * op(A)[m, k] * op(B)[k, n] + beta * C[m, n]
 //
 // Engine code is written once for both scalar types and never spells out
-// CBLAS enums. Float products go to oneDNN's sgemm where oneDNN runs
-// AVX-512 code: on this project's AVX-512 machines it ran the transformer
-// and convolution shapes at 1.2-2.6x OpenBLAS 0.3.21's speed (conv_bench),
-// and small products (the seed models' dense layers, convolutions on 1x1
-// maps) at 1.3-7x the speed of the in-place kernels below. Elsewhere small
-// float products (alpha 1, beta 0 or 1, up to 2^23 multiply-adds) run on
-// AVX2 kernels that read the operands in place (gemm_small.h), and
-// everything else goes to OpenBLAS (cblas_sgemm / cblas_dgemm). Both run single-threaded: OpenBLAS's own pthread pool spins
+// CBLAS enums. Small float products (alpha 1, beta 0 or 1: under 2^22
+// multiply-adds where oneDNN runs AVX-512 code, up to 2^23 elsewhere) run on
+// AVX2 kernels that read the operands in place (gemm_small.h). Larger float
+// products go to oneDNN's sgemm where oneDNN runs AVX-512 code: on this
+// project's AVX-512 machines it ran the transformer and convolution shapes
+// at 1.2-2.6x OpenBLAS 0.3.21's speed, and products from 2^22 to 2^23
+// (convolutions on 1x1 maps) at 2-7x the in-place kernels' (conv_bench,
+// gemm.cc). Everything else goes to OpenBLAS (cblas_sgemm / cblas_dgemm). Both run single-threaded: OpenBLAS's own pthread pool spins
 // against the OpenMP team that the other kernels run on (the OpenMP build of
 // OpenBLAS shares the team, but with it two replicas calling at once no
 // longer trained reproducibly), and oneDNN's threads split some products'
