@@ -10,15 +10,15 @@
 // project's AVX-512 machines it ran the transformer and convolution shapes
 // at 1.2-2.6x OpenBLAS 0.3.21's speed, and products from 2^22 to 2^23
 // (convolutions on 1x1 maps) at 2-7x the in-place kernels' (conv_bench,
-// gemm.cc). Everything else goes to OpenBLAS (cblas_sgemm / cblas_dgemm). Both run single-threaded: OpenBLAS's own pthread pool spins
-// against the OpenMP team that the other kernels run on (the OpenMP build of
-// OpenBLAS shares the team, but with it two replicas calling at once no
-// longer trained reproducibly), and oneDNN's threads split some products'
-// sums by the thread count. Instead, every product splits into parts over
-// the caller's OpenMP team (kernels/parallel.h): ranges of C's rows or
-// columns, or of the sum where C is small and the sum long, fixed by the
-// shape, so that results do not depend on the thread count. The callee owns
-// nothing; all matrices belong to the caller.
+// gemm.cc). Everything else goes to OpenBLAS (cblas_sgemm / cblas_dgemm). Both
+// run single-threaded: OpenBLAS's own pthread pool spins against the OpenMP
+// team that the other kernels run on (the OpenMP build of OpenBLAS shares the
+// team, but with it two replicas calling at once no longer trained
+// reproducibly), and oneDNN's threads split some products' sums by the thread
+// count. Instead, every product splits into parts over the caller's OpenMP team
+// (kernels/parallel.h): ranges of C's rows or columns, or of the sum where C is
+// small and the sum long, fixed by the shape, so that results do not depend on
+// the thread count. The callee owns nothing; all matrices belong to the caller.
 //
 // Thread safety: reentrant; concurrent calls on disjoint outputs are fine.
 #ifndef COHORT_KERNELS_GEMM_H_
