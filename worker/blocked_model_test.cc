@@ -145,7 +145,9 @@ TEST(BlockedModel, HelperThreadGivesTheGradientsOfOneThread) {
     EXPECT_EQ(readies.back().first, 0);
     for (size_t r = 0; r < readies.size(); ++r) {
       const auto& [offset, seen] = readies[r];
-      if (r > 0) EXPECT_LE(offset, readies[r - 1].first);
+      if (r > 0) {
+        EXPECT_LE(offset, readies[r - 1].first);
+      }
       EXPECT_EQ(std::memcmp(seen.data(), want.data() + offset, seen.size() * 4),
                 0)
           << "ready(" << offset << ") before its gradients were final";
