@@ -27,6 +27,16 @@ dnnl::primitive_attr ScratchpadAttr(bool own) {
   return attr;
 }
 
+// What a backward primitive built here and now would be built for.
+OnednnPlan::BuiltFor BuiltNow(OnednnAlgorithm algorithm, bool bias) {
+  OnednnPlan::BuiltFor b;
+  b.algorithm = algorithm;
+  b.threads = omp_get_max_threads();
+  b.own_scratch = OwnScratch();
+  b.bias = bias;
+  return b;
+}
+
 // `scratch` pointed at this thread's arena, for one execution.
 memory& BindScratch(memory& scratch) {
   const size_t bytes = scratch.get_desc().get_size();
@@ -38,12 +48,8 @@ memory& BindScratch(memory& scratch) {
 
 void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
                           OnednnAlgorithm algorithm) {
-  const int threads = omp_get_max_threads();
-  const bool own = OwnScratch();
-  if (p->bww && p->bww_bias == bias && p->bww_algorithm == algorithm &&
-      p->bww_threads == threads && p->bww_own_scratch == own) {
-    return;
-  }
+  const OnednnPlan::BuiltFor now = BuiltNow(algorithm, bias);
+  if (p->bww && p->bww_for == now) return;
   const auto& hint = ForwardPd(p, engine, p->fwd_bias, p->fwd_algorithm);
   const memory::desc any_dst = Act(*p, p->dst_md);
   const memory::desc any_wei = Any(p->wei_md);
@@ -56,13 +62,10 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
                                  a, src, any_wei, any_dst, p->strides,
                                  p->dilates, p->pad_l, p->pad_r);
     return dnnl::convolution_backward_weights::primitive_desc(
-        desc, ScratchpadAttr(own), engine, hint);
+        desc, ScratchpadAttr(now.own_scratch), engine, hint);
   });
   p->bww.emplace(pd);
-  p->bww_bias = bias;
-  p->bww_algorithm = algorithm;
-  p->bww_threads = threads;
-  p->bww_own_scratch = own;
+  p->bww_for = now;
   p->bww_src_from_fwd = pd.src_desc() == hint.src_desc();
   if (!p->bww_src_from_fwd) {
     p->bww_src = Port(p->src_md, pd.src_desc(), engine, true, Arena::kIn);
@@ -77,12 +80,8 @@ void BuildBackwardWeights(OnednnPlan* p, const dnnl::engine& engine, bool bias,
 
 void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
                        OnednnAlgorithm algorithm) {
-  const int threads = omp_get_max_threads();
-  const bool own = OwnScratch();
-  if (p->bwd && p->bwd_algorithm == algorithm && p->bwd_threads == threads &&
-      p->bwd_own_scratch == own) {
-    return;
-  }
+  const OnednnPlan::BuiltFor now = BuiltNow(algorithm, /*bias=*/false);
+  if (p->bwd && p->bwd_for == now) return;
   const auto& hint = ForwardPd(p, engine, p->fwd_bias, p->fwd_algorithm);
   const memory::desc any_src = Act(*p, p->src_md);
   const memory::desc any_dst = Act(*p, p->dst_md);
@@ -92,12 +91,10 @@ void BuildBackwardData(OnednnPlan* p, const dnnl::engine& engine,
         a, any_src, any_wei, any_dst, p->strides, p->dilates, p->pad_l,
         p->pad_r);
     return dnnl::convolution_backward_data::primitive_desc(
-        desc, ScratchpadAttr(own), engine, hint);
+        desc, ScratchpadAttr(now.own_scratch), engine, hint);
   });
   p->bwd.emplace(pd);
-  p->bwd_algorithm = algorithm;
-  p->bwd_threads = threads;
-  p->bwd_own_scratch = own;
+  p->bwd_for = now;
   p->bwd_ddst = Port(p->dst_md, pd.diff_dst_desc(), engine, true, Arena::kOut);
   p->bwd_wei =
       Port(p->wei_md, pd.weights_desc(), engine, true, Arena::kWeights);
@@ -123,7 +120,7 @@ void RunBackwardWeights(OnednnPlan* p, const dnnl::engine& engine,
       {DNNL_ARG_SRC, src},
       {DNNL_ARG_DIFF_DST, p->bww_ddst.inner},
       {DNNL_ARG_DIFF_WEIGHTS, p->bww_dwei.inner}};
-  if (p->bww_own_scratch) {
+  if (p->bww_for.own_scratch) {
     args.emplace(DNNL_ARG_SCRATCHPAD, BindScratch(p->bww_scratch));
   }
   if (grad_bias != nullptr) {
@@ -151,7 +148,7 @@ void RunBackwardData(OnednnPlan* p, dnnl::stream& stream, const float* grad_out,
       {DNNL_ARG_DIFF_DST, p->bwd_ddst.inner},
       {DNNL_ARG_WEIGHTS, p->bwd_wei.inner},
       {DNNL_ARG_DIFF_SRC, p->bwd_dsrc.inner}};
-  if (p->bwd_own_scratch) {
+  if (p->bwd_for.own_scratch) {
     args.emplace(DNNL_ARG_SCRATCHPAD, BindScratch(p->bwd_scratch));
   }
   p->bwd->execute(stream, args);

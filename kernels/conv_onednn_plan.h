@@ -140,20 +140,27 @@ struct OnednnPlan {
   // only on the thread that built it and never on two at once: the helper's
   // may run on either thread, and oneDNN's primitive cache gives layers of
   // one shape the same primitive.
+  //
+  // What a backward primitive was built for; it is rebuilt when any differs.
+  struct BuiltFor {
+    OnednnAlgorithm algorithm = OnednnAlgorithm::kDirect;
+    int threads = 0;
+    bool own_scratch = false;
+    bool bias = false;  // weight gradient only
+    bool operator==(const BuiltFor& o) const {
+      return algorithm == o.algorithm && threads == o.threads &&
+             own_scratch == o.own_scratch && bias == o.bias;
+    }
+  };
   std::optional<dnnl::convolution_backward_weights> bww;
-  bool bww_bias = false;
-  OnednnAlgorithm bww_algorithm = OnednnAlgorithm::kDirect;
-  int bww_threads = 0;
-  bool bww_own_scratch = false;
+  BuiltFor bww_for;
   bool bww_src_from_fwd = false;  // reads the forward's src.inner
   Port bww_src, bww_ddst, bww_dwei;
   memory dbias;
   memory bww_scratch;
 
   std::optional<dnnl::convolution_backward_data> bwd;
-  OnednnAlgorithm bwd_algorithm = OnednnAlgorithm::kDirect;
-  int bwd_threads = 0;
-  bool bwd_own_scratch = false;
+  BuiltFor bwd_for;
   Port bwd_ddst, bwd_wei, bwd_dsrc;
   memory bwd_scratch;
 
