@@ -125,7 +125,7 @@ void AttentionForward(const AttentionDims& d, const T* qkv, const uint8_t* keep,
   const int64_t ld = PaddedStride(len);
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
   cache->probs.resize(d.batch * d.heads * len * ld);
-  const int64_t scratch = kQueryBlock * ld;
+  const int64_t scratch = SlotLength<T>(kQueryBlock * ld);
   if (keep != nullptr) cache->scratch.resize(Slots<T>() * scratch);
   OverHeads<T>(d.batch * d.heads, [&](int64_t pair, int64_t slot) {
     const Head at = HeadAt(d, pair, nl);
@@ -225,7 +225,7 @@ void AttentionBackward(const AttentionDims& d, const T* qkv,
     std::fill(grad_qkv + r * nl, grad_qkv + r * nl + d.batch * d.length, T(0));
   }
   const int64_t block = kQueryBlock * ld;
-  const int64_t per_slot = (keep != nullptr ? 2 : 1) * block;
+  const int64_t per_slot = SlotLength<T>((keep != nullptr ? 2 : 1) * block);
   cache->scratch.resize(Slots<T>() * per_slot);
   OverHeads<T>(d.batch * d.heads, [&](int64_t pair, int64_t slot) {
     T* ds = cache->scratch.data() + slot * per_slot;

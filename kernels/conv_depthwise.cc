@@ -160,7 +160,7 @@ template <typename T, typename Body>
 void OverOutputChannels(const ConvGeometry& g, const Grid& grid,
                         ConvWorkspace<T>* ws, const Body& body) {
   const int64_t taps = static_cast<int64_t>(grid.taps.size());
-  const int64_t block_len = grid.Length(grid.per_block);
+  const int64_t block_len = SlotLength<T>(grid.Length(grid.per_block));
   Grow(&ws->scratch, RangeSlots() * block_len);
   OverChannels(g.out_channels, g.batch * grid.oh * grid.ow * taps,
                [&](int64_t oc0, int64_t oc1, int64_t slot) {
@@ -335,9 +335,9 @@ void DepthwiseInputGrad(const ConvGeometry& g, const T* grad_out,
   const int64_t margin = grid.taps.back();
   std::vector<int64_t> mirrored(taps);
   for (int64_t t = 0; t < taps; ++t) mirrored[t] = margin - grid.taps[t];
-  const int64_t block_len = margin + grid.per_block * grid.plane;
-  const int64_t gp_len = g.batch * grid.plane;
-  const int64_t part_len = grid.per_block * grid.plane;
+  const int64_t block_len = SlotLength<T>(margin + grid.per_block * grid.plane);
+  const int64_t gp_len = SlotLength<T>(g.batch * grid.plane);
+  const int64_t part_len = SlotLength<T>(grid.per_block * grid.plane);
   const int64_t slots = RangeSlots();
   Grow(&ws->scratch, slots * block_len);
   Grow(&ws->grad_padded, slots * gp_len);

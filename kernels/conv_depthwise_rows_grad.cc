@@ -74,7 +74,7 @@ void WeightGradAll(const ConvGeometry& g, const T* in, const T* grad_out,
   const int64_t m = g.out_channels / g.in_channels;
   const int64_t ow = g.out_w(), in_plane = g.in_h * g.in_w;
   const int64_t out_plane = g.out_h() * ow;
-  const int64_t slot_len = 9 * ow;
+  const int64_t slot_len = SlotLength<T>(9 * ow);
   BasicTensor<T>& scratch = ws->packed;
   if (scratch.rank() != 1 || scratch.size() < RangeSlots() * slot_len) {
     scratch.Resize({RangeSlots() * slot_len});
@@ -83,7 +83,7 @@ void WeightGradAll(const ConvGeometry& g, const T* in, const T* grad_out,
                 [&](int64_t oc0, int64_t oc1) {
                   T* part = scratch.data() + RangeSlot() * slot_len;
                   for (int64_t oc = oc0; oc < oc1; ++oc) {
-                    std::fill(part, part + slot_len, T(0));
+                    std::fill(part, part + 9 * ow, T(0));
                     T edge[9] = {};
                     for (int64_t n = 0; n < g.batch; ++n) {
                       WeightGradPlane<S>(

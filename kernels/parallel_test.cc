@@ -98,6 +98,24 @@ TEST(ParallelItems, AnotherThreadTakesOverAStalledShare) {
   SetOnednnThreads(0);
 }
 
+// Whatever a slot's length and wherever the buffer starts, more than a 4 KB
+// page lies between the last element of one slot and the first of the next.
+TEST(SlotLength, SlotsNeverShareAPage) {
+  constexpr uintptr_t kPage = 4096;
+  for (int64_t elements : {1, 15, 16, 504, 1024, 1025, 4096, 100000}) {
+    const int64_t floats = SlotLength<float>(elements);
+    const int64_t doubles = SlotLength<double>(elements);
+    EXPECT_GE(floats, elements + 1024) << elements;
+    EXPECT_GE(doubles, elements + 512) << elements;
+    for (uintptr_t base = 0; base < kPage; base += 64) {
+      const uintptr_t last = base + (elements - 1) * sizeof(float);
+      const uintptr_t next = base + floats * sizeof(float);
+      EXPECT_LT(last / kPage, next / kPage) << elements << " at " << base;
+      EXPECT_GT(next - last, kPage) << elements << " at " << base;
+    }
+  }
+}
+
 // Runs `f` on 1 and on 2 threads and returns both outputs.
 template <typename F>
 std::pair<std::vector<float>, std::vector<float>> OneAndTwo(const F& f) {
