@@ -34,7 +34,15 @@ constexpr int64_t kSmallGemmMacs = int64_t{1} << 23;
 // 512-channel 3x3 convolution on 1x1 maps at batch 32 (512 x 512 x 32, B
 // transposed, 2^23) took 0.09 against 0.42 ms, and such layers of
 // ResNet-18 at 32x32 went from 2.15 to 1.67 ms a step.
+// Those LeNet-5 products are AMD's numbers (EPYC, whose cores run a 512-bit
+// operation as two 256-bit halves, so that the AVX2 kernels keep up). On
+// Intel's AVX-512 cores, which run 512-bit vectors at full width, oneDNN's
+// sgemm took 1.8-5.6x less time than the small kernels from 2^19
+// multiply-adds up (attention's 64 x 196 x 64 products, LeNet-5's dense and
+// convolution products), while below 2^16 its call costs more than the
+// product; between, the two are even.
 constexpr int64_t kSmallGemmMacsBesideOnednn = (int64_t{1} << 22) - 1;
+constexpr int64_t kSmallGemmMacsBesideFullWidthOnednn = (int64_t{1} << 19) - 1;
 
 // Whether oneDNN runs AVX-512 code here; elsewhere its sgemm was not
 // measured against OpenBLAS, which keeps those machines.
@@ -43,6 +51,15 @@ bool OnednnSgemmPays() {
       (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) ==
       dnnl_cpu_isa_avx512_core;
   return pays;
+}
+
+// The most multiply-adds of a float product the small kernels take here.
+int64_t SmallGemmMostMacs() {
+  static const int64_t most = !OnednnSgemmPays() ? kSmallGemmMacs
+                              : __builtin_cpu_is("intel")
+                                  ? kSmallGemmMacsBesideFullWidthOnednn
+                                  : kSmallGemmMacsBesideOnednn;
+  return most;
 }
 
 // oneDNN's sgemm on the calling thread alone. Its own threads would split
@@ -94,10 +111,8 @@ float SumFloat(const float* a, int64_t n) {
 template <typename T>
 bool SmallKernelsTake(Trans trans_a, Trans trans_b, int64_t m, int64_t n,
                       int64_t k, T alpha, T beta) {
-  const int64_t most =
-      OnednnSgemmPays() ? kSmallGemmMacsBesideOnednn : kSmallGemmMacs;
   return std::is_same_v<T, float> && alpha == T(1) &&
-         (beta == T(0) || beta == T(1)) && m * n * k <= most &&
+         (beta == T(0) || beta == T(1)) && m * n * k <= SmallGemmMostMacs() &&
          !(trans_a == Trans::kYes && trans_b == Trans::kYes);
 }
 
