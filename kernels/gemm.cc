@@ -37,10 +37,10 @@ constexpr int64_t kSmallGemmMacs = int64_t{1} << 23;
 // Those LeNet-5 products are AMD's numbers (EPYC, whose cores run a 512-bit
 // operation as two 256-bit halves, so that the AVX2 kernels keep up). On
 // Intel's AVX-512 cores, which run 512-bit vectors at full width, oneDNN's
-// sgemm took 1.8-5.6x less time than the small kernels from 2^19
-// multiply-adds up (attention's 64 x 196 x 64 products, LeNet-5's dense and
-// convolution products), while below 2^16 its call costs more than the
-// product; between, the two are even.
+// sgemm took 1.7-5.6x less time than the small kernels from 2^19
+// multiply-adds up (attention's 64 x 196 x 64 products, LeNet-5's dense
+// layers), while below 2^16 its call costs more than the product; between,
+// the two are even (docs/BENCHMARKS.md, "Another machine").
 constexpr int64_t kSmallGemmMacsBesideOnednn = (int64_t{1} << 22) - 1;
 constexpr int64_t kSmallGemmMacsBesideFullWidthOnednn = (int64_t{1} << 19) - 1;
 
