@@ -314,13 +314,18 @@ TEST(PsTrainer, RejectsPsModeWithoutCallbacksAndBadSlowdown) {
 }
 
 // A straggler computes the same steps, only later: with slowdown 20 each
-// step sleeps 19 times its compute, so the run takes several times longer
-// (3x leaves room for noise in the loading and timing of the fast run).
+// step sleeps 19 times its compute, so the run takes several times longer.
+// Both runs count each step as at least 5 ms of compute: this model's
+// steps take a fraction of that, so that a one-time cost of the first run
+// in the process (a kernel generated on its first call) would otherwise
+// outweigh the slow run's sleeps; 0.1 s a slow step against 5 ms a fast one
+// leaves room for any such cost and for a loaded machine.
 TEST(PsTrainer, SlowdownChangesTimeNotResults) {
   const JobSpec spec = Spec("kind: SGD lr: 0.05 momentum: 0.9", 64);
   TrainOptions o;
   o.quiet = true;
   o.max_steps = 8;
+  o.min_step_seconds = 0.005;
   std::vector<float> fast, slow;
   o.final_parameters = &fast;
   absl::StatusOr<TrainResult> f = Train(spec, o);
