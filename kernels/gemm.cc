@@ -33,15 +33,16 @@ constexpr int64_t kSmallGemmMacs = int64_t{1} << 23;
 // oneDNN; from 2^22 up oneDNN won there too: the weight gradient of a
 // 512-channel 3x3 convolution on 1x1 maps at batch 32 (512 x 512 x 32, B
 // transposed, 2^23) took 0.09 against 0.42 ms, and such layers of
-// ResNet-18 at 32x32 went from 2.15 to 1.67 ms a step.
-// Those LeNet-5 products are AMD's numbers (EPYC, whose cores run a 512-bit
-// operation as two 256-bit halves, so that the AVX2 kernels keep up). On
-// Intel's AVX-512 cores, which run 512-bit vectors at full width, oneDNN's
-// sgemm took 1.7-5.6x less time than the small kernels from 2^19
-// multiply-adds up (attention's 64 x 196 x 64 products, LeNet-5's dense
+// ResNet-18 at 32x32 went from 2.15 to 1.67 ms a step. These are an AMD
+// EPYC's numbers: its cores run a 512-bit operation as two 256-bit halves,
+// so the AVX2 kernels keep up with oneDNN's AVX-512 code there.
+constexpr int64_t kSmallGemmMacsBesideOnednn = (int64_t{1} << 22) - 1;
+
+// The same on Intel's AVX-512 cores, which run 512-bit vectors at full
+// width: oneDNN's sgemm took 1.7-5.6x less time than the small kernels from
+// 2^19 multiply-adds up (attention's 64 x 196 x 64 products, LeNet-5's dense
 // layers), while below 2^16 its call costs more than the product; between,
 // the two are even (docs/BENCHMARKS.md, "Another machine").
-constexpr int64_t kSmallGemmMacsBesideOnednn = (int64_t{1} << 22) - 1;
 constexpr int64_t kSmallGemmMacsBesideFullWidthOnednn = (int64_t{1} << 19) - 1;
 
 // Whether oneDNN runs AVX-512 code here; elsewhere its sgemm was not
