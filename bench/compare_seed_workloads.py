@@ -11,10 +11,11 @@ benchmark checks its own claim.
 usage: compare_seed_workloads.py COHORT_BIN TORCH_BIN [--threads N] [--repeats K]
 """
 import argparse
-import os
 import statistics
 import subprocess
 import sys
+
+import blas_env
 
 STEPS = {"lenet": 200, "conv1d": 40, "mlp": 20000, "mobilenet": 60, "gpt": 4}
 # cohort's samples/s over LibTorch's that each workload must reach.
@@ -22,11 +23,7 @@ GOAL = {"mobilenet": 1.5, "gpt": 1.5}
 
 
 def rate(binary, workload, steps, threads):
-    # torch.set_num_threads does not bound Debian's OpenBLAS, which LibTorch
-    # calls for its matrix products: without this LibTorch would use every
-    # core at "1 thread". cohort sets its own OpenBLAS threads.
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
-               OMP_NUM_THREADS=str(threads))
+    env = blas_env.bench_env(threads)  # thread bounds, OpenBLAS's core
     out = subprocess.run([binary, workload, str(steps), str(threads)],
                          check=True, capture_output=True, text=True,
                          env=env).stdout
@@ -43,7 +40,8 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--workloads", default="lenet,conv1d,mlp,mobilenet,gpt")
     a = p.parse_args()
-    print(f"threads {a.threads}, median of {a.repeats} alternating runs\n")
+    print(f"threads {a.threads}, median of {a.repeats} alternating runs; "
+          f"{blas_env.describe()}\n")
     print("| workload | cohort samples/s | LibTorch samples/s | ratio |")
     print("|---|---|---|---|")
     missed = []

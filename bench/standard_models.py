@@ -45,6 +45,8 @@ import tempfile
 import time
 import warnings
 
+import blas_env
+
 GOAL = 1.5
 MAX_BACKWARD = 2.5
 MIN_SCALING = 1.8
@@ -234,8 +236,7 @@ def timeline_phases(path):
 
 
 def env_for(threads):
-    return dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
-                OMP_NUM_THREADS=str(threads))
+    return blas_env.bench_env(threads)
 
 
 def cohort_data_block(name, work):
@@ -401,8 +402,8 @@ def main():
     cohort = checked_cohort(p, a.cohort)
     missed, scalings = [], []
     print("median of %d alternating runs; training samples/s after %d "
-          "warm-up steps; forward / backward / optimizer in ms per step\n"
-          % (a.repeats, WARMUP))
+          "warm-up steps; forward / backward / optimizer in ms per step; "
+          "%s\n" % (a.repeats, WARMUP, blas_env.describe()))
     print("| model | threads | cohort | PyTorch 1.13 | ratio | cohort f/b/o "
           "| PyTorch f/b/o | cohort b/f | first step s (cohort / PyTorch) |")
     print("|---|---|---|---|---|---|---|---|---|")
