@@ -9,6 +9,7 @@
 #include "kernels/fast_exp.h"
 #include "kernels/fused_activation.h"
 #include "kernels/parallel.h"
+#include "kernels/wide_vectors.h"
 
 namespace cohort {
 namespace {
@@ -99,7 +100,8 @@ inline __attribute__((always_inline)) T Relu6(T a) {
 // each such product took a microcode assist, and SiLU ran at a tenth of the
 // speed of sigmoid. The bits are the one loop's.
 template <typename T>
-void SiluForward(const T* in, T* out, int64_t n) {
+inline __attribute__((always_inline)) void SiluForward(const T* in, T* out,
+                                                       int64_t n) {
   constexpr int64_t kBlock = 512;
   T s[kBlock];  // out may be in
   for (int64_t b = 0; b < n; b += kBlock) {
@@ -109,10 +111,12 @@ void SiluForward(const T* in, T* out, int64_t n) {
   }
 }
 
-// The forward pass over one range, on the calling thread.
+// The forward pass over one range, on the calling thread; inlined into
+// the float entry points below.
 template <typename T>
-void ForwardRange(ActivationKind kind, T slope, const T* in, T* out,
-                  int64_t n) {
+inline __attribute__((always_inline)) void ForwardRange(ActivationKind kind,
+                                                        T slope, const T* in,
+                                                        T* out, int64_t n) {
   switch (kind) {
     case ActivationKind::kGelu:
       for (int64_t i = 0; i < n; ++i) {
@@ -156,10 +160,14 @@ void ForwardRange(ActivationKind kind, T slope, const T* in, T* out,
   }
 }
 
-// The backward pass over one range, on the calling thread.
+// The backward pass over one range, on the calling thread; inlined as
+// ForwardRange.
 template <typename T>
-void BackwardRange(ActivationKind kind, T slope, const T* in, const T* grad_out,
-                   T* grad_in, int64_t n) {
+inline __attribute__((always_inline)) void BackwardRange(ActivationKind kind,
+                                                         T slope, const T* in,
+                                                         const T* grad_out,
+                                                         T* grad_in,
+                                                         int64_t n) {
   switch (kind) {
     case ActivationKind::kGelu:
       // d/dx x Phi(x) = Phi(x) + x phi(x).
@@ -228,6 +236,42 @@ void BackwardRange(ActivationKind kind, T slope, const T* in, const T* grad_out,
   }
 }
 
+// The float passes with AVX-512 where the machine has it: GELU's erf and
+// exponential are some forty operations an element, and the loops run
+// from cache (wide_vectors.h). Double stays on libm, one version.
+COHORT_WIDE_VECTORS void FloatForwardRange(ActivationKind kind, float slope,
+                                           const float* in, float* out,
+                                           int64_t n) {
+  ForwardRange(kind, slope, in, out, n);
+}
+
+COHORT_WIDE_VECTORS void FloatBackwardRange(ActivationKind kind, float slope,
+                                            const float* in,
+                                            const float* grad_out,
+                                            float* grad_in, int64_t n) {
+  BackwardRange(kind, slope, in, grad_out, grad_in, n);
+}
+
+void AnyForwardRange(ActivationKind kind, float slope, const float* in,
+                     float* out, int64_t n) {
+  FloatForwardRange(kind, slope, in, out, n);
+}
+
+void AnyForwardRange(ActivationKind kind, double slope, const double* in,
+                     double* out, int64_t n) {
+  ForwardRange(kind, slope, in, out, n);
+}
+
+void AnyBackwardRange(ActivationKind kind, float slope, const float* in,
+                      const float* grad_out, float* grad_in, int64_t n) {
+  FloatBackwardRange(kind, slope, in, grad_out, grad_in, n);
+}
+
+void AnyBackwardRange(ActivationKind kind, double slope, const double* in,
+                      const double* grad_out, double* grad_in, int64_t n) {
+  BackwardRange(kind, slope, in, grad_out, grad_in, n);
+}
+
 }  // namespace
 
 // Elementwise, so ranges on the compute threads give the bits of one
@@ -236,7 +280,7 @@ template <typename T>
 void ActivationForward(ActivationKind kind, T slope, const T* in, T* out,
                        int64_t n) {
   ParallelRanges(n, kElementwiseGrain, [&](int64_t a, int64_t b) {
-    ForwardRange(kind, slope, in + a, out + a, b - a);
+    AnyForwardRange(kind, slope, in + a, out + a, b - a);
   });
 }
 
@@ -244,7 +288,7 @@ template <typename T>
 void ActivationBackward(ActivationKind kind, T slope, const T* in,
                         const T* grad_out, T* grad_in, int64_t n) {
   ParallelRanges(n, kElementwiseGrain, [&](int64_t a, int64_t b) {
-    BackwardRange(kind, slope, in + a, grad_out + a, grad_in + a, b - a);
+    AnyBackwardRange(kind, slope, in + a, grad_out + a, grad_in + a, b - a);
   });
 }
 

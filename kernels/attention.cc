@@ -9,6 +9,7 @@
 #include "kernels/fast_exp.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
+#include "kernels/wide_vectors.h"
 
 namespace cohort {
 namespace {
@@ -20,11 +21,35 @@ inline double Exp(double x) { return std::exp(x); }
 
 inline __attribute__((always_inline)) float Exp(float a) { return FastExp(a); }
 
+// The largest of row[0, n) (-inf when n is 0), in kLanes running maxima.
+// One running maximum is a chain of dependent max operations, one element
+// per operation's latency, which took three quarters of the softmax's time;
+// GCC does not vectorise that reduction without -ffinite-math-only. The
+// maximum of finite values is the same in any order, so the bits are too.
+template <typename T>
+inline __attribute__((always_inline)) T RowMax(const T* row, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  T lane[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) {
+    lane[l] = -std::numeric_limits<T>::infinity();
+  }
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) {
+      lane[l] = row[j + l] > lane[l] ? row[j + l] : lane[l];
+    }
+  }
+  T mx = -std::numeric_limits<T>::infinity();
+  for (int64_t l = 0; l < kLanes; ++l) mx = lane[l] > mx ? lane[l] : mx;
+  for (; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+  return mx;
+}
+
 // row[0, n) <- softmax(scale * row[0, n)); row[n, end) <- 0 (masked keys).
 template <typename T>
-void SoftmaxRow(T* row, int64_t n, int64_t end, T scale) {
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+inline __attribute__((always_inline)) void SoftmaxRow(T* row, int64_t n,
+                                                      int64_t end, T scale) {
+  const T mx = RowMax(row, n);
   const T shift = mx * scale;
   T sum = 0;
   for (int64_t j = 0; j < n; ++j) {
@@ -49,8 +74,9 @@ void DropRow(const T* src, const uint8_t* keep, T scale, T* dst, int64_t n) {
 // dP = dP~ * keep * keep_scale and P~ the dropped probabilities `pt`;
 // zeros on [n, end).
 template <typename T>
-void SoftmaxBackwardRow(const T* p, const T* pt, const uint8_t* keep,
-                        T keep_scale, T scale, T* ds, int64_t n, int64_t end) {
+inline __attribute__((always_inline)) void SoftmaxBackwardRow(
+    const T* p, const T* pt, const uint8_t* keep, T keep_scale, T scale, T* ds,
+    int64_t n, int64_t end) {
   T c = 0;
   for (int64_t j = 0; j < n; ++j) c += ds[j] * pt[j];
   if (keep == nullptr) {
@@ -62,6 +88,42 @@ void SoftmaxBackwardRow(const T* p, const T* pt, const uint8_t* keep,
     }
   }
   for (int64_t j = n; j < end; ++j) ds[j] = 0;
+}
+
+// The float rows with AVX-512 where the machine has it (wide_vectors.h):
+// the exponentials are most of the softmax's work. Its sums then add in
+// sixteen lanes instead of eight, so the bits differ between machines,
+// never between runs on one.
+COHORT_WIDE_VECTORS void WideSoftmaxRow(float* row, int64_t n, int64_t end,
+                                        float scale) {
+  SoftmaxRow(row, n, end, scale);
+}
+
+COHORT_WIDE_VECTORS void WideSoftmaxBackwardRow(const float* p, const float* pt,
+                                                const uint8_t* keep,
+                                                float keep_scale, float scale,
+                                                float* ds, int64_t n,
+                                                int64_t end) {
+  SoftmaxBackwardRow(p, pt, keep, keep_scale, scale, ds, n, end);
+}
+
+template <typename T>
+void RowSoftmax(T* row, int64_t n, int64_t end, T scale) {
+  if constexpr (std::is_same_v<T, float>) {
+    WideSoftmaxRow(row, n, end, scale);
+  } else {
+    SoftmaxRow(row, n, end, scale);
+  }
+}
+
+template <typename T>
+void RowSoftmaxBackward(const T* p, const T* pt, const uint8_t* keep,
+                        T keep_scale, T scale, T* ds, int64_t n, int64_t end) {
+  if constexpr (std::is_same_v<T, float>) {
+    WideSoftmaxBackwardRow(p, pt, keep, keep_scale, scale, ds, n, end);
+  } else {
+    SoftmaxBackwardRow(p, pt, keep, keep_scale, scale, ds, n, end);
+  }
 }
 
 // Row stride of the probabilities: L rounded up to 16, plus 16 elements.
@@ -142,7 +204,7 @@ void AttentionForward(const AttentionDims& d, const T* qkv, const uint8_t* keep,
       Gemm<T>(Trans::kYes, Trans::kNo, b, kend, dh, T(1), q + i0, nl, k, nl,
               T(0), pb, ld);
       for (int64_t r = 0; r < b; ++r) {
-        SoftmaxRow(pb + r * ld, d.causal ? i0 + r + 1 : len, kend, scale);
+        RowSoftmax(pb + r * ld, d.causal ? i0 + r + 1 : len, kend, scale);
       }
       const T* pt = pb;
       if (kp != nullptr) {
@@ -200,7 +262,7 @@ void HeadBackward(const AttentionDims& d, const Head& at, const T* qkv,
             T(0), ds, ld);
     for (int64_t r = 0; r < b; ++r) {
       const int64_t i = i0 + r;
-      SoftmaxBackwardRow(pb + r * ld, pt + r * ld,
+      RowSoftmaxBackward(pb + r * ld, pt + r * ld,
                          kp != nullptr ? kp + i * len : nullptr, keep_scale,
                          scale, ds + r * ld, d.causal ? i + 1 : len, kend);
     }
