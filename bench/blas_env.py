@@ -15,7 +15,9 @@ OpenBLAS's own among the AVX2 and AVX-512 cores (Haswell's kernels on AMD's
 Zen 4, say) is left alone.
 """
 import ctypes
+import functools
 import os
+import sys
 
 # OpenBLAS's cores that use neither AVX2 nor AVX-512.
 _PRE_AVX2 = {"prescott", "core2", "penryn", "dunnington", "nehalem",
@@ -59,14 +61,32 @@ def core_override(flags=None, core=None):
     return "Haswell" if want_avx2 else None
 
 
+@functools.lru_cache(maxsize=None)
+def _override():
+    return core_override()
+
+
+def coretype():
+    """The OPENBLAS_CORETYPE both sides run under: the environment's own,
+    else the override, else None (OpenBLAS's own choice)."""
+    return os.environ.get("OPENBLAS_CORETYPE") or _override()
+
+
+def apply_core():
+    """Sets OPENBLAS_CORETYPE in this process's environment where needed:
+    for its children, and for OpenBLAS itself if it has not loaded yet."""
+    core = coretype()
+    if core is not None:
+        os.environ["OPENBLAS_CORETYPE"] = core
+
+
 def bench_env(threads):
     """os.environ plus the thread bounds and, where needed, the core."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
                OMP_NUM_THREADS=str(threads))
-    if "OPENBLAS_CORETYPE" not in os.environ:
-        override = core_override()
-        if override is not None:
-            env["OPENBLAS_CORETYPE"] = override
+    core = coretype()
+    if core is not None:
+        env["OPENBLAS_CORETYPE"] = core
     return env
 
 
@@ -77,8 +97,17 @@ def describe():
         return "OpenBLAS: not found"
     if "OPENBLAS_CORETYPE" in os.environ:
         return f"OpenBLAS core: {os.environ['OPENBLAS_CORETYPE']} (as set)"
-    override = core_override(core=core)
+    override = _override()
     if override is None:
         return f"OpenBLAS core: {core}"
     return (f"OpenBLAS core: {override} for both sides "
             f"(on its own it picked {core}, below this CPU's flags)")
+
+
+if __name__ == "__main__":
+    # For shell scripts: prints the core to export, or nothing.
+    #   core=$(/usr/bin/python3 bench/blas_env.py) &&
+    #     [[ -z "$core" ]] || export OPENBLAS_CORETYPE=$core
+    if len(sys.argv) != 1:
+        sys.exit("usage: blas_env.py (prints the OPENBLAS_CORETYPE to use)")
+    print(coretype() or "")

@@ -49,6 +49,10 @@ if [[ ! -f "$data/meta.json" ]]; then
     --test-rows "$test_rows" --seed 5 >/dev/null
 fi
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+# Both sides on OpenBLAS's kernels for this CPU where it does not know it
+# (bench/blas_env.py).
+core=$($py "$root/bench/blas_env.py") || exit 1
+[[ -z "$core" ]] || export OPENBLAS_CORETYPE=$core
 
 # The zoo's dlrm_small as layers (bench/ctr_torch.py writes them), with
 # tables of $1 rows, batch $2.

@@ -13,6 +13,10 @@ import time
 # which would otherwise run the products on every core; it reads this
 # variable when it loads, i.e. before torch is imported.
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blas_env  # noqa: E402
+
+blas_env.apply_core()  # OpenBLAS's kernels on CPUs it does not know
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 

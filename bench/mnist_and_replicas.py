@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+import blas_env
+
 JOB = "examples/mnist_lenet5.textproto"
 
 
@@ -47,6 +49,7 @@ def torch_epoch(torch_bin, raw_dir):
 
 
 def main():
+    blas_env.apply_core()  # both sides on the same OpenBLAS kernels
     p = argparse.ArgumentParser()
     p.add_argument("cohort")
     p.add_argument("torch")

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/fast_exp.h"
 #include "kernels/fused_activation.h"
@@ -252,26 +253,6 @@ COHORT_WIDE_VECTORS void FloatBackwardRange(ActivationKind kind, float slope,
   BackwardRange(kind, slope, in, grad_out, grad_in, n);
 }
 
-void AnyForwardRange(ActivationKind kind, float slope, const float* in,
-                     float* out, int64_t n) {
-  FloatForwardRange(kind, slope, in, out, n);
-}
-
-void AnyForwardRange(ActivationKind kind, double slope, const double* in,
-                     double* out, int64_t n) {
-  ForwardRange(kind, slope, in, out, n);
-}
-
-void AnyBackwardRange(ActivationKind kind, float slope, const float* in,
-                      const float* grad_out, float* grad_in, int64_t n) {
-  FloatBackwardRange(kind, slope, in, grad_out, grad_in, n);
-}
-
-void AnyBackwardRange(ActivationKind kind, double slope, const double* in,
-                      const double* grad_out, double* grad_in, int64_t n) {
-  BackwardRange(kind, slope, in, grad_out, grad_in, n);
-}
-
 }  // namespace
 
 // Elementwise, so ranges on the compute threads give the bits of one
@@ -280,7 +261,11 @@ template <typename T>
 void ActivationForward(ActivationKind kind, T slope, const T* in, T* out,
                        int64_t n) {
   ParallelRanges(n, kElementwiseGrain, [&](int64_t a, int64_t b) {
-    AnyForwardRange(kind, slope, in + a, out + a, b - a);
+    if constexpr (std::is_same_v<T, float>) {
+      FloatForwardRange(kind, slope, in + a, out + a, b - a);
+    } else {
+      ForwardRange(kind, slope, in + a, out + a, b - a);
+    }
   });
 }
 
@@ -288,7 +273,11 @@ template <typename T>
 void ActivationBackward(ActivationKind kind, T slope, const T* in,
                         const T* grad_out, T* grad_in, int64_t n) {
   ParallelRanges(n, kElementwiseGrain, [&](int64_t a, int64_t b) {
-    AnyBackwardRange(kind, slope, in + a, grad_out + a, grad_in + a, b - a);
+    if constexpr (std::is_same_v<T, float>) {
+      FloatBackwardRange(kind, slope, in + a, grad_out + a, grad_in + a, b - a);
+    } else {
+      BackwardRange(kind, slope, in + a, grad_out + a, grad_in + a, b - a);
+    }
   });
 }
 

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 #include "kernels/fast_exp.h"
 #include "kernels/gemm.h"
 #include "kernels/parallel.h"
+#include "kernels/row_max.h"
 #include "kernels/wide_vectors.h"
 
 namespace cohort {
@@ -20,30 +20,6 @@ namespace {
 inline double Exp(double x) { return std::exp(x); }
 
 inline __attribute__((always_inline)) float Exp(float a) { return FastExp(a); }
-
-// The largest of row[0, n) (-inf when n is 0), in kLanes running maxima.
-// One running maximum is a chain of dependent max operations, one element
-// per operation's latency, which took three quarters of the softmax's time;
-// GCC does not vectorise that reduction without -ffinite-math-only. The
-// maximum of finite values is the same in any order, so the bits are too.
-template <typename T>
-inline __attribute__((always_inline)) T RowMax(const T* row, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  T lane[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) {
-    lane[l] = -std::numeric_limits<T>::infinity();
-  }
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) {
-      lane[l] = row[j + l] > lane[l] ? row[j + l] : lane[l];
-    }
-  }
-  T mx = -std::numeric_limits<T>::infinity();
-  for (int64_t l = 0; l < kLanes; ++l) mx = lane[l] > mx ? lane[l] : mx;
-  for (; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
-  return mx;
-}
 
 // row[0, n) <- softmax(scale * row[0, n)); row[n, end) <- 0 (masked keys).
 template <typename T>

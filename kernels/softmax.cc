@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/fast_exp.h"
+#include "kernels/row_max.h"
 
 namespace cohort {
 namespace {
@@ -14,8 +15,7 @@ constexpr int64_t kBlock = 256;
 // y = softmax of one contiguous row of n; returns nothing, writes y.
 template <typename T>
 void RowForward(const T* x, T* y, int64_t n) {
-  T mx = x[0];
-  for (int64_t j = 1; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+  const T mx = RowMax(x, n);
   T sum = 0;
   for (int64_t j = 0; j < n; ++j) {
     const T e = FastExp(x[j] - mx);
@@ -58,8 +58,7 @@ void ColumnsForward(const T* x, T* y, int64_t axis, int64_t stride,
 // into dx first, so each exp is computed once.
 template <typename T>
 void RowBackward(const T* x, const T* dy, T* dx, int64_t n) {
-  T mx = x[0];
-  for (int64_t j = 1; j < n; ++j) mx = x[j] > mx ? x[j] : mx;
+  const T mx = RowMax(x, n);
   T sum = 0, dot = 0;
   for (int64_t j = 0; j < n; ++j) {
     const T e = FastExp(x[j] - mx);
