@@ -100,34 +100,34 @@ inline __attribute__((always_inline)) T Relu6(T a) {
 // times the denormal sigmoid(-88), for every vector before blending it away;
 // each such product took a microcode assist, and SiLU ran at a tenth of the
 // speed of sigmoid. The bits are the one loop's.
-template <typename T>
-inline __attribute__((always_inline)) void SiluForward(const T* in, T* out,
+template <typename T, typename Load>
+inline __attribute__((always_inline)) void SiluForward(const Load& in, T* out,
                                                        int64_t n) {
   constexpr int64_t kBlock = 512;
   T s[kBlock];  // out may be in
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t m = std::min(kBlock, n - b);
-    for (int64_t i = 0; i < m; ++i) s[i] = Sigmoid(in[b + i]);
-    for (int64_t i = 0; i < m; ++i) out[b + i] = in[b + i] * s[i];
+    for (int64_t i = 0; i < m; ++i) s[i] = Sigmoid(in(b + i));
+    for (int64_t i = 0; i < m; ++i) out[b + i] = in(b + i) * s[i];
   }
 }
 
 // The forward pass over one range, on the calling thread; inlined into
 // the float entry points below.
-template <typename T>
+template <typename T, typename Load>
 inline __attribute__((always_inline)) void ForwardRange(ActivationKind kind,
-                                                        T slope, const T* in,
+                                                        T slope, const Load& in,
                                                         T* out, int64_t n) {
   switch (kind) {
     case ActivationKind::kGelu:
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         out[i] = T(0.5) * x * (T(1) + Erf(x * T(kInvSqrt2)));
       }
       return;
     case ActivationKind::kGeluTanh:
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         const T u = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
         out[i] = T(0.5) * x * (T(1) + Tanh(u));
       }
@@ -136,26 +136,26 @@ inline __attribute__((always_inline)) void ForwardRange(ActivationKind kind,
       SiluForward(in, out, n);
       return;
     case ActivationKind::kTanh:
-      for (int64_t i = 0; i < n; ++i) out[i] = Tanh(in[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = Tanh(in(i));
       return;
     case ActivationKind::kSigmoid:
-      for (int64_t i = 0; i < n; ++i) out[i] = Sigmoid(in[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = Sigmoid(in(i));
       return;
     case ActivationKind::kLeakyRelu:
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         out[i] = x > T(0) ? x : slope * x;
       }
       return;
     case ActivationKind::kRelu6:
-      for (int64_t i = 0; i < n; ++i) out[i] = Relu6(in[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = Relu6(in(i));
       return;
     case ActivationKind::kHardsigmoid:
-      for (int64_t i = 0; i < n; ++i) out[i] = Relu6(in[i] + T(3)) / T(6);
+      for (int64_t i = 0; i < n; ++i) out[i] = Relu6(in(i) + T(3)) / T(6);
       return;
     case ActivationKind::kHardswish:
       for (int64_t i = 0; i < n; ++i) {
-        out[i] = in[i] * Relu6(in[i] + T(3)) / T(6);
+        out[i] = in(i)*Relu6(in(i) + T(3)) / T(6);
       }
       return;
   }
@@ -163,17 +163,15 @@ inline __attribute__((always_inline)) void ForwardRange(ActivationKind kind,
 
 // The backward pass over one range, on the calling thread; inlined as
 // ForwardRange.
-template <typename T>
-inline __attribute__((always_inline)) void BackwardRange(ActivationKind kind,
-                                                         T slope, const T* in,
-                                                         const T* grad_out,
-                                                         T* grad_in,
-                                                         int64_t n) {
+template <typename T, typename Load>
+inline __attribute__((always_inline)) void BackwardRange(
+    ActivationKind kind, T slope, const Load& in, const T* grad_out, T* grad_in,
+    int64_t n) {
   switch (kind) {
     case ActivationKind::kGelu:
       // d/dx x Phi(x) = Phi(x) + x phi(x).
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         const T cdf = T(0.5) * (T(1) + Erf(x * T(kInvSqrt2)));
         const T pdf = T(kInvSqrt2Pi) * Exp(T(-0.5) * x * x);
         grad_in[i] = grad_out[i] * (cdf + x * pdf);
@@ -181,7 +179,7 @@ inline __attribute__((always_inline)) void BackwardRange(ActivationKind kind,
       return;
     case ActivationKind::kGeluTanh:
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         const T u = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
         const T t = Tanh(u);
         const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
@@ -191,45 +189,45 @@ inline __attribute__((always_inline)) void BackwardRange(ActivationKind kind,
       return;
     case ActivationKind::kSilu:
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         const T s = Sigmoid(x);
         grad_in[i] = grad_out[i] * (s * (T(1) + x * (T(1) - s)));
       }
       return;
     case ActivationKind::kTanh:
       for (int64_t i = 0; i < n; ++i) {
-        const T t = Tanh(in[i]);
+        const T t = Tanh(in(i));
         grad_in[i] = grad_out[i] * (T(1) - t * t);
       }
       return;
     case ActivationKind::kSigmoid:
       for (int64_t i = 0; i < n; ++i) {
-        const T s = Sigmoid(in[i]);
+        const T s = Sigmoid(in(i));
         grad_in[i] = grad_out[i] * (s * (T(1) - s));
       }
       return;
     case ActivationKind::kLeakyRelu:
       for (int64_t i = 0; i < n; ++i) {
-        grad_in[i] = in[i] > T(0) ? grad_out[i] : slope * grad_out[i];
+        grad_in[i] = in(i) > T(0) ? grad_out[i] : slope * grad_out[i];
       }
       return;
     // PyTorch's subgradients: zero at the kinks of relu6 and hardsigmoid,
     // and hardswish's middle piece closed at both ends.
     case ActivationKind::kRelu6:
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         grad_in[i] = x > T(0) && x < T(6) ? grad_out[i] : T(0);
       }
       return;
     case ActivationKind::kHardsigmoid:
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         grad_in[i] = x > T(-3) && x < T(3) ? grad_out[i] / T(6) : T(0);
       }
       return;
     case ActivationKind::kHardswish:
       for (int64_t i = 0; i < n; ++i) {
-        const T x = in[i];
+        const T x = in(i);
         const T d = x < T(-3) ? T(0) : x <= T(3) ? x / T(3) + T(0.5) : T(1);
         grad_in[i] = grad_out[i] * d;
       }
@@ -237,20 +235,69 @@ inline __attribute__((always_inline)) void BackwardRange(ActivationKind kind,
   }
 }
 
+// The input of a range: in[i], or in[i] + bias with the sum rounded first
+// (a product's per-row bias, added in the activation's own pass).
+template <typename T>
+struct Plain {
+  const T* in;
+  T operator()(int64_t i) const { return in[i]; }
+};
+template <typename T>
+struct Biased {
+  const T* in;
+  T bias;
+  T operator()(int64_t i) const { return in[i] + bias; }
+};
+
 // The float passes with AVX-512 where the machine has it: GELU's erf and
 // exponential are some forty operations an element, and the loops run
-// from cache (wide_vectors.h). Double stays on libm, one version.
+// from cache (wide_vectors.h). Double stays on libm, one version. A zero
+// bias is not the same as none: -0 + 0 is +0.
 COHORT_WIDE_VECTORS void FloatForwardRange(ActivationKind kind, float slope,
-                                           const float* in, float* out,
-                                           int64_t n) {
-  ForwardRange(kind, slope, in, out, n);
+                                           const float* in, const float* bias,
+                                           float* out, int64_t n) {
+  if (bias == nullptr) {
+    ForwardRange(kind, slope, Plain<float>{in}, out, n);
+  } else {
+    ForwardRange(kind, slope, Biased<float>{in, *bias}, out, n);
+  }
 }
 
 COHORT_WIDE_VECTORS void FloatBackwardRange(ActivationKind kind, float slope,
-                                            const float* in,
+                                            const float* in, const float* bias,
                                             const float* grad_out,
                                             float* grad_in, int64_t n) {
-  BackwardRange(kind, slope, in, grad_out, grad_in, n);
+  if (bias == nullptr) {
+    BackwardRange(kind, slope, Plain<float>{in}, grad_out, grad_in, n);
+  } else {
+    BackwardRange(kind, slope, Biased<float>{in, *bias}, grad_out, grad_in, n);
+  }
+}
+
+// One range of the forward pass; `bias` is null or points at the range's
+// one bias value.
+template <typename T>
+void Forward(ActivationKind kind, T slope, const T* in, const T* bias, T* out,
+             int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    FloatForwardRange(kind, slope, in, bias, out, n);
+  } else if (bias == nullptr) {
+    ForwardRange(kind, slope, Plain<T>{in}, out, n);
+  } else {
+    ForwardRange(kind, slope, Biased<T>{in, *bias}, out, n);
+  }
+}
+
+template <typename T>
+void Backward(ActivationKind kind, T slope, const T* in, const T* bias,
+              const T* grad_out, T* grad_in, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    FloatBackwardRange(kind, slope, in, bias, grad_out, grad_in, n);
+  } else if (bias == nullptr) {
+    BackwardRange(kind, slope, Plain<T>{in}, grad_out, grad_in, n);
+  } else {
+    BackwardRange(kind, slope, Biased<T>{in, *bias}, grad_out, grad_in, n);
+  }
 }
 
 }  // namespace
@@ -261,11 +308,7 @@ template <typename T>
 void ActivationForward(ActivationKind kind, T slope, const T* in, T* out,
                        int64_t n) {
   ParallelRanges(n, kElementwiseGrain, [&](int64_t a, int64_t b) {
-    if constexpr (std::is_same_v<T, float>) {
-      FloatForwardRange(kind, slope, in + a, out + a, b - a);
-    } else {
-      ForwardRange(kind, slope, in + a, out + a, b - a);
-    }
+    Forward<T>(kind, slope, in + a, nullptr, out + a, b - a);
   });
 }
 
@@ -273,13 +316,43 @@ template <typename T>
 void ActivationBackward(ActivationKind kind, T slope, const T* in,
                         const T* grad_out, T* grad_in, int64_t n) {
   ParallelRanges(n, kElementwiseGrain, [&](int64_t a, int64_t b) {
-    if constexpr (std::is_same_v<T, float>) {
-      FloatBackwardRange(kind, slope, in + a, grad_out + a, grad_in + a, b - a);
-    } else {
-      BackwardRange(kind, slope, in + a, grad_out + a, grad_in + a, b - a);
+    Backward<T>(kind, slope, in + a, nullptr, grad_out + a, grad_in + a, b - a);
+  });
+}
+
+template <typename T>
+void ActivationForwardRowBias(ActivationKind kind, T slope, const T* in,
+                              const T* bias, int64_t rows, int64_t cols,
+                              T* out) {
+  ParallelItems(rows, ItemGrain(cols), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t o = r * cols;
+      Forward<T>(kind, slope, in + o, bias + r, out + o, cols);
     }
   });
 }
+
+template <typename T>
+void ActivationBackwardRowBias(ActivationKind kind, T slope, const T* in,
+                               const T* bias, int64_t rows, int64_t cols,
+                               const T* grad_out, T* grad_in) {
+  ParallelItems(rows, ItemGrain(cols), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t o = r * cols;
+      Backward<T>(kind, slope, in + o, bias + r, grad_out + o, grad_in + o,
+                  cols);
+    }
+  });
+}
+
+#define COHORT_INSTANTIATE_ROW_BIAS(T)                                       \
+  template void ActivationForwardRowBias<T>(ActivationKind, T, const T*,     \
+                                            const T*, int64_t, int64_t, T*); \
+  template void ActivationBackwardRowBias<T>(                                \
+      ActivationKind, T, const T*, const T*, int64_t, int64_t, const T*, T*);
+COHORT_INSTANTIATE_ROW_BIAS(float)
+COHORT_INSTANTIATE_ROW_BIAS(double)
+#undef COHORT_INSTANTIATE_ROW_BIAS
 
 template void ActivationForward<float>(ActivationKind, float, const float*,
                                        float*, int64_t);

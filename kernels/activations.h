@@ -45,6 +45,20 @@ template <typename T>
 void ActivationBackward(ActivationKind kind, T slope, const T* in,
                         const T* grad_out, T* grad_in, int64_t n);
 
+// The same over `rows` rows of `cols` elements with a per-row bias added to
+// the input first, x = in[r * cols + c] + bias[r], rounded as a separate
+// bias add rounds it: a channel-major product's bias applied in the
+// activation's pass. Backward recomputes x the same way, so the caller
+// keeps only the unbiased product.
+template <typename T>
+void ActivationForwardRowBias(ActivationKind kind, T slope, const T* in,
+                              const T* bias, int64_t rows, int64_t cols,
+                              T* out);
+template <typename T>
+void ActivationBackwardRowBias(ActivationKind kind, T slope, const T* in,
+                               const T* bias, int64_t rows, int64_t cols,
+                               const T* grad_out, T* grad_in);
+
 }  // namespace cohort
 
 #endif  // COHORT_KERNELS_ACTIVATIONS_H_

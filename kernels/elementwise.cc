@@ -30,6 +30,11 @@ void AddLoop(const T* a, const T* b, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+template <typename T>
+void AddBiasedLoop(const T* a, const T* b, T bias, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + (b[i] + bias);
+}
+
 template <FusedActivation A, typename T>
 void AddActivatedLoop(const T* a, const T* b, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Activate<A>(a[i] + b[i]);
@@ -74,6 +79,17 @@ template <typename T>
 void Add(const T* a, const T* b, T* out, int64_t n) {
   ParallelRanges(n, kElementwiseGrain, [&](int64_t first, int64_t last) {
     AddLoop(a + first, b + first, out + first, last - first);
+  });
+}
+
+template <typename T>
+void AddRowBias(const T* a, const T* b, const T* bias, int64_t rows,
+                int64_t cols, T* out) {
+  ParallelItems(rows, ItemGrain(cols), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const int64_t o = r * cols;
+      AddBiasedLoop(a + o, b + o, bias[r], out + o, cols);
+    }
   });
 }
 
@@ -128,18 +144,20 @@ void MaskedScale(const T* in, const uint8_t* mask, T scale, T* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * (scale * T(mask[i]));
 }
 
-#define COHORT_INSTANTIATE(T)                                              \
-  template void ReluForward<T>(const T*, T*, int64_t);                     \
-  template void ReluBackward<T>(const T*, const T*, T*, int64_t);          \
-  template void AddInPlace<T>(const T*, T*, int64_t);                      \
-  template void Add<T>(const T*, const T*, T*, int64_t);                   \
-  template void AddActivated<T>(const T*, const T*, FusedActivation, T*,   \
-                                int64_t);                                  \
-  template void ActivationGradFromOutput<T>(const T*, const T*,            \
-                                            FusedActivation, T*, int64_t); \
-  template void MulInPlace<T>(const T*, T*, int64_t);                      \
-  template void ScalePlanesInPlace<T>(const T*, T*, int64_t, int64_t);     \
-  template void SumPlanes<T>(const T*, T*, int64_t, int64_t);              \
+#define COHORT_INSTANTIATE(T)                                                 \
+  template void ReluForward<T>(const T*, T*, int64_t);                        \
+  template void ReluBackward<T>(const T*, const T*, T*, int64_t);             \
+  template void AddInPlace<T>(const T*, T*, int64_t);                         \
+  template void Add<T>(const T*, const T*, T*, int64_t);                      \
+  template void AddRowBias<T>(const T*, const T*, const T*, int64_t, int64_t, \
+                              T*);                                            \
+  template void AddActivated<T>(const T*, const T*, FusedActivation, T*,      \
+                                int64_t);                                     \
+  template void ActivationGradFromOutput<T>(const T*, const T*,               \
+                                            FusedActivation, T*, int64_t);    \
+  template void MulInPlace<T>(const T*, T*, int64_t);                         \
+  template void ScalePlanesInPlace<T>(const T*, T*, int64_t, int64_t);        \
+  template void SumPlanes<T>(const T*, T*, int64_t, int64_t);                 \
   template void MaskedScale<T>(const T*, const uint8_t*, T, T*, int64_t);
 COHORT_INSTANTIATE(float)
 COHORT_INSTANTIATE(double)

@@ -48,6 +48,14 @@ void AddInPlace(const T* x, T* y, int64_t n);
 template <typename T>
 void Add(const T* a, const T* b, T* out, int64_t n);
 
+// out[r * cols + c] = a[...] + (b[...] + bias[r]) over `rows` rows of `cols`
+// elements: a channel-major product's per-row bias added in the pass that
+// adds a residual, with the bits of adding the bias first. `out` may equal
+// `a` or `b`.
+template <typename T>
+void AddRowBias(const T* a, const T* b, const T* bias, int64_t rows,
+                int64_t cols, T* out);
+
 // out = act(a + b), the sum rounded first (the bits of Add and then the
 // activation layer). `out` may equal `a` or `b`.
 template <typename T>

@@ -128,9 +128,9 @@ void Attention<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   AttentionForward<T>(dims_, qkv_.data(), dropped_ ? keep_.data() : nullptr,
                       keep_scale, heads_.data(), &cache_);
   EnsureShape(out, {d, n, length_});
-  BroadcastColumn<T>(d, nl, b_out_.data(), out->data(), nl);
+  if (!defer_bias_) BroadcastColumn<T>(d, nl, b_out_.data(), out->data(), nl);
   Gemm<T>(Trans::kNo, Trans::kNo, d, nl, d, T(1), w_out_.data(), d,
-          heads_.data(), ld, T(1), out->data(), nl);
+          heads_.data(), ld, defer_bias_ ? T(0) : T(1), out->data(), nl);
 }
 
 template <typename T>

@@ -54,6 +54,12 @@ class Attention : public Layer<T> {
   void Backward(const BasicTensor<T>& grad_out,
                 BasicTensor<T>* grad_in) override;
 
+  // For an owner that adds the out-projection's bias itself, in a pass
+  // over the output it makes anyway (a residual sum, AddRowBias): Forward
+  // then leaves the bias out of its output. Backward is unchanged.
+  void set_output_bias_deferred(bool deferred) { defer_bias_ = deferred; }
+  // The out-projection's bias {D}, once bound.
+  const BasicTensor<T>& output_bias() const { return b_out_; }
   // For tests: the fraction of probabilities the last forward kept (1 when
   // it drew no dropout mask).
   double KeptFraction() const;
@@ -70,6 +76,7 @@ class Attention : public Layer<T> {
   AttentionCache<T> cache_;
   std::vector<uint8_t> keep_;
   bool dropped_ = false;  // the last forward drew keep_
+  bool defer_bias_ = false;
   AttentionDims dims_;
   Rng rng_;
   const BasicTensor<T>* in_ = nullptr;

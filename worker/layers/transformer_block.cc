@@ -27,7 +27,13 @@ TransformerBlock<T>::TransformerBlock(TransformerBlockOptions o)
       ln2_(PerPosition(o.eps)),
       attn_({o.heads, o.causal, o.dropout}),
       drop1_(o.dropout),
-      drop2_(o.dropout) {}
+      drop2_(o.dropout) {
+  // Without dropout both branches end in the residual sum, which adds the
+  // out-projections' biases in its own pass (AddRowBias); the first MLP
+  // product's bias goes into the GELU's pass. That saves a broadcast pass
+  // and a read of the product's output per bias.
+  attn_.set_output_bias_deferred(o.dropout == 0.0);
+}
 
 template <typename T>
 std::string TransformerBlock<T>::Name() const {
@@ -135,24 +141,35 @@ void TransformerBlock<T>::Forward(const BasicTensor<T>& in, BasicTensor<T>* out,
   const int64_t n = in.dim(1), m = n * length_, size = in.size();
   ln1_.Forward(in, &a_ln1_, mode);
   attn_.Forward(a_ln1_, &a_attn_, mode);
-  // Without dropout the dropout layers would only copy: skipped.
+  // Without dropout the dropout layers would only copy: skipped, and the
+  // residual sums add the branches' last biases (see the constructor).
   const bool drop = options_.dropout > 0.0;
-  if (drop) drop1_.Forward(a_attn_, &a_drop1_, mode);
   EnsureShape(&h_, in.shape());
-  Add(in.data(), (drop ? a_drop1_ : a_attn_).data(), h_.data(), size);
+  if (drop) {
+    drop1_.Forward(a_attn_, &a_drop1_, mode);
+    Add(in.data(), a_drop1_.data(), h_.data(), size);
+  } else {
+    AddRowBias(in.data(), a_attn_.data(), attn_.output_bias().data(), dim_, m,
+               h_.data());
+  }
   ln2_.Forward(h_, &a_ln2_, mode);
+  // m1 holds the product without its bias, which the GELU adds.
   EnsureShape(&m1_, {hidden_, n, length_});
-  PositionwiseLinear(w1_.data(), b1_.data(), a_ln2_.data(), hidden_, dim_, m,
-                     m1_.data());
+  PositionwiseLinear<T>(w1_.data(), nullptr, a_ln2_.data(), hidden_, dim_, m,
+                        m1_.data());
   EnsureShape(&g_, m1_.shape());
-  ActivationForward<T>(ActivationKind::kGelu, T(0), m1_.data(), g_.data(),
-                       m1_.size());
+  ActivationForwardRowBias<T>(ActivationKind::kGelu, T(0), m1_.data(),
+                              b1_.data(), hidden_, m, g_.data());
   EnsureShape(&m2_, in.shape());
-  PositionwiseLinear(w2_.data(), b2_.data(), g_.data(), dim_, hidden_, m,
-                     m2_.data());
-  if (drop) drop2_.Forward(m2_, &a_drop2_, mode);
+  PositionwiseLinear<T>(w2_.data(), drop ? b2_.data() : nullptr, g_.data(),
+                        dim_, hidden_, m, m2_.data());
   EnsureShape(out, in.shape());
-  Add(h_.data(), (drop ? a_drop2_ : m2_).data(), out->data(), size);
+  if (drop) {
+    drop2_.Forward(m2_, &a_drop2_, mode);
+    Add(h_.data(), a_drop2_.data(), out->data(), size);
+  } else {
+    AddRowBias(h_.data(), m2_.data(), b2_.data(), dim_, m, out->data());
+  }
 }
 
 template <typename T>
@@ -168,8 +185,9 @@ void TransformerBlock<T>::Backward(const BasicTensor<T>& grad_out,
   PositionwiseLinearBackward(w2_.data(), g_.data(),
                              (drop ? g_m2_ : grad_out).data(), dim_, hidden_, m,
                              dw2_.data(), db2_.data(), g_g_.data());
-  ActivationBackward<T>(ActivationKind::kGelu, T(0), m1_.data(), g_g_.data(),
-                        g_g_.data(), g_g_.size());
+  ActivationBackwardRowBias<T>(ActivationKind::kGelu, T(0), m1_.data(),
+                               b1_.data(), hidden_, m, g_g_.data(),
+                               g_g_.data());
   EnsureShape(&g_ln2_, in_->shape());
   PositionwiseLinearBackward(w1_.data(), a_ln2_.data(), g_g_.data(), hidden_,
                              dim_, m, dw1_.data(), db1_.data(), g_ln2_.data());
