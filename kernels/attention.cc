@@ -218,6 +218,13 @@ void HeadBackward(const AttentionDims& d, const Head& at, const T* qkv,
   const T* go = grad_out + at.off;
   const T* p = probs + at.probs * ld;
   const uint8_t* kp = keep != nullptr ? keep + at.probs * len : nullptr;
+  // dK and dV accumulate over query blocks; dQ is written block by block.
+  // The pair's own rows and columns are cleared here, on the thread that
+  // accumulates into them next.
+  for (int64_t r = 0; r < dh; ++r) {
+    std::fill(dk + r * nl, dk + r * nl + len, T(0));
+    std::fill(dv + r * nl, dv + r * nl + len, T(0));
+  }
   for (int64_t i0 = 0; i0 < len; i0 += kQueryBlock) {
     const int64_t b = std::min(kQueryBlock, len - i0);
     const int64_t kend = d.causal ? i0 + b : len;
@@ -258,10 +265,6 @@ void AttentionBackward(const AttentionDims& d, const T* qkv,
                        T* grad_qkv, AttentionCache<T>* cache) {
   const int64_t nl = d.stride > 0 ? d.stride : d.batch * d.length;
   const int64_t ld = PaddedStride(d.length);
-  // dK and dV accumulate over query blocks; dQ is written block by block.
-  for (int64_t r = d.dim; r < 3 * d.dim; ++r) {
-    std::fill(grad_qkv + r * nl, grad_qkv + r * nl + d.batch * d.length, T(0));
-  }
   const int64_t block = kQueryBlock * ld;
   const int64_t per_slot = SlotLength<T>((keep != nullptr ? 2 : 1) * block);
   cache->scratch.resize(Slots<T>() * per_slot);
