@@ -42,8 +42,12 @@ constexpr int64_t kSmallGemmMacsBesideOnednn = (int64_t{1} << 22) - 1;
 // width: oneDNN's sgemm took 1.7-5.6x less time than the small kernels from
 // 2^19 multiply-adds up (attention's 64 x 196 x 64 products, LeNet-5's dense
 // layers), while below 2^16 its call costs more than the product; between,
-// the two are even (docs/BENCHMARKS.md, "Another machine").
-constexpr int64_t kSmallGemmMacsBesideFullWidthOnednn = (int64_t{1} << 19) - 1;
+// the two were even on contiguous operands in cache (docs/BENCHMARKS.md,
+// "Another machine"). Attention's 64 x 64 x 64 products (2^18) read rows of
+// Q, K and V a whole batch apart, which the small kernels take in place and
+// oneDNN packs: with them on oneDNN the attention core of gpt_tiny's shape
+// took 0.91-0.92x the time at one thread and 0.94x at two.
+constexpr int64_t kSmallGemmMacsBesideFullWidthOnednn = (int64_t{1} << 18) - 1;
 
 // Whether oneDNN runs AVX-512 code here; elsewhere its sgemm was not
 // measured against OpenBLAS, which keeps those machines.

@@ -4,22 +4,23 @@
 //
 // Engine code is written once for both scalar types and never spells out CBLAS
 // enums. Small float products (alpha 1, beta 0 or 1: where oneDNN runs AVX-512
-// code, under 2^19 multiply-adds on Intel's cores and under 2^22 on others; up
+// code, under 2^18 multiply-adds on Intel's cores and under 2^22 on others; up
 // to 2^23 elsewhere) run on AVX2 kernels that read the operands in place
 // (gemm_small.h). Larger float products go to oneDNN's sgemm where oneDNN runs
 // AVX-512 code: on this project's AVX-512 machines it ran the transformer and
 // convolution shapes at 1.2-2.6x OpenBLAS 0.3.21's speed, products from 2^22 to
 // 2^23 (convolutions on 1x1 maps) at 2-7x the in-place kernels', and on Intel's
-// cores products from 2^19 up at 1.7-5.6x (conv_bench, gemm.cc). Everything
-// else goes to OpenBLAS (cblas_sgemm / cblas_dgemm). Both run single-threaded:
-// OpenBLAS's own pthread pool spins against the OpenMP team that the other
-// kernels run on (the OpenMP build of OpenBLAS shares the team, but with it two
-// replicas calling at once no longer trained reproducibly), and oneDNN's
-// threads split some products' sums by the thread count. Instead, every product
-// splits into parts over the caller's OpenMP team (kernels/parallel.h): ranges
-// of C's rows or columns, or of the sum where C is small and the sum long,
-// fixed by the shape, so that results do not depend on the thread count. The
-// callee owns nothing; all matrices belong to the caller.
+// cores products from 2^19 up at 1.7-5.6x, and attention's strided 2^18 ones
+// too (conv_bench, gemm.cc). Everything else goes to OpenBLAS (cblas_sgemm /
+// cblas_dgemm). Both run single-threaded: OpenBLAS's own pthread pool spins
+// against the OpenMP team that the other kernels run on (the OpenMP build of
+// OpenBLAS shares the team, but with it two replicas calling at once no longer
+// trained reproducibly), and oneDNN's threads split some products' sums by the
+// thread count. Instead, every product splits into parts over the caller's
+// OpenMP team (kernels/parallel.h): ranges of C's rows or columns, or of the
+// sum where C is small and the sum long, fixed by the shape, so that results do
+// not depend on the thread count. The callee owns nothing; all matrices belong
+// to the caller.
 //
 // Thread safety: reentrant; concurrent calls on disjoint outputs are fine.
 #ifndef COHORT_KERNELS_GEMM_H_
